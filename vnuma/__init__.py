@@ -1,0 +1,3 @@
+"""vnuma: NUMA-aware placement of tenant VMs on libvirt hypervisors."""
+
+__version__ = "0.1.0"

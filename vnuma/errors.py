@@ -1,0 +1,79 @@
+"""The one error hierarchy of vnuma; each class carries its process exit code.
+
+User errors are `VnumaError` subclasses: the CLI prints them as one
+``error: ...`` line (plus an optional ``hint: ...``) and exits with
+``exit_code``. Programming mistakes are asserts or RuntimeError, never these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class VnumaError(Exception):
+    """Base of every user-facing error (exit 1; never raised directly)."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class NotFoundError(VnumaError):
+    """An unknown host, tenant or VM."""
+
+    exit_code = 3
+
+
+class InvalidInputError(VnumaError):
+    """Malformed input: XML, cpuset, size, request options, trace files."""
+
+    exit_code = 4
+
+
+class ConfigError(InvalidInputError):
+    """An unknown policy or strategy name, a bad setting."""
+
+
+class ConflictError(VnumaError):
+    """A name that already exists, or an action refused in the current state."""
+
+    exit_code = 9
+
+
+class NoPlacementError(VnumaError):
+    """No host can take the VM; carries every host's rejection."""
+
+    exit_code = 5
+
+    def __init__(self, vm: str, rejections: tuple[Any, ...], *, best: str | None = None) -> None:
+        detail = f": {best}" if best else ""
+        super().__init__(
+            f"no host can take VM {vm!r}{detail}",
+            hint="rerun with --explain to see why each host was rejected",
+        )
+        self.vm = vm
+        self.rejections = rejections
+
+
+class InventoryError(VnumaError):
+    """The database is unreachable, locked, or its schema is behind."""
+
+    exit_code = 6
+
+
+class RenderError(VnumaError):
+    """A template error or a rendered domain that fails validation."""
+
+    exit_code = 7
+
+
+class HypervisorError(VnumaError):
+    """libvirt refused or failed; keeps libvirt's own error code."""
+
+    exit_code = 8
+
+    def __init__(self, message: str, *, code: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code

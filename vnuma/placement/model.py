@@ -1,0 +1,202 @@
+"""Placement vocabulary: tenants, VM requests, placements and rejections.
+
+Pure: no I/O. These frozen types cross every layer: the engine returns them,
+the inventory stores them as claims, the renderer turns them into XML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from vnuma.topology import DeviceKind
+
+
+class Isolation(StrEnum):
+    """How a tenant shares hardware with other tenants.
+
+    ``core``: no physical core (SMT sibling group) ever holds CPUs claimed by
+    two tenants; ``cell``: the tenant's VMs get NUMA cells no other tenant
+    uses; ``none``: siblings may be shared.
+    """
+
+    CORE = "core"
+    CELL = "cell"
+    NONE = "none"
+
+
+class CpuPolicy(StrEnum):
+    """``dedicated``: each vCPU pinned 1:1 to its own pCPU; ``shared``: vCPUs float."""
+
+    DEDICATED = "dedicated"
+    SHARED = "shared"
+
+
+class ThreadPolicy(StrEnum):
+    """How dedicated vCPUs use SMT siblings."""
+
+    PREFER = "prefer"
+    ISOLATE = "isolate"
+    REQUIRE = "require"
+
+
+class GpuAffinity(StrEnum):
+    """``required``: each GPU on one of the VM's cells; ``preferred``: try so;
+    ``socket``: on the socket of one of the VM's cells."""
+
+    REQUIRED = "required"
+    PREFERRED = "preferred"
+    SOCKET = "socket"
+
+
+class EmulatorThreads(StrEnum):
+    """``share``: emulator threads float over the VM's pCPUs; ``isolate``:
+    one extra dedicated pCPU on the VM's first cell."""
+
+    SHARE = "share"
+    ISOLATE = "isolate"
+
+
+class Strategy(StrEnum):
+    """``pack``: fill partly used hosts and cells first; ``gpu-first``: keep
+    GPU cells' CPUs and memory for GPU VMs so GPUs are not stranded."""
+
+    PACK = "pack"
+    GPU_FIRST = "gpu-first"
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """An owner of VMs, with its isolation level and optional quotas."""
+
+    name: str
+    isolation: Isolation = Isolation.CORE
+    max_vcpus: int | None = None
+    max_gpus: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VmRequest:
+    """What an operator asks for one VM.
+
+    ``vcpus``/``memory_kib`` may be None only when ``gpus`` > 0: the engine
+    then sizes the VM as its GPUs' proportional share of the cells holding
+    them. ``numa_nodes`` None means auto (one cell if the VM fits in one,
+    else the fewest, closest cells). ``page_size_kib`` None means ``large``
+    (the largest hugepage size the chosen cells can back); 4 opts out.
+    ``isolation`` is the tenant's, copied in so the engine needs no lookup.
+    """
+
+    name: str
+    tenant: str
+    vcpus: int | None
+    memory_kib: int | None
+    gpus: int = 0
+    numa_nodes: int | None = None
+    cpu_policy: CpuPolicy = CpuPolicy.DEDICATED
+    thread_policy: ThreadPolicy = ThreadPolicy.PREFER
+    page_size_kib: int | None = None
+    gpu_affinity: GpuAffinity = GpuAffinity.REQUIRED
+    emulator_threads: EmulatorThreads = EmulatorThreads.SHARE
+    host: str | None = None
+    isolation: Isolation = Isolation.CORE
+
+
+@dataclass(frozen=True, slots=True)
+class CellAssignment:
+    """One guest cell mapped onto one host cell.
+
+    ``vcpus`` are guest vCPU ids; for ``dedicated`` VMs ``pcpus[i]`` is the
+    pCPU of ``vcpus[i]``; for ``shared`` VMs ``pcpus`` is the set the cell's
+    vCPUs float over (sorted). Memory comes from the host cell's pool of
+    ``page_size_kib`` pages: ``memory_kib // page_size_kib`` of them.
+    """
+
+    guest_cell: int
+    host_cell: int
+    vcpus: tuple[int, ...]
+    pcpus: tuple[int, ...]
+    memory_kib: int
+    page_size_kib: int
+
+    @property
+    def pages(self) -> int:
+        """Pages of ``page_size_kib`` this cell claims."""
+        return self.memory_kib // self.page_size_kib
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAssignment:
+    """A host PCI device given to the VM, attached to guest cell ``guest_cell``."""
+
+    address: str
+    kind: DeviceKind
+    guest_cell: int
+    host_cell: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a VM goes: everything the inventory claims and the renderer needs.
+
+    ``threads_per_core`` is the guest topology's threads value decided by
+    the engine (2 when vCPUs sit on sibling pairs, else 1).
+    """
+
+    vm: str
+    tenant: str
+    host: str
+    cells: tuple[CellAssignment, ...]
+    emulator_pcpus: tuple[int, ...] = ()
+    devices: tuple[DeviceAssignment, ...] = ()
+    cpu_policy: CpuPolicy = CpuPolicy.DEDICATED
+    thread_policy: ThreadPolicy = ThreadPolicy.PREFER
+    threads_per_core: int = 1
+
+    @property
+    def vcpus(self) -> int:
+        """Total guest vCPUs."""
+        return sum(len(c.vcpus) for c in self.cells)
+
+    @property
+    def memory_kib(self) -> int:
+        """Total guest memory."""
+        return sum(c.memory_kib for c in self.cells)
+
+    @property
+    def host_cells(self) -> tuple[int, ...]:
+        """Host cell ids, in guest cell order."""
+        return tuple(c.host_cell for c in self.cells)
+
+    @property
+    def dedicated_pcpus(self) -> frozenset[int]:
+        """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""
+        pins = {p for c in self.cells for p in c.pcpus} if self.cpu_policy is CpuPolicy.DEDICATED else set()
+        extra = set(self.emulator_pcpus) - {p for c in self.cells for p in c.pcpus}
+        return frozenset(pins | extra)
+
+    @property
+    def shared_pcpus(self) -> frozenset[int]:
+        """pCPUs a ``shared`` VM floats over (held non-exclusively)."""
+        if self.cpu_policy is CpuPolicy.SHARED:
+            return frozenset(p for c in self.cells for p in c.pcpus)
+        return frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why one host (or one of its cells) cannot take the VM; ``check`` names the filter."""
+
+    host: str
+    check: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementResult:
+    """The engine's answer: ``chosen`` (None when nothing fits), every rejection,
+    and the total score of each host that could take the VM."""
+
+    chosen: Placement | None
+    rejections: tuple[Rejection, ...] = ()
+    scores: tuple[tuple[str, int], ...] = ()

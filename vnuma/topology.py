@@ -1,0 +1,287 @@
+"""Host NUMA topology as frozen dataclasses, plus cpuset and size helpers.
+
+Pure: no I/O. Every other layer speaks in these types. Units are in the
+names (``memory_kib``, ``size_kib``); CPU sets are ``frozenset[int]`` and the
+``"0-3,8"`` form only appears in :func:`parse_cpuset` / :func:`format_cpuset`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from vnuma.errors import InvalidInputError
+
+PAGE_4K = 4
+PAGE_2M = 2048
+PAGE_1G = 1048576
+KIB_PER_MIB = 1024
+KIB_PER_GIB = 1024 * 1024
+
+
+class DeviceKind(StrEnum):
+    """What a PCI device is for placement: GPUs/accelerators, NICs, the rest."""
+
+    GPU = "gpu"
+    NIC = "nic"
+    OTHER = "other"
+
+
+class Source(StrEnum):
+    """Where a host's topology came from."""
+
+    LIBVIRT = "libvirt"
+    CAPABILITIES = "capabilities"
+    HWLOC = "hwloc"
+    TRACE = "trace"
+
+
+def device_kind_for_class(pci_class: int | None) -> DeviceKind:
+    """Map a 24-bit PCI class code (0xCCSSPP) to a device kind.
+
+    0x03xxxx display/3D controllers and 0x12xxxx processing accelerators
+    (AI inference chips report 0x12) are GPUs; 0x02xxxx are NICs.
+    """
+    if pci_class is None:
+        return DeviceKind.OTHER
+    base = (pci_class >> 16) & 0xFF
+    if base in (0x03, 0x12):
+        return DeviceKind.GPU
+    if base == 0x02:
+        return DeviceKind.NIC
+    return DeviceKind.OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class Cpu:
+    """One logical CPU (hardware thread); ``siblings`` includes ``id`` itself."""
+
+    id: int
+    socket: int | None
+    die: int | None
+    core: int | None
+    siblings: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class PagePool:
+    """``count`` pages of ``size_kib`` KiB on one cell (4 KiB included)."""
+
+    size_kib: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One NUMA node. ``cpus`` sorted by id; empty for memory-only (CXL, HBM) cells.
+
+    ``distances`` holds (other cell id, distance) pairs sorted by cell id,
+    itself included (normally 10); empty when the source gives none.
+    """
+
+    id: int
+    memory_kib: int
+    cpus: tuple[Cpu, ...] = ()
+    pages: tuple[PagePool, ...] = ()
+    distances: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def memory_only(self) -> bool:
+        """True for a cell with memory and no CPUs."""
+        return not self.cpus
+
+    @property
+    def cpu_ids(self) -> frozenset[int]:
+        """Ids of this cell's CPUs."""
+        return frozenset(c.id for c in self.cpus)
+
+    def distance_to(self, other: int) -> int | None:
+        """SLIT distance to cell ``other``, None when unknown."""
+        for cell_id, dist in self.distances:
+            if cell_id == other:
+                return dist
+        return None
+
+    def pages_of(self, size_kib: int) -> int:
+        """Number of pages of ``size_kib`` on this cell (0 if no such pool)."""
+        for pool in self.pages:
+            if pool.size_kib == size_kib:
+                return pool.count
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class PciDevice:
+    """A PCI function: ``address`` is ``dddd:bb:ss.f``; ids are ``0x`` hex strings.
+
+    ``parent`` is the address of the upstream bridge/port (None when unknown),
+    so devices under one root port or switch can be grouped.
+    """
+
+    address: str
+    kind: DeviceKind
+    vendor_id: str
+    product_id: str
+    numa_node: int | None
+    parent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A hypervisor host: cells sorted by id, devices sorted by address."""
+
+    name: str
+    cells: tuple[Cell, ...]
+    devices: tuple[PciDevice, ...] = ()
+    uri: str | None = None
+    source: Source = Source.CAPABILITIES
+    reserved_cpus: frozenset[int] = field(default_factory=frozenset)
+
+    @property
+    def cpu_ids(self) -> frozenset[int]:
+        """Every CPU id on the host."""
+        return frozenset(c.id for cell in self.cells for c in cell.cpus)
+
+    @property
+    def memory_kib(self) -> int:
+        """Total memory over all cells."""
+        return sum(c.memory_kib for c in self.cells)
+
+    def cell(self, cell_id: int) -> Cell:
+        """The cell with id ``cell_id``; KeyError if absent (a caller bug)."""
+        for cell in self.cells:
+            if cell.id == cell_id:
+                return cell
+        raise KeyError(cell_id)
+
+    def devices_of(self, kind: DeviceKind) -> tuple[PciDevice, ...]:
+        """Devices of one kind, in address order."""
+        return tuple(d for d in self.devices if d.kind is kind)
+
+
+def check_host(host: Host) -> Host:
+    """Check a host's internal consistency and return it.
+
+    Raises:
+        InvalidInputError: duplicate cell or CPU ids, siblings naming a CPU
+            that does not exist, distances to missing cells, a device on a
+            missing cell, reserved CPUs that do not exist.
+    """
+    where = f"host {host.name!r}"
+    cell_ids = [c.id for c in host.cells]
+    if len(set(cell_ids)) != len(cell_ids):
+        raise InvalidInputError(f"{where}: duplicate NUMA cell ids {sorted(cell_ids)}")
+    if not host.cells:
+        raise InvalidInputError(f"{where}: no NUMA cells")
+    seen: set[int] = set()
+    for cell in host.cells:
+        for cpu in cell.cpus:
+            if cpu.id in seen:
+                raise InvalidInputError(f"{where}: CPU {cpu.id} appears in more than one cell")
+            seen.add(cpu.id)
+    for cell in host.cells:
+        for cpu in cell.cpus:
+            missing = cpu.siblings - seen
+            if missing:
+                raise InvalidInputError(
+                    f"{where}: cell {cell.id} CPU {cpu.id} lists missing sibling CPU(s) "
+                    f"{format_cpuset(missing)}"
+                )
+        for other, dist in cell.distances:
+            if other not in cell_ids:
+                raise InvalidInputError(f"{where}: cell {cell.id} has a distance to missing cell {other}")
+            if dist < 10:
+                raise InvalidInputError(f"{where}: cell {cell.id} distance {dist} to cell {other} is below 10")
+    for dev in host.devices:
+        if dev.numa_node is not None and dev.numa_node not in cell_ids:
+            raise InvalidInputError(f"{where}: device {dev.address} is on missing NUMA cell {dev.numa_node}")
+    stray = host.reserved_cpus - seen
+    if stray:
+        raise InvalidInputError(f"{where}: reserved CPU(s) {format_cpuset(stray)} do not exist")
+    return host
+
+
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+def parse_cpuset(text: str) -> frozenset[int]:
+    """Parse libvirt/Linux cpuset syntax (``"0-3,8,^2"``) into a set of ids.
+
+    Raises:
+        InvalidInputError: malformed text or a reversed range.
+    """
+    include: set[int] = set()
+    exclude: set[int] = set()
+    if not text.strip():
+        return frozenset()
+    for part in text.split(","):
+        negate = part.strip().startswith("^")
+        match = _RANGE.match(part.strip().lstrip("^"))
+        if not match:
+            raise InvalidInputError(f"bad cpuset {text!r}: cannot read {part.strip()!r}")
+        lo = int(match.group(1))
+        hi = int(match.group(2)) if match.group(2) is not None else lo
+        if hi < lo:
+            raise InvalidInputError(f"bad cpuset {text!r}: range {lo}-{hi} is reversed")
+        (exclude if negate else include).update(range(lo, hi + 1))
+    return frozenset(include - exclude)
+
+
+def format_cpuset(cpus: Iterable[int]) -> str:
+    """Format ids as compact ranges: ``{0,1,2,3,8}`` -> ``"0-3,8"``."""
+    ids = sorted(set(cpus))
+    parts: list[str] = []
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT])(?:i?B)?\s*$", re.IGNORECASE)
+_UNIT_KIB = {"K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}
+
+
+def parse_size_kib(text: str) -> int:
+    """Parse a memory size with a unit (``64GiB``, ``512M``, ``4KiB``) into KiB.
+
+    Binary units throughout: ``G``, ``GB`` and ``GiB`` all mean 2**30 bytes.
+    A bare number is refused rather than guessed (libvirt means KiB, Nova MiB).
+
+    Raises:
+        InvalidInputError: unreadable text or a missing unit.
+    """
+    match = _SIZE.match(text)
+    if not match:
+        raise InvalidInputError(f"bad size {text!r}: use a number with a unit, e.g. 64GiB or 512MiB")
+    return int(match.group(1)) * _UNIT_KIB[match.group(2).upper()]
+
+
+def format_size_kib(kib: int) -> str:
+    """Format KiB with the largest binary unit that divides it exactly."""
+    for unit, factor in (("TiB", 1024**3), ("GiB", 1024**2), ("MiB", 1024)):
+        if kib and kib % factor == 0:
+            return f"{kib // factor}{unit}"
+    return f"{kib}KiB"
+
+
+def parse_page_size(text: str) -> int | None:
+    """Parse a page size option: ``4K``/``2M``/``1G`` (or KiB numbers) -> KiB; ``large`` -> None.
+
+    Raises:
+        InvalidInputError: anything else.
+    """
+    value = text.strip().lower()
+    if value == "large":
+        return None
+    aliases = {"4k": PAGE_4K, "4kib": PAGE_4K, "2m": PAGE_2M, "2mib": PAGE_2M, "1g": PAGE_1G, "1gib": PAGE_1G}
+    if value in aliases:
+        return aliases[value]
+    if value.isdigit() and int(value) in (PAGE_4K, PAGE_2M, PAGE_1G):
+        return int(value)
+    raise InvalidInputError(f"bad page size {text!r}: use 4K, 2M, 1G or large")
