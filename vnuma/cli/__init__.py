@@ -1,0 +1,110 @@
+"""The ``vnuma`` command line: parse, call a service, print. Kept thin.
+
+Settings (``--db``, ``VNUMA_DB``, ``XDG_DATA_HOME``, ``VNUMA_TEMPLATES``) are
+read here once and passed down. One handler maps every :class:`VnumaError`
+to ``error: ...`` (+ ``hint: ...``) on stderr and its exit code; anything
+else is a bug: exit 70 (``--debug`` shows the traceback). Heavy libraries
+(SQLAlchemy, libvirt, Jinja) are imported only by the commands that use them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from vnuma.errors import VnumaError
+
+EXIT_INTERNAL = 70
+
+
+class _Group(TyperGroup):
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except VnumaError as err:
+            if _debug(ctx):
+                raise
+            message = " ".join(str(err).split("\n"))
+            typer.echo(f"error: {message}" + (f"\nhint: {err.hint}" if err.hint else ""), err=True)
+            raise typer.Exit(err.exit_code) from err
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            typer.echo("error: interrupted", err=True)
+            raise typer.Exit(130) from None
+        except Exception as err:
+            if _debug(ctx):
+                raise
+            typer.echo(f"error: internal error (bug): {type(err).__name__}: {err}; rerun with --debug", err=True)
+            raise typer.Exit(EXIT_INTERNAL) from err
+
+
+def _debug(ctx: typer.Context) -> bool:
+    root = ctx.find_root()
+    return bool(root.params.get("debug"))
+
+
+app = typer.Typer(
+    cls=_Group,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    help="NUMA-aware placement of tenant VMs on libvirt hypervisors.",
+)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", metavar="URL", help="Inventory: SQLAlchemy URL or SQLite file path [env VNUMA_DB]."),
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    """NUMA-aware placement of tenant VMs on libvirt hypervisors."""
+    ctx.obj = {"db": db}
+
+
+def settings(ctx: typer.Context) -> Any:
+    """Resolve the settings once, from the global options and the environment."""
+    from vnuma.inventory.db import resolve_url
+    from vnuma.services import Settings
+
+    root = ctx.find_root()
+    templates = os.environ.get("VNUMA_TEMPLATES")
+    return Settings(
+        db_url=resolve_url((root.obj or {}).get("db"), os.environ),
+        templates_dir=Path(templates) if templates else None,
+    )
+
+
+def _register() -> None:
+    from vnuma.cli import applying, db, hosts, placing, simulating, tenants
+
+    app.add_typer(hosts.app, name="host", help="Inventory of hosts: discover, import, show, reserve.")
+    app.add_typer(tenants.app, name="tenant", help="Tenants: isolation level and quotas.")
+    app.command("place")(placing.place)
+    app.add_typer(placing.vm_app, name="vm", help="VMs: list, show, release.")
+    app.command("simulate")(simulating.simulate)
+    app.command("render")(applying.render)
+    app.command("apply")(applying.apply)
+    app.add_typer(db.app, name="db", help="Inventory database: status and upgrade.")
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="vnuma")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

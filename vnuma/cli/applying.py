@@ -1,0 +1,98 @@
+"""``vnuma render``, ``vnuma apply`` and ``vnuma vm stop|undefine|release``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from vnuma.cli import settings
+from vnuma.cli.placing import vm_app
+
+TemplateOpt = Annotated[
+    Path | None,
+    typer.Option("--template", help="Operator template; may {% extends \"domain.xml.j2\" %} [env VNUMA_TEMPLATES: a directory]."),
+]
+DomainTypeOpt = Annotated[str, typer.Option("--domain-type", help="kvm, or qemu for software emulation (TCG).")]
+MemnodeOpt = Annotated[
+    str, typer.Option("--memnode-mode", help="strict, or restrictive for VMs to be re-pinned live.")
+]
+
+
+def _options(domain_type: str, memnode_mode: str) -> Any:
+    from vnuma.errors import InvalidInputError
+    from vnuma.render.view import RenderOptions
+
+    if domain_type not in ("kvm", "qemu"):
+        raise InvalidInputError(f"bad --domain-type {domain_type!r}: use kvm or qemu")
+    if memnode_mode not in ("strict", "restrictive"):
+        raise InvalidInputError(f"bad --memnode-mode {memnode_mode!r}: use strict or restrictive")
+    return RenderOptions(domain_type=domain_type, memnode_mode=memnode_mode)
+
+
+def render(
+    ctx: typer.Context,
+    vm: str,
+    template: TemplateOpt = None,
+    domain_type: DomainTypeOpt = "kvm",
+    memnode_mode: MemnodeOpt = "strict",
+) -> None:
+    """Print the VM's libvirt domain XML (validated against libvirt's schema and the placement)."""
+    from vnuma.services.applying import render_vm
+
+    typer.echo(render_vm(settings(ctx), vm, _options(domain_type, memnode_mode), template), nl=False)
+
+
+def apply(
+    ctx: typer.Context,
+    vm: str,
+    start: Annotated[bool, typer.Option("--start/--no-start", help="Start the domain after defining it.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show a diff against libvirt's current definition; change nothing.")
+    ] = False,
+    template: TemplateOpt = None,
+    domain_type: DomainTypeOpt = "kvm",
+    memnode_mode: MemnodeOpt = "strict",
+) -> None:
+    """Define the VM's domain on its host through libvirt, and optionally start it."""
+    from vnuma.services.applying import apply_vm
+
+    result = apply_vm(
+        settings(ctx), vm, _options(domain_type, memnode_mode), template, start=start, dry_run=dry_run
+    )
+    if dry_run:
+        typer.echo(result.diff or f"VM {vm}: libvirt already holds this definition", nl=not result.diff)
+    else:
+        typer.echo(f"VM {vm}: {result.state}")
+
+
+@vm_app.command("stop")
+def stop(ctx: typer.Context, vm: str) -> None:
+    """Power the VM's domain off (its claims stay)."""
+    from vnuma.services.applying import stop_vm
+
+    typer.echo(f"VM {vm}: {stop_vm(settings(ctx), vm)}")
+
+
+@vm_app.command("undefine")
+def undefine(ctx: typer.Context, vm: str) -> None:
+    """Stop and undefine the VM's domain (its claims stay: state placed)."""
+    from vnuma.services.applying import undefine_vm
+
+    typer.echo(f"VM {vm}: {undefine_vm(settings(ctx), vm)}")
+
+
+@vm_app.command("release")
+def release(
+    ctx: typer.Context,
+    vm: str,
+    undefine: Annotated[
+        bool, typer.Option("--undefine", help="Stop and undefine the domain first if libvirt still holds it.")
+    ] = False,
+) -> None:
+    """Free the VM's pCPUs, pages and devices and forget it."""
+    from vnuma.services.applying import release_vm
+
+    release_vm(settings(ctx), vm, undefine=undefine)
+    typer.echo(f"released VM {vm}")

@@ -1,0 +1,33 @@
+"""Printing: JSON for scripts, rich tables for people. No policy here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+
+
+def echo_json(obj: Any) -> None:
+    """Print one JSON document on stdout."""
+    typer.echo(json.dumps(obj, indent=2))
+
+
+def echo_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Print a table (plain text when stdout is not a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", show_lines=False, box=None, pad_edge=False)
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*("-" if v is None else str(v) for v in row))
+    Console(width=200, highlight=False, soft_wrap=False).print(table)
+
+
+def echo_lines(lines: Sequence[str]) -> None:
+    """Print plain lines."""
+    for line in lines:
+        typer.echo(line)

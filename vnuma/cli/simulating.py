@@ -1,0 +1,45 @@
+"""``vnuma simulate``: place a workload trace on an in-memory fleet and report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vnuma.cli import output
+from vnuma.placement.model import Isolation, Strategy
+
+
+def simulate(
+    trace: Annotated[Path, typer.Argument(help="Trace JSON (format: docs/traces.md).")],
+    strategy: Annotated[Strategy, typer.Option("--strategy")] = Strategy.PACK,
+    isolation: Annotated[Isolation, typer.Option("--isolation", help="Isolation of every tenant.")] = Isolation.CORE,
+    placements: Annotated[
+        Path | None, typer.Option("--placements", help="Write each request's placement (JSON list) here.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Place a trace's requests in arrival order with the same engine as `place` (no libvirt, no inventory)."""
+    from vnuma.services.simulating import simulate_file
+
+    report = simulate_file(trace, strategy, isolation, placements)
+    if as_json:
+        output.echo_json(report)
+        return
+    d = report["decision_us"]
+    rows = [
+        ("scenario", report["scenario"]),
+        ("placed / requests", f"{report['placed']} / {report['requests']}"),
+        ("pCPUs used", f"{report['pcpus_used']} / {report['pcpus_total']}"),
+        ("GPUs used", f"{report['gpus_used']} / {report['gpus_total']}"),
+        ("multi-node VMs (non-adjacent)", f"{report['multi_node']} ({report['multi_node_non_adjacent']})"),
+        ("decision mean / p50 / p99 / max", f"{d['mean']:.0f} / {d['p50']:.0f} / {d['p99']:.0f} / {d['max']:.0f} us"),
+        ("wall, requests/s", f"{report['wall_s']:.2f} s, {report['requests_per_s']:.0f}/s"),
+    ]
+    output.echo_table(None, ["", ""], rows)
+    if report["rejections_by_reason"]:
+        output.echo_table(
+            "rejected requests by reason", ["COUNT", "REASON"],
+            sorted(((n, r) for r, n in report["rejections_by_reason"].items()), reverse=True),
+        )

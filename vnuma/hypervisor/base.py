@@ -1,0 +1,60 @@
+"""The hypervisor protocol: what services need from a host's hypervisor.
+
+Only ``libvirt_driver`` implements it (and is the only importer of libvirt).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Protocol
+
+
+class DomainState(StrEnum):
+    """Coarse domain states as the inventory records them."""
+
+    MISSING = "missing"
+    DEFINED = "defined"
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+class Hypervisor(Protocol):
+    """One open connection to a host's hypervisor."""
+
+    uri: str
+
+    def capabilities_xml(self) -> str:
+        """The host capabilities document (``virsh capabilities``)."""
+        ...
+
+    def pci_device_xmls(self) -> list[tuple[str, str]]:
+        """(node device name, XML) for every PCI node device."""
+        ...
+
+    def define(self, xml: str) -> None:
+        """Define (or redefine) a persistent domain, validating against libvirt's schema."""
+        ...
+
+    def start(self, name: str) -> None:
+        """Start a defined domain."""
+        ...
+
+    def stop(self, name: str) -> None:
+        """Power a running domain off."""
+        ...
+
+    def undefine(self, name: str) -> None:
+        """Remove a domain's persistent definition (stopping it first if running)."""
+        ...
+
+    def domain_xml(self, name: str, *, inactive: bool = False) -> str | None:
+        """The XML libvirt holds for ``name`` (None when no such domain)."""
+        ...
+
+    def domain_state(self, name: str) -> DomainState:
+        """Where the domain is: missing, running or stopped (defined, not running)."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection."""
+        ...

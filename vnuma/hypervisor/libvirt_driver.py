@@ -1,0 +1,148 @@
+"""libvirt adapter: the only module of vnuma that imports ``libvirt``.
+
+libvirt is imported lazily inside :func:`connect`, so everything else runs
+without libvirt-python installed. Every ``libvirtError`` becomes a
+:class:`HypervisorError` carrying libvirt's own message and error code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from vnuma.errors import HypervisorError, InvalidInputError
+from vnuma.hypervisor.base import DomainState
+
+T = TypeVar("T")
+
+
+def _libvirt() -> Any:
+    try:
+        import libvirt
+    except ImportError as err:  # pragma: no cover - depends on the machine
+        raise HypervisorError(
+            "libvirt-python is not installed", hint="install it: pip install libvirt-python"
+        ) from err
+    # libvirt prints every error to stderr by default; we report them ourselves.
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+    return libvirt
+
+
+def connect(uri: str) -> LibvirtHypervisor:
+    """Open ``uri`` (``test:///...``, ``qemu:///system``, ``qemu+ssh://...``).
+
+    Raises:
+        InvalidInputError: an empty URI.
+        HypervisorError: libvirt cannot open it.
+    """
+    if not uri.strip():
+        raise InvalidInputError("empty libvirt URI", hint="e.g. --uri qemu:///system")
+    lv = _libvirt()
+    try:
+        conn = lv.open(uri)
+    except lv.libvirtError as err:
+        raise _wrap(err, f"cannot connect to {uri}") from err
+    return LibvirtHypervisor(uri, conn, lv)
+
+
+def _wrap(err: Any, context: str) -> HypervisorError:
+    message = (err.get_error_message() or str(err)).strip().replace("\n", " ")
+    code = err.get_error_code()
+    return HypervisorError(f"{context}: {message} (libvirt error {code})", code=code)
+
+
+class LibvirtHypervisor:
+    """A libvirt connection implementing :class:`vnuma.hypervisor.base.Hypervisor`."""
+
+    def __init__(self, uri: str, conn: Any, lv: Any) -> None:
+        self.uri = uri
+        self._conn = conn
+        self._lv = lv
+
+    @contextmanager
+    def _calling(self, context: str) -> Iterator[None]:
+        try:
+            yield
+        except self._lv.libvirtError as err:
+            raise _wrap(err, f"{self.uri}: {context}") from err
+
+    def _call(self, context: str, fn: Callable[[], T]) -> T:
+        with self._calling(context):
+            return fn()
+
+    def capabilities_xml(self) -> str:
+        """The host capabilities document."""
+        return self._call("reading capabilities", self._conn.getCapabilities)
+
+    def pci_device_xmls(self) -> list[tuple[str, str]]:
+        """(name, XML) of every PCI node device, sorted by name."""
+        flag = self._lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV
+        with self._calling("listing PCI node devices"):
+            devices = self._conn.listAllDevices(flag)
+            return sorted((dev.name(), dev.XMLDesc(0)) for dev in devices)
+
+    def define(self, xml: str) -> None:
+        """Define with libvirt's schema validation (VIR_DOMAIN_DEFINE_VALIDATE)."""
+        with self._calling("defining domain"):
+            self._conn.defineXMLFlags(xml, self._lv.VIR_DOMAIN_DEFINE_VALIDATE)
+
+    def _lookup(self, name: str) -> Any:
+        try:
+            return self._conn.lookupByName(name)
+        except self._lv.libvirtError as err:
+            if err.get_error_code() == self._lv.VIR_ERR_NO_DOMAIN:
+                return None
+            raise _wrap(err, f"{self.uri}: looking up domain {name!r}") from err
+
+    def _domain(self, name: str) -> Any:
+        dom = self._lookup(name)
+        if dom is None:
+            raise HypervisorError(
+                f"{self.uri}: no domain named {name!r}",
+                code=self._lv.VIR_ERR_NO_DOMAIN,
+                hint="run `vnuma apply VM` to define it",
+            )
+        return dom
+
+    def start(self, name: str) -> None:
+        """Start a defined domain."""
+        dom = self._domain(name)
+        self._call(f"starting {name!r}", dom.create)
+
+    def stop(self, name: str) -> None:
+        """Power off (destroy) a running domain; a no-op when it is not running."""
+        dom = self._domain(name)
+        if self._call(f"reading state of {name!r}", dom.isActive):
+            self._call(f"stopping {name!r}", dom.destroy)
+
+    def undefine(self, name: str) -> None:
+        """Stop if running, then remove the persistent definition."""
+        dom = self._domain(name)
+        if self._call(f"reading state of {name!r}", dom.isActive):
+            self._call(f"stopping {name!r}", dom.destroy)
+        flags = self._lv.VIR_DOMAIN_UNDEFINE_NVRAM
+        self._call(f"undefining {name!r}", lambda: dom.undefineFlags(flags))
+
+    def domain_xml(self, name: str, *, inactive: bool = False) -> str | None:
+        """XML of ``name`` as libvirt holds it, None when no such domain."""
+        dom = self._lookup(name)
+        if dom is None:
+            return None
+        flags = self._lv.VIR_DOMAIN_XML_INACTIVE if inactive else 0
+        return self._call(f"reading XML of {name!r}", lambda: dom.XMLDesc(flags))
+
+    def domain_state(self, name: str) -> DomainState:
+        """missing / running / stopped."""
+        dom = self._lookup(name)
+        if dom is None:
+            return DomainState.MISSING
+        active = self._call(f"reading state of {name!r}", dom.isActive)
+        return DomainState.RUNNING if active else DomainState.STOPPED
+
+    def close(self) -> None:
+        """Close the connection (errors on close are ignored: nothing to undo)."""
+        try:
+            self._conn.close()
+        except self._lv.libvirtError:
+            pass

@@ -1,0 +1,139 @@
+"""Render and apply use cases: domain XML, define/start/stop/undefine, release.
+
+The inventory's VM state follows what libvirt did: placed -> defined ->
+running -> stopped (and back to placed on undefine). A state is written only
+after libvirt succeeded, so a libvirt failure leaves the previous state.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from vnuma.errors import ConflictError, InvalidInputError
+from vnuma.hypervisor.base import DomainState, Hypervisor
+from vnuma.hypervisor.libvirt_driver import connect
+from vnuma.inventory.db import open_inventory
+from vnuma.inventory.repo import Inventory
+from vnuma.placement.model import Placement
+from vnuma.render.domain import render_domain
+from vnuma.render.view import RenderOptions
+from vnuma.services import Settings
+from vnuma.topology import Host
+
+PLACED, DEFINED, RUNNING, STOPPED = "placed", "defined", "running", "stopped"
+
+
+def _load(inventory: Inventory, vm: str) -> tuple[Placement, str, Host]:
+    placement, state = inventory.get_vm(vm)
+    return placement, state, inventory.get_host(placement.host)
+
+
+def render_vm(settings: Settings, vm: str, options: RenderOptions, template: Path | None) -> str:
+    """The validated domain XML of a placed VM."""
+    placement, _state, host = _load(open_inventory(settings.db_url), vm)
+    return render_domain(host, placement, options=options, template=template, templates_dir=settings.templates_dir)
+
+
+def _hypervisor(host: Host) -> Hypervisor:
+    if not host.uri:
+        raise InvalidInputError(
+            f"host {host.name!r} was imported from files and has no libvirt URI to apply to",
+            hint=f"add it through libvirt: vnuma host add {host.name} --uri URI",
+        )
+    return connect(host.uri)
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What ``apply`` did: the XML, the new state, and for --dry-run the diff."""
+
+    xml: str
+    state: str
+    diff: str | None = None
+
+
+def apply_vm(
+    settings: Settings, vm: str, options: RenderOptions, template: Path | None, *, start: bool, dry_run: bool
+) -> Applied:
+    """Define the VM's domain (libvirt validates it) and optionally start it.
+
+    ``dry_run`` changes nothing: it returns a unified diff between the XML
+    libvirt holds for the domain (inactive definition) and the rendered one.
+    """
+    inventory = open_inventory(settings.db_url)
+    placement, state, host = _load(inventory, vm)
+    xml = render_domain(host, placement, options=options, template=template, templates_dir=settings.templates_dir)
+    hv = _hypervisor(host)
+    try:
+        if dry_run:
+            current = hv.domain_xml(vm, inactive=True) or ""
+            diff = "".join(
+                difflib.unified_diff(
+                    current.splitlines(True), xml.splitlines(True),
+                    f"{host.uri} {vm} (libvirt)" if current else "(not defined)", f"{vm} (rendered)",
+                )
+            )
+            return Applied(xml, state, diff)
+        if hv.domain_state(vm) is DomainState.RUNNING:
+            raise ConflictError(
+                f"VM {vm!r} is running on {host.name}; its definition cannot be replaced while it runs",
+                hint=f"vnuma vm stop {vm} first",
+            )
+        hv.define(xml)
+        inventory.set_vm_state(vm, DEFINED)
+        state = DEFINED
+        if start:
+            hv.start(vm)
+            inventory.set_vm_state(vm, RUNNING)
+            state = RUNNING
+        return Applied(xml, state)
+    finally:
+        hv.close()
+
+
+def stop_vm(settings: Settings, vm: str) -> str:
+    """Power the VM off; state becomes stopped."""
+    inventory = open_inventory(settings.db_url)
+    _placement, _state, host = _load(inventory, vm)
+    hv = _hypervisor(host)
+    try:
+        hv.stop(vm)
+    finally:
+        hv.close()
+    inventory.set_vm_state(vm, STOPPED)
+    return STOPPED
+
+
+def undefine_vm(settings: Settings, vm: str) -> str:
+    """Stop and undefine the domain; the VM keeps its claims (state placed)."""
+    inventory = open_inventory(settings.db_url)
+    _placement, _state, host = _load(inventory, vm)
+    hv = _hypervisor(host)
+    try:
+        if hv.domain_state(vm) is not DomainState.MISSING:
+            hv.undefine(vm)
+    finally:
+        hv.close()
+    inventory.set_vm_state(vm, PLACED)
+    return PLACED
+
+
+def release_vm(settings: Settings, vm: str, *, undefine: bool) -> None:
+    """Free the VM's claims; refused while libvirt still holds its domain unless ``undefine``."""
+    inventory = open_inventory(settings.db_url)
+    _placement, state, host = _load(inventory, vm)
+    if state != PLACED and host.uri:
+        hv = connect(host.uri)
+        try:
+            if hv.domain_state(vm) is not DomainState.MISSING:
+                if not undefine:
+                    raise ConflictError(
+                        f"VM {vm!r} is still defined on {host.name}",
+                        hint=f"vnuma vm release {vm} --undefine (stops and undefines it first)",
+                    )
+                hv.undefine(vm)
+        finally:
+            hv.close()
+    inventory.release(vm)

@@ -1,0 +1,195 @@
+"""Host use cases: discover through libvirt, import from files, refresh, list, reserve."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.hypervisor.libvirt_driver import connect
+from vnuma.inventory.db import open_inventory
+from vnuma.inventory.repo import Inventory
+from vnuma.services import Settings
+from vnuma.services.files import read_input
+from vnuma.sources.capabilities import parse_capabilities
+from vnuma.sources.demo import demo_capabilities_path, demo_node_path
+from vnuma.sources.hwloc import parse_hwloc
+from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
+from vnuma.topology import Host, PciDevice, Source, check_host, format_cpuset, format_size_kib
+
+
+def demo_uri() -> str:
+    """libvirt test-driver URI of the shipped demo host's node file."""
+    return f"test://{demo_node_path()}"
+
+
+def discover(name: str, uri: str, capabilities: Path | None) -> Host:
+    """Read a host's topology and PCI devices through libvirt.
+
+    ``capabilities`` supplies the topology where the driver cannot (libvirt's
+    test driver reports no NUMA cells for a custom node file); PCI devices
+    always come from libvirt's node devices.
+
+    Raises:
+        HypervisorError: libvirt cannot be reached or refuses.
+        InvalidInputError: the topology cannot be read.
+    """
+    hv = connect(uri)
+    try:
+        caps_xml = hv.capabilities_xml() if capabilities is None else None
+        device_xmls = hv.pci_device_xmls()
+    finally:
+        hv.close()
+    if capabilities is not None:
+        data, what = read_input(capabilities, "capabilities"), str(capabilities)
+    else:
+        assert caps_xml is not None
+        data, what = caps_xml.encode(), f"{uri} capabilities"
+    host = parse_capabilities(data, name=name, what=what, uri=uri, source=Source.LIBVIRT)
+    devices = [d for n, xml in device_xmls if (d := parse_nodedev(xml.encode(), what=f"{uri} {n}"))]
+    return check_host(_with_devices(host, devices))
+
+
+def _with_devices(host: Host, devices: Sequence[PciDevice]) -> Host:
+    return replace(host, devices=tuple(sorted(devices, key=lambda d: d.address)))
+
+
+def import_files(
+    name: str, capabilities: Path | None, nodedevs: Sequence[Path], hwloc: Path | None
+) -> Host:
+    """Build a host from a capabilities file (+ node-device files) or an hwloc XML file.
+
+    Raises:
+        InvalidInputError: neither or both of capabilities/hwloc, unreadable or malformed files.
+    """
+    if (capabilities is None) == (hwloc is None):
+        raise InvalidInputError(
+            "give exactly one of --capabilities FILE or --hwloc FILE",
+            hint="vnuma host import NAME --capabilities caps.xml [--nodedev dev.xml]... | --hwloc topo.xml",
+        )
+    if hwloc is not None:
+        if nodedevs:
+            raise InvalidInputError("--nodedev goes with --capabilities; hwloc files carry their PCI devices")
+        return parse_hwloc(read_input(hwloc, "hwloc"), name=name, what=str(hwloc))
+    assert capabilities is not None
+    host = parse_capabilities(read_input(capabilities, "capabilities"), name=name, what=str(capabilities))
+    devices: list[PciDevice] = []
+    for path in nodedevs:
+        devices.extend(parse_nodedev_file_content(read_input(path, "node device"), str(path)))
+    seen: set[str] = set()
+    for dev in devices:
+        if dev.address in seen:
+            raise InvalidInputError(f"PCI device {dev.address} is given twice in the --nodedev files")
+        seen.add(dev.address)
+    return check_host(_with_devices(host, devices))
+
+
+def add_host(settings: Settings, name: str, uri: str | None, capabilities: Path | None, demo: bool) -> Host:
+    """Discover a host through libvirt and record it (``--demo``: the shipped demo host)."""
+    _check_name(name)
+    if demo:
+        if uri or capabilities:
+            raise InvalidInputError("--demo brings its own URI and capabilities; drop --uri/--capabilities")
+        uri, capabilities = demo_uri(), demo_capabilities_path()
+    if not uri:
+        raise InvalidInputError("a libvirt URI is needed", hint="vnuma host add NAME --uri qemu:///system")
+    inventory = open_inventory(settings.db_url)
+    _ensure_absent(inventory, name)
+    host = discover(name, uri, capabilities)
+    inventory.add_host(host)
+    return host
+
+
+def import_host(
+    settings: Settings, name: str, capabilities: Path | None, nodedevs: Sequence[Path], hwloc: Path | None
+) -> Host:
+    """Parse files and record the host."""
+    _check_name(name)
+    inventory = open_inventory(settings.db_url)
+    _ensure_absent(inventory, name)
+    host = import_files(name, capabilities, nodedevs, hwloc)
+    inventory.add_host(host)
+    return host
+
+
+@dataclass(frozen=True, slots=True)
+class Refresh:
+    """The outcome of ``host refresh``: the new host and what changed."""
+
+    host: Host
+    changes: tuple[str, ...]
+
+
+def refresh_host(settings: Settings, name: str, capabilities: Path | None) -> Refresh:
+    """Rediscover a libvirt host and report what changed (topology and devices).
+
+    Raises:
+        InvalidInputError: the host was imported from files (no URI to read).
+    """
+    inventory = open_inventory(settings.db_url)
+    old = inventory.get_host(name)
+    if old.uri is None:
+        raise InvalidInputError(
+            f"host {name!r} was imported from files and has no libvirt URI",
+            hint=f"vnuma host remove {name} and import it again",
+        )
+    fresh = discover(name, old.uri, capabilities)
+    fresh = replace(fresh, reserved_cpus=old.reserved_cpus)
+    changes = tuple(diff_hosts(old, fresh))
+    if changes:
+        inventory.replace_host(fresh)
+    return Refresh(fresh, changes)
+
+
+def diff_hosts(old: Host, new: Host) -> list[str]:
+    """Human-readable differences between two versions of a host."""
+    out: list[str] = []
+    old_cells = {c.id: c for c in old.cells}
+    new_cells = {c.id: c for c in new.cells}
+    for cid in sorted(old_cells.keys() - new_cells.keys()):
+        out.append(f"cell {cid} removed")
+    for cid in sorted(new_cells.keys() - old_cells.keys()):
+        out.append(f"cell {cid} added")
+    for cid in sorted(old_cells.keys() & new_cells.keys()):
+        a, b = old_cells[cid], new_cells[cid]
+        if a.cpu_ids != b.cpu_ids:
+            out.append(f"cell {cid}: CPUs {format_cpuset(a.cpu_ids) or '-'} -> {format_cpuset(b.cpu_ids) or '-'}")
+        elif a.cpus != b.cpus:
+            out.append(f"cell {cid}: CPU topology (socket/die/core/siblings) changed")
+        if a.memory_kib != b.memory_kib:
+            out.append(f"cell {cid}: memory {format_size_kib(a.memory_kib)} -> {format_size_kib(b.memory_kib)}")
+        for size in sorted({p.size_kib for p in a.pages} | {p.size_kib for p in b.pages}):
+            if a.pages_of(size) != b.pages_of(size):
+                out.append(f"cell {cid}: {size} KiB pages {a.pages_of(size)} -> {b.pages_of(size)}")
+        if a.distances != b.distances:
+            out.append(f"cell {cid}: distances changed")
+    old_devs = {d.address: d for d in old.devices}
+    new_devs = {d.address: d for d in new.devices}
+    for addr in sorted(old_devs.keys() - new_devs.keys()):
+        out.append(f"device {addr} ({old_devs[addr].kind}) removed")
+    for addr in sorted(new_devs.keys() - old_devs.keys()):
+        out.append(f"device {addr} ({new_devs[addr].kind}) added")
+    for addr in sorted(old_devs.keys() & new_devs.keys()):
+        if old_devs[addr] != new_devs[addr]:
+            out.append(f"device {addr} changed")
+    return out
+
+
+def _check_name(name: str) -> None:
+    if not name.strip() or len(name) > 255 or any(ch in name for ch in "/\x00\n\r\t"):
+        raise InvalidInputError(
+            f"bad host name {name!r}: 1-255 characters, no '/', tabs or newlines"
+        )
+
+
+def _ensure_absent(inventory: Inventory, name: str) -> None:
+    """Refuse a duplicate name before any slow discovery work."""
+    try:
+        inventory.get_host(name)
+    except NotFoundError:
+        return
+    raise ConflictError(
+        f"host {name!r} is already in the inventory",
+        hint=f"vnuma host refresh {name} to rediscover it, or vnuma host remove {name}",
+    )

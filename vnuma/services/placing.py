@@ -1,0 +1,118 @@
+"""Tenant and placement use cases: create tenants, place (claim) and release VMs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from vnuma.errors import ConflictError, InvalidInputError, NoPlacementError, NotFoundError
+from vnuma.inventory.db import open_inventory
+from vnuma.inventory.repo import Inventory
+from vnuma.placement.engine import best_reason, place
+from vnuma.placement.fleet import Fleet
+from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, VmRequest
+from vnuma.placement.quota import check_quota
+from vnuma.services import Settings
+
+CLAIM_ATTEMPTS = 3
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}$")
+
+
+def check_vm_name(name: str, what: str = "VM") -> None:
+    """VM and tenant names become libvirt domain names and file names: keep them plain.
+
+    Raises:
+        InvalidInputError: empty, too long, or characters outside ``A-Za-z0-9_.+-``.
+    """
+    if not _NAME.match(name):
+        raise InvalidInputError(
+            f"bad {what} name {name!r}: 1-63 characters from A-Z a-z 0-9 _ . + -, starting with a letter or digit"
+        )
+
+
+def create_tenant(settings: Settings, tenant: Tenant) -> Tenant:
+    """Record a new tenant."""
+    check_vm_name(tenant.name, "tenant")
+    for value, flag in ((tenant.max_vcpus, "--max-vcpus"), (tenant.max_gpus, "--max-gpus")):
+        if value is not None and value < 0:
+            raise InvalidInputError(f"{flag} must be 0 or more, got {value}")
+    open_inventory(settings.db_url).add_tenant(tenant)
+    return tenant
+
+
+def _unique_vm_name(inventory: Inventory, tenant: str) -> str:
+    taken = {p.vm for p, _state in inventory.list_vms(tenant=tenant)}
+    n = 1
+    while f"{tenant}-vm{n}" in taken:
+        n += 1
+    return f"{tenant}-vm{n}"
+
+
+def plan_placement(
+    inventory: Inventory, request: VmRequest, strategy: Strategy
+) -> tuple[VmRequest, PlacementResult]:
+    """Run the engine on the inventory's current state (no writes)."""
+    tenant = inventory.get_tenant(request.tenant)
+    request = replace(request, isolation=tenant.isolation)
+    if request.host is not None:
+        inventory.get_host(request.host)
+    fleet = Fleet(inventory.list_hosts(), inventory.placements_on(None), inventory.tenant_isolations())
+    result = place(request, fleet, strategy)
+    if result.chosen is not None:
+        used_vcpus, used_gpus = inventory.tenant_usage(tenant.name)
+        chosen = result.chosen
+        gpus = sum(1 for d in chosen.devices if d.kind == "gpu")
+        check_quota(tenant, used_vcpus, used_gpus, chosen.vcpus, gpus)
+    return request, result
+
+
+def place_vm(
+    settings: Settings, request: VmRequest, strategy: Strategy, *, dry_run: bool
+) -> PlacementResult:
+    """Place a VM and, unless ``dry_run``, claim its resources in one transaction.
+
+    A claim that loses a race (another operator took a pCPU, page or device
+    first) is recomputed on the new state, up to ``CLAIM_ATTEMPTS`` times.
+
+    Raises:
+        NotFoundError: unknown tenant or host.
+        ConflictError: the VM name is taken, or the inventory stayed busy.
+        NoPlacementError: nothing fits; carries every host's rejection.
+    """
+    inventory = open_inventory(settings.db_url)
+    try:
+        inventory.get_tenant(request.tenant)
+    except NotFoundError as err:
+        raise NotFoundError(
+            f"unknown tenant {request.tenant!r}", hint=f"vnuma tenant create {request.tenant}"
+        ) from err
+    if not request.name:
+        request = replace(request, name=_unique_vm_name(inventory, request.tenant))
+    check_vm_name(request.name)
+    _ensure_vm_absent(inventory, request.name)
+    for attempt in range(CLAIM_ATTEMPTS):
+        request, result = plan_placement(inventory, request, strategy)
+        if result.chosen is None or dry_run:
+            return result
+        try:
+            inventory.claim(result.chosen)
+            return result
+        except ConflictError:
+            if attempt == CLAIM_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def require_chosen(request: VmRequest, result: PlacementResult) -> Placement:
+    """The chosen placement, or NoPlacementError with the best reason."""
+    if result.chosen is None:
+        raise NoPlacementError(request.name, result.rejections, best=best_reason(result))
+    return result.chosen
+
+
+def _ensure_vm_absent(inventory: Inventory, name: str) -> None:
+    try:
+        inventory.get_vm(name)
+    except NotFoundError:
+        return
+    raise ConflictError(f"VM {name!r} already exists", hint=f"vnuma vm show {name}")

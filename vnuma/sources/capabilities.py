@@ -1,0 +1,157 @@
+"""libvirt host capabilities XML (``virsh capabilities``) -> :class:`Host`.
+
+Pure: no I/O; callers pass the document's bytes. Reads
+``/capabilities/host/topology/cells/cell``: memory (any libvirt unit), page
+pools, SLIT distances and CPUs (socket, die, core, SMT siblings). Everything
+else a real host prints (``<cpu>`` model, cache banks, resctrl,
+``<memory_bandwidth>``, HMAT ``<interconnects>``, per-cell ``<cache>``,
+``<guest>`` sections) is accepted and ignored. Devices are not in this
+document: they come from node devices (:mod:`vnuma.sources.nodedev`).
+
+Tolerated gaps: a CPU without ``socket_id``/``die_id``/``core_id``/``siblings``
+gets None for those and ``siblings = {id}``; a cell without ``<memory>``
+takes the sum of its page pools (0 without pools); a cell without ``<cpus>``
+or with ``<cpus num='0'/>`` is memory-only.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lxml import etree
+
+from vnuma.errors import InvalidInputError
+from vnuma.sources.xmlsafe import element_where, parse_xml, read_int, read_optional_int
+from vnuma.topology import Cell, Cpu, Host, PagePool, Source, check_host, parse_cpuset
+
+_NO_TOPOLOGY_HINT = (
+    "this libvirt connection reports no host NUMA cells (libvirt's test:// driver never does); "
+    "save `virsh capabilities` from the real host and pass it with --capabilities FILE"
+)
+
+_UNIT = re.compile(r"^(?:(b|bytes?)|([kmgtpe])(i?b)?)$", re.IGNORECASE)
+_POWERS = "kmgtpe"
+
+
+def unit_bytes(unit: str | None, *, default: str = "KiB") -> int | None:
+    """Bytes in one libvirt scaled-integer ``unit`` (``KiB``, ``M``, ``GB``...); None if unknown.
+
+    As in libvirt: ``KB``/``MB``... are powers of 1000; ``k``, ``KiB``, ``M``,
+    ``MiB``... powers of 1024; ``b``/``bytes`` is one byte.
+    """
+    match = _UNIT.match((unit or default).strip())
+    if not match:
+        return None
+    if match.group(1):
+        return 1
+    power = _POWERS.index(match.group(2).lower()) + 1
+    decimal = (match.group(3) or "").lower() == "b"
+    return (1000 if decimal else 1024) ** power
+
+
+def scaled_kib(element: etree._Element, text: str | None, *, what: str, field: str) -> int:
+    """A libvirt scaled integer (value + ``unit`` attribute, KiB by default) in KiB."""
+    value = read_int(text, what=what, element=element, field=field)
+    per_unit = unit_bytes(element.get("unit"))
+    if per_unit is None:
+        raise InvalidInputError(
+            f"{element_where(what, element)}: <{element.tag}> has unknown unit {element.get('unit')!r}"
+        )
+    return value * per_unit // 1024
+
+
+def parse_capabilities(
+    data: bytes | str,
+    *,
+    name: str,
+    what: str = "capabilities",
+    uri: str | None = None,
+    source: Source = Source.CAPABILITIES,
+) -> Host:
+    """Parse ``virsh capabilities`` output into a checked :class:`Host` named ``name``.
+
+    Raises:
+        InvalidInputError: malformed XML, not a capabilities document, no NUMA
+            topology, bad numbers or cpusets, or an inconsistent topology
+            (duplicate CPUs, siblings that do not exist, ...).
+    """
+    root = parse_xml(data, what=what, root="capabilities")
+    host_el = root.find("host")
+    if host_el is None:
+        raise InvalidInputError(f"{what}: <capabilities> has no <host> element", hint=_NO_TOPOLOGY_HINT)
+    cell_els = host_el.findall("topology/cells/cell")
+    if not cell_els:
+        raise InvalidInputError(
+            f"{what}: no NUMA topology (no <host><topology><cells><cell> elements)", hint=_NO_TOPOLOGY_HINT
+        )
+    cells = sorted((_parse_cell(el, what) for el in cell_els), key=lambda c: c.id)
+    host = Host(name=name, cells=tuple(cells), uri=uri, source=source)
+    try:
+        return check_host(host)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"{what}: {err}", hint=err.hint) from err
+
+
+def _parse_cell(cell_el: etree._Element, what: str) -> Cell:
+    cell_id = read_int(cell_el.get("id"), what=what, element=cell_el, field="attribute id")
+    pages = _parse_pages(cell_el, what)
+    memory_el = cell_el.find("memory")
+    if memory_el is not None:
+        memory_kib = scaled_kib(memory_el, memory_el.text, what=what, field="a size")
+    else:
+        memory_kib = sum(p.size_kib * p.count for p in pages)
+    cpus = tuple(sorted((_parse_cpu(el, what) for el in cell_el.findall("cpus/cpu")), key=lambda c: c.id))
+    return Cell(
+        id=cell_id,
+        memory_kib=memory_kib,
+        cpus=cpus,
+        pages=pages,
+        distances=_parse_distances(cell_el, what),
+    )
+
+
+def _parse_pages(cell_el: etree._Element, what: str) -> tuple[PagePool, ...]:
+    pools: dict[int, PagePool] = {}
+    for page_el in cell_el.findall("pages"):
+        size_kib = scaled_kib(page_el, page_el.get("size"), what=what, field="attribute size")
+        count = read_int(page_el.text, what=what, element=page_el, field="a page count")
+        if size_kib <= 0:
+            raise InvalidInputError(f"{element_where(what, page_el)}: <pages> size is below 1 KiB")
+        if size_kib in pools:
+            where = element_where(what, page_el)
+            raise InvalidInputError(f"{where}: <pages> size {size_kib} KiB listed twice")
+        pools[size_kib] = PagePool(size_kib=size_kib, count=count)
+    return tuple(pools[size] for size in sorted(pools))
+
+
+def _parse_distances(cell_el: etree._Element, what: str) -> tuple[tuple[int, int], ...]:
+    found: dict[int, int] = {}
+    for sib in cell_el.findall("distances/sibling"):
+        other = read_int(sib.get("id"), what=what, element=sib, field="attribute id")
+        value = read_int(sib.get("value"), what=what, element=sib, field="attribute value")
+        if other in found:
+            raise InvalidInputError(f"{element_where(what, sib)}: distance to cell {other} listed twice")
+        found[other] = value
+    return tuple(sorted(found.items()))
+
+
+def _parse_cpu(cpu_el: etree._Element, what: str) -> Cpu:
+    cpu_id = read_int(cpu_el.get("id"), what=what, element=cpu_el, field="attribute id")
+    siblings_text = cpu_el.get("siblings")
+    siblings = frozenset({cpu_id})
+    if siblings_text is not None:
+        try:
+            siblings = parse_cpuset(siblings_text) | siblings
+        except InvalidInputError as err:
+            raise InvalidInputError(f"{element_where(what, cpu_el)}: CPU {cpu_id} siblings: {err}") from err
+
+    def optional(attr: str) -> int | None:
+        return read_optional_int(cpu_el.get(attr), what=what, element=cpu_el, field=f"attribute {attr}")
+
+    return Cpu(
+        id=cpu_id,
+        socket=optional("socket_id"),
+        die=optional("die_id"),
+        core=optional("core_id"),
+        siblings=siblings,
+    )
