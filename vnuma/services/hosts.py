@@ -13,15 +13,10 @@ from vnuma.inventory.repo import Inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.sources.capabilities import parse_capabilities
-from vnuma.sources.demo import demo_capabilities_path, demo_node_path
+from vnuma.sources.demo import demo_capabilities_path, demo_uri
 from vnuma.sources.hwloc import parse_hwloc
 from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
 from vnuma.topology import Host, PciDevice, Source, check_host, format_cpuset, format_size_kib
-
-
-def demo_uri() -> str:
-    """libvirt test-driver URI of the shipped demo host's node file."""
-    return f"test://{demo_node_path()}"
 
 
 def discover(name: str, uri: str, capabilities: Path | None) -> Host:

@@ -46,7 +46,8 @@ def unit_bytes(unit: str | None, *, default: str = "KiB") -> int | None:
         return 1
     power = _POWERS.index(match.group(2).lower()) + 1
     decimal = (match.group(3) or "").lower() == "b"
-    return (1000 if decimal else 1024) ** power
+    base: int = 1000 if decimal else 1024
+    return int(base**power)
 
 
 def scaled_kib(element: etree._Element, text: str | None, *, what: str, field: str) -> int:

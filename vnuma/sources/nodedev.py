@@ -54,7 +54,7 @@ def parse_nodedev(data: bytes | str, *, what: str) -> PciDevice | None:
     return device_from_element(parse_xml(data, what=what, root="device"), what=what)
 
 
-def parse_nodedev_file_content(data: bytes | str, *, what: str) -> tuple[PciDevice, ...]:
+def parse_nodedev_file_content(data: bytes | str, what: str) -> tuple[PciDevice, ...]:
     """Parse a file holding one ``<device>`` or several wrapped in any root
     (``<devices>``, a test-driver ``<node>``...); PCI devices sorted by address.
 

@@ -1,0 +1,78 @@
+"""CLI fixtures: a runner bound to a fresh inventory file, and a database dump."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from vnuma.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+class Cli:
+    """Runs ``vnuma --db FILE ...`` in-process (CliRunner) or as a real process."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str) -> Result:
+        res = self.runner.invoke(app, ["--db", str(self.db), *args], catch_exceptions=False)
+        return Result(res.exit_code, res.stdout, res.stderr)
+
+    def ok(self, *args: str) -> Result:
+        res = self(*args)
+        assert res.exit_code == 0, f"vnuma {' '.join(args)} -> {res.exit_code}\n{res.stdout}\n{res.stderr}"
+        return res
+
+    def process(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        """Run vnuma as a separate process: real exit codes, real stderr."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "vnuma.cli", "--db", str(self.db), *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+            cwd=REPO,
+            timeout=120,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "inventory.db")
+
+
+def dump(db: Path) -> list[str]:
+    """Every row of every table, as SQL text, for before/after comparisons."""
+    con = sqlite3.connect(db)
+    try:
+        return list(con.iterdump())
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def dumped() -> Callable[[Path], list[str]]:
+    return dump

@@ -1,0 +1,35 @@
+"""Where the shipped demo host lives: an AI inference server in two files.
+
+Pure: no I/O (paths only; callers read the files). ``demo-capabilities.xml``
+is its ``virsh capabilities`` (2 sockets, SNC2: 4 NUMA cells x 16 cores x 2
+threads, 256 GiB per cell with 2 MiB and 1 GiB pages, distances 10/12/21).
+``demo-node.xml`` is a libvirt test-driver node file
+(``test:///ABS/PATH/demo-node.xml``) holding its node devices: 8 NVIDIA H100
+GPUs and 4 ConnectX-7 NICs (2 GPUs + 1 NIC per cell), each behind its own
+PCIe root port. The test driver ignores NUMA topology in node files, hence
+the separate capabilities document.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vnuma.paths import data_dir
+
+DEMO_CAPABILITIES = "demo-capabilities.xml"
+DEMO_NODE = "demo-node.xml"
+
+
+def demo_capabilities_path() -> Path:
+    """The demo host's ``virsh capabilities`` document."""
+    return data_dir() / DEMO_CAPABILITIES
+
+
+def demo_node_path() -> Path:
+    """The demo host's libvirt test-driver node file (absolute path)."""
+    return data_dir() / DEMO_NODE
+
+
+def demo_uri() -> str:
+    """The ``test:///...`` URI that opens the demo node file in libvirt's test driver."""
+    return f"test://{demo_node_path().resolve()}"

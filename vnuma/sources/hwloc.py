@@ -1,0 +1,301 @@
+"""hwloc XML (``lstopo --of xml``, format 2.x; 3.x reads the same) -> :class:`Host`.
+
+Pure: no I/O; callers pass the document's bytes.
+
+How the tree maps to cells. In hwloc 2 a NUMANode is a *memory child* of a
+normal object (Machine, Package, Die, Group, L3...), possibly behind
+MemCache objects. A PU belongs to the NUMA node attached to its nearest
+ancestor that has one, as Linux puts each CPU in exactly one node. When
+several nodes hang off the same object (DDR next to HBM or CXL memory), the
+CPUs go to the lowest-numbered plain one (no subtype, or ``DRAM``); the
+others, and every node whose ``cpuset`` is empty or absent, become
+memory-only cells. Sizes: ``local_memory`` and ``<page_type size>`` are
+bytes. Socket, die and core ids are the ``os_index`` of the enclosing
+Package, Die (or a ``Group`` of subtype ``Die``) and Core; SMT siblings are
+the PUs of one Core.
+
+Devices: every ``PCIDev`` and every ``Bridge`` with a ``pci_busid``; the
+class and ids come from ``pci_type`` (``"0302 [10de:2330] [10de:16c1] a1"``),
+the NUMA node from the nearest ancestor's ``nodeset`` when it holds exactly
+one node, the parent from the nearest upstream bridge with an address.
+Distances: the ``<distances2 type="NUMANode">`` latency matrix (``os`` or
+``gp`` indexing).
+
+hwloc 1.x files (``<topology>`` without ``version``) are refused with an
+InvalidInputError: their NUMA nodes are normal parents and their distance
+matrices are relative to arbitrary depths; hwloc 2's ``lstopo`` converts
+them (``lstopo --input OLD.xml --of xml NEW.xml``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from lxml import etree
+
+from vnuma.errors import InvalidInputError
+from vnuma.sources.nodedev import format_pci_address
+from vnuma.sources.xmlsafe import element_where, parse_xml, read_int
+from vnuma.topology import Cell, Cpu, Host, PagePool, PciDevice, Source, check_host, device_kind_for_class
+
+_V1_HINT = "convert it with hwloc 2: `lstopo --input OLD.xml --of xml NEW.xml`"
+_WORD = re.compile(r"^0x[0-9a-f]{1,8}$", re.IGNORECASE)
+_BUSID = re.compile(r"^([0-9a-f]{4}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$", re.IGNORECASE)
+# class [vendor:device] [subvendor:subdevice] revision [prog-if, hwloc >= 2.11]
+_PCI_TYPE = re.compile(
+    r"^([0-9a-f]{4}) \[([0-9a-f]{4}):([0-9a-f]{4})\] \[[0-9a-f]{4}:[0-9a-f]{4}\] [0-9a-f]{2}"
+    r"(?: ([0-9a-f]{2}))?",
+    re.IGNORECASE,
+)
+_PLAIN_MEMORY = ("", "DRAM")
+_KIND_MEANS_LATENCY = 4
+
+
+def parse_hwloc_bitmap(text: str | None, *, what: str = "hwloc bitmap") -> frozenset[int]:
+    """Parse an hwloc bitmap (``"0x000000ff,0xffffffff"``: 32-bit words, most significant first).
+
+    An infinite prefix (``0xf...f``) is dropped: only the listed words count.
+
+    Raises:
+        InvalidInputError: a word that is not ``0x`` plus 1-8 hex digits.
+    """
+    if text is None or not text.strip():
+        return frozenset()
+    words = [w.strip() for w in text.strip().split(",")]
+    if words and words[0].lower() == "0xf...f":
+        words = words[1:]
+    bits: set[int] = set()
+    for position, word in enumerate(reversed(words)):
+        if not word:
+            continue
+        if not _WORD.match(word):
+            raise InvalidInputError(f"{what}: bad bitmap {text!r}: cannot read {word!r}")
+        value = int(word, 16)
+        bits.update(position * 32 + bit for bit in range(32) if value >> bit & 1)
+    return frozenset(bits)
+
+
+def parse_hwloc(data: bytes | str, *, name: str, what: str = "hwloc") -> Host:
+    """Parse ``lstopo --of xml`` output (hwloc 2.x/3.x) into a checked :class:`Host`.
+
+    Raises:
+        InvalidInputError: malformed XML, a v1 or unknown format version, no
+            NUMA nodes, PUs outside every node, bad numbers, or an
+            inconsistent topology.
+    """
+    root = parse_xml(data, what=what, root="topology")
+    _check_version(root, what)
+    objects = list(root.iter("object"))
+    nodes = [o for o in objects if o.get("type") == "NUMANode"]
+    if not nodes:
+        raise InvalidInputError(f"{what}: no NUMANode objects in the topology")
+    owners = _cpu_owners(nodes, what)
+    cpus_by_node: dict[int, list[Cpu]] = {}
+    for pu in (o for o in objects if o.get("type") == "PU"):
+        node_id = _owner_of(pu, owners, what)
+        cpus_by_node.setdefault(node_id, []).append(_cpu(pu, what))
+    distances = _distances(root, nodes, what)
+    cells = []
+    for node in nodes:
+        node_id = _os_index(node, what)
+        cells.append(
+            Cell(
+                id=node_id,
+                memory_kib=_bytes_to_kib(node, "local_memory", what),
+                cpus=tuple(sorted(cpus_by_node.get(node_id, ()), key=lambda c: c.id)),
+                pages=_pages(node, what),
+                distances=distances.get(node_id, ()),
+            )
+        )
+    devices = tuple(sorted(_devices(objects, what), key=lambda d: d.address))
+    host = Host(
+        name=name, cells=tuple(sorted(cells, key=lambda c: c.id)), devices=devices, source=Source.HWLOC
+    )
+    try:
+        return check_host(host)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"{what}: {err}", hint=err.hint) from err
+
+
+def _check_version(root: etree._Element, what: str) -> None:
+    version = (root.get("version") or "").strip()
+    if not version or version.startswith("1."):
+        raise InvalidInputError(f'{what}: hwloc 1.x XML is not supported (no version="2.x")', hint=_V1_HINT)
+    if version.split(".")[0] not in ("2", "3"):
+        raise InvalidInputError(
+            f"{what}: unsupported hwloc XML version {version!r}", hint="expected hwloc 2.x or 3.x XML"
+        )
+
+
+def _os_index(obj: etree._Element, what: str) -> int:
+    return read_int(obj.get("os_index"), what=what, element=obj, field="attribute os_index")
+
+
+def _attachment(node: etree._Element) -> etree._Element | None:
+    """The normal object a NUMA node hangs off (skipping memory-side caches)."""
+    for ancestor in node.iterancestors("object"):
+        if ancestor.get("type") != "MemCache":
+            return ancestor
+    return None
+
+
+def _cpu_owners(nodes: list[etree._Element], what: str) -> dict[etree._Element, int]:
+    """Map each object with NUMA memory children to the node that owns its CPUs."""
+    by_parent: dict[etree._Element, list[etree._Element]] = {}
+    for node in nodes:
+        parent = _attachment(node)
+        if parent is not None and parse_hwloc_bitmap(node.get("cpuset"), what=what):
+            by_parent.setdefault(parent, []).append(node)
+    owners: dict[etree._Element, int] = {}
+    for parent, candidates in by_parent.items():
+        candidates.sort(key=lambda n: _os_index(n, what))
+        plain = [n for n in candidates if (n.get("subtype") or "") in _PLAIN_MEMORY]
+        owners[parent] = _os_index((plain or candidates)[0], what)
+    return owners
+
+
+def _owner_of(pu: etree._Element, owners: dict[etree._Element, int], what: str) -> int:
+    for ancestor in pu.iterancestors("object"):
+        if ancestor in owners:
+            return owners[ancestor]
+    raise InvalidInputError(f"{element_where(what, pu)}: PU {pu.get('os_index')} is under no NUMA node")
+
+
+def _cpu(pu: etree._Element, what: str) -> Cpu:
+    cpu_id = _os_index(pu, what)
+    socket = die = core = None
+    siblings = frozenset({cpu_id})
+    for ancestor in pu.iterancestors("object"):
+        kind = ancestor.get("type")
+        if kind == "Core" and core is None:
+            core = _optional_os_index(ancestor, what)
+            siblings = frozenset(_os_index(p, what) for p in ancestor.iter("object") if p.get("type") == "PU")
+        elif (kind == "Die" or (kind == "Group" and ancestor.get("subtype") == "Die")) and die is None:
+            die = _optional_os_index(ancestor, what)
+        elif kind == "Package" and socket is None:
+            socket = _optional_os_index(ancestor, what)
+    return Cpu(id=cpu_id, socket=socket, die=die, core=core, siblings=siblings)
+
+
+def _optional_os_index(obj: etree._Element, what: str) -> int | None:
+    text = obj.get("os_index")
+    # hwloc writes -1 (or omits the attribute) for objects without an OS index.
+    if text is None or text.strip() in ("-1", "4294967295"):
+        return None
+    return _os_index(obj, what)
+
+
+def _bytes_to_kib(obj: etree._Element, attr: str, what: str) -> int:
+    return read_int(obj.get(attr, "0"), what=what, element=obj, field=f"attribute {attr}") // 1024
+
+
+def _pages(node: etree._Element, what: str) -> tuple[PagePool, ...]:
+    pools: dict[int, int] = {}
+    for page in node.findall("page_type"):
+        size_kib = _bytes_to_kib(page, "size", what)
+        count = read_int(page.get("count"), what=what, element=page, field="attribute count")
+        if size_kib <= 0:
+            raise InvalidInputError(f"{element_where(what, page)}: <page_type> size is below 1 KiB")
+        pools[size_kib] = pools.get(size_kib, 0) + count
+    return tuple(PagePool(size, pools[size]) for size in sorted(pools))
+
+
+def _distances(
+    root: etree._Element, nodes: list[etree._Element], what: str
+) -> dict[int, tuple[tuple[int, int], ...]]:
+    matrices = [m for m in root.findall("distances2") if m.get("type") == "NUMANode"]
+    if not matrices:
+        return {}
+    matrix = next((m for m in matrices if m.get("name") == "NUMALatency"), None)
+    matrix = matrix if matrix is not None else next((m for m in matrices if _means_latency(m)), matrices[0])
+    count = read_int(matrix.get("nbobjs"), what=what, element=matrix, field="attribute nbobjs")
+    indexes = _numbers(matrix.findall("indexes"), what)
+    values = _numbers(matrix.findall("u64values"), what)
+    if len(indexes) != count or len(values) != count * count:
+        raise InvalidInputError(
+            f"{element_where(what, matrix)}: distance matrix for {count} nodes has "
+            f"{len(indexes)} indexes and {len(values)} values"
+        )
+    ids = _node_ids(matrix, indexes, nodes, what)
+    return {
+        ids[i]: tuple(sorted((ids[j], values[i * count + j]) for j in range(count))) for i in range(count)
+    }
+
+
+def _means_latency(matrix: etree._Element) -> bool:
+    kind = (matrix.get("kind") or "0").strip()
+    return kind.isdigit() and bool(int(kind) & _KIND_MEANS_LATENCY)
+
+
+def _numbers(elements: Iterable[etree._Element], what: str) -> list[int]:
+    numbers: list[int] = []
+    for el in elements:
+        for token in (el.text or "").split():
+            numbers.append(read_int(token, what=what, element=el, field="a number"))
+    return numbers
+
+
+def _node_ids(
+    matrix: etree._Element, indexes: list[int], nodes: list[etree._Element], what: str
+) -> list[int]:
+    indexing = matrix.get("indexing", "os")
+    if indexing == "os":
+        known = {_os_index(n, what): _os_index(n, what) for n in nodes}
+    elif indexing == "gp":
+        known = {
+            read_int(n.get("gp_index"), what=what, element=n, field="attribute gp_index"): _os_index(n, what)
+            for n in nodes
+        }
+    else:
+        raise InvalidInputError(f"{element_where(what, matrix)}: unknown distance indexing {indexing!r}")
+    missing = [i for i in indexes if i not in known]
+    if missing:
+        raise InvalidInputError(
+            f"{element_where(what, matrix)}: distance matrix names NUMA node(s) {missing} ({indexing} index) "
+            "that are not in the topology"
+        )
+    return [known[i] for i in indexes]
+
+
+def _devices(objects: list[etree._Element], what: str) -> Iterable[PciDevice]:
+    for obj in objects:
+        if obj.get("type") in ("PCIDev", "Bridge") and obj.get("pci_busid"):
+            yield _device(obj, what)
+
+
+def _pci_address(obj: etree._Element, what: str) -> str:
+    busid = (obj.get("pci_busid") or "").strip()
+    match = _BUSID.match(busid)
+    if not match:
+        raise InvalidInputError(f"{element_where(what, obj)}: bad pci_busid {busid!r}")
+    domain, bus, slot, function = (int(g, 16) for g in match.groups())
+    return format_pci_address(domain, bus, slot, function)
+
+
+def _device(obj: etree._Element, what: str) -> PciDevice:
+    address = _pci_address(obj, what)
+    pci_type = (obj.get("pci_type") or "").strip()
+    match = _PCI_TYPE.match(pci_type)
+    if not match:
+        where = element_where(what, obj)
+        raise InvalidInputError(f"{where}: PCI device {address} has bad pci_type {pci_type!r}")
+    class_id, vendor, product, prog_if = match.groups()
+    numa_node: int | None = None
+    parent: str | None = None
+    for ancestor in obj.iterancestors("object"):
+        if parent is None and ancestor.get("type") == "Bridge" and ancestor.get("pci_busid"):
+            parent = _pci_address(ancestor, what)
+        nodeset = ancestor.get("nodeset")
+        if nodeset is not None:
+            local = parse_hwloc_bitmap(nodeset, what=element_where(what, ancestor))
+            numa_node = next(iter(local)) if len(local) == 1 else None
+            break
+    return PciDevice(
+        address=address,
+        kind=device_kind_for_class(int(class_id, 16) << 8 | int(prog_if or "0", 16)),
+        vendor_id=f"0x{int(vendor, 16):04x}",
+        product_id=f"0x{int(product, 16):04x}",
+        numa_node=numa_node,
+        parent=parent,
+    )
