@@ -10,7 +10,6 @@ else is a bug: exit 70 (``--debug`` shows the traceback). Heavy libraries
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -104,7 +103,3 @@ _register()
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="vnuma")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

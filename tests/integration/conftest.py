@@ -1,0 +1,38 @@
+"""Fixtures for tests against a real libvirtd (qemu:///system).
+
+On a laptop without the daemon these tests skip; scripts/test (and so CI)
+starts libvirtd and sets VNUMA_TEST_LIBVIRTD=1, which turns a missing
+daemon into a failure instead of a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+SYSTEM_URI = "qemu:///system"
+
+
+def _daemon_up() -> bool:
+    try:
+        subprocess.run(["virsh", "-c", SYSTEM_URI, "version"], capture_output=True, check=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def libvirtd() -> str:
+    if not _daemon_up():
+        if os.environ.get("VNUMA_TEST_LIBVIRTD"):
+            pytest.fail("libvirtd is required here (VNUMA_TEST_LIBVIRTD=1) but qemu:///system does not answer")
+        pytest.skip("no libvirtd at qemu:///system (scripts/test starts one)")
+    return SYSTEM_URI
+
+
+def virsh(*args: str) -> str:
+    """Run virsh against the system daemon; return stdout."""
+    out = subprocess.run(["virsh", "-c", SYSTEM_URI, *args], capture_output=True, text=True, check=True, timeout=60)
+    return out.stdout

@@ -1,0 +1,5 @@
+"""``python -m vnuma``."""
+
+from vnuma.cli import main
+
+main()

@@ -1,0 +1,5 @@
+"""``python -m vnuma.cli``."""
+
+from vnuma.cli import main
+
+main()
