@@ -1,0 +1,139 @@
+"""Schema: Alembic builds it, it matches the models, and an old or foreign database is refused untouched."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+
+from tests.builders import make_host
+from tests.inventory.conftest import dump
+from vnuma.errors import InventoryError
+from vnuma.inventory import current_revision, head_revision, make_engine, open_inventory, upgrade
+from vnuma.inventory.db import alembic_config, writer
+from vnuma.inventory.models import Base
+
+TABLES = {"alembic_version", "hosts", "tenants", "vms", "cpu_claims", "page_claims", "device_claims"}
+
+
+def _drift(url: str) -> list[object]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(
+                compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+            )
+    finally:
+        engine.dispose()
+
+
+def _tables(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return set(inspect(conn).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def _downgrade(url: str, revision: str) -> None:
+    engine = make_engine(url)
+    try:
+        with writer(engine).begin() as conn:
+            command.downgrade(alembic_config(conn), revision)
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_creates_every_table_at_head(db_url: str) -> None:
+    assert current_revision(db_url) is None
+    upgrade(db_url)
+    assert _tables(db_url) == TABLES
+    assert current_revision(db_url) == head_revision()
+
+
+def test_models_and_migrations_do_not_drift(db_url: str) -> None:
+    upgrade(db_url)
+    assert _drift(db_url) == []
+
+
+def test_drift_check_sees_a_missing_migration(db_url: str) -> None:
+    # The drift test above is only worth something if the comparison can fail.
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP INDEX ix_vms_host_id")
+    engine.dispose()
+    assert any("ix_vms_host_id" in repr(diff) for diff in _drift(db_url))
+
+
+def test_upgrade_downgrade_upgrade(db_url: str) -> None:
+    upgrade(db_url)
+    _downgrade(db_url, "base")
+    assert _tables(db_url) == {"alembic_version"}
+    assert current_revision(db_url) is None
+    upgrade(db_url)
+    assert _tables(db_url) == TABLES
+    assert _drift(db_url) == []
+
+
+def test_a_new_database_is_created_at_head_on_first_open(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/new/dir/inventory.db"
+    with open_inventory(url) as inv:
+        inv.add_host(make_host())
+    assert current_revision(url) == head_revision()
+    assert _drift(url) == []
+
+
+def test_current_revision_does_not_create_a_missing_file(db_path: Path, db_url: str) -> None:
+    assert current_revision(db_url) is None
+    assert not db_path.exists()
+
+
+def test_a_database_behind_head_is_refused_and_left_unchanged(db_path: Path, db_url: str) -> None:
+    # The only revision before head is base: a real database as Alembic leaves
+    # it after `downgrade base` (its alembic_version table, with no row).
+    upgrade(db_url)
+    _downgrade(db_url, "base")
+    before = dump(db_path)
+    with pytest.raises(InventoryError) as err:
+        open_inventory(db_url)
+    assert f"schema is at revision base, this vnuma needs {head_revision()}" in str(err.value)
+    assert err.value.hint is not None and "vnuma db upgrade" in err.value.hint
+    assert dump(db_path) == before
+    upgrade(db_url)
+    open_inventory(db_url).close()
+
+
+def test_a_database_from_a_newer_vnuma_is_refused_and_left_unchanged(db_path: Path, db_url: str) -> None:
+    with open_inventory(db_url) as inv:
+        inv.add_host(make_host())
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    conn.close()
+    before = dump(db_path)
+    with pytest.raises(InventoryError) as err:
+        open_inventory(db_url)
+    assert "schema is at revision 9999" in str(err.value)
+    assert err.value.hint is not None and err.value.hint.startswith("upgrade vnuma: a newer version")
+    with pytest.raises(InventoryError, match="9999"):
+        upgrade(db_url)
+    assert dump(db_path) == before
+
+
+def test_a_foreign_database_is_refused_and_left_unchanged(db_path: Path, db_url: str) -> None:
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('keep me')")
+    conn.close()
+    before = dump(db_path)
+    with pytest.raises(InventoryError, match="is not a vnuma inventory"):
+        open_inventory(db_url)
+    assert dump(db_path) == before

@@ -1,0 +1,181 @@
+"""Host codec: ``host_to_dict`` / ``host_from_dict`` and the ``host list`` summary.
+
+Pure: no I/O. See :mod:`vnuma.codec` for the contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vnuma.codec.checks import (
+    At,
+    as_bool,
+    as_int,
+    as_ints,
+    as_mapping,
+    as_opt_int,
+    as_opt_str,
+    as_str,
+    enum_of,
+    get_key,
+    int_map,
+    list_of,
+    take,
+)
+from vnuma.errors import InvalidInputError
+from vnuma.topology import Cell, Cpu, DeviceKind, Host, PagePool, PciDevice, Source, check_host
+
+_SOURCE = enum_of(Source)
+_KIND = enum_of(DeviceKind)
+
+
+def host_to_dict(host: Host) -> dict[str, Any]:
+    """The host as a JSON-ready dict (see the module docstring for the contract)."""
+    return {
+        "name": host.name,
+        "uri": host.uri,
+        "source": host.source.value,
+        "reserved_cpus": sorted(host.reserved_cpus),
+        "cells": [_cell_to_dict(c) for c in host.cells],
+        "devices": [_device_to_dict(d) for d in host.devices],
+    }
+
+
+def _cell_to_dict(cell: Cell) -> dict[str, Any]:
+    pages = {str(p.size_kib): p.count for p in cell.pages}
+    distances = {str(other): dist for other, dist in cell.distances}
+    if len(pages) != len(cell.pages) or len(distances) != len(cell.distances):
+        raise InvalidInputError(f"cell {cell.id}: duplicate page size or distance entries")
+    return {
+        "id": cell.id,
+        "memory_kib": cell.memory_kib,
+        "memory_only": cell.memory_only,
+        "cpus": [
+            {"id": c.id, "socket": c.socket, "die": c.die, "core": c.core, "siblings": sorted(c.siblings)}
+            for c in cell.cpus
+        ],
+        "pages": pages,
+        "distances": distances,
+    }
+
+
+def _device_to_dict(dev: PciDevice) -> dict[str, Any]:
+    return {
+        "address": dev.address,
+        "kind": dev.kind.value,
+        "numa_node": dev.numa_node,
+        "vendor_id": dev.vendor_id,
+        "product_id": dev.product_id,
+        "parent": dev.parent,
+    }
+
+
+def host_from_dict(d: Mapping[str, Any]) -> Host:
+    """Build and check a host from its dict form.
+
+    Raises:
+        InvalidInputError: a missing key or wrong type (named by its key path),
+            or an inconsistent topology (see :func:`vnuma.topology.check_host`).
+    """
+    at = At("host")
+    d = as_mapping(d, at)
+    name = take(d, "name", at, as_str)
+    at = At(f"host {name!r}")
+    host = Host(
+        name=name,
+        cells=take(d, "cells", at, _CELLS),
+        devices=take(d, "devices", at, _DEVICES, []),
+        uri=take(d, "uri", at, as_opt_str, None),
+        source=take(d, "source", at, _SOURCE, Source.CAPABILITIES.value),
+        reserved_cpus=frozenset(take(d, "reserved_cpus", at, as_ints, [])),
+    )
+    return check_host(host)
+
+
+def _cell_from_dict(value: object, parent: At, i: int) -> Cell:
+    at = parent.index(i)
+    d = as_mapping(value, at)
+    cpus = take(d, "cpus", at, _CPUS, [])
+    memory_only = get_key(d, "memory_only", at, None)
+    if memory_only is not None and as_bool(memory_only, at.key("memory_only")) != (not cpus):
+        raise at.key("memory_only").fail(f"is {memory_only} but the cell has {len(cpus)} CPUs")
+    return Cell(
+        id=take(d, "id", at, as_int),
+        memory_kib=take(d, "memory_kib", at, as_int),
+        cpus=cpus,
+        pages=tuple(PagePool(s, n) for s, n in take(d, "pages", at, int_map, {})),
+        distances=take(d, "distances", at, int_map, {}),
+    )
+
+
+def _cpu_from_dict(value: object, parent: At, i: int) -> Cpu:
+    # Hosts are loaded by the thousand: a well-formed CPU takes this fast path,
+    # and anything else goes through the checked path that names the bad key.
+    if type(value) is dict:
+        try:
+            cid, socket, die, core = value["id"], value["socket"], value["die"], value["core"]
+            siblings = value["siblings"]
+        except KeyError:
+            return _checked_cpu_from_dict(value, parent, i)
+        if (
+            type(cid) is int
+            and (type(socket) is int or socket is None)
+            and (type(die) is int or die is None)
+            and (type(core) is int or core is None)
+            and type(siblings) is list
+            and _all_ints(siblings)
+        ):
+            return Cpu(cid, socket, die, core, frozenset(siblings))
+    return _checked_cpu_from_dict(value, parent, i)
+
+
+def _all_ints(items: list[Any]) -> bool:
+    # A plain loop: all() over a generator costs more than the check itself here.
+    for item in items:  # noqa: SIM110
+        if type(item) is not int:
+            return False
+    return True
+
+
+def _checked_cpu_from_dict(value: object, parent: At, i: int) -> Cpu:
+    at = parent.index(i)
+    d = as_mapping(value, at)
+    return Cpu(
+        id=take(d, "id", at, as_int),
+        socket=take(d, "socket", at, as_opt_int),
+        die=take(d, "die", at, as_opt_int),
+        core=take(d, "core", at, as_opt_int),
+        siblings=frozenset(take(d, "siblings", at, as_ints)),
+    )
+
+
+def _device_from_dict(value: object, parent: At, i: int) -> PciDevice:
+    at = parent.index(i)
+    d = as_mapping(value, at)
+    return PciDevice(
+        address=take(d, "address", at, as_str),
+        kind=take(d, "kind", at, _KIND),
+        vendor_id=take(d, "vendor_id", at, as_str),
+        product_id=take(d, "product_id", at, as_str),
+        numa_node=take(d, "numa_node", at, as_opt_int),
+        parent=take(d, "parent", at, as_opt_str, None),
+    )
+
+
+_CPUS = list_of(_cpu_from_dict)
+_CELLS = list_of(_cell_from_dict)
+_DEVICES = list_of(_device_from_dict)
+
+
+def host_summary(host: Host) -> dict[str, Any]:
+    """One line of ``vnuma host list --json``: counts and totals, no topology."""
+    return {
+        "name": host.name,
+        "uri": host.uri,
+        "source": host.source.value,
+        "cells": len(host.cells),
+        "cpus": sum(len(c.cpus) for c in host.cells),
+        "gpus": len(host.devices_of(DeviceKind.GPU)),
+        "memory_kib": host.memory_kib,
+    }

@@ -1,0 +1,145 @@
+"""Placement and tenant codecs: ``placement_to_dict`` / ``placement_from_dict``, ``tenant_*``.
+
+Pure: no I/O. See :mod:`vnuma.codec` for the contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vnuma.codec.checks import (
+    At,
+    as_int,
+    as_ints,
+    as_mapping,
+    as_opt_int,
+    as_str,
+    enum_of,
+    get_key,
+    list_of,
+    take,
+)
+from vnuma.placement.model import (
+    CellAssignment,
+    CpuPolicy,
+    DeviceAssignment,
+    Isolation,
+    Placement,
+    Tenant,
+    ThreadPolicy,
+)
+from vnuma.topology import KIB_PER_MIB, DeviceKind
+
+_KIND = enum_of(DeviceKind)
+_CPU_POLICY = enum_of(CpuPolicy)
+_THREAD_POLICY = enum_of(ThreadPolicy)
+_ISOLATION = enum_of(Isolation)
+
+
+def placement_to_dict(p: Placement) -> dict[str, Any]:
+    """The placement as a JSON-ready dict; ``memory_mib`` is for readers, ``memory_kib`` is exact."""
+    return {
+        "vm": p.vm,
+        "tenant": p.tenant,
+        "host": p.host,
+        "cpu_policy": p.cpu_policy.value,
+        "thread_policy": p.thread_policy.value,
+        "threads_per_core": p.threads_per_core,
+        "cells": [
+            {
+                "guest_cell": c.guest_cell,
+                "host_cell": c.host_cell,
+                "vcpus": list(c.vcpus),
+                "pcpus": list(c.pcpus),
+                "memory_mib": c.memory_kib // KIB_PER_MIB,
+                "memory_kib": c.memory_kib,
+                "page_size_kib": c.page_size_kib,
+            }
+            for c in p.cells
+        ],
+        "emulator_pcpus": list(p.emulator_pcpus),
+        "devices": [
+            {"address": d.address, "kind": d.kind.value, "guest_cell": d.guest_cell, "host_cell": d.host_cell}
+            for d in p.devices
+        ],
+    }
+
+
+def placement_from_dict(d: Mapping[str, Any]) -> Placement:
+    """Build a placement from its dict form (``memory_kib`` wins over ``memory_mib``).
+
+    Raises:
+        InvalidInputError: a missing key or wrong type, named by its key path.
+    """
+    at = At("placement")
+    d = as_mapping(d, at)
+    vm = take(d, "vm", at, as_str)
+    at = At(f"placement of VM {vm!r}")
+    return Placement(
+        vm=vm,
+        tenant=take(d, "tenant", at, as_str),
+        host=take(d, "host", at, as_str),
+        cells=take(d, "cells", at, _ASSIGNMENTS),
+        emulator_pcpus=take(d, "emulator_pcpus", at, as_ints, []),
+        devices=take(d, "devices", at, _DEVICE_ASSIGNMENTS, []),
+        cpu_policy=take(d, "cpu_policy", at, _CPU_POLICY, CpuPolicy.DEDICATED.value),
+        thread_policy=take(d, "thread_policy", at, _THREAD_POLICY, ThreadPolicy.PREFER.value),
+        threads_per_core=take(d, "threads_per_core", at, as_int, 1),
+    )
+
+
+def _assignment_from_dict(value: object, parent: At, i: int) -> CellAssignment:
+    at = parent.index(i)
+    d = as_mapping(value, at)
+    kib = get_key(d, "memory_kib", at, None)
+    if kib is None:
+        memory_kib = take(d, "memory_mib", at, as_int) * KIB_PER_MIB
+    else:
+        memory_kib = as_int(kib, at.key("memory_kib"))
+    return CellAssignment(
+        guest_cell=take(d, "guest_cell", at, as_int),
+        host_cell=take(d, "host_cell", at, as_int),
+        vcpus=take(d, "vcpus", at, as_ints),
+        pcpus=take(d, "pcpus", at, as_ints),
+        memory_kib=memory_kib,
+        page_size_kib=take(d, "page_size_kib", at, as_int),
+    )
+
+
+def _device_assignment_from_dict(value: object, parent: At, i: int) -> DeviceAssignment:
+    at = parent.index(i)
+    d = as_mapping(value, at)
+    return DeviceAssignment(
+        address=take(d, "address", at, as_str),
+        kind=take(d, "kind", at, _KIND),
+        guest_cell=take(d, "guest_cell", at, as_int),
+        host_cell=take(d, "host_cell", at, as_opt_int, None),
+    )
+
+
+_ASSIGNMENTS = list_of(_assignment_from_dict)
+_DEVICE_ASSIGNMENTS = list_of(_device_assignment_from_dict)
+
+
+def tenant_to_dict(t: Tenant) -> dict[str, Any]:
+    """The tenant as a JSON-ready dict: ``name``, ``isolation``, ``max_vcpus``, ``max_gpus``."""
+    return {"name": t.name, "isolation": t.isolation.value, "max_vcpus": t.max_vcpus, "max_gpus": t.max_gpus}
+
+
+def tenant_from_dict(d: Mapping[str, Any]) -> Tenant:
+    """Build a tenant from its dict form.
+
+    Raises:
+        InvalidInputError: a missing key, a wrong type or an unknown isolation.
+    """
+    at = At("tenant")
+    d = as_mapping(d, at)
+    name = take(d, "name", at, as_str)
+    at = At(f"tenant {name!r}")
+    return Tenant(
+        name=name,
+        isolation=take(d, "isolation", at, _ISOLATION, Isolation.CORE.value),
+        max_vcpus=take(d, "max_vcpus", at, as_opt_int, None),
+        max_gpus=take(d, "max_gpus", at, as_opt_int, None),
+    )

@@ -1,0 +1,227 @@
+"""Inventory database: URL resolution, engine set-up, and Alembic migrations run from code.
+
+Settings arrive as arguments (the CLI reads the environment once and passes
+it down); nothing here reads ``os.environ`` or builds an engine at import
+time. A new, empty database is created at the head revision on first use;
+an existing database is never migrated implicitly: only :func:`upgrade`
+(``vnuma db upgrade``) changes its schema.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Mapping
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
+
+from vnuma.errors import ConfigError, InventoryError
+from vnuma.inventory.guard import guarded, mask_url, parse_url
+from vnuma.inventory.repo import WRITE_OPTION, Inventory
+from vnuma.paths import migrations_dir
+
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+_UPGRADE_HINT = "run `vnuma db upgrade`"
+_NEWER_HINT = (
+    "upgrade vnuma: a newer version migrated this inventory "
+    "(`vnuma db upgrade` only moves forward to revisions it knows)"
+)
+
+
+def masked_url(url: str) -> str:
+    """The URL for display: its password replaced by ``***``."""
+    return mask_url(url)
+
+
+def resolve_url(option: str | None, env: Mapping[str, str]) -> str:
+    """The inventory URL: ``--db``, else ``VNUMA_DB``, else ``$XDG_DATA_HOME/vnuma/inventory.db``.
+
+    A value containing ``://`` is a SQLAlchemy URL; anything else is a file
+    path, made absolute, for SQLite.
+    """
+    value = option or env.get("VNUMA_DB") or str(_default_path(env))
+    if "://" in value:
+        return value
+    return f"sqlite:///{_absolute(value, env)}"
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    home = env.get("HOME")
+    return Path(home) if home else Path(pwd.getpwuid(os.getuid()).pw_dir)
+
+
+def _default_path(env: Mapping[str, str]) -> Path:
+    data_home = env.get("XDG_DATA_HOME", "")
+    # The XDG spec says a relative XDG_DATA_HOME is invalid and must be ignored.
+    base = Path(data_home) if os.path.isabs(data_home) else _home(env) / ".local" / "share"
+    return base / "vnuma" / "inventory.db"
+
+
+def _absolute(path: str, env: Mapping[str, str]) -> str:
+    if path == "~" or path.startswith("~/"):
+        path = str(_home(env) / path[2:])
+    return os.path.abspath(path)
+
+
+def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
+    """An engine for ``url``; for SQLite: parent directory created, foreign keys, WAL, busy timeout.
+
+    Raises:
+        ConfigError: an unreadable URL or a driver that is not installed.
+        InventoryError: the SQLite file's directory cannot be created.
+    """
+    parsed = parse_url(url)
+    with guarded(url):
+        is_sqlite = parsed.get_backend_name() == "sqlite"
+        if is_sqlite:
+            _make_parent_dir(url, parsed.database)
+        try:
+            engine = create_engine(parsed)
+        except ModuleNotFoundError as err:
+            raise ConfigError(
+                f"database URL {mask_url(url)} needs the Python package {err.name!r}",
+                hint="for PostgreSQL install vnuma[postgres] (psycopg 3)",
+            ) from err
+    if is_sqlite:
+        _install_sqlite_hooks(engine, busy_timeout_ms)
+    return engine
+
+
+def _make_parent_dir(url: str, database: str | None) -> None:
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    try:
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InventoryError(f"inventory {mask_url(url)}: cannot create its directory: {err}") from err
+
+
+def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: object, _record: object) -> None:
+        # pysqlite would defer BEGIN until the first write, so a transaction's
+        # reads and its writes would not be atomic; we emit BEGIN ourselves.
+        dbapi_conn.isolation_level = None  # type: ignore[attr-defined]
+        cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA journal_mode = WAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # A writer takes the write lock up front (waiting up to busy_timeout)
+        # instead of failing when it upgrades a stale read snapshot.
+        write = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def writer(engine: Engine) -> Engine:
+    """The same engine, marked so that SQLite transactions start with ``BEGIN IMMEDIATE``."""
+    return engine.execution_options(**{WRITE_OPTION: True})
+
+
+def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
+    """An Alembic config for ``migrations/`` (no alembic.ini), bound to a connection or a URL."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()).replace("%", "%%"))
+    cfg.set_main_option("file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s")
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    if url is not None:
+        cfg.attributes["url"] = url
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest schema revision this vnuma knows."""
+    with guarded("migrations"):
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "migrations/versions holds no revision"
+    return head
+
+
+def _known_revisions() -> set[str]:
+    script = ScriptDirectory.from_config(alembic_config())
+    return {rev.revision for rev in script.walk_revisions()}
+
+
+def current_revision(url: str) -> str | None:
+    """The database's schema revision; None for a new or empty database (a missing file is not created)."""
+    parsed = parse_url(url)
+    database = parsed.database
+    is_file = bool(database) and database != ":memory:" and not str(database).startswith("file:")
+    if parsed.get_backend_name() == "sqlite" and is_file and not Path(str(database)).exists():
+        return None
+    engine = make_engine(url)
+    try:
+        with guarded(url), engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database to ``revision`` (default: head) in one transaction."""
+    engine = make_engine(url)
+    try:
+        with guarded(url), writer(engine).begin() as conn:
+            command.upgrade(alembic_config(conn), revision)
+    finally:
+        engine.dispose()
+
+
+def open_inventory(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Inventory:
+    """The inventory at ``url``, creating a new database at head; an older schema is refused.
+
+    Raises:
+        InventoryError: unreachable or locked database, not a vnuma inventory,
+            or a schema revision other than head (hint: ``vnuma db upgrade``).
+    """
+    engine = make_engine(url, busy_timeout_ms=busy_timeout_ms)
+    try:
+        with guarded(url):
+            _check_schema(engine, url)
+    except BaseException:
+        engine.dispose()
+        raise
+    return Inventory(engine, url)
+
+
+def _check_schema(engine: Engine, url: str) -> None:
+    with engine.connect() as conn:
+        tables = inspect(conn).get_table_names()
+        revision = MigrationContext.configure(conn).get_current_revision() if tables else None
+    if not tables:
+        if not _create_at_head(engine):
+            _check_schema(engine, url)
+        return
+    if "alembic_version" not in tables:
+        raise InventoryError(
+            f"inventory {mask_url(url)} is not a vnuma inventory (it has tables but no alembic_version)",
+            hint="point --db or VNUMA_DB at a vnuma inventory, or at a new file",
+        )
+    head = head_revision()
+    if revision != head:
+        hint = _UPGRADE_HINT if revision is None or revision in _known_revisions() else _NEWER_HINT
+        raise InventoryError(
+            f"inventory {mask_url(url)}: schema is at revision {revision or 'base'}, this vnuma needs {head}",
+            hint=hint,
+        )
+
+
+def _create_at_head(engine: Engine) -> bool:
+    """Create the schema at head; False when another process created tables meanwhile."""
+    with writer(engine).begin() as conn:
+        # Re-checked under the write lock: another process may have got there first.
+        if inspect(conn).get_table_names():
+            return False
+        command.upgrade(alembic_config(conn), "head")
+    return True

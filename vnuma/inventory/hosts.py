@@ -1,0 +1,238 @@
+"""Host rows: add, refresh, remove, reserve, and decode to :class:`Host`.
+
+Functions take an open ``Session`` inside the caller's transaction and
+return dataclasses; ORM rows never leave ``vnuma.inventory``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
+from vnuma.inventory.topologies import ShapeDecoder, decode_host, encode_topology, gc_paused
+from vnuma.topology import DeviceKind, Host, check_host, format_cpuset, parse_cpuset
+
+_LIST_HINT = "see `vnuma host list`"
+
+
+def host_row(session: Session, name: str, *, lock: bool = False) -> HostRow:
+    """The row of host ``name``; ``lock`` takes its row lock (PostgreSQL) for a write.
+
+    Raises:
+        NotFoundError: no such host.
+    """
+    stmt = select(HostRow).where(HostRow.name == name)
+    row = session.scalars(stmt.with_for_update() if lock else stmt).one_or_none()
+    if row is None:
+        raise NotFoundError(f"host {name!r} is not in the inventory", hint=_LIST_HINT)
+    return row
+
+
+def row_host(row: HostRow) -> Host:
+    """The Host of a row."""
+    return decode_host(row.name, row.uri, row.source, row.topology, row.reserved_cpuset)
+
+
+def _columns(host: Host) -> dict[str, Any]:
+    return {
+        "uri": host.uri,
+        "source": host.source.value,
+        "topology": encode_topology(host),
+        "reserved_cpuset": format_cpuset(host.reserved_cpus),
+        "n_cells": len(host.cells),
+        "n_cpus": len(host.cpu_ids),
+        "n_gpus": len(host.devices_of(DeviceKind.GPU)),
+        "memory_kib": host.memory_kib,
+    }
+
+
+def bump_generation(session: Session, host_id: int) -> None:
+    """Count one more change to the host's claims or reservations."""
+    session.execute(
+        update(HostRow).where(HostRow.id == host_id).values(host_generation=HostRow.host_generation + 1)
+    )
+
+
+def add_host(session: Session, host: Host) -> None:
+    """Insert a new host.
+
+    Raises:
+        InvalidInputError: an inconsistent topology.
+        ConflictError: a host of that name exists.
+    """
+    check_host(host)
+    if session.scalar(select(HostRow.id).where(HostRow.name == host.name)) is not None:
+        raise ConflictError(
+            f"host {host.name!r} is already in the inventory",
+            hint=f"update it with `vnuma host refresh {host.name}`, or `vnuma host remove {host.name}` first",
+        )
+    session.add(HostRow(name=host.name, **_columns(host)))
+    session.flush()
+
+
+_ROW_COLUMNS = (HostRow.name, HostRow.uri, HostRow.source, HostRow.topology, HostRow.reserved_cpuset)
+
+
+def get_host(session: Session, name: str) -> Host:
+    """One host."""
+    row = session.execute(select(*_ROW_COLUMNS).where(HostRow.name == name)).one_or_none()
+    if row is None:
+        raise NotFoundError(f"host {name!r} is not in the inventory", hint=_LIST_HINT)
+    return decode_host(*row)
+
+
+def list_hosts(session: Session, names: Iterable[str] | None = None) -> list[Host]:
+    """Hosts sorted by name (all, or those named); each distinct topology text is decoded once."""
+    stmt = select(*_ROW_COLUMNS).order_by(HostRow.name)
+    if names is not None:
+        stmt = stmt.where(HostRow.name.in_(sorted(set(names))))
+    decoder = ShapeDecoder()
+    with gc_paused():
+        return [decoder.host(*row) for row in session.execute(stmt)]
+
+
+_SUMMARY_KEYS = ("name", "uri", "source", "cells", "cpus", "gpus", "memory_kib")
+
+
+def host_summaries(session: Session) -> list[dict[str, Any]]:
+    """``codec.host_summary`` of every host, from the summary columns (no topology parsing)."""
+    stmt = select(
+        HostRow.name,
+        HostRow.uri,
+        HostRow.source,
+        HostRow.n_cells,
+        HostRow.n_cpus,
+        HostRow.n_gpus,
+        HostRow.memory_kib,
+    ).order_by(HostRow.name)
+    return [dict(zip(_SUMMARY_KEYS, row, strict=True)) for row in session.execute(stmt)]
+
+
+def vm_names_on(session: Session, host_id: int) -> list[str]:
+    """Names of the VMs placed on a host, sorted."""
+    return list(session.scalars(select(VmRow.name).where(VmRow.host_id == host_id).order_by(VmRow.name)))
+
+
+def remove_host(session: Session, name: str) -> None:
+    """Delete a host that has no VMs.
+
+    Raises:
+        NotFoundError: no such host.
+        ConflictError: VMs are still placed on it.
+    """
+    row = host_row(session, name, lock=True)
+    vms = vm_names_on(session, row.id)
+    if vms:
+        raise ConflictError(
+            f"host {name!r} still has {len(vms)} VM(s): {_some(vms)}",
+            hint="release them first with `vnuma vm release NAME`",
+        )
+    session.execute(delete(HostRow).where(HostRow.id == row.id))
+
+
+def _some(names: list[str], limit: int = 5) -> str:
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def claimed_cpus(session: Session, host_id: int) -> dict[int, str]:
+    """Every claimed pCPU of a host -> the name of one VM holding it."""
+    stmt = select(CpuClaim.cpu_id, VmRow.name).join(VmRow, VmRow.id == CpuClaim.vm_id)
+    return {
+        cpu: vm for cpu, vm in session.execute(stmt.where(CpuClaim.host_id == host_id).order_by(VmRow.name))
+    }
+
+
+def reserve_cpus(session: Session, name: str, cpus: frozenset[int]) -> None:
+    """Set the host's reserved CPUs (an empty set clears them).
+
+    Raises:
+        NotFoundError: no such host.
+        InvalidInputError: CPUs the host does not have.
+        ConflictError: CPUs a VM has claimed.
+    """
+    row = host_row(session, name, lock=True)
+    stray = cpus - row_host(row).cpu_ids
+    if stray:
+        raise InvalidInputError(f"host {name!r} has no CPU(s) {format_cpuset(stray)}")
+    held = {cpu: vm for cpu, vm in claimed_cpus(session, row.id).items() if cpu in cpus}
+    if held:
+        holders = _some(sorted(set(held.values())))
+        raise ConflictError(
+            f"host {name!r}: CPU(s) {format_cpuset(held)} are claimed by VM(s) {holders}",
+            hint="release those VMs first, or reserve other CPUs",
+        )
+    row.reserved_cpuset = format_cpuset(cpus)
+    session.flush()
+    bump_generation(session, row.id)
+
+
+def replace_host(session: Session, host: Host) -> None:
+    """Refresh a host's topology, keeping its reserved CPUs.
+
+    Raises:
+        NotFoundError: no such host.
+        InvalidInputError: an inconsistent topology.
+        ConflictError: the new topology lacks reserved or claimed CPUs,
+            claimed devices or cells, or has fewer pages than are claimed.
+    """
+    check_host(replace(host, reserved_cpus=frozenset()))
+    row = host_row(session, host.name, lock=True)
+    new = replace(host, reserved_cpus=parse_cpuset(row.reserved_cpuset))
+    lost_reserved = new.reserved_cpus - new.cpu_ids
+    if lost_reserved:
+        raise ConflictError(
+            f"host {host.name!r}: the new topology lacks reserved CPU(s) {format_cpuset(lost_reserved)}",
+            hint=f"change the reservation first with `vnuma host reserve {host.name} CPUS`",
+        )
+    _check_claims_survive(session, row.id, new)
+    for key, value in _columns(new).items():
+        setattr(row, key, value)
+    session.flush()
+    bump_generation(session, row.id)
+
+
+def _check_claims_survive(session: Session, host_id: int, new: Host) -> None:
+    where = f"host {new.name!r}: the new topology"
+    hint = "release the VMs that hold them first"
+    lost_cpus = {c: vm for c, vm in claimed_cpus(session, host_id).items() if c not in new.cpu_ids}
+    if lost_cpus:
+        raise ConflictError(
+            f"{where} lacks CPU(s) {format_cpuset(lost_cpus)} claimed by VM(s) "
+            f"{_some(sorted(set(lost_cpus.values())))}",
+            hint=hint,
+        )
+    addresses = {d.address for d in new.devices}
+    devices = session.execute(
+        select(DeviceClaim.address, VmRow.name).join(VmRow).where(DeviceClaim.host_id == host_id)
+    ).all()
+    lost_devices = sorted(f"{a} (VM {vm})" for a, vm in devices if a not in addresses)
+    if lost_devices:
+        raise ConflictError(f"{where} lacks claimed device(s) {', '.join(lost_devices)}", hint=hint)
+    pages = session.execute(
+        select(PageClaim.cell_id, PageClaim.page_size_kib, func.sum(PageClaim.count))
+        .where(PageClaim.host_id == host_id)
+        .group_by(PageClaim.cell_id, PageClaim.page_size_kib)
+        .order_by(PageClaim.cell_id, PageClaim.page_size_kib)
+    ).all()
+    cells = {c.id: c for c in new.cells}
+    for cell_id, size_kib, claimed in pages:
+        if cell_id not in cells:
+            raise ConflictError(f"{where} lacks NUMA cell {cell_id}, which VMs use", hint=hint)
+        if cells[cell_id].pages_of(size_kib) < claimed:
+            raise ConflictError(
+                f"{where} has {cells[cell_id].pages_of(size_kib)} pages of {size_kib} KiB on cell {cell_id}, "
+                f"but VMs claim {claimed}",
+                hint=hint,
+            )
+
+
+def host_generation(session: Session, name: str) -> int:
+    """How many times the host's claims or reservations changed."""
+    return host_row(session, name).host_generation

@@ -1,0 +1,179 @@
+"""ORM tables of the inventory (SQLAlchemy 2 typed mappings).
+
+Objects of these classes never leave ``vnuma.inventory``: the repository
+converts them to the frozen dataclasses of ``topology`` and
+``placement.model``. A change here ships with an Alembic revision in
+``migrations/versions`` (the drift test compares the two).
+
+A host's topology is one compact JSON document (``codec.host_to_dict``
+without the keys that have their own columns: name, uri, source,
+reserved CPUs; see ``topologies.py``), not a row per CPU, so loading a fleet
+is one query; the summary columns answer ``host list`` without parsing it.
+Claims carry database constraints so that double booking is impossible even
+if the checks in Python were wrong: an exclusive pCPU, a device and a VM's
+(cell, page size) can each be claimed once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from vnuma.placement.model import Isolation
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class VmState(StrEnum):
+    """Lifecycle of a VM in the inventory: claimed, then defined/running/stopped in libvirt."""
+
+    PLACED = "placed"
+    DEFINED = "defined"
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+# Changing either tuple changes a CHECK constraint: it needs a migration.
+VM_STATES = tuple(s.value for s in VmState)
+ISOLATIONS = tuple(i.value for i in Isolation)
+
+
+class Base(DeclarativeBase):
+    """Declarative base carrying the constraint naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class HostRow(Base):
+    """One hypervisor host: its topology document plus cheap summary columns."""
+
+    __tablename__ = "hosts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    uri: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(32))
+    topology: Mapped[str] = mapped_column(Text)
+    reserved_cpuset: Mapped[str] = mapped_column(Text, default="", server_default="")
+    n_cells: Mapped[int]
+    n_cpus: Mapped[int]
+    n_gpus: Mapped[int]
+    memory_kib: Mapped[int] = mapped_column(BigInteger)
+    host_generation: Mapped[int] = mapped_column(default=0, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.current_timestamp()
+    )
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.current_timestamp(), onupdate=func.current_timestamp()
+    )
+
+
+class TenantRow(Base):
+    """An owner of VMs with its isolation level and optional quotas."""
+
+    __tablename__ = "tenants"
+    __table_args__ = (CheckConstraint(_in("isolation", ISOLATIONS), name="isolation"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    isolation: Mapped[str] = mapped_column(String(16))
+    max_vcpus: Mapped[int | None]
+    max_gpus: Mapped[int | None]
+
+
+class VmRow(Base):
+    """A placed VM: its placement document, state, and totals for quota sums."""
+
+    __tablename__ = "vms"
+    __table_args__ = (CheckConstraint(_in("state", VM_STATES), name="state"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="RESTRICT"), index=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="RESTRICT"), index=True)
+    state: Mapped[str] = mapped_column(String(16), default="placed", server_default="placed")
+    vcpus: Mapped[int]
+    gpus: Mapped[int]
+    placement: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.current_timestamp()
+    )
+
+
+class CpuClaim(Base):
+    """A pCPU held by a VM: exclusively (pinned) or shared (floating)."""
+
+    __tablename__ = "cpu_claims"
+    __table_args__ = (
+        UniqueConstraint("vm_id", "cpu_id"),
+        # The partial index is what makes two exclusive claims of one pCPU impossible.
+        Index(
+            "uq_cpu_claims_exclusive_host_id_cpu_id",
+            "host_id",
+            "cpu_id",
+            unique=True,
+            sqlite_where=text("exclusive"),
+            postgresql_where=text("exclusive"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    vm_id: Mapped[int] = mapped_column(ForeignKey("vms.id", ondelete="CASCADE"))
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="RESTRICT"))
+    cpu_id: Mapped[int]
+    exclusive: Mapped[bool]
+
+
+class PageClaim(Base):
+    """``count`` pages of ``page_size_kib`` on host cell ``cell_id`` held by a VM."""
+
+    __tablename__ = "page_claims"
+    __table_args__ = (
+        UniqueConstraint("vm_id", "cell_id", "page_size_kib"),
+        Index("ix_page_claims_host_cell_size", "host_id", "cell_id", "page_size_kib"),
+        CheckConstraint("count > 0", name="count_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    vm_id: Mapped[int] = mapped_column(ForeignKey("vms.id", ondelete="CASCADE"))
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="RESTRICT"))
+    cell_id: Mapped[int]
+    page_size_kib: Mapped[int]
+    count: Mapped[int] = mapped_column(BigInteger)
+
+
+class DeviceClaim(Base):
+    """A host PCI device passed through to a VM."""
+
+    __tablename__ = "device_claims"
+    __table_args__ = (UniqueConstraint("host_id", "address"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    vm_id: Mapped[int] = mapped_column(ForeignKey("vms.id", ondelete="CASCADE"), index=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="RESTRICT"))
+    address: Mapped[str] = mapped_column(String(32))

@@ -1,0 +1,162 @@
+"""The inventory repository: every read and write of hosts, tenants, VMs and claims.
+
+Each public method runs in exactly one ``Session.begin()`` transaction and
+returns frozen dataclasses (or plain dicts/tuples of them); ORM rows never
+leave ``vnuma.inventory``. Library errors come out as ``ConflictError``
+(a constraint refused the change) or ``InventoryError`` (database trouble).
+Get one with :func:`vnuma.inventory.db.open_inventory`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from vnuma.inventory import hosts, tenants, vms
+from vnuma.inventory.guard import guarded
+from vnuma.inventory.models import VmState
+from vnuma.placement.model import Isolation, Placement, Tenant
+from vnuma.topology import Host
+
+T = TypeVar("T")
+
+# Execution option that makes SQLite begin a transaction with BEGIN IMMEDIATE.
+WRITE_OPTION = "vnuma_write"
+
+
+class Inventory:
+    """Hosts, tenants, VMs and their claims in one database."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.url = url
+        self._engine = engine
+        # SQLite write transactions start with BEGIN IMMEDIATE (see db.make_engine).
+        self._write_engine = engine.execution_options(**{WRITE_OPTION: True})
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Inventory:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _session(self, *, write: bool = False) -> Iterator[Session]:
+        """One transaction: committed when the block ends, rolled back when it raises."""
+        with guarded(self.url), Session(self._write_engine if write else self._engine) as s, s.begin():
+            yield s
+
+    def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._session() as s:
+            return fn(s, *args)
+
+    def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._session(write=True) as s:
+            return fn(s, *args)
+
+    # --- hosts ------------------------------------------------------------------------------
+
+    def add_host(self, host: Host) -> None:
+        """Add a new host (ConflictError if the name exists)."""
+        self._write(hosts.add_host, host)
+
+    def replace_host(self, host: Host) -> None:
+        """Refresh a host's topology, keeping its reserved CPUs; refused if it drops claimed resources."""
+        self._write(hosts.replace_host, host)
+
+    def get_host(self, name: str) -> Host:
+        """One host (NotFoundError if unknown)."""
+        return self._read(hosts.get_host, name)
+
+    def list_hosts(self, names: Iterable[str] | None = None) -> list[Host]:
+        """Every host (or those named), sorted by name."""
+        return self._read(hosts.list_hosts, names)
+
+    def host_summaries(self) -> list[dict[str, Any]]:
+        """``codec.host_summary`` of every host, without parsing topologies."""
+        return self._read(hosts.host_summaries)
+
+    def remove_host(self, name: str) -> None:
+        """Remove a host (ConflictError while VMs are placed on it)."""
+        self._write(hosts.remove_host, name)
+
+    def reserve_cpus(self, name: str, cpus: frozenset[int]) -> None:
+        """Set the CPUs kept for the host itself (InvalidInputError if absent, ConflictError if claimed)."""
+        self._write(hosts.reserve_cpus, name, cpus)
+
+    def host_generation(self, name: str) -> int:
+        """Counter bumped on every change of the host's claims, reservation or topology."""
+        return self._read(hosts.host_generation, name)
+
+    # --- tenants ----------------------------------------------------------------------------
+
+    def add_tenant(self, t: Tenant) -> None:
+        """Add a tenant (ConflictError if the name exists)."""
+        self._write(tenants.add_tenant, t)
+
+    def get_tenant(self, name: str) -> Tenant:
+        """One tenant (NotFoundError if unknown)."""
+        return self._read(tenants.get_tenant, name)
+
+    def list_tenants(self) -> list[Tenant]:
+        """Every tenant, sorted by name."""
+        return self._read(tenants.list_tenants)
+
+    def remove_tenant(self, name: str) -> None:
+        """Remove a tenant (ConflictError while it has VMs)."""
+        self._write(tenants.remove_tenant, name)
+
+    def tenant_usage(self, name: str) -> tuple[int, int]:
+        """(vCPUs, GPUs) held by the tenant's VMs; (0, 0) when it has none."""
+        return self._read(tenants.tenant_usage, name)
+
+    def tenant_isolations(self) -> dict[str, Isolation]:
+        """Every tenant's isolation level, by name."""
+        return self._read(tenants.tenant_isolations)
+
+    # --- VMs and claims ---------------------------------------------------------------------
+
+    def claim(self, placement: Placement, isolation: Isolation | None = None) -> None:
+        """Record the VM and its pCPU, page and device claims in one transaction.
+
+        ``isolation`` is the tenant's: given, the tenant is created with it if
+        it does not exist yet; None requires the tenant to exist. Capacity,
+        reservations, isolation and quotas are re-checked inside the
+        transaction; on any refusal nothing is written.
+
+        Raises:
+            NotFoundError: unknown host, or unknown tenant with no isolation given.
+            InvalidInputError: a malformed placement.
+            ConflictError: the VM exists or a resource is no longer free.
+        """
+        self._write(vms.claim, placement, isolation)
+
+    def release(self, vm_name: str) -> None:
+        """Delete a VM and free everything it claimed (NotFoundError if unknown)."""
+        self._write(vms.release, vm_name)
+
+    def get_vm(self, name: str) -> tuple[Placement, VmState]:
+        """A VM's placement and state (NotFoundError if unknown)."""
+        return self._read(vms.get_vm, name)
+
+    def list_vms(self, tenant: str | None = None, host: str | None = None) -> list[tuple[Placement, VmState]]:
+        """VMs sorted by name, optionally filtered by tenant and/or host."""
+        return self._read(vms.list_vms, tenant, host)
+
+    def set_vm_state(self, name: str, state: str) -> None:
+        """Record a VM's state: placed, defined, running or stopped."""
+        self._write(vms.set_vm_state, name, state)
+
+    def placements_on(self, host_names: Iterable[str] | None = None) -> list[Placement]:
+        """Placements of all VMs (or those on the named hosts), for the engine's view."""
+        return self._read(vms.placements_on, host_names)

@@ -1,0 +1,208 @@
+"""VM rows and their claims: claim, release, look up, change state.
+
+Functions take an open ``Session`` inside the caller's transaction and
+return dataclasses; ORM rows never leave ``vnuma.inventory``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import delete, exc, func, select, update
+from sqlalchemy.orm import Session
+
+from vnuma.codec import placement_from_dict, placement_to_dict
+from vnuma.errors import ConflictError, InvalidInputError, InventoryError, NotFoundError
+from vnuma.inventory import hosts, tenants
+from vnuma.inventory.claims import Holder, HostClaims, check_claim, gpu_count, page_needs
+from vnuma.inventory.guard import cause_of
+from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, TenantRow, VmRow, VmState
+from vnuma.placement.model import Isolation, Placement
+from vnuma.topology import Host
+
+_LIST_HINT = "see `vnuma vm list`"
+
+
+def _decode(name: str, document: str) -> Placement:
+    try:
+        return placement_from_dict(json.loads(document))
+    except (ValueError, TypeError, InvalidInputError) as err:
+        raise InventoryError(f"inventory: stored placement of VM {name!r} is unreadable: {err}") from err
+
+
+def load_claims(session: Session, host_id: int, host: Host) -> HostClaims:
+    """What the VMs on a host hold now, read inside the caller's transaction."""
+    holder = (VmRow.name, TenantRow.name, TenantRow.isolation)
+    cpu_rows = session.execute(
+        select(CpuClaim.cpu_id, CpuClaim.exclusive, *holder)
+        .join(VmRow, VmRow.id == CpuClaim.vm_id)
+        .join(TenantRow, TenantRow.id == VmRow.tenant_id)
+        .where(CpuClaim.host_id == host_id)
+        .order_by(VmRow.name, CpuClaim.cpu_id)
+    ).all()
+    cpus = tuple((cpu, excl, Holder(vm, t, Isolation(iso))) for cpu, excl, vm, t, iso in cpu_rows)
+    pages = session.execute(
+        select(PageClaim.cell_id, PageClaim.page_size_kib, func.sum(PageClaim.count))
+        .where(PageClaim.host_id == host_id)
+        .group_by(PageClaim.cell_id, PageClaim.page_size_kib)
+    ).all()
+    page_users = session.execute(
+        select(PageClaim.cell_id, *holder)
+        .join(VmRow, VmRow.id == PageClaim.vm_id)
+        .join(TenantRow, TenantRow.id == VmRow.tenant_id)
+        .where(PageClaim.host_id == host_id)
+        .distinct()
+    ).all()
+    cell_of = {cpu.id: cell.id for cell in host.cells for cpu in cell.cpus}
+    cells = {(cell, Holder(vm, t, Isolation(iso))) for cell, vm, t, iso in page_users}
+    cells |= {(cell_of[cpu], h) for cpu, _, h in cpus if cpu in cell_of}
+    devices = session.execute(
+        select(DeviceClaim.address, VmRow.name).join(VmRow).where(DeviceClaim.host_id == host_id)
+    ).all()
+    return HostClaims(
+        cpus=cpus,
+        pages=tuple(((cell, size), int(n)) for cell, size, n in pages),
+        devices=tuple((a, vm) for a, vm in devices),
+        cells=tuple(sorted(cells, key=lambda c: (c[0], c[1].vm))),
+    )
+
+
+def claim(session: Session, p: Placement, isolation: Isolation | None) -> None:
+    """Record a VM and everything it holds, after re-checking the host as it is now.
+
+    The host row is locked first, so claims on one host are serialised; the
+    tenant row (created with ``isolation`` if missing and given) is locked
+    for its quota.
+
+    Raises:
+        NotFoundError: no such host, or no such tenant and no ``isolation``.
+        InvalidInputError: a malformed placement.
+        ConflictError: the VM name exists, a resource is taken or reserved,
+            an isolation rule or a tenant quota would be broken.
+    """
+    host_row = hosts.host_row(session, p.host, lock=True)
+    if session.scalar(select(VmRow.id).where(VmRow.name == p.vm)) is not None:
+        raise ConflictError(
+            f"VM {p.vm!r} already exists", hint=f"release it first with `vnuma vm release {p.vm}`"
+        )
+    if isolation is None:
+        tenant_row = tenants.tenant_row(session, p.tenant, lock=True)
+    else:
+        tenant_row = tenants.ensure_tenant(session, p.tenant, isolation)
+    host = hosts.row_host(host_row)
+    check_claim(p, Isolation(tenant_row.isolation), host, load_claims(session, host_row.id, host))
+    _check_quota(session, p, tenant_row)
+    vm = VmRow(
+        name=p.vm,
+        tenant_id=tenant_row.id,
+        host_id=host_row.id,
+        state=VmState.PLACED.value,
+        vcpus=p.vcpus,
+        gpus=gpu_count(p),
+        placement=json.dumps(placement_to_dict(p), separators=(",", ":")),
+    )
+    session.add(vm)
+    try:
+        session.flush()
+        session.add_all(_claim_rows(p, vm.id, host_row.id))
+        session.flush()
+    except exc.IntegrityError as err:
+        raise ConflictError(
+            f"host {p.host!r}: the inventory refused VM {p.vm!r}: {cause_of(err)}",
+            hint="another command claimed the same resources first; place the VM again",
+        ) from err
+    hosts.bump_generation(session, host_row.id)
+
+
+def _check_quota(session: Session, p: Placement, tenant: TenantRow) -> None:
+    vcpus, gpus = tenants.tenant_usage(session, tenant.name)
+    for label, used, more, limit in (
+        ("vCPUs", vcpus, p.vcpus, tenant.max_vcpus),
+        ("GPUs", gpus, gpu_count(p), tenant.max_gpus),
+    ):
+        if limit is not None and more and used + more > limit:
+            raise ConflictError(
+                f"tenant {tenant.name!r} holds {used} {label}; VM {p.vm!r} would take it to {used + more}, "
+                f"over its quota of {limit}",
+                hint="release a VM of this tenant or raise its quota",
+            )
+
+
+def _claim_rows(p: Placement, vm_id: int, host_id: int) -> list[Any]:
+    rows: list[Any] = [
+        CpuClaim(vm_id=vm_id, host_id=host_id, cpu_id=c, exclusive=True) for c in sorted(p.dedicated_pcpus)
+    ]
+    rows += [
+        CpuClaim(vm_id=vm_id, host_id=host_id, cpu_id=c, exclusive=False)
+        for c in sorted(p.shared_pcpus - p.dedicated_pcpus)
+    ]
+    rows += [
+        PageClaim(vm_id=vm_id, host_id=host_id, cell_id=cell, page_size_kib=size, count=n)
+        for (cell, size), n in page_needs(p).items()
+    ]
+    rows += [DeviceClaim(vm_id=vm_id, host_id=host_id, address=d.address) for d in p.devices]
+    return rows
+
+
+def _vm_row(session: Session, name: str) -> VmRow:
+    row = session.scalars(select(VmRow).where(VmRow.name == name)).one_or_none()
+    if row is None:
+        raise NotFoundError(f"VM {name!r} is not in the inventory", hint=_LIST_HINT)
+    return row
+
+
+def release(session: Session, name: str) -> None:
+    """Delete a VM and all its claims."""
+    row = _vm_row(session, name)
+    for table in (CpuClaim, PageClaim, DeviceClaim):
+        session.execute(delete(table).where(table.vm_id == row.id))
+    session.execute(delete(VmRow).where(VmRow.id == row.id))
+    hosts.bump_generation(session, row.host_id)
+
+
+def get_vm(session: Session, name: str) -> tuple[Placement, VmState]:
+    """A VM's placement and state."""
+    row = _vm_row(session, name)
+    return _decode(row.name, row.placement), VmState(row.state)
+
+
+def list_vms(
+    session: Session, tenant: str | None = None, host: str | None = None
+) -> list[tuple[Placement, VmState]]:
+    """VMs sorted by name, optionally only one tenant's and/or one host's."""
+    stmt = (
+        select(VmRow.name, VmRow.placement, VmRow.state)
+        .join(HostRow, HostRow.id == VmRow.host_id)
+        .join(TenantRow, TenantRow.id == VmRow.tenant_id)
+        .order_by(VmRow.name)
+    )
+    if tenant is not None:
+        stmt = stmt.where(TenantRow.name == tenant)
+    if host is not None:
+        stmt = stmt.where(HostRow.name == host)
+    return [(_decode(name, doc), VmState(state)) for name, doc, state in session.execute(stmt)]
+
+
+def set_vm_state(session: Session, name: str, state: str) -> None:
+    """Record a VM's lifecycle state (placed, defined, running, stopped)."""
+    try:
+        value = VmState(state)
+    except ValueError:
+        choices = ", ".join(s.value for s in VmState)
+        raise InvalidInputError(f"VM {name!r}: unknown state {state!r} (one of {choices})") from None
+    row = _vm_row(session, name)
+    session.execute(update(VmRow).where(VmRow.id == row.id).values(state=value.value))
+
+
+def placements_on(session: Session, host_names: Iterable[str] | None = None) -> list[Placement]:
+    """Placements of every VM (or of the VMs on the named hosts), sorted by host then VM."""
+    stmt = (
+        select(VmRow.name, VmRow.placement)
+        .join(HostRow, HostRow.id == VmRow.host_id)
+        .order_by(HostRow.name, VmRow.name)
+    )
+    if host_names is not None:
+        stmt = stmt.where(HostRow.name.in_(sorted(set(host_names))))
+    return [_decode(name, doc) for name, doc in session.execute(stmt)]
