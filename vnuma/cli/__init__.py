@@ -10,7 +10,6 @@ else is a bug: exit 70 (``--debug`` shows the traceback). Heavy libraries
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -73,15 +72,9 @@ def _root(
 
 def settings(ctx: typer.Context) -> Any:
     """Resolve the settings once, from the global options and the environment."""
-    from vnuma.inventory.db import resolve_url
-    from vnuma.services import Settings
+    from vnuma.services import make_settings
 
-    root = ctx.find_root()
-    templates = os.environ.get("VNUMA_TEMPLATES")
-    return Settings(
-        db_url=resolve_url((root.obj or {}).get("db"), os.environ),
-        templates_dir=Path(templates) if templates else None,
-    )
+    return make_settings((ctx.find_root().obj or {}).get("db"), os.environ)
 
 
 def _register() -> None:

@@ -14,11 +14,9 @@ app = typer.Typer(no_args_is_help=True)
 @app.command("status")
 def status(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show the inventory URL, its schema revision and the revision this vnuma needs."""
-    from vnuma.inventory.db import current_revision, head_revision, masked_url
+    from vnuma.services.queries import db_status
 
-    cfg = settings(ctx)
-    current, head = current_revision(cfg.db_url), head_revision()
-    info = {"url": masked_url(cfg.db_url), "revision": current, "head": head, "up_to_date": current == head}
+    info = db_status(settings(ctx))
     if as_json:
         output.echo_json(info)
     else:
@@ -28,9 +26,6 @@ def status(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] 
 @app.command("upgrade")
 def upgrade(ctx: typer.Context) -> None:
     """Migrate the inventory to this vnuma's schema (creates it when new)."""
-    from vnuma.inventory.db import head_revision
-    from vnuma.inventory.db import upgrade as run_upgrade
+    from vnuma.services.queries import db_upgrade
 
-    cfg = settings(ctx)
-    run_upgrade(cfg.db_url)
-    typer.echo(f"inventory at revision {head_revision()}")
+    typer.echo(f"inventory at revision {db_upgrade(settings(ctx))}")

@@ -92,9 +92,9 @@ def refresh(
 @app.command("list")
 def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List hosts with their size."""
-    from vnuma.inventory.db import open_inventory
+    from vnuma.services.queries import host_summaries
 
-    rows = open_inventory(settings(ctx).db_url).host_summaries()
+    rows = host_summaries(settings(ctx))
     if as_json:
         output.echo_json(rows)
         return
@@ -112,9 +112,9 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def show(ctx: typer.Context, name: str, as_json: JsonOpt = False) -> None:
     """Show a host: per-cell CPUs, cores, memory, pages, devices and distances."""
     from vnuma.codec import host_to_dict
-    from vnuma.inventory.db import open_inventory
+    from vnuma.services.queries import get_host
 
-    host = open_inventory(settings(ctx).db_url).get_host(name)
+    host = get_host(settings(ctx), name)
     if as_json:
         output.echo_json(host_to_dict(host))
         return
@@ -126,9 +126,9 @@ def show(ctx: typer.Context, name: str, as_json: JsonOpt = False) -> None:
 @app.command("remove")
 def remove(ctx: typer.Context, name: str) -> None:
     """Remove a host (refused while VMs are placed on it)."""
-    from vnuma.inventory.db import open_inventory
+    from vnuma.services.queries import remove_host
 
-    open_inventory(settings(ctx).db_url).remove_host(name)
+    remove_host(settings(ctx), name)
     typer.echo(f"removed host {name}")
 
 
@@ -139,11 +139,11 @@ def reserve(
     cpus: Annotated[str, typer.Option("--cpus", help="CPU list kept for the host itself, e.g. 0-1,64-65.")],
 ) -> None:
     """Keep host CPUs for the host itself: never placeable (replaces the previous set)."""
-    from vnuma.inventory.db import open_inventory
+    from vnuma.services.queries import reserve_cpus
     from vnuma.topology import format_cpuset, parse_cpuset
 
     cpu_set = parse_cpuset(cpus)
-    open_inventory(settings(ctx).db_url).reserve_cpus(name, cpu_set)
+    reserve_cpus(settings(ctx), name, cpu_set)
     typer.echo(f"host {name}: reserved CPUs {format_cpuset(cpu_set) or 'none'}")
 
 

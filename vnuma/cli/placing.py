@@ -129,9 +129,9 @@ def vm_list(
     as_json: JsonOpt = False,
 ) -> None:
     """List VMs (optionally of one tenant or on one host)."""
-    from vnuma.inventory.db import open_inventory
+    from vnuma.services.queries import list_vms
 
-    vms = open_inventory(settings(ctx).db_url).list_vms(tenant=tenant, host=host)
+    vms = list_vms(settings(ctx), tenant, host)
     if as_json:
         output.echo_json([_vm_dict(p, s) for p, s in vms])
         return
@@ -155,9 +155,9 @@ def _vm_dict(p: Placement, state: str) -> dict[str, Any]:
 @vm_app.command("show")
 def vm_show(ctx: typer.Context, vm: str, as_json: JsonOpt = False) -> None:
     """Show one VM's placement and state."""
-    from vnuma.inventory.db import open_inventory
+    from vnuma.services.queries import get_vm
 
-    placement, state = open_inventory(settings(ctx).db_url).get_vm(vm)
+    placement, state = get_vm(settings(ctx), vm)
     if as_json:
         output.echo_json(_vm_dict(placement, state))
     else:

@@ -64,7 +64,7 @@ def show(ctx: typer.Context, name: str, as_json: JsonOpt = False) -> None:
 @app.command("remove")
 def remove(ctx: typer.Context, name: str) -> None:
     """Remove a tenant (refused while it has VMs)."""
-    from vnuma.inventory.db import open_inventory
+    from vnuma.services.queries import remove_tenant
 
-    open_inventory(settings(ctx).db_url).remove_tenant(name)
+    remove_tenant(settings(ctx), name)
     typer.echo(f"removed tenant {name}")

@@ -8,6 +8,7 @@ the environment.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,3 +19,11 @@ class Settings:
 
     db_url: str
     templates_dir: Path | None = None
+
+
+def make_settings(db_option: str | None, env: Mapping[str, str]) -> Settings:
+    """Resolve settings from the ``--db`` option and the environment (read once by the CLI)."""
+    from vnuma.inventory.db import resolve_url
+
+    templates = env.get("VNUMA_TEMPLATES")
+    return Settings(db_url=resolve_url(db_option, env), templates_dir=Path(templates) if templates else None)

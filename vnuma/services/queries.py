@@ -1,0 +1,57 @@
+"""Read-only and small inventory use cases the CLI prints directly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vnuma.inventory.db import current_revision, head_revision, masked_url, open_inventory, upgrade
+from vnuma.placement.model import Placement
+from vnuma.services import Settings
+from vnuma.topology import Host
+
+
+def host_summaries(settings: Settings) -> list[dict[str, Any]]:
+    """One summary dict per host (``host list --json``)."""
+    return open_inventory(settings.db_url).host_summaries()
+
+
+def get_host(settings: Settings, name: str) -> Host:
+    """One host (NotFoundError if unknown)."""
+    return open_inventory(settings.db_url).get_host(name)
+
+
+def remove_host(settings: Settings, name: str) -> None:
+    """Forget a host (ConflictError while VMs are placed on it)."""
+    open_inventory(settings.db_url).remove_host(name)
+
+
+def reserve_cpus(settings: Settings, name: str, cpus: frozenset[int]) -> None:
+    """Replace the host's reserved CPU set."""
+    open_inventory(settings.db_url).reserve_cpus(name, cpus)
+
+
+def remove_tenant(settings: Settings, name: str) -> None:
+    """Forget a tenant (ConflictError while it has VMs)."""
+    open_inventory(settings.db_url).remove_tenant(name)
+
+
+def list_vms(settings: Settings, tenant: str | None, host: str | None) -> list[tuple[Placement, str]]:
+    """(placement, state) of VMs, optionally filtered."""
+    return open_inventory(settings.db_url).list_vms(tenant=tenant, host=host)
+
+
+def get_vm(settings: Settings, name: str) -> tuple[Placement, str]:
+    """(placement, state) of one VM (NotFoundError if unknown)."""
+    return open_inventory(settings.db_url).get_vm(name)
+
+
+def db_status(settings: Settings) -> dict[str, Any]:
+    """The inventory URL (password masked), its revision and the one this vnuma needs."""
+    current, head = current_revision(settings.db_url), head_revision()
+    return {"url": masked_url(settings.db_url), "revision": current, "head": head, "up_to_date": current == head}
+
+
+def db_upgrade(settings: Settings) -> str:
+    """Migrate the inventory to head; returns the head revision."""
+    upgrade(settings.db_url)
+    return head_revision()
