@@ -1,0 +1,128 @@
+"""The golden-file scenarios: one host, placement, options and template each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.builders import make_host
+from tests.render.placements import CellSpec, make_placement
+from vnuma.placement.model import CpuPolicy, Placement, ThreadPolicy
+from vnuma.render.domain import render_domain
+from vnuma.render.view import RenderOptions
+from vnuma.topology import KIB_PER_GIB, PAGE_1G, PAGE_2M, PAGE_4K, Host
+
+TESTS = Path(__file__).resolve().parent.parent
+GOLDEN_DIR = TESTS / "golden"
+OPERATOR_TEMPLATES = TESTS / "data" / "templates"
+METACHAR_VM = "a<b&\"c'"
+METACHAR_TENANT = "t&<en>\"ant'"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named rendering case; ``render()`` gives the validated domain XML."""
+
+    name: str
+    host: Host
+    placement: Placement
+    options: RenderOptions = field(default_factory=RenderOptions)
+    template: Path | None = None
+
+    @property
+    def golden(self) -> Path:
+        """Path of this scenario's golden file."""
+        return GOLDEN_DIR / f"{self.name}.xml"
+
+    def render(self) -> str:
+        """Render and validate with vnuma's renderer."""
+        return render_domain(self.host, self.placement, options=self.options, template=self.template)
+
+
+def _gib(n: int) -> int:
+    return n * KIB_PER_GIB
+
+
+def _build() -> tuple[Scenario, ...]:
+    host = make_host()
+    gpu_host = make_host("gpu-host", gpus_per_cell=2)
+    two_2m = [CellSpec(0, 4, _gib(4), PAGE_2M), CellSpec(1, 4, _gib(4), PAGE_2M)]
+    return (
+        Scenario("one-cell-2m", host, make_placement(host, [CellSpec(0, 4, _gib(4), PAGE_2M)], threads=2)),
+        Scenario(
+            "two-cell-1g",
+            host,
+            make_placement(
+                host, [CellSpec(0, 8, _gib(8), PAGE_1G), CellSpec(1, 8, _gib(8), PAGE_1G)], threads=2
+            ),
+        ),
+        Scenario(
+            "two-cell-strict-hugepages",
+            host,
+            make_placement(
+                host, [CellSpec(0, 4, _gib(4), PAGE_2M), CellSpec(1, 4, _gib(4), PAGE_1G)], threads=2
+            ),
+        ),
+        Scenario(
+            "gpus-on-two-cells",
+            gpu_host,
+            make_placement(
+                gpu_host,
+                [CellSpec(0, 8, _gib(16), PAGE_1G, gpus=2), CellSpec(1, 8, _gib(16), PAGE_1G, gpus=2)],
+                vm="infer-1",
+                threads=2,
+            ),
+        ),
+        Scenario(
+            "isolate-threads",
+            host,
+            make_placement(host, [CellSpec(0, 4)], threads=1, thread_policy=ThreadPolicy.ISOLATE),
+        ),
+        Scenario(
+            "require-threads",
+            host,
+            make_placement(host, [CellSpec(0, 4)], threads=2, thread_policy=ThreadPolicy.REQUIRE),
+        ),
+        Scenario(
+            "emulator-isolate",
+            host,
+            make_placement(host, [CellSpec(0, 4)], threads=1, isolate_emulator=True),
+            RenderOptions(iothreads=2),
+        ),
+        Scenario(
+            "restrictive-memnode",
+            host,
+            make_placement(host, two_2m, threads=2),
+            RenderOptions(memnode_mode="restrictive"),
+        ),
+        Scenario(
+            "shared-cpu-policy",
+            host,
+            make_placement(
+                host,
+                [CellSpec(0, 2, _gib(2), PAGE_4K), CellSpec(1, 2, _gib(2), PAGE_4K)],
+                cpu_policy=CpuPolicy.SHARED,
+            ),
+        ),
+        Scenario(
+            "operator-template-override",
+            host,
+            make_placement(host, [CellSpec(0, 4)], threads=2),
+            template=OPERATOR_TEMPLATES / "disk-and-network.xml.j2",
+        ),
+        Scenario(
+            "names-with-metacharacters",
+            host,
+            make_placement(host, [CellSpec(0, 2)], vm=METACHAR_VM, tenant=METACHAR_TENANT, threads=2),
+        ),
+        Scenario(
+            "tcg-one-cell",
+            host,
+            make_placement(host, [CellSpec(0, 2, 128 * 1024, PAGE_2M)], threads=1),
+            RenderOptions(domain_type="qemu", emulator="/usr/bin/qemu-system-x86_64"),
+        ),
+    )
+
+
+SCENARIOS = _build()
+BY_NAME = {s.name: s for s in SCENARIOS}

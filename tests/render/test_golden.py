@@ -1,0 +1,148 @@
+"""Golden domain XML: exact bytes, libvirt's schema, and libvirt's own test driver.
+
+Test-driver facts this file relies on (libvirt 9.0.0, checked by
+``test_test_driver_does_not_check_pins_against_its_host``): ``test:///default``
+has 2 cells x 8 CPUs, but ``defineXMLFlags(..., VALIDATE)`` checks the XML
+against the schema and the generic parser only; it does not compare pins
+or numatune nodesets with its own host. So the scenarios use realistic
+32-CPU test hosts instead of squeezing into 16 CPUs.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lxml import etree
+
+from tests.render.scenarios import SCENARIOS, Scenario
+from vnuma.render.metadata import read_metadata
+from vnuma.render.validate import DOMAIN_RNG, check_schema, load_schema
+
+
+def assert_golden(rendered: str, path: Path, update: bool) -> None:
+    """Compare exact bytes with a unified diff; rewrite only when asked; a missing file fails."""
+    if update:
+        path.write_text(rendered, encoding="utf-8")
+    if not path.is_file():
+        pytest.fail(f"golden file {path} is missing; run pytest --update-golden and review it")
+    expected = path.read_text(encoding="utf-8")
+    if rendered != expected:
+        diff = difflib.unified_diff(
+            expected.splitlines(True), rendered.splitlines(True), str(path), "rendered"
+        )
+        pytest.fail("rendered XML differs from the golden file:\n" + "".join(diff))
+
+
+def _ids(s: Scenario) -> str:
+    return s.name
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=_ids)
+def test_rendered_xml_matches_golden_file(scenario: Scenario, update_golden: bool) -> None:
+    assert_golden(scenario.render(), scenario.golden, update_golden)
+
+
+def test_every_golden_file_belongs_to_a_scenario() -> None:
+    names = {s.name for s in SCENARIOS}
+    stale = sorted(p.stem for p in SCENARIOS[0].golden.parent.glob("*.xml") if p.stem not in names)
+    assert stale == []
+
+
+@pytest.mark.libvirt
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=_ids)
+def test_golden_file_matches_libvirt_schema(scenario: Scenario) -> None:
+    assert load_schema(DOMAIN_RNG) is not None, f"libvirt's schema {DOMAIN_RNG} is not installed"
+    check_schema(etree.fromstring(scenario.golden.read_bytes()))
+
+
+def _essentials(xml: str) -> dict[str, Any]:
+    """What must survive a round trip through libvirt: pins, NUMA, pages, devices, metadata."""
+    root = etree.fromstring(xml.encode())
+    cells = {
+        c.get("id"): (
+            c.get("cpus"),
+            c.get("memory"),
+            c.get("memAccess"),
+            tuple((s.get("id"), s.get("value")) for s in c.iterfind("distances/sibling")),
+        )
+        for c in root.iterfind("cpu/numa/cell")
+    }
+    return {
+        "name": root.findtext("name"),
+        "uuid": root.findtext("uuid"),
+        "vcpu": root.findtext("vcpu"),
+        "vcpupins": {p.get("vcpu"): p.get("cpuset") for p in root.iterfind("cputune/vcpupin")},
+        "emulatorpin": [p.get("cpuset") for p in root.iterfind("cputune/emulatorpin")],
+        "iothreadpins": {p.get("iothread"): p.get("cpuset") for p in root.iterfind("cputune/iothreadpin")},
+        "memory": [(m.get("mode"), m.get("nodeset")) for m in root.iterfind("numatune/memory")],
+        "memnodes": {
+            m.get("cellid"): (m.get("mode"), m.get("nodeset")) for m in root.iterfind("numatune/memnode")
+        },
+        "topology": dict(root.find("cpu/topology").attrib),
+        "cpu_mode": root.find("cpu").get("mode"),
+        "cells": cells,
+        "pages": [dict(p.attrib) for p in root.iterfind("memoryBacking/hugepages/page")],
+        "hostdevs": [
+            (dict(h.find("source/address").attrib), dict(h.find("address").attrib))
+            for h in root.iterfind("devices/hostdev")
+        ],
+        "expanders": [
+            (c.get("index"), c.find("target").get("busNr"), c.findtext("target/node"))
+            for c in root.iterfind("devices/controller[@model='pcie-expander-bus']")
+        ],
+        "disks": len(root.findall("devices/disk")),
+        "interfaces": len(root.findall("devices/interface")),
+        "metadata": read_metadata(xml),
+    }
+
+
+@pytest.fixture
+def test_driver() -> Iterator[Any]:
+    libvirt = pytest.importorskip("libvirt")
+    conn = libvirt.open("test:///default")
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@pytest.mark.libvirt
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=_ids)
+def test_golden_file_defines_in_libvirt_test_driver(scenario: Scenario, test_driver: Any) -> None:
+    import libvirt
+
+    golden = scenario.golden.read_text(encoding="utf-8")
+    dom = test_driver.defineXMLFlags(golden, libvirt.VIR_DOMAIN_DEFINE_VALIDATE)
+    try:
+        back = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+        assert dom.name() == scenario.placement.vm
+    finally:
+        dom.undefine()
+    assert _essentials(back) == _essentials(golden)
+
+
+@pytest.mark.libvirt
+def test_test_driver_does_not_check_pins_against_its_host(test_driver: Any) -> None:
+    """Documents why the scenarios may pin beyond the test driver's 16 CPUs and 2 cells."""
+    import libvirt
+
+    scenario = next(s for s in SCENARIOS if s.name == "two-cell-1g")
+    root = etree.fromstring(scenario.golden.read_bytes())
+    root.find("name").text = "beyond-test-host"
+    root.find("uuid").text = "9d4b1f38-0a2e-4c43-9a0e-2b9d7a1f0c11"
+    root.find("cputune/vcpupin").set("cpuset", "99")
+    root.find("numatune/memory").set("nodeset", "0-7")
+    root.find("numatune/memnode").set("nodeset", "7")
+    dom = test_driver.defineXMLFlags(
+        etree.tostring(root, encoding="unicode"), libvirt.VIR_DOMAIN_DEFINE_VALIDATE
+    )
+    try:
+        back = etree.fromstring(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE).encode())
+    finally:
+        dom.undefine()
+    assert back.find("cputune/vcpupin").get("cpuset") == "99"
+    assert back.find("numatune/memnode").get("nodeset") == "7"

@@ -1,0 +1,331 @@
+"""The view model a domain template renders: every value decided and formatted here.
+
+Pure: no I/O. :func:`build_view` turns a host and a placement into strings
+(cpusets, KiB, nodesets, controller indexes) so templates hold no
+arithmetic or policy; an operator template sees exactly the same names.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from vnuma.errors import ConfigError, RenderError
+from vnuma.placement.model import CellAssignment, CpuPolicy, Placement
+from vnuma.render.distances import distance_problem
+from vnuma.render.metadata import VNUMA_NS
+from vnuma.render.pcie import PcieLayout, layout_devices
+from vnuma.topology import PAGE_4K, Host, format_cpuset
+
+MEMNODE_MODES = ("strict", "restrictive", "preferred", "interleave")
+DOMAIN_TYPES = ("kvm", "qemu")
+# QEMU cannot pass the host CPU through without KVM; under TCG the closest
+# model is 'maximum' (-cpu max), supported since libvirt 7.9.
+_CPU_MODE = {"kvm": "host-passthrough", "qemu": "maximum"}
+_UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, VNUMA_NS)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderOptions:
+    """Rendering choices that are not part of the placement."""
+
+    memnode_mode: str = "strict"
+    iothreads: int = 0
+    machine: str = "q35"
+    domain_type: str = "kvm"
+    arch: str = "x86_64"
+    uuid: str | None = None
+    emulator: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """A ``<vcpupin>``/``<iothreadpin>``: ``id`` is the vCPU or iothread id."""
+
+    id: str
+    cpuset: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemNode:
+    """A ``<memnode cellid mode nodeset>``."""
+
+    cellid: str
+    mode: str
+    nodeset: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sibling:
+    """One ``<sibling id value>`` of a guest cell's ``<distances>``."""
+
+    id: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class GuestCell:
+    """A ``<cpu><numa><cell>``: ``cpus`` empty when memory-only, ``mem_access`` set when hugepage-backed."""
+
+    id: str
+    cpus: str
+    memory_kib: str
+    mem_access: str
+    distances: tuple[Sibling, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A ``<memoryBacking><hugepages><page size nodeset>``: guest cells backed by ``size_kib`` pages."""
+
+    size_kib: str
+    nodeset: str
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """``<topology sockets dies cores threads>``; their product is the vCPU count."""
+
+    sockets: str
+    dies: str
+    cores: str
+    threads: str
+
+
+@dataclass(frozen=True, slots=True)
+class MetaCell:
+    """One guest cell in vnuma's metadata."""
+
+    guest_cell: str
+    host_cell: str
+    vcpus: str
+    pcpus: str
+    memory_kib: str
+    page_size_kib: str
+
+
+@dataclass(frozen=True, slots=True)
+class MetaDevice:
+    """One passed-through device in vnuma's metadata."""
+
+    address: str
+    kind: str
+    guest_cell: str
+    host_cell: str
+
+
+@dataclass(frozen=True, slots=True)
+class DomainView:
+    """Everything ``domain.xml.j2`` writes, as strings, tuples and flags."""
+
+    name: str
+    uuid: str
+    domain_type: str
+    arch: str
+    machine: str
+    emulator: str
+    tenant: str
+    vm: str
+    host: str
+    namespace: str
+    cpu_policy: str
+    thread_policy: str
+    memory_kib: str
+    vcpus: str
+    vcpupins: tuple[Pin, ...]
+    emulator_cpuset: str
+    iothreads: str
+    iothreadpins: tuple[Pin, ...]
+    memory_mode: str
+    memory_nodeset: str
+    memnodes: tuple[MemNode, ...]
+    cpu_mode: str
+    topology: Topology
+    cells: tuple[GuestCell, ...]
+    pages: tuple[Page, ...]
+    pcie: PcieLayout
+    meta_emulator_pcpus: str
+    meta_cells: tuple[MetaCell, ...]
+    meta_devices: tuple[MetaDevice, ...]
+
+
+def domain_uuid(placement: Placement) -> str:
+    """The deterministic domain UUID of a placement: uuid5 of host, tenant and VM."""
+    return str(uuid.uuid5(_UUID_NAMESPACE, f"{placement.host}/{placement.tenant}/{placement.vm}"))
+
+
+def build_view(host: Host, placement: Placement, options: RenderOptions) -> DomainView:
+    """Prepare the view model of ``placement`` on ``host``.
+
+    Raises:
+        ConfigError: an unknown memnode mode or domain type, negative iothreads.
+        RenderError: a placement that cannot be rendered (no vCPUs, a cell
+            whose vCPU and pCPU counts differ, a host cell the host lacks,
+            devices that do not fit the guest's PCIe layout).
+    """
+    _check_options(options)
+    cells = tuple(sorted(placement.cells, key=lambda c: c.guest_cell))
+    _check_placement(host, placement, cells)
+    emulator = placement.emulator_pcpus or tuple(p for c in cells for p in c.pcpus)
+    emulator_cpuset = format_cpuset(emulator)
+    guest_ids = frozenset(c.guest_cell for c in cells)
+    memnode_mode = options.memnode_mode
+    return DomainView(
+        name=placement.vm,
+        uuid=options.uuid or domain_uuid(placement),
+        domain_type=options.domain_type,
+        arch=options.arch,
+        machine=options.machine,
+        emulator=options.emulator or "",
+        tenant=placement.tenant,
+        vm=placement.vm,
+        host=placement.host,
+        namespace=VNUMA_NS,
+        cpu_policy=str(placement.cpu_policy),
+        thread_policy=str(placement.thread_policy),
+        memory_kib=str(placement.memory_kib),
+        vcpus=str(placement.vcpus),
+        vcpupins=_vcpupins(placement, cells),
+        emulator_cpuset=emulator_cpuset,
+        iothreads=str(options.iothreads),
+        iothreadpins=tuple(Pin(str(i), emulator_cpuset) for i in range(1, options.iothreads + 1)),
+        # libvirt requires 'restrictive' on <memory> exactly when memnodes use it.
+        memory_mode="restrictive" if memnode_mode == "restrictive" else "strict",
+        memory_nodeset=format_cpuset(c.host_cell for c in cells),
+        memnodes=tuple(MemNode(str(c.guest_cell), memnode_mode, str(c.host_cell)) for c in cells),
+        cpu_mode=_CPU_MODE[options.domain_type],
+        topology=guest_topology(placement.threads_per_core, tuple(len(c.vcpus) for c in cells)),
+        cells=_guest_cells(host, cells),
+        pages=_pages(cells),
+        pcie=layout_devices(placement.vm, placement.devices, guest_ids, options.machine),
+        meta_emulator_pcpus=format_cpuset(placement.emulator_pcpus),
+        meta_cells=tuple(_meta_cell(c) for c in cells),
+        meta_devices=tuple(
+            MetaDevice(
+                d.address, str(d.kind), str(d.guest_cell), "" if d.host_cell is None else str(d.host_cell)
+            )
+            for d in sorted(placement.devices, key=lambda d: d.address)
+        ),
+    )
+
+
+def guest_topology(threads_per_core: int, cell_vcpus: tuple[int, ...]) -> Topology:
+    """Sockets/dies/cores/threads whose product is ``sum(cell_vcpus)``.
+
+    One socket per guest cell with vCPUs when the cells are equal and split
+    into whole cores, else one socket; ``threads_per_core`` falls back to 1
+    when some cell's vCPUs do not split into whole cores of that size.
+    """
+    total = sum(cell_vcpus)
+    cpu_cells = [n for n in cell_vcpus if n]
+    threads = (
+        threads_per_core if threads_per_core > 0 and all(n % threads_per_core == 0 for n in cpu_cells) else 1
+    )
+    sockets = len(cpu_cells) if cpu_cells and len(set(cpu_cells)) == 1 else 1
+    cores = total // (sockets * threads)
+    return Topology(str(sockets), "1", str(cores), str(threads))
+
+
+def _check_options(options: RenderOptions) -> None:
+    if options.memnode_mode not in MEMNODE_MODES:
+        raise ConfigError(
+            f"unknown memnode mode {options.memnode_mode!r}; use one of {', '.join(MEMNODE_MODES)}"
+        )
+    if options.domain_type not in DOMAIN_TYPES:
+        raise ConfigError(
+            f"unknown domain type {options.domain_type!r}; use one of {', '.join(DOMAIN_TYPES)}"
+        )
+    if options.iothreads < 0:
+        raise ConfigError(f"iothreads must be 0 or more, not {options.iothreads}")
+
+
+def _check_placement(host: Host, placement: Placement, cells: tuple[CellAssignment, ...]) -> None:
+    where = f"placement of VM {placement.vm!r} on host {placement.host!r}"
+    if host.name != placement.host:
+        raise RenderError(f"{where}: rendered against host {host.name!r}")
+    if placement.vcpus == 0:
+        raise RenderError(f"{where}: the VM has no vCPUs")
+    host_cells = {c.id for c in host.cells}
+    guest_ids = [c.guest_cell for c in cells]
+    if len(set(guest_ids)) != len(guest_ids):
+        raise RenderError(f"{where}: guest cell ids repeat: {guest_ids}")
+    for cell in cells:
+        if cell.host_cell not in host_cells:
+            raise RenderError(
+                f"{where}: guest cell {cell.guest_cell} is on missing host cell {cell.host_cell}"
+            )
+        if placement.cpu_policy is CpuPolicy.DEDICATED and len(cell.vcpus) != len(cell.pcpus):
+            counts = f"{len(cell.vcpus)} vCPUs but {len(cell.pcpus)} pCPUs"
+            raise RenderError(f"{where}: guest cell {cell.guest_cell} has {counts}")
+        if cell.vcpus and not cell.pcpus:
+            raise RenderError(f"{where}: guest cell {cell.guest_cell} has vCPUs but no pCPUs")
+
+
+def _vcpupins(placement: Placement, cells: tuple[CellAssignment, ...]) -> tuple[Pin, ...]:
+    pins: list[tuple[int, str]] = []
+    for cell in cells:
+        if placement.cpu_policy is CpuPolicy.DEDICATED:
+            pins.extend((v, str(p)) for v, p in zip(cell.vcpus, cell.pcpus, strict=True))
+        else:
+            floating = format_cpuset(cell.pcpus)
+            pins.extend((v, floating) for v in cell.vcpus)
+    return tuple(Pin(str(v), cpuset) for v, cpuset in sorted(pins))
+
+
+def _guest_cells(host: Host, cells: tuple[CellAssignment, ...]) -> tuple[GuestCell, ...]:
+    distances = _mirrored_distances(host, cells)
+    return tuple(
+        GuestCell(
+            id=str(c.guest_cell),
+            cpus=format_cpuset(c.vcpus),
+            memory_kib=str(c.memory_kib),
+            mem_access="shared" if c.page_size_kib > PAGE_4K else "",
+            distances=distances.get(c.guest_cell, ()),
+        )
+        for c in cells
+    )
+
+
+def _mirrored_distances(host: Host, cells: tuple[CellAssignment, ...]) -> dict[int, tuple[Sibling, ...]]:
+    """Guest distances copied from the chosen host cells; none when libvirt could not take them.
+
+    Omitted for one cell, when the host gives no distance for some pair, or
+    when the mirror is not a valid SLIT (two guest cells on one host cell
+    would need an off-diagonal 10, which libvirt refuses).
+    """
+    if len(cells) < 2:
+        return {}
+    matrix: dict[int, dict[int, int]] = {}
+    for a in cells:
+        row: dict[int, int] = {}
+        for b in cells:
+            value = host.cell(a.host_cell).distance_to(b.host_cell)
+            if value is None:
+                return {}
+            row[b.guest_cell] = value
+        matrix[a.guest_cell] = row
+    if distance_problem(matrix, frozenset(matrix)) is not None:
+        return {}
+    return {
+        cell: tuple(Sibling(str(sib), str(val)) for sib, val in sorted(row.items()))
+        for cell, row in matrix.items()
+    }
+
+
+def _pages(cells: tuple[CellAssignment, ...]) -> tuple[Page, ...]:
+    by_size: dict[int, list[int]] = {}
+    for cell in cells:
+        if cell.page_size_kib > PAGE_4K:
+            by_size.setdefault(cell.page_size_kib, []).append(cell.guest_cell)
+    return tuple(Page(str(size), format_cpuset(ids)) for size, ids in sorted(by_size.items()))
+
+
+def _meta_cell(cell: CellAssignment) -> MetaCell:
+    return MetaCell(
+        guest_cell=str(cell.guest_cell),
+        host_cell=str(cell.host_cell),
+        vcpus=format_cpuset(cell.vcpus),
+        pcpus=format_cpuset(cell.pcpus),
+        memory_kib=str(cell.memory_kib),
+        page_size_kib=str(cell.page_size_kib),
+    )
