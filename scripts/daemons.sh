@@ -8,6 +8,12 @@ start_daemons() {
   if ! mountpoint -q /dev/hugepages; then
     mkdir -p /dev/hugepages && mount -t hugetlbfs hugetlbfs /dev/hugepages
   fi
+  # Without udev, /dev/kvm stays root-only: libvirt then finds KVM "not available"
+  # to the qemu user after probing it as root, and re-probes QEMU (~1 min) on
+  # every call. Debian's udev rule gives root:kvm 0660; apply the same here.
+  if [[ -c /dev/kvm && "$(stat -c %G /dev/kvm)" != kvm ]]; then
+    chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
+  fi
   /usr/sbin/virtlogd -d -p "$RUN/virtlogd.pid"
   /usr/sbin/libvirtd -d -p "$RUN/libvirtd.pid"
   local i

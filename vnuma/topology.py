@@ -203,17 +203,22 @@ def check_host(host: Host) -> Host:
     return host
 
 
-_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+_RANGE = re.compile(r"^\s*(\d{1,10})\s*(?:-\s*(\d{1,10})\s*)?$")
+# Linux's NR_CPUS is at most 8,192: a cpuset naming more ids is a typo or an
+# attack, and expanding "0-4294967295" would exhaust memory.
+MAX_CPUSET_IDS = 1 << 16
 
 
 def parse_cpuset(text: str) -> frozenset[int]:
     """Parse libvirt/Linux cpuset syntax (``"0-3,8,^2"``) into a set of ids.
 
     Raises:
-        InvalidInputError: malformed text or a reversed range.
+        InvalidInputError: malformed text, a reversed range, or more than
+            MAX_CPUSET_IDS ids.
     """
     include: set[int] = set()
     exclude: set[int] = set()
+    named = 0
     if not text.strip():
         return frozenset()
     for part in text.split(","):
@@ -225,6 +230,9 @@ def parse_cpuset(text: str) -> frozenset[int]:
         hi = int(match.group(2)) if match.group(2) is not None else lo
         if hi < lo:
             raise InvalidInputError(f"bad cpuset {text!r}: range {lo}-{hi} is reversed")
+        named += hi - lo + 1
+        if named > MAX_CPUSET_IDS:
+            raise InvalidInputError(f"bad cpuset {text[:40]!r}: names more than {MAX_CPUSET_IDS} CPU ids")
         (exclude if negate else include).update(range(lo, hi + 1))
     return frozenset(include - exclude)
 
@@ -243,7 +251,7 @@ def format_cpuset(cpus: Iterable[int]) -> str:
     return ",".join(parts)
 
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT])(?:i?B)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d{1,19})\s*([KMGT])(?:i?B)?\s*$", re.IGNORECASE)
 _UNIT_KIB = {"K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}
 
 
@@ -282,6 +290,7 @@ def parse_page_size(text: str) -> int | None:
     aliases = {"4k": PAGE_4K, "4kib": PAGE_4K, "2m": PAGE_2M, "2mib": PAGE_2M, "1g": PAGE_1G, "1gib": PAGE_1G}
     if value in aliases:
         return aliases[value]
-    if value.isdigit() and int(value) in (PAGE_4K, PAGE_2M, PAGE_1G):
+    # isdecimal, not isdigit: "²" is a digit that int() refuses.
+    if value.isdecimal() and len(value) <= 7 and int(value) in (PAGE_4K, PAGE_2M, PAGE_1G):
         return int(value)
     raise InvalidInputError(f"bad page size {text!r}: use 4K, 2M, 1G or large")

@@ -12,6 +12,11 @@ Tolerated gaps: a CPU without ``socket_id``/``die_id``/``core_id``/``siblings``
 gets None for those and ``siblings = {id}``; a cell without ``<memory>``
 takes the sum of its page pools (0 without pools); a cell without ``<cpus>``
 or with ``<cpus num='0'/>`` is memory-only.
+
+Limits (see :mod:`vnuma.sources.xmlsafe`): cell and CPU ids and page sizes
+up to 2**31 - 1, sizes and counts up to 2**63 - 1 KiB, and a ``siblings``
+list naming at most :data:`MAX_SIBLINGS` CPUs, so a short attribute such as
+``siblings='0-4294967295'`` cannot make the parser build a huge set.
 """
 
 from __future__ import annotations
@@ -21,7 +26,15 @@ import re
 from lxml import etree
 
 from vnuma.errors import InvalidInputError
-from vnuma.sources.xmlsafe import element_where, parse_xml, read_int, read_optional_int
+from vnuma.sources.xmlsafe import (
+    INT32_MAX,
+    INT64_MAX,
+    element_where,
+    parse_xml,
+    read_int,
+    read_optional_int,
+    shown,
+)
 from vnuma.topology import Cell, Cpu, Host, PagePool, Source, check_host, parse_cpuset
 
 _NO_TOPOLOGY_HINT = (
@@ -31,6 +44,9 @@ _NO_TOPOLOGY_HINT = (
 
 _UNIT = re.compile(r"^(?:(b|bytes?)|([kmgtpe])(i?b)?)$", re.IGNORECASE)
 _POWERS = "kmgtpe"
+# A CPU's siblings are the SMT threads of its core: 2 on x86, 8 on POWER.
+MAX_SIBLINGS = 256
+_SPAN = re.compile(r"(\d+)(?:\s*-\s*(\d+))?")
 
 
 def unit_bytes(unit: str | None, *, default: str = "KiB") -> int | None:
@@ -50,15 +66,20 @@ def unit_bytes(unit: str | None, *, default: str = "KiB") -> int | None:
     return int(base**power)
 
 
-def scaled_kib(element: etree._Element, text: str | None, *, what: str, field: str) -> int:
-    """A libvirt scaled integer (value + ``unit`` attribute, KiB by default) in KiB."""
+def scaled_kib(
+    element: etree._Element, text: str | None, *, what: str, field: str, maximum: int = INT64_MAX
+) -> int:
+    """A libvirt scaled integer (value + ``unit`` attribute, KiB by default) in KiB, at most ``maximum``."""
     value = read_int(text, what=what, element=element, field=field)
     per_unit = unit_bytes(element.get("unit"))
+    where = element_where(what, element)
     if per_unit is None:
-        raise InvalidInputError(
-            f"{element_where(what, element)}: <{element.tag}> has unknown unit {element.get('unit')!r}"
-        )
-    return value * per_unit // 1024
+        unit = shown(element.get("unit") or "")
+        raise InvalidInputError(f"{where}: <{element.tag}> has unknown unit {unit}")
+    kib = value * per_unit // 1024
+    if kib > maximum:
+        raise InvalidInputError(f"{where}: <{element.tag}> {field} {kib} KiB is above {maximum} KiB")
+    return kib
 
 
 def parse_capabilities(
@@ -94,13 +115,18 @@ def parse_capabilities(
 
 
 def _parse_cell(cell_el: etree._Element, what: str) -> Cell:
-    cell_id = read_int(cell_el.get("id"), what=what, element=cell_el, field="attribute id")
+    cell_id = read_int(cell_el.get("id"), what=what, element=cell_el, field="attribute id", maximum=INT32_MAX)
     pages = _parse_pages(cell_el, what)
     memory_el = cell_el.find("memory")
     if memory_el is not None:
         memory_kib = scaled_kib(memory_el, memory_el.text, what=what, field="a size")
     else:
         memory_kib = sum(p.size_kib * p.count for p in pages)
+        if memory_kib > INT64_MAX:
+            where = element_where(what, cell_el)
+            raise InvalidInputError(
+                f"{where}: cell {cell_id} has no <memory> and its pages add up above {INT64_MAX} KiB"
+            )
     cpus = tuple(sorted((_parse_cpu(el, what) for el in cell_el.findall("cpus/cpu")), key=lambda c: c.id))
     return Cell(
         id=cell_id,
@@ -114,7 +140,8 @@ def _parse_cell(cell_el: etree._Element, what: str) -> Cell:
 def _parse_pages(cell_el: etree._Element, what: str) -> tuple[PagePool, ...]:
     pools: dict[int, PagePool] = {}
     for page_el in cell_el.findall("pages"):
-        size_kib = scaled_kib(page_el, page_el.get("size"), what=what, field="attribute size")
+        size = page_el.get("size")
+        size_kib = scaled_kib(page_el, size, what=what, field="attribute size", maximum=INT32_MAX)
         count = read_int(page_el.text, what=what, element=page_el, field="a page count")
         if size_kib <= 0:
             raise InvalidInputError(f"{element_where(what, page_el)}: <pages> size is below 1 KiB")
@@ -128,7 +155,7 @@ def _parse_pages(cell_el: etree._Element, what: str) -> tuple[PagePool, ...]:
 def _parse_distances(cell_el: etree._Element, what: str) -> tuple[tuple[int, int], ...]:
     found: dict[int, int] = {}
     for sib in cell_el.findall("distances/sibling"):
-        other = read_int(sib.get("id"), what=what, element=sib, field="attribute id")
+        other = read_int(sib.get("id"), what=what, element=sib, field="attribute id", maximum=INT32_MAX)
         value = read_int(sib.get("value"), what=what, element=sib, field="attribute value")
         if other in found:
             raise InvalidInputError(f"{element_where(what, sib)}: distance to cell {other} listed twice")
@@ -137,14 +164,8 @@ def _parse_distances(cell_el: etree._Element, what: str) -> tuple[tuple[int, int
 
 
 def _parse_cpu(cpu_el: etree._Element, what: str) -> Cpu:
-    cpu_id = read_int(cpu_el.get("id"), what=what, element=cpu_el, field="attribute id")
-    siblings_text = cpu_el.get("siblings")
-    siblings = frozenset({cpu_id})
-    if siblings_text is not None:
-        try:
-            siblings = parse_cpuset(siblings_text) | siblings
-        except InvalidInputError as err:
-            raise InvalidInputError(f"{element_where(what, cpu_el)}: CPU {cpu_id} siblings: {err}") from err
+    cpu_id = read_int(cpu_el.get("id"), what=what, element=cpu_el, field="attribute id", maximum=INT32_MAX)
+    siblings = _siblings(cpu_el, cpu_id, what)
 
     def optional(attr: str) -> int | None:
         return read_optional_int(cpu_el.get(attr), what=what, element=cpu_el, field=f"attribute {attr}")
@@ -156,3 +177,22 @@ def _parse_cpu(cpu_el: etree._Element, what: str) -> Cpu:
         core=optional("core_id"),
         siblings=siblings,
     )
+
+
+def _siblings(cpu_el: etree._Element, cpu_id: int, what: str) -> frozenset[int]:
+    text = cpu_el.get("siblings")
+    if text is None:
+        return frozenset({cpu_id})
+    where = f"{element_where(what, cpu_el)}: CPU {cpu_id} siblings"
+    # Count before expanding: parse_cpuset builds every id of a range.
+    named = 0
+    for lo, hi in _SPAN.findall(text):
+        if max(len(lo), len(hi)) > len(str(INT32_MAX)):
+            raise InvalidInputError(f"{where} {shown(text)} name a CPU id above {INT32_MAX}")
+        named += abs(int(hi) - int(lo)) + 1 if hi else 1
+    if named > MAX_SIBLINGS:
+        raise InvalidInputError(f"{where} {shown(text)} name more than {MAX_SIBLINGS} CPUs")
+    try:
+        return parse_cpuset(text) | {cpu_id}
+    except InvalidInputError as err:
+        raise InvalidInputError(f"{where}: {err}") from err

@@ -30,13 +30,14 @@ them (``lstopo --input OLD.xml --of xml NEW.xml``).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 
 from lxml import etree
 
 from vnuma.errors import InvalidInputError
 from vnuma.sources.nodedev import format_pci_address
-from vnuma.sources.xmlsafe import element_where, parse_xml, read_int
+from vnuma.sources.xmlsafe import INT32_MAX, INT64_MAX, element_where, parse_xml, read_int
 from vnuma.topology import Cell, Cpu, Host, PagePool, PciDevice, Source, check_host, device_kind_for_class
 
 _V1_HINT = "convert it with hwloc 2: `lstopo --input OLD.xml --of xml NEW.xml`"
@@ -50,6 +51,7 @@ _PCI_TYPE = re.compile(
 )
 _PLAIN_MEMORY = ("", "DRAM")
 _KIND_MEANS_LATENCY = 4
+_KIND = re.compile(r"^[0-9]{1,9}$")
 
 
 def parse_hwloc_bitmap(text: str | None, *, what: str = "hwloc bitmap") -> frozenset[int]:
@@ -92,9 +94,10 @@ def parse_hwloc(data: bytes | str, *, name: str, what: str = "hwloc") -> Host:
         raise InvalidInputError(f"{what}: no NUMANode objects in the topology")
     owners = _cpu_owners(nodes, what)
     cpus_by_node: dict[int, list[Cpu]] = {}
+    core_pus: dict[etree._Element, frozenset[int]] = {}
     for pu in (o for o in objects if o.get("type") == "PU"):
         node_id = _owner_of(pu, owners, what)
-        cpus_by_node.setdefault(node_id, []).append(_cpu(pu, what))
+        cpus_by_node.setdefault(node_id, []).append(_cpu(pu, core_pus, what))
     distances = _distances(root, nodes, what)
     cells = []
     for node in nodes:
@@ -108,7 +111,7 @@ def parse_hwloc(data: bytes | str, *, name: str, what: str = "hwloc") -> Host:
                 distances=distances.get(node_id, ()),
             )
         )
-    devices = tuple(sorted(_devices(objects, what), key=lambda d: d.address))
+    devices = _unique_devices(_devices(objects, what), what)
     host = Host(
         name=name, cells=tuple(sorted(cells, key=lambda c: c.id)), devices=devices, source=Source.HWLOC
     )
@@ -128,8 +131,8 @@ def _check_version(root: etree._Element, what: str) -> None:
         )
 
 
-def _os_index(obj: etree._Element, what: str) -> int:
-    return read_int(obj.get("os_index"), what=what, element=obj, field="attribute os_index")
+def _os_index(obj: etree._Element, what: str, maximum: int = INT32_MAX) -> int:
+    return read_int(obj.get("os_index"), what=what, element=obj, field="attribute os_index", maximum=maximum)
 
 
 def _attachment(node: etree._Element) -> etree._Element | None:
@@ -159,10 +162,11 @@ def _owner_of(pu: etree._Element, owners: dict[etree._Element, int], what: str) 
     for ancestor in pu.iterancestors("object"):
         if ancestor in owners:
             return owners[ancestor]
-    raise InvalidInputError(f"{element_where(what, pu)}: PU {pu.get('os_index')} is under no NUMA node")
+    raise InvalidInputError(f"{element_where(what, pu)}: PU {_os_index(pu, what)} is under no NUMA node")
 
 
-def _cpu(pu: etree._Element, what: str) -> Cpu:
+def _cpu(pu: etree._Element, core_pus: dict[etree._Element, frozenset[int]], what: str) -> Cpu:
+    """The Cpu of one PU; ``core_pus`` caches each Core's PU ids (a core's PUs are read once, not per PU)."""
     cpu_id = _os_index(pu, what)
     socket = die = core = None
     siblings = frozenset({cpu_id})
@@ -170,7 +174,10 @@ def _cpu(pu: etree._Element, what: str) -> Cpu:
         kind = ancestor.get("type")
         if kind == "Core" and core is None:
             core = _optional_os_index(ancestor, what)
-            siblings = frozenset(_os_index(p, what) for p in ancestor.iter("object") if p.get("type") == "PU")
+            if ancestor not in core_pus:
+                pus = (p for p in ancestor.iter("object") if p.get("type") == "PU")
+                core_pus[ancestor] = frozenset(_os_index(p, what) for p in pus)
+            siblings = core_pus[ancestor]
         elif (kind == "Die" or (kind == "Group" and ancestor.get("subtype") == "Die")) and die is None:
             die = _optional_os_index(ancestor, what)
         elif kind == "Package" and socket is None:
@@ -183,7 +190,7 @@ def _optional_os_index(obj: etree._Element, what: str) -> int | None:
     # hwloc writes -1 (or omits the attribute) for objects without an OS index.
     if text is None or text.strip() in ("-1", "4294967295"):
         return None
-    return _os_index(obj, what)
+    return _os_index(obj, what, maximum=INT64_MAX)
 
 
 def _bytes_to_kib(obj: etree._Element, attr: str, what: str) -> int:
@@ -195,9 +202,16 @@ def _pages(node: etree._Element, what: str) -> tuple[PagePool, ...]:
     for page in node.findall("page_type"):
         size_kib = _bytes_to_kib(page, "size", what)
         count = read_int(page.get("count"), what=what, element=page, field="attribute count")
+        where = element_where(what, page)
         if size_kib <= 0:
-            raise InvalidInputError(f"{element_where(what, page)}: <page_type> size is below 1 KiB")
+            raise InvalidInputError(f"{where}: <page_type> size is below 1 KiB")
+        if size_kib > INT32_MAX:
+            raise InvalidInputError(f"{where}: <page_type> size {size_kib} KiB is above {INT32_MAX} KiB")
         pools[size_kib] = pools.get(size_kib, 0) + count
+        if pools[size_kib] > INT64_MAX:
+            raise InvalidInputError(
+                f"{where}: <page_type> counts of {size_kib} KiB pages add up above {INT64_MAX}"
+            )
     return tuple(PagePool(size, pools[size]) for size in sorted(pools))
 
 
@@ -225,7 +239,8 @@ def _distances(
 
 def _means_latency(matrix: etree._Element) -> bool:
     kind = (matrix.get("kind") or "0").strip()
-    return kind.isdigit() and bool(int(kind) & _KIND_MEANS_LATENCY)
+    # Not str.isdigit(): it accepts "²", which int() refuses.
+    return bool(_KIND.match(kind)) and bool(int(kind) & _KIND_MEANS_LATENCY)
 
 
 def _numbers(elements: Iterable[etree._Element], what: str) -> list[int]:
@@ -249,6 +264,12 @@ def _node_ids(
         }
     else:
         raise InvalidInputError(f"{element_where(what, matrix)}: unknown distance indexing {indexing!r}")
+    twice = sorted(i for i, n in Counter(indexes).items() if n > 1)
+    if twice:
+        where = element_where(what, matrix)
+        raise InvalidInputError(
+            f"{where}: distance matrix lists NUMA node(s) {twice} ({indexing} index) twice"
+        )
     missing = [i for i in indexes if i not in known]
     if missing:
         raise InvalidInputError(
@@ -262,6 +283,15 @@ def _devices(objects: list[etree._Element], what: str) -> Iterable[PciDevice]:
     for obj in objects:
         if obj.get("type") in ("PCIDev", "Bridge") and obj.get("pci_busid"):
             yield _device(obj, what)
+
+
+def _unique_devices(devices: Iterable[PciDevice], what: str) -> tuple[PciDevice, ...]:
+    seen: dict[str, PciDevice] = {}
+    for dev in devices:
+        if dev.address in seen:
+            raise InvalidInputError(f"{what}: PCI device {dev.address} is listed twice")
+        seen[dev.address] = dev
+    return tuple(seen[address] for address in sorted(seen))
 
 
 def _pci_address(obj: etree._Element, what: str) -> str:

@@ -8,7 +8,9 @@ ports are kept (kind ``other``) so a GPU's ``parent`` can be looked up.
 A device's address is ``dddd:bb:ss.f`` in lowercase hex; its ``numa_node`` is
 None when libvirt reports ``-1`` or nothing; its ``parent`` is the PCI address
 of the parent node device (``pci_0000_40_01_1`` -> ``0000:40:01.1``), None for
-``computer`` or non-PCI parents.
+``computer`` or non-PCI parents. Address fields beyond PCI's widths (domain
+16 bits, bus 8, slot 5, function 3) are refused, not formatted into a
+longer address.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from collections.abc import Iterable
 from lxml import etree
 
 from vnuma.errors import InvalidInputError
-from vnuma.sources.xmlsafe import element_where, parse_xml, read_int, read_optional_int
+from vnuma.sources.xmlsafe import INT32_MAX, element_where, one_line, parse_xml, read_int, read_optional_int
 from vnuma.topology import PciDevice, device_kind_for_class
 
 _PCI_NODEDEV_NAME = re.compile(r"^pci_([0-9a-f]{4})_([0-9a-f]{2})_([0-9a-f]{2})_([0-7])$", re.IGNORECASE)
 _PCI_CLASS = re.compile(r"^(?:0x)?([0-9a-f]{1,6})$", re.IGNORECASE)
 _DEVICES_HINT = "expected <device> documents as printed by `virsh nodedev-dumpxml DEVICE`"
 _HEX_ID = re.compile(r"^(?:0x)?([0-9a-f]{1,4})$", re.IGNORECASE)
+_FIELD_MAX = {"domain": 0xFFFF, "bus": 0xFF, "slot": 0x1F, "function": 0x7}
+_MAX_NAME_CHARS = 40
 
 
 def format_pci_address(domain: int, bus: int, slot: int, function: int) -> str:
@@ -86,14 +90,16 @@ def device_from_element(device_el: etree._Element, *, what: str) -> PciDevice | 
     cap = device_el.find("capability[@type='pci']")
     if cap is None:
         return None
-    name = (device_el.findtext("name") or "").strip() or "?"
+    name = one_line(device_el.findtext("name") or "") or "?"
+    if len(name) > _MAX_NAME_CHARS:
+        name = name[:_MAX_NAME_CHARS] + "..."
     label = f"{what} device {name}"
 
     def number(tag: str) -> int:
         el = cap.find(tag)
         if el is None:
             raise InvalidInputError(f"{element_where(label, cap)}: PCI capability has no <{tag}>")
-        return read_int(el.text, what=label, element=el, field="a number")
+        return read_int(el.text, what=label, element=el, field="a number", maximum=_FIELD_MAX[tag])
 
     address = format_pci_address(number("domain"), number("bus"), number("slot"), number("function"))
     return PciDevice(
@@ -133,7 +139,12 @@ def _numa_node(cap: etree._Element, label: str) -> int | None:
     if numa_el is None:
         return None
     node = read_optional_int(
-        numa_el.get("node"), what=label, element=numa_el, field="attribute node", allow_negative=True
+        numa_el.get("node"),
+        what=label,
+        element=numa_el,
+        field="attribute node",
+        allow_negative=True,
+        maximum=INT32_MAX,
     )
     return node if node is not None and node >= 0 else None
 

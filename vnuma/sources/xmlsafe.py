@@ -7,13 +7,28 @@ external entity pointing at ``file:///etc/passwd``) is refused outright.
 Every failure is an :class:`~vnuma.errors.InvalidInputError` naming the
 document (``what``), the line where lxml knows it, and which document was
 expected.
+
+Numbers are bounded where they are read: ids and page sizes fit the
+inventory's 32-bit columns (:data:`INT32_MAX`), sizes, counts and distances
+its 64-bit ones (:data:`INT64_MAX`), so a parsed Host can always be stored.
 """
 
 from __future__ import annotations
 
+import re
+
 from lxml import etree
 
 from vnuma.errors import InvalidInputError
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+# Longer than any int64 in decimal or hex; refused before int() so a
+# 5,000-digit value cannot reach Python's int-from-str limit (a ValueError).
+_MAX_NUMBER_CHARS = 24
+_MAX_SHOWN_CHARS = 40
+# libxml2 suggests a parser option the operator cannot set (and vnuma keeps off).
+_HUGE_ADVICE = re.compile(r",? (?:use|try) XML_PARSE_HUGE(?: option)?")
 
 # Which tool prints each root element; used for the "expected ..." hint.
 _PRODUCERS = {
@@ -70,7 +85,7 @@ def parse_xml(
             declares entities, or an unexpected root element.
     """
     hint = hint or expected_hint(root)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    raw = _as_bytes(data, what=what, hint=hint)
     if not raw.strip():
         raise InvalidInputError(f"{what}: empty document", hint=hint)
     if b"<!ENTITY" in raw:
@@ -80,13 +95,34 @@ def parse_xml(
     except etree.XMLSyntaxError as err:
         raise InvalidInputError(f"{what}: malformed XML: {_syntax_message(err)}", hint=hint) from err
     except ValueError as err:  # e.g. an encoding lxml cannot honour
-        raise InvalidInputError(f"{what}: unreadable XML: {err}", hint=hint) from err
+        raise InvalidInputError(f"{what}: unreadable XML: {one_line(str(err))}", hint=hint) from err
     dtd = element.getroottree().docinfo.internalDTD
     # The byte scan above misses UTF-16 documents; the parsed DTD does not.
     if dtd is not None and any(True for _ in dtd.iterentities()):
         raise _entity_error(what, hint)
     _check_root(element, what=what, root=root, hint=hint)
     return element
+
+
+def _as_bytes(data: bytes | str, *, what: str, hint: str | None) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    try:
+        return data.encode("utf-8")
+    except UnicodeEncodeError as err:  # a lone surrogate: a str no file could have held
+        raise InvalidInputError(
+            f"{what}: unreadable text: {err.reason} at character {err.start}", hint=hint
+        ) from None
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: each run of whitespace becomes a space (libxml2 ends some messages in one)."""
+    return " ".join(text.split()).replace(" ,", ",")
+
+
+def shown(value: str) -> str:
+    """``repr(value)``, shortened for an error message when it is long."""
+    return repr(value if len(value) <= _MAX_SHOWN_CHARS else value[:_MAX_SHOWN_CHARS] + "...")
 
 
 def _entity_error(what: str, hint: str | None) -> InvalidInputError:
@@ -97,7 +133,7 @@ def _entity_error(what: str, hint: str | None) -> InvalidInputError:
 
 
 def _syntax_message(err: etree.XMLSyntaxError) -> str:
-    msg = (err.msg or str(err)).strip()
+    msg = _HUGE_ADVICE.sub(" (a limit vnuma keeps for untrusted XML)", one_line(err.msg or str(err)))
     if err.lineno and "line" not in msg:
         msg = f"{msg} (line {err.lineno})"
     return msg
@@ -116,31 +152,50 @@ def _check_root(
 
 
 def read_int(
-    text: str | None, *, what: str, element: etree._Element, field: str, allow_negative: bool = False
+    text: str | None,
+    *,
+    what: str,
+    element: etree._Element,
+    field: str,
+    allow_negative: bool = False,
+    maximum: int = INT64_MAX,
 ) -> int:
     """Read a decimal (or ``0x`` hex) integer from an attribute or text.
 
     Raises:
-        InvalidInputError: the value is missing, not an integer, or negative
-            when ``allow_negative`` is false.
+        InvalidInputError: the value is missing, not an integer, negative
+            when ``allow_negative`` is false, or above ``maximum``.
     """
     where = element_where(what, element)
     if text is None or not text.strip():
         raise InvalidInputError(f"{where}: <{element.tag}> is missing {field}")
     value = text.strip()
+    label = f"{where}: <{element.tag}> {field}"
+    if len(value) > _MAX_NUMBER_CHARS:
+        raise InvalidInputError(f"{label} {shown(value)} is out of range")
     try:
         number = int(value, 16) if value.lower().startswith(("0x", "-0x")) else int(value, 10)
     except ValueError:
-        raise InvalidInputError(f"{where}: <{element.tag}> {field} {value!r} is not an integer") from None
+        raise InvalidInputError(f"{label} {shown(value)} is not an integer") from None
     if number < 0 and not allow_negative:
-        raise InvalidInputError(f"{where}: <{element.tag}> {field} {value!r} is negative")
+        raise InvalidInputError(f"{label} {value!r} is negative")
+    if number > maximum:
+        raise InvalidInputError(f"{label} {value!r} is above {maximum}")
     return number
 
 
 def read_optional_int(
-    text: str | None, *, what: str, element: etree._Element, field: str, allow_negative: bool = False
+    text: str | None,
+    *,
+    what: str,
+    element: etree._Element,
+    field: str,
+    allow_negative: bool = False,
+    maximum: int = INT64_MAX,
 ) -> int | None:
     """Like :func:`read_int`, but None when the value is absent."""
     if text is None:
         return None
-    return read_int(text, what=what, element=element, field=field, allow_negative=allow_negative)
+    return read_int(
+        text, what=what, element=element, field=field, allow_negative=allow_negative, maximum=maximum
+    )
