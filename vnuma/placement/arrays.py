@@ -1,0 +1,155 @@
+"""Numpy mirrors of the fleet's free capacity, for vectorized pre-filtering and scoring.
+
+Pure: no I/O. Per-cell arrays are indexed [column, host] where hosts are in
+name order and columns are a host's CPU cells in id order (padding columns
+of smaller hosts hold zeros, so they never fit); column-major because
+reductions over a host's few cells are then fast row additions. CPU columns hold *upper
+bounds* of what any tenant can still get there (the exact, tenant-aware
+figures live in :class:`vnuma.placement.state.CellState`): a host the
+arrays rule out can never fit, the converse is checked exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from vnuma.placement.hoststate import HostState
+from vnuma.placement.model import CpuPolicy, ThreadPolicy
+from vnuma.placement.state import CellState
+from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K
+
+IntArray = npt.NDArray[np.int64]
+
+SIZES = (PAGE_4K, PAGE_2M, PAGE_1G)
+SIZE_INDEX = {size: i for i, size in enumerate(SIZES)}
+CAP_PREFER, CAP_ISOLATE, CAP_REQUIRE, CAP_SHARED = range(4)
+
+
+def count_true(rows: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """Per host, how many cells (rows) are True: rows added one by one (fast for few cells)."""
+    if len(rows) > 8:
+        counted: npt.NDArray[np.int64] = rows.sum(axis=0, dtype=np.int64)
+        return counted
+    total: npt.NDArray[np.int64] = rows[0].astype(np.int64)
+    for row in rows[1:]:
+        total += row
+    return total
+
+
+def cap_row(cpu_policy: CpuPolicy, thread_policy: ThreadPolicy) -> int:
+    """Which row of ``FleetArrays.cap`` bounds a policy's capacity."""
+    if cpu_policy is CpuPolicy.SHARED:
+        return CAP_SHARED
+    return {ThreadPolicy.PREFER: CAP_PREFER, ThreadPolicy.ISOLATE: CAP_ISOLATE}.get(
+        thread_policy, CAP_REQUIRE
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Per-host totals of some hosts (all, or a gathered subset), as the scorers read them."""
+
+    threads_used: IntArray
+    threads_total: IntArray
+    threads_safe: IntArray
+    mem_used: IntArray
+    mem_total: IntArray
+    mem_safe: IntArray
+    gpus_free: IntArray
+    gpus_total: IntArray
+    gpus_safe: IntArray
+    width: IntArray
+
+
+class FleetArrays:
+    """Per-cell and per-host capacity arrays of a fleet, kept in step with its claims."""
+
+    def __init__(self, states: Sequence[HostState]) -> None:
+        hosts = max(1, len(states))
+        cols = max((len(s.cells) for s in states), default=1) or 1
+        # One block for everything a cell's claims change, so a cell is synced in one write;
+        # the named arrays below are views into it.
+        self.cells = np.zeros((4 + len(SIZES) + 2, cols, hosts), dtype=np.int64)
+        self.cap = self.cells[0:4]
+        self.pages = self.cells[4 : 4 + len(SIZES)]
+        self.gpus = self.cells[4 + len(SIZES)]
+        self.threads_free = self.cells[5 + len(SIZES)]
+        self.share_threads = np.zeros((cols, hosts), dtype=np.int64)
+        self.share_pages = np.zeros((len(SIZES), cols, hosts), dtype=np.int64)
+        self.threads_total = np.zeros(hosts, dtype=np.int64)
+        self.threads_used = np.zeros(hosts, dtype=np.int64)
+        self.mem_total = np.zeros(hosts, dtype=np.int64)
+        self.mem_used = np.zeros(hosts, dtype=np.int64)
+        self.gpus_total = np.zeros(hosts, dtype=np.int64)
+        self.gpus_free = np.zeros(hosts, dtype=np.int64)
+        self.width = np.ones(hosts, dtype=np.int64)
+        self.total_safe = np.ones(hosts, dtype=np.int64)
+        self.mem_total_safe = np.ones(hosts, dtype=np.int64)
+        self.gpus_total_safe = np.ones(hosts, dtype=np.int64)
+        self.ncells = np.zeros(hosts, dtype=np.int64)
+        self.columns = cols
+        # Hosts with hugepage sizes the arrays do not track: never pre-filtered out on pages.
+        self.exotic = np.zeros(hosts, dtype=bool)
+        for hs in states:
+            self._init_host(hs)
+        self.any_exotic = bool(self.exotic.any())
+        np.maximum(self.threads_total, 1, out=self.total_safe)
+        np.maximum(self.mem_total, 1, out=self.mem_total_safe)
+        np.maximum(self.gpus_total, 1, out=self.gpus_total_safe)
+
+    def _init_host(self, hs: HostState) -> None:
+        h = hs.index
+        self.threads_total[h] = hs.threads_total
+        self.mem_total[h] = hs.mem_total_kib
+        self.gpus_total[h] = hs.gpus_total
+        self.width[h] = hs.width
+        self.ncells[h] = len(hs.cells)
+        self.exotic[h] = any(s not in SIZE_INDEX for c in hs.cells for s in c.pages_total)
+        for cell in hs.cells:
+            if cell.gpus:
+                self.share_threads[cell.col, h] = cell.threads_total // len(cell.gpus)
+                for size, i in SIZE_INDEX.items():
+                    self.share_pages[i, cell.col, h] = cell.pages_total.get(size, 0) // len(cell.gpus)
+            self.sync_cell(hs, cell)
+        self.sync_host(hs)
+
+    def totals(self, hosts: IntArray | None = None) -> Totals:
+        """Per-host totals of every host, or of the hosts at indices ``hosts``."""
+        fields = (
+            self.threads_used,
+            self.threads_total,
+            self.total_safe,
+            self.mem_used,
+            self.mem_total,
+            self.mem_total_safe,
+            self.gpus_free,
+            self.gpus_total,
+            self.gpus_total_safe,
+            self.width,
+        )
+        if hosts is None:
+            return Totals(*fields)
+        return Totals(*(f[hosts] for f in fields))
+
+    def sync_cell(self, hs: HostState, cell: CellState) -> None:
+        """Copy one cell's current free capacity into the arrays (and its free totals onto the cell)."""
+        cell.threads_free = cell.free_core_threads + sum(cell.partial_free.values())
+        cell.free_kib = sum(size * n for size, n in cell.pages_free.items())
+        pages = cell.pages_free
+        self.cells[:, cell.col, hs.index] = (
+            *cell.upper_bounds(),
+            *(pages.get(size, 0) for size in SIZES),
+            len(cell.gpus_free),
+            cell.threads_free,
+        )
+
+    def sync_host(self, hs: HostState) -> None:
+        """Copy one host's totals (used threads, memory, free GPUs) into the arrays."""
+        h = hs.index
+        self.threads_used[h] = hs.threads_total - sum(c.threads_free for c in hs.cells)
+        self.mem_used[h] = hs.mem_total_kib - sum(c.free_kib for c in hs.cells)
+        self.gpus_free[h] = hs.gpus_free

@@ -1,0 +1,112 @@
+"""Turn a host fit into a complete :class:`Placement` (pCPUs, memory, devices).
+
+Pure: no I/O; reads the host state, changes nothing (the fleet records the
+claims when the caller adds the placement).
+
+* Guest cells 0..N-1 map 1:1 onto the fit's host cells; vCPUs are numbered
+  0..vcpus-1 across guest cells in order, memory is split evenly.
+* ``threads_per_core`` is 2 when every guest cell's vCPUs sit on sibling
+  pairs (``prefer`` with whole free cores, or ``require``), else 1.
+* Emulator threads: ``isolate`` gets one extra pCPU on guest cell 0,
+  ``share`` floats over the VM's pCPUs.
+* GPUs come from the guest cells' host cells as :func:`split_gpus` says
+  (where free GPUs are most at risk of stranding; lowest addresses first);
+  ``preferred``/``socket`` affinity tops up from the nearest other cells.
+  A GPU is attached to the guest cell on its host cell, else to the
+  closest guest cell.
+"""
+
+from __future__ import annotations
+
+from vnuma.placement.cpus import pick_dedicated, pick_shared
+from vnuma.placement.fit import HostFit
+from vnuma.placement.gpus import split_gpus, threads_taken
+from vnuma.placement.hoststate import HostState
+from vnuma.placement.model import (
+    CellAssignment,
+    CpuPolicy,
+    DeviceAssignment,
+    EmulatorThreads,
+    GpuAffinity,
+    Placement,
+    VmRequest,
+)
+from vnuma.placement.state import tenant_bucket
+from vnuma.topology import DeviceKind
+
+FAR = 1 << 20  # distance used for a device with no NUMA node
+
+
+def build_placement(fit: HostFit, req: VmRequest) -> Placement:
+    """The placement of ``req`` on the fit's host and cells."""
+    assert req.vcpus is not None and req.memory_kib is not None
+    hs = fit.state
+    n = len(fit.cells)
+    v, m = req.vcpus // n, req.memory_kib // n
+    bucket = tenant_bucket(req.tenant, req.isolation)
+    isolate_emulator = req.emulator_threads is EmulatorThreads.ISOLATE
+    shared = req.cpu_policy is CpuPolicy.SHARED
+    cells: list[CellAssignment] = []
+    emulator: tuple[int, ...] = ()
+    paired = not shared
+    for g, cid in enumerate(fit.cells):
+        cell = hs.cell_by_id[cid]
+        if shared:
+            pcpus = pick_shared(cell, bucket, v)
+        else:
+            pick = pick_dedicated(cell, bucket, req.thread_policy, v, isolate_emulator and g == 0)
+            pcpus, paired = pick.pins, paired and pick.paired
+            if pick.emulator is not None:
+                emulator = (pick.emulator,)
+        cells.append(CellAssignment(g, cid, tuple(range(g * v, (g + 1) * v)), pcpus, m, fit.page_size_kib))
+    if not isolate_emulator:
+        emulator = tuple(sorted({p for c in cells for p in c.pcpus}))
+    return Placement(
+        vm=req.name,
+        tenant=req.tenant,
+        host=hs.name,
+        cells=tuple(cells),
+        emulator_pcpus=emulator,
+        devices=pick_gpus(hs, fit.cells, req, threads_taken(req, hs, v, n)) if req.gpus else (),
+        cpu_policy=req.cpu_policy,
+        thread_policy=req.thread_policy,
+        threads_per_core=2 if paired and v % 2 == 0 else 1,
+    )
+
+
+def _distance(hs: HostState, home: int | None, cell: int) -> int:
+    if home is None:
+        return FAR
+    try:
+        d = hs.host.cell(home).distance_to(cell)
+    except KeyError:
+        return FAR
+    return d if d is not None else (10 if home == cell else FAR // 2)
+
+
+def pick_gpus(
+    hs: HostState, cells: tuple[int, ...], req: VmRequest, taken: list[int]
+) -> tuple[DeviceAssignment, ...]:
+    """Free GPUs for a VM on ``cells`` (guest order) that takes ``taken`` threads per cell."""
+    want, affinity = req.gpus, req.gpu_affinity
+    take = split_gpus(hs, cells, want, taken)
+    picked = [a for c, k in zip(cells, take, strict=True) for a in hs.cell_by_id[c].gpus_free[:k]]
+    if len(picked) < want and affinity is not GpuAffinity.REQUIRED:
+        if affinity is GpuAffinity.SOCKET:
+            near = {s for c in cells for s in hs.socket_cells(hs.socket_of.get(c), c)} - set(cells)
+            spare = [a for c in sorted(near) for a in hs.cell_by_id[c].gpus_free]
+        else:
+            spare = [a for c in hs.cells if c.id not in cells for a in c.gpus_free] + hs.loose_gpus_free
+        spare.sort(key=lambda a: (min(_distance(hs, hs.gpu_home[a], c) for c in cells), a))
+        picked += spare[: want - len(picked)]
+    assert len(picked) == want, "fit promised enough GPUs"
+    guest = {cid: g for g, cid in enumerate(cells)}
+    devices = []
+    for address in sorted(picked):
+        home = hs.gpu_home[address]
+        if home is not None and home in guest:
+            g = guest[home]
+        else:
+            g = min(range(len(cells)), key=lambda i: (_distance(hs, home, cells[i]), i))
+        devices.append(DeviceAssignment(address, DeviceKind.GPU, g, home))
+    return tuple(devices)

@@ -1,0 +1,107 @@
+"""Vectorized pre-filter: which hosts might fit a request, from the fleet arrays.
+
+Pure: no I/O. A relaxation of :func:`vnuma.placement.fit.fit_host`: it uses
+tenant-independent upper bounds of per-cell capacity, ignores cell
+isolation and the emulator pCPU, lets each cell pick its own page size and
+sums GPUs over all cells that could hold a guest cell. A host it rules out
+can never fit; a host it keeps is then checked exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from vnuma.placement import gpus as gpu_rules
+from vnuma.placement.arrays import CAP_ISOLATE, SIZE_INDEX, FleetArrays, IntArray, cap_row, count_true
+from vnuma.placement.model import GpuAffinity, Strategy, VmRequest
+
+BoolArray = npt.NDArray[np.bool_]
+MAY_FIT = 3
+"""Stage of a host that passes every pre-filter check."""
+
+
+def _cell_checks(
+    arrays: FleetArrays, req: VmRequest, n: int, sizes: Sequence[int], strategy: Strategy
+) -> tuple[BoolArray, BoolArray]:
+    """Per cell: enough pCPUs; enough pCPUs and pages of one of ``sizes``."""
+    assert req.vcpus is not None and req.memory_kib is not None
+    v, m = req.vcpus // n, req.memory_kib // n
+    row = cap_row(req.cpu_policy, req.thread_policy)
+    cap = arrays.cap[row]
+    reserve = strategy is Strategy.GPU_FIRST and req.gpus == 0
+    if reserve:
+        kept = arrays.share_threads * arrays.gpus
+        if row == CAP_ISOLATE:
+            kept = -(-kept // arrays.width)
+        cap = cap - kept
+    cpu_ok = cap >= v
+    page_ok: BoolArray | None = np.broadcast_to(arrays.exotic, cpu_ok.shape) if arrays.any_exotic else None
+    for size in sizes:
+        i = SIZE_INDEX.get(size)
+        if i is not None:
+            free = arrays.pages[i] - arrays.share_pages[i] * arrays.gpus if reserve else arrays.pages[i]
+            hit = free >= m // size
+            page_ok = hit if page_ok is None else page_ok | hit
+    return cpu_ok, (cpu_ok & page_ok if page_ok is not None else np.zeros_like(cpu_ok))
+
+
+def _gpu_ok(
+    arrays: FleetArrays, req: VmRequest, n: int, ok: BoolArray, strategy: Strategy
+) -> BoolArray | None:
+    if req.gpus == 0:
+        return None
+    if req.gpu_affinity is not GpuAffinity.REQUIRED:
+        return arrays.gpus_free >= req.gpus
+    need = _strand_need(arrays, req, n) if strategy is Strategy.GPU_FIRST else None
+    if need is not None:
+        ok = ok & (need <= req.gpus)
+    if n == 1:
+        return count_true(ok & (arrays.gpus >= req.gpus)) > 0
+    # n cells hold at most the n largest free-GPU counts among the cells that could take a guest cell
+    # (all of them when n covers every column: no sort needed).
+    held = arrays.gpus * ok
+    top = held.sum(axis=0) if n >= arrays.columns else np.sort(held, axis=0)[-n:].sum(axis=0)
+    summed: BoolArray = top >= req.gpus
+    if need is not None:
+        # Any n cells must together take the sum of their needs: the n smallest needs must fit in the GPUs.
+        needs = np.where(ok, need, req.gpus + 1)
+        least = needs.sum(axis=0) if n >= arrays.columns else np.sort(needs, axis=0)[:n].sum(axis=0)
+        summed &= least <= req.gpus
+    return summed
+
+
+def _strand_need(arrays: FleetArrays, req: VmRequest, n: int) -> IntArray:
+    """Per cell, the fewest GPUs a GPU VM must take there not to strand the rest (gpu-first)."""
+    assert req.vcpus is not None
+    row = cap_row(req.cpu_policy, req.thread_policy)
+    cost = req.vcpus // n * (arrays.width if row == CAP_ISOLATE else 1)
+    left = np.maximum(arrays.threads_free - cost, 0)
+    keep = gpu_rules.KEEP_PER_GPU
+    if not keep:
+        return np.zeros_like(arrays.gpus)
+    usable = (left * keep.denominator) // np.maximum(arrays.share_threads * keep.numerator, 1)
+    need: IntArray = np.where(arrays.share_threads > 0, np.maximum(arrays.gpus - usable, 0), 0)
+    return need
+
+
+def may_fit(
+    arrays: FleetArrays, req: VmRequest, n: int, sizes: Sequence[int], strategy: Strategy
+) -> BoolArray:
+    """Hosts that pass every pre-filter check for ``n`` guest cells."""
+    _cpu_ok, ok = _cell_checks(arrays, req, n, sizes, strategy)
+    fits: BoolArray = count_true(ok) >= n
+    gpus = _gpu_ok(arrays, req, n, ok, strategy)
+    return fits if gpus is None else fits & gpus
+
+
+def stages(arrays: FleetArrays, req: VmRequest, n: int, sizes: Sequence[int], strategy: Strategy) -> IntArray:
+    """Per host, how far the request gets: 0 short of pCPUs, 1 short of pages, 2 short of GPUs, 3 may fit."""
+    cpu_ok, ok = _cell_checks(arrays, req, n, sizes, strategy)
+    stage: IntArray = (count_true(cpu_ok) >= n).astype(np.int64)
+    stage += count_true(ok) >= n
+    gpus = _gpu_ok(arrays, req, n, ok, strategy)
+    stage += (stage == 2) & (True if gpus is None else gpus)
+    return stage

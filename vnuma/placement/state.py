@@ -1,0 +1,217 @@
+"""Per-core and per-cell claim state of one host, kept as running aggregates.
+
+Pure: no I/O. This is the engine's bookkeeping below :class:`Fleet`: every
+placeable CPU (reserved CPUs excluded) belongs to one *core* (its SMT sibling
+group restricted to placeable CPUs). A thread is free, held by a VM
+(a dedicated pin, an isolated emulator pCPU, or a sibling kept empty by the
+``isolate`` thread policy) or in the shared pool (floated over by ``shared``
+VMs, reference counted).
+
+A core with claims has *owners* (tenants). Who may still use its free or
+shared threads is its *bucket*: the owner tenant itself under core or cell
+isolation, :data:`NONE_BUCKET` when every owner has isolation ``none`` (any
+``none`` tenant may join), :data:`BLOCKED` otherwise. A fully free core has
+no bucket. Cells keep, per bucket, the free/shared thread counts of their
+partly used cores, so a tenant's exact capacity is O(1) per cell.
+
+Memory-only cells (no CPUs) are not tracked: a guest NUMA cell must have
+vCPUs in libvirt terms, so this version never uses them as guest cells.
+"""
+
+from __future__ import annotations
+
+from vnuma.placement.model import CpuPolicy, Isolation, ThreadPolicy
+from vnuma.topology import PAGE_4K, Cell, Host
+
+NONE_BUCKET = "\x00none"
+BLOCKED = "\x00blocked"
+
+
+class CoreState:
+    """One SMT sibling group of placeable CPUs and its claims."""
+
+    __slots__ = ("bucket", "cpus", "free", "index", "owners", "shared")
+
+    def __init__(self, index: int, cpus: tuple[int, ...]) -> None:
+        self.index = index
+        self.cpus = cpus
+        self.free: set[int] = set(cpus)
+        self.shared: dict[int, int] = {}
+        self.owners: dict[str, int] = {}
+        self.bucket: str | None = None
+
+    @property
+    def whole_free(self) -> bool:
+        """True when no thread of the core is claimed."""
+        return not self.owners
+
+
+class CellState:
+    """Claim aggregates of one CPU cell."""
+
+    __slots__ = (
+        "col",
+        "core_of",
+        "cores",
+        "free_core_pairs",
+        "free_core_threads",
+        "free_cores",
+        "free_kib",
+        "gpus",
+        "gpus_free",
+        "id",
+        "pages_free",
+        "pages_total",
+        "partial_free",
+        "partial_pairs",
+        "shared_threads",
+        "tenants",
+        "threads_free",
+        "threads_total",
+    )
+
+    def __init__(self, cell: Cell, placeable: frozenset[int], gpus: tuple[str, ...]) -> None:
+        self.id = cell.id
+        self.col = 0  # position among the host's CPU cells (a column of the fleet arrays)
+        self.cores: list[CoreState] = []
+        self.core_of: dict[int, CoreState] = {}
+        seen: set[int] = set()
+        mine = placeable & cell.cpu_ids
+        for cpu in cell.cpus:
+            if cpu.id in seen or cpu.id not in mine:
+                continue
+            group = tuple(sorted((cpu.siblings | {cpu.id}) & mine))
+            seen.update(group)
+            core = CoreState(len(self.cores), group)
+            self.cores.append(core)
+            for t in group:
+                self.core_of[t] = core
+        self.threads_total = sum(len(c.cpus) for c in self.cores)
+        self.free_cores: set[int] = {c.index for c in self.cores}
+        self.free_core_threads = self.threads_total
+        self.free_core_pairs = sum(len(c.cpus) // 2 for c in self.cores)
+        self.partial_free: dict[str, int] = {}
+        self.partial_pairs: dict[str, int] = {}
+        self.shared_threads: dict[str, int] = {}
+        pools = {p.size_kib: p.count for p in cell.pages} or {PAGE_4K: cell.memory_kib // PAGE_4K}
+        self.pages_total: dict[int, int] = dict(pools)
+        self.pages_free: dict[int, int] = dict(pools)
+        self.gpus: tuple[str, ...] = gpus
+        self.gpus_free: list[str] = list(gpus)
+        self.tenants: dict[str, int] = {}
+        self.threads_free = self.threads_total  # kept up to date by FleetArrays.sync_cell
+        self.free_kib = sum(size * n for size, n in self.pages_free.items())
+
+    # --- aggregates -------------------------------------------------------------------------
+
+    def detach(self, core: CoreState) -> None:
+        """Remove a core's contribution from the aggregates (before changing it)."""
+        self._account(core, -1)
+
+    def attach(self, core: CoreState, isolation: dict[str, Isolation]) -> None:
+        """Recompute a core's bucket and add its contribution back."""
+        core.bucket = bucket_of(core.owners, isolation)
+        self._account(core, 1)
+
+    def _account(self, core: CoreState, sign: int) -> None:
+        if core.bucket is None:
+            if sign > 0:
+                self.free_cores.add(core.index)
+            else:
+                self.free_cores.discard(core.index)
+            self.free_core_threads += sign * len(core.cpus)
+            self.free_core_pairs += sign * (len(core.cpus) // 2)
+            return
+        b = core.bucket
+        free = len(core.free)
+        if free:
+            self.partial_free[b] = self.partial_free.get(b, 0) + sign * free
+            if free >= 2:
+                self.partial_pairs[b] = self.partial_pairs.get(b, 0) + sign * (free // 2)
+        if core.shared:
+            self.shared_threads[b] = self.shared_threads.get(b, 0) + sign * len(core.shared)
+
+    # --- capacity ---------------------------------------------------------------------------
+
+    def usable_by(self, tenant: str, isolation: Isolation, isolations: dict[str, Isolation]) -> bool:
+        """Cell isolation: may ``tenant`` put a VM on this cell at all?"""
+        if isolation is Isolation.CELL:
+            return all(t == tenant for t in self.tenants)
+        return not any(isolations.get(t) is Isolation.CELL for t in self.tenants if t != tenant)
+
+    def capacity(self, bucket: str, cpu_policy: CpuPolicy, thread_policy: ThreadPolicy) -> int:
+        """vCPUs of one VM this cell can still take for a tenant of ``bucket`` (exact)."""
+        if cpu_policy is CpuPolicy.SHARED:
+            return (
+                self.free_core_threads + self.partial_free.get(bucket, 0) + self.shared_threads.get(bucket, 0)
+            )
+        if thread_policy is ThreadPolicy.ISOLATE:
+            return len(self.free_cores)
+        if thread_policy is ThreadPolicy.REQUIRE:
+            return 2 * (self.free_core_pairs + self.partial_pairs.get(bucket, 0))
+        return self.free_core_threads + self.partial_free.get(bucket, 0)
+
+    def free_threads(self, bucket: str) -> int:
+        """Free threads a tenant of ``bucket`` may pin to (whole free cores plus its own partial ones)."""
+        return self.free_core_threads + self.partial_free.get(bucket, 0)
+
+    def upper_bounds(self) -> tuple[int, int, int, int]:
+        """Tenant-independent upper bounds of :meth:`capacity` (prefer, isolate, require, shared)."""
+        best_free = best_pairs = best_shared = 0
+        for b, free in self.partial_free.items():
+            if b == BLOCKED:
+                continue
+            best_free = max(best_free, free)
+            best_shared = max(best_shared, free + self.shared_threads.get(b, 0))
+        for b, pairs in self.partial_pairs.items():
+            if b != BLOCKED:
+                best_pairs = max(best_pairs, pairs)
+        for b, shared in self.shared_threads.items():
+            if b != BLOCKED:
+                best_shared = max(best_shared, shared + self.partial_free.get(b, 0))
+        return (
+            self.free_core_threads + best_free,
+            len(self.free_cores),
+            2 * (self.free_core_pairs + best_pairs),
+            self.free_core_threads + best_shared,
+        )
+
+    @property
+    def width(self) -> int:
+        """The widest core's thread count (2 on SMT hosts, 1 without SMT)."""
+        return max((len(c.cpus) for c in self.cores), default=1)
+
+
+def bucket_of(owners: dict[str, int], isolation: dict[str, Isolation]) -> str | None:
+    """Who may still use a core with these owners (None: nobody owns it, it is whole and free)."""
+    if not owners:
+        return None
+    if len(owners) == 1:
+        (tenant,) = owners
+        return NONE_BUCKET if isolation.get(tenant) is Isolation.NONE else tenant
+    if all(isolation.get(t) is Isolation.NONE for t in owners):
+        return NONE_BUCKET
+    return BLOCKED
+
+
+def tenant_bucket(tenant: str, isolation: Isolation) -> str:
+    """The bucket of partly used cores a tenant may join."""
+    return NONE_BUCKET if isolation is Isolation.NONE else tenant
+
+
+def cell_states(host: Host) -> tuple[CellState, ...]:
+    """Fresh (unclaimed) states of a host's CPU cells, in cell id order."""
+    placeable = host.cpu_ids - host.reserved_cpus
+    gpus_by_cell: dict[int, list[str]] = {}
+    for dev in host.devices:
+        if dev.kind == "gpu" and dev.numa_node is not None:
+            gpus_by_cell.setdefault(dev.numa_node, []).append(dev.address)
+    states: list[CellState] = []
+    for cell in sorted(host.cells, key=lambda c: c.id):
+        if cell.memory_only:
+            continue
+        state = CellState(cell, placeable, tuple(sorted(gpus_by_cell.get(cell.id, ()))))
+        if state.cores:
+            state.col = len(states)
+            states.append(state)
+    return tuple(states)

@@ -1,0 +1,250 @@
+"""The workload-trace format (``numa-placement-trace`` version 1): parse and validate.
+
+Pure: parses bytes the caller read; no I/O. Format: ``../shared/traces/README.md``
+(also in the project docs). Every problem raises :class:`InvalidInputError`
+naming the file and the key path (``trace.json: hosts[3].cells[1].siblings``).
+
+Hosts become topology ``Host`` objects (source ``trace``): CPUs carry no
+socket/die/core ids (the format has none), siblings come from the groups,
+each ``hugepages`` pool becomes a page pool of its ``free`` count (the trace
+describes the starting state), GPUs and NICs become PCI devices on their
+cell.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vnuma.errors import InvalidInputError
+from vnuma.placement.model import CpuPolicy, ThreadPolicy
+from vnuma.topology import KIB_PER_MIB, Cell, Cpu, DeviceKind, Host, PagePool, PciDevice, Source, check_host
+
+FORMAT = "numa-placement-trace"
+PAGE_SIZES = (4, 2048, 1048576)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    """One VM request of a trace, as written there (memory in MiB)."""
+
+    tenant: str
+    name: str
+    vcpus: int
+    memory_mib: int
+    numa_nodes: int | None
+    cpu_policy: CpuPolicy
+    thread_policy: ThreadPolicy
+    page_size_kib: int | None
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """A parsed trace: the fleet's hosts (in file order) and the requests in arrival order."""
+
+    scenario: str
+    hosts: tuple[Host, ...]
+    requests: tuple[TraceRequest, ...]
+
+
+class _At:
+    __slots__ = ("path", "what")
+
+    def __init__(self, what: str, path: str = "") -> None:
+        self.what, self.path = what, path
+
+    def key(self, name: str) -> _At:
+        return _At(self.what, f"{self.path}.{name}" if self.path else name)
+
+    def index(self, i: int) -> _At:
+        return _At(self.what, f"{self.path}[{i}]")
+
+    def fail(self, problem: str) -> InvalidInputError:
+        return InvalidInputError(f"{self.what}: {self.path or 'top level'}: {problem}")
+
+    def get(
+        self,
+        d: Mapping[str, Any],
+        name: str,
+        kind: type | tuple[type, ...],
+        *,
+        optional: bool = False,
+        nullable: bool = False,
+    ) -> Any:
+        if name not in d:
+            if optional:
+                return None
+            raise self.fail(f"missing key {name!r}")
+        value = d[name]
+        if value is None and (nullable or optional):
+            return None
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
+            got = "null" if value is None else type(value).__name__
+            raise self.key(name).fail(f"expected {_kind_name(kind)}, got {got}")
+        return value
+
+    def count(self, d: Mapping[str, Any], name: str, low: int, *, nullable: bool = False) -> Any:
+        value = self.get(d, name, int, nullable=nullable)
+        if value is not None and value < low:
+            raise self.key(name).fail(f"must be {low} or more, got {value}")
+        return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {int: "an integer", str: "a string", list: "a list", dict: "an object", bool: "true/false"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def load_trace(data: bytes, what: str) -> Trace:
+    """Parse and validate a trace file's bytes; ``what`` names it in errors.
+
+    Raises:
+        InvalidInputError: not JSON, not this format or version, a missing
+            key, a wrong type, an inconsistent host (siblings that do not
+            partition the CPUs, distances to missing cells, duplicate names).
+    """
+    try:
+        doc = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise InvalidInputError(f"{what}: not valid JSON: {err}") from None
+    at = _At(what)
+    if not isinstance(doc, dict):
+        raise at.fail("expected a JSON object")
+    if at.get(doc, "format", str) != FORMAT:
+        raise at.key("format").fail(f"expected {FORMAT!r}, got {doc['format']!r}")
+    if at.get(doc, "version", int) != 1:
+        raise at.key("version").fail(f"only version 1 is supported, got {doc['version']}")
+    scenario = at.get(doc, "scenario", str)
+    hosts = tuple(_host(h, at.key("hosts").index(i)) for i, h in enumerate(at.get(doc, "hosts", list)))
+    _unique([h.name for h in hosts], at.key("hosts"), "host name")
+    requests = tuple(
+        _request(r, at.key("requests").index(i)) for i, r in enumerate(at.get(doc, "requests", list))
+    )
+    _unique([r.name for r in requests], at.key("requests"), "request name")
+    return Trace(scenario, hosts, requests)
+
+
+def _unique(names: list[str], at: _At, what: str) -> None:
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            raise at.index(i).fail(f"duplicate {what} {name!r}")
+        seen.add(name)
+
+
+def _host(raw: object, at: _At) -> Host:
+    if not isinstance(raw, dict):
+        raise at.fail("expected an object")
+    name = at.get(raw, "name", str)
+    cells: list[Cell] = []
+    devices: list[PciDevice] = []
+    for i, rc in enumerate(at.get(raw, "cells", list)):
+        cell, devs = _cell(rc, at.key("cells").index(i))
+        cells.append(cell)
+        devices += devs
+    host = Host(
+        name,
+        tuple(sorted(cells, key=lambda c: c.id)),
+        tuple(sorted(devices, key=lambda d: d.address)),
+        source=Source.TRACE,
+    )
+    try:
+        return check_host(host)
+    except InvalidInputError as err:
+        raise at.fail(str(err)) from None
+
+
+def _cell(raw: object, at: _At) -> tuple[Cell, list[PciDevice]]:
+    if not isinstance(raw, dict):
+        raise at.fail("expected an object")
+    cid = at.count(raw, "id", 0)
+    cpus = at.get(raw, "cpus", list)
+    siblings = at.get(raw, "siblings", list)
+    group_of: dict[int, frozenset[int]] = {}
+    for i, group in enumerate(siblings):
+        g_at = at.key("siblings").index(i)
+        if not isinstance(group, list) or not group or not all(type(c) is int for c in group):
+            raise g_at.fail("expected a non-empty list of CPU ids")
+        for cpu in group:
+            if cpu in group_of:
+                raise g_at.fail(f"CPU {cpu} is in more than one sibling group")
+            group_of[cpu] = frozenset(group)
+    if not all(type(c) is int and c >= 0 for c in cpus):
+        raise at.key("cpus").fail("expected a list of CPU ids (integers >= 0)")
+    if set(group_of) != set(cpus) or len(set(cpus)) != len(cpus):
+        raise at.key("siblings").fail("sibling groups must partition the cell's cpus")
+    cpu_objs = tuple(Cpu(c, None, None, None, group_of[c]) for c in sorted(cpus))
+    pages = _pages(at.get(raw, "hugepages", dict), at.key("hugepages"))
+    distances = _distances(at.get(raw, "distances", dict), at.key("distances"))
+    memory_kib = at.count(raw, "memory_mib", 0) * KIB_PER_MIB
+    devices = [
+        _device(a, DeviceKind.GPU, cid, at.key("gpus").index(i))
+        for i, a in enumerate(at.get(raw, "gpus", list))
+    ]
+    nics = at.get(raw, "nics", list, optional=True) or []
+    devices += [_device(a, DeviceKind.NIC, cid, at.key("nics").index(i)) for i, a in enumerate(nics)]
+    return Cell(cid, memory_kib, cpu_objs, pages, distances), devices
+
+
+def _pages(raw: Mapping[str, Any], at: _At) -> tuple[PagePool, ...]:
+    pools = []
+    for key, pool in raw.items():
+        p_at = at.key(key)
+        if not key.isdigit() or int(key) < 4 or int(key) % 4:
+            raise p_at.fail(
+                "page size must be a decimal number of KiB, a multiple of 4 (4, 2048, 1048576, ...)"
+            )
+        if not isinstance(pool, dict):
+            raise p_at.fail("expected an object with total and free")
+        total, free = p_at.count(pool, "total", 0), p_at.count(pool, "free", 0)
+        if free > total:
+            raise p_at.key("free").fail(f"{free} free pages exceed the total {total}")
+        pools.append(PagePool(int(key), free))
+    return tuple(sorted(pools, key=lambda p: p.size_kib))
+
+
+def _distances(raw: Mapping[str, Any], at: _At) -> tuple[tuple[int, int], ...]:
+    out = []
+    for key, value in raw.items():
+        if not key.isdigit():
+            raise at.key(key).fail("cell ids must be decimal strings")
+        if type(value) is not int or value < 10:
+            raise at.key(key).fail(f"expected a distance of 10 or more, got {value!r}")
+        out.append((int(key), value))
+    return tuple(sorted(out))
+
+
+def _device(address: object, kind: DeviceKind, cell: int, at: _At) -> PciDevice:
+    if not isinstance(address, str) or not address:
+        raise at.fail("expected a PCI address string")
+    return PciDevice(address, kind, "0x0000", "0x0000", cell)
+
+
+def _request(raw: object, at: _At) -> TraceRequest:
+    if not isinstance(raw, dict):
+        raise at.fail("expected an object")
+    page = at.get(raw, "page_size_kib", int, nullable=True)
+    if page is not None and page not in PAGE_SIZES:
+        raise at.key("page_size_kib").fail(f"expected null or one of {', '.join(map(str, PAGE_SIZES))}")
+    return TraceRequest(
+        tenant=at.get(raw, "tenant", str),
+        name=at.get(raw, "name", str),
+        vcpus=at.count(raw, "vcpus", 1),
+        memory_mib=at.count(raw, "memory_mib", 1),
+        numa_nodes=at.count(raw, "numa_nodes", 1, nullable=True),
+        cpu_policy=_enum(CpuPolicy, at.get(raw, "cpu_policy", str), at.key("cpu_policy")),
+        thread_policy=_enum(ThreadPolicy, at.get(raw, "thread_policy", str), at.key("thread_policy")),
+        page_size_kib=page,
+        gpus=at.count(raw, "gpus", 0),
+    )
+
+
+def _enum(kind: type[CpuPolicy] | type[ThreadPolicy], value: str, at: _At) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        raise at.fail(f"expected one of {', '.join(k.value for k in kind)}, got {value!r}") from None
