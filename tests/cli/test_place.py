@@ -122,3 +122,25 @@ def test_tenant_quota_is_enforced(demo: Cli) -> None:
     assert "quota" in res.stderr.lower()
     row = demo.ok("tenant", "show", "small", "--json").json()
     assert (row["gpus"], row["max_gpus"], row["vms"]) == (1, 1, 1)
+
+
+def test_no_fit_names_the_generated_vm(demo: Cli) -> None:
+    res = demo.process("place", "tenant-a", "--vcpus", "512", "--memory", "8GiB")
+    assert res.exit_code == 5
+    assert "'tenant-a-vm1'" in res.stderr.splitlines()[0]
+
+
+def test_isolate_siblings_are_claimed_in_the_database(demo: Cli) -> None:
+    import sqlite3
+
+    placed = demo.ok(
+        "place", "tenant-a", "--vcpus", "2", "--memory", "4GiB", "--thread-policy", "isolate", "--json"
+    ).json()
+    pins = set(placed["cells"][0]["pcpus"])
+    host = demo.ok("host", "show", "gpu-node-1", "--json").json()
+    siblings = {s for cell in host["cells"] for cpu in cell["cpus"] if cpu["id"] in pins for s in cpu["siblings"]}
+    assert len(siblings) == 4 and pins < siblings
+    con = sqlite3.connect(demo.db)
+    rows = con.execute("SELECT cpu_id FROM cpu_claims WHERE exclusive").fetchall()
+    con.close()
+    assert {r[0] for r in rows} == siblings

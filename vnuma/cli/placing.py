@@ -72,13 +72,13 @@ def place(
         emulator_threads=emulator_threads,
         host=host,
     )
-    result = place_vm(settings(ctx), request, strategy, dry_run=dry_run)
+    request, result = place_vm(settings(ctx), request, strategy, dry_run=dry_run)
     if result.chosen is None and as_json:
         from vnuma.placement.engine import best_reason
 
         output.echo_json(
             {
-                "error": f"no host can take VM {request.name or tenant!r}: {best_reason(result)}",
+                "error": f"no host can take VM {request.name!r}: {best_reason(result)}",
                 "rejections": [{"host": r.host, "reason": r.reason} for r in result.rejections],
             }
         )

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from vnuma.errors import ConflictError, InvalidInputError
+from vnuma.placement.fleet import held_pcpus
 from vnuma.placement.model import CpuPolicy, Isolation, Placement
 from vnuma.topology import DeviceKind, Host, format_cpuset
 
@@ -74,7 +75,7 @@ def check_claim(p: Placement, isolation: Isolation, host: Host, claims: HostClai
         raise ConflictError(
             f"host {host.name!r}: CPU(s) {format_cpuset(reserved)} are reserved", hint=_REPLACE_HINT
         )
-    _check_cpus_free(p, claims)
+    _check_cpus_free(p, host, claims)
     _check_pages(p, host, claims)
     taken = {addr: vm for addr, vm in claims.devices}
     for dev in p.devices:
@@ -121,7 +122,7 @@ def _check_shape(p: Placement, host: Host) -> None:
             raise ConflictError(f"host {host.name!r} has no device {dev.address}", hint=_REPLACE_HINT)
 
 
-def _check_cpus_free(p: Placement, claims: HostClaims) -> None:
+def _check_cpus_free(p: Placement, host: Host, claims: HostClaims) -> None:
     exclusive: dict[int, str] = {}
     any_claim: dict[int, str] = {}
     for cpu, excl, h in claims.cpus:  # ordered by VM name: messages name the first holder
@@ -129,7 +130,7 @@ def _check_cpus_free(p: Placement, claims: HostClaims) -> None:
         if excl:
             exclusive.setdefault(cpu, h.vm)
     # A pinned pCPU must be free of any VM; a floating VM only avoids pinned pCPUs.
-    for wanted, held in ((p.dedicated_pcpus, any_claim), (p.shared_pcpus, exclusive)):
+    for wanted, held in ((held_pcpus(p, host), any_claim), (p.shared_pcpus, exclusive)):
         clash = sorted(cpu for cpu in wanted if cpu in held)
         if clash:
             raise ConflictError(

@@ -19,6 +19,7 @@ from vnuma.inventory import hosts, tenants
 from vnuma.inventory.claims import Holder, HostClaims, check_claim, gpu_count, page_needs
 from vnuma.inventory.guard import cause_of
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, TenantRow, VmRow, VmState
+from vnuma.placement.fleet import held_pcpus
 from vnuma.placement.model import Isolation, Placement
 from vnuma.topology import Host
 
@@ -106,7 +107,7 @@ def claim(session: Session, p: Placement, isolation: Isolation | None) -> None:
     session.add(vm)
     try:
         session.flush()
-        session.add_all(_claim_rows(p, vm.id, host_row.id))
+        session.add_all(_claim_rows(p, host, vm.id, host_row.id))
         session.flush()
     except exc.IntegrityError as err:
         raise ConflictError(
@@ -130,13 +131,13 @@ def _check_quota(session: Session, p: Placement, tenant: TenantRow) -> None:
             )
 
 
-def _claim_rows(p: Placement, vm_id: int, host_id: int) -> list[Any]:
-    rows: list[Any] = [
-        CpuClaim(vm_id=vm_id, host_id=host_id, cpu_id=c, exclusive=True) for c in sorted(p.dedicated_pcpus)
-    ]
+def _claim_rows(p: Placement, host: Host, vm_id: int, host_id: int) -> list[Any]:
+    # Siblings an isolate VM keeps empty are claimed too, so the unique index covers them.
+    held = held_pcpus(p, host)
+    rows: list[Any] = [CpuClaim(vm_id=vm_id, host_id=host_id, cpu_id=c, exclusive=True) for c in sorted(held)]
     rows += [
         CpuClaim(vm_id=vm_id, host_id=host_id, cpu_id=c, exclusive=False)
-        for c in sorted(p.shared_pcpus - p.dedicated_pcpus)
+        for c in sorted(p.shared_pcpus - held)
     ]
     rows += [
         PageClaim(vm_id=vm_id, host_id=host_id, cell_id=cell, page_size_kib=size, count=n)

@@ -68,8 +68,10 @@ def plan_placement(
 
 def place_vm(
     settings: Settings, request: VmRequest, strategy: Strategy, *, dry_run: bool
-) -> PlacementResult:
+) -> tuple[VmRequest, PlacementResult]:
     """Place a VM and, unless ``dry_run``, claim its resources in one transaction.
+
+    Returns the request as completed (VM name, tenant isolation) and the result.
 
     A claim that loses a race (another operator took a pCPU, page or device
     first) is recomputed on the new state, up to ``CLAIM_ATTEMPTS`` times.
@@ -93,10 +95,10 @@ def place_vm(
     for attempt in range(CLAIM_ATTEMPTS):
         request, result = plan_placement(inventory, request, strategy)
         if result.chosen is None or dry_run:
-            return result
+            return request, result
         try:
             inventory.claim(result.chosen)
-            return result
+            return request, result
         except ConflictError:
             if attempt == CLAIM_ATTEMPTS - 1:
                 raise
