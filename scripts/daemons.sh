@@ -8,6 +8,11 @@ start_daemons() {
   if ! mountpoint -q /dev/hugepages; then
     mkdir -p /dev/hugepages && mount -t hugetlbfs hugetlbfs /dev/hugepages
   fi
+  # 1 GiB pages: mounted (none reserved) so the QEMU driver can turn 1G-backed
+  # domains into command lines (domxml-to-native) in the golden tests.
+  if [[ -d /sys/kernel/mm/hugepages/hugepages-1048576kB ]] && ! mountpoint -q /dev/hugepages1G; then
+    mkdir -p /dev/hugepages1G && mount -t hugetlbfs -o pagesize=1G hugetlbfs /dev/hugepages1G
+  fi
   # Without udev, /dev/kvm stays root-only: libvirt then finds KVM "not available"
   # to the qemu user after probing it as root, and re-probes QEMU (~1 min) on
   # every call. Debian's udev rule gives root:kvm 0660; apply the same here.
