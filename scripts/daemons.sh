@@ -33,13 +33,14 @@ start_daemons() {
 
 start_postgres() {
   # A throw-away cluster of our own (trust auth, loopback only), run as the postgres user.
+  # huge_pages=off: its shared memory would otherwise take the 2 MiB pages the guests need.
   local bin
   bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
   rm -rf "$RUN/pg"
   install -d -o postgres -g postgres "$RUN/pg"
   su postgres -s /bin/sh -c "$bin/initdb -D '$RUN/pg/data' -A trust -U postgres" >"$RUN/pg-init.log" 2>&1
   su postgres -s /bin/sh -c "$bin/pg_ctl -D '$RUN/pg/data' -w -l '$RUN/pg/log' \
-      -o \"-p 54329 -k '$RUN/pg' -c listen_addresses=127.0.0.1 -c fsync=off\" start" >/dev/null
+      -o \"-p 54329 -k '$RUN/pg' -c listen_addresses=127.0.0.1 -c fsync=off -c huge_pages=off\" start" >/dev/null
   PG_PID=$(head -n 1 "$RUN/pg/data/postmaster.pid")
   export VNUMA_TEST_PG="postgresql+psycopg://postgres@127.0.0.1:54329/postgres"
   echo "test: postgres up (pid $PG_PID)" >&2
