@@ -137,3 +137,10 @@ def test_a_foreign_database_is_refused_and_left_unchanged(db_path: Path, db_url:
     with pytest.raises(InventoryError, match="is not a vnuma inventory"):
         open_inventory(db_url)
     assert dump(db_path) == before
+
+
+def test_schema_revision_constant_is_the_migrations_head() -> None:
+    from vnuma.inventory.db import head_revision
+    from vnuma.inventory.models import SCHEMA_REVISION
+
+    assert head_revision() == SCHEMA_REVISION

@@ -12,8 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from vnuma.errors import ConflictError, InvalidInputError
-from vnuma.placement.fleet import held_pcpus
-from vnuma.placement.model import CpuPolicy, Isolation, Placement
+from vnuma.placement.model import CpuPolicy, Isolation, Placement, held_pcpus
 from vnuma.topology import DeviceKind, Host, format_cpuset
 
 _REPLACE_HINT = "the host changed since the placement was computed; place the VM again"

@@ -7,10 +7,10 @@ does so here: every public entry point runs inside :func:`guarded`.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from alembic.util import CommandError
 from sqlalchemy import exc
 from sqlalchemy.engine import URL, make_url
 
@@ -61,8 +61,17 @@ def guarded(url: str) -> Iterator[None]:
         raise ConfigError(f"bad database URL {mask_url(url)}: {cause_of(err)}", hint=_URL_HINT) from err
     except exc.SQLAlchemyError as err:
         raise InventoryError(f"inventory {mask_url(url)}: {cause_of(err)}", hint=_hint_for(err)) from err
-    except CommandError as err:
-        raise InventoryError(f"inventory {mask_url(url)}: migration failed: {cause_of(err)}") from err
+    except Exception as err:
+        if _is_migration_error(err):
+            raise InventoryError(f"inventory {mask_url(url)}: migration failed: {cause_of(err)}") from err
+        raise
+
+
+def _is_migration_error(err: Exception) -> bool:
+    # Alembic is imported lazily (it is slow to import); if it is not loaded,
+    # the error cannot be one of its own.
+    module = sys.modules.get("alembic.util.exc")
+    return module is not None and isinstance(err, module.CommandError)
 
 
 def _hint_for(err: exc.SQLAlchemyError) -> str | None:

@@ -36,6 +36,11 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from vnuma.placement.model import Isolation
 
+# The Alembic head these models correspond to. Commands compare the database's
+# alembic_version with it without importing Alembic; tests/inventory checks it
+# equals the head of migrations/versions, so a new revision must bump it.
+SCHEMA_REVISION = "0001"
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",

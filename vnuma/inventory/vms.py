@@ -19,8 +19,7 @@ from vnuma.inventory import hosts, tenants
 from vnuma.inventory.claims import Holder, HostClaims, check_claim, gpu_count, page_needs
 from vnuma.inventory.guard import cause_of
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, TenantRow, VmRow, VmState
-from vnuma.placement.fleet import held_pcpus
-from vnuma.placement.model import Isolation, Placement
+from vnuma.placement.model import Isolation, Placement, held_pcpus
 from vnuma.topology import Host
 
 _LIST_HINT = "see `vnuma vm list`"

@@ -34,18 +34,6 @@ from vnuma.placement.state import CellState, CoreState
 from vnuma.topology import Host
 
 
-def held_pcpus(placement: Placement, host: Host) -> frozenset[int]:
-    """Every pCPU a placement keeps from others: dedicated pins, an isolated
-    emulator pCPU and, under the ``isolate`` thread policy, their siblings."""
-    held = set(placement.dedicated_pcpus)
-    if placement.thread_policy is ThreadPolicy.ISOLATE and held:
-        placeable = host.cpu_ids - host.reserved_cpus
-        siblings = {cpu.id: cpu.siblings for cell in host.cells for cpu in cell.cpus}
-        for p in list(held):
-            held |= siblings.get(p, frozenset()) & placeable
-    return frozenset(held)
-
-
 class _Plan:
     """The per-cell effect of one placement, checked before anything changes."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from vnuma.topology import DeviceKind
+from vnuma.topology import DeviceKind, Host
 
 
 class Isolation(StrEnum):
@@ -200,3 +200,15 @@ class PlacementResult:
     chosen: Placement | None
     rejections: tuple[Rejection, ...] = ()
     scores: tuple[tuple[str, int], ...] = ()
+
+
+def held_pcpus(placement: Placement, host: Host) -> frozenset[int]:
+    """Every pCPU a placement keeps from others: dedicated pins, an isolated
+    emulator pCPU and, under the ``isolate`` thread policy, their siblings."""
+    held = set(placement.dedicated_pcpus)
+    if placement.thread_policy is ThreadPolicy.ISOLATE and held:
+        placeable = host.cpu_ids - host.reserved_cpus
+        siblings = {cpu.id: cpu.siblings for cell in host.cells for cpu in cell.cpus}
+        for p in list(held):
+            held |= siblings.get(p, frozenset()) & placeable
+    return frozenset(held)
