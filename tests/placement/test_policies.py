@@ -7,7 +7,7 @@ import pytest
 from tests.builders import make_host
 from tests.placement.helpers import GIB, check_fleet, request, siblings_of
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet, held_pcpus
+from vnuma.placement.fleet import Fleet
 from vnuma.placement.model import (
     CpuPolicy,
     EmulatorThreads,
@@ -16,6 +16,7 @@ from vnuma.placement.model import (
     PlacementResult,
     ThreadPolicy,
     VmRequest,
+    held_pcpus,
 )
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K, Host
 
