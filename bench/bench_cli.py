@@ -65,7 +65,8 @@ def main() -> None:
         for i in range(runs):
             imports += timed([*VNUMA, "--db", db, "host", "import", f"big-{i}", "--capabilities", str(caps)], 1)
         rows.append(("host import (64 cells, 1024 CPUs)", imports, 0.5))
-        rows.append(("host show --json (64 cells)", timed([*VNUMA, "--db", db, "host", "show", "big-0", "--json"], runs), 0.5))
+        show = [*VNUMA, "--db", db, "host", "show", "big-0", "--json"]
+        rows.append(("host show --json (64 cells)", timed(show, runs), 0.5))
     print(f"{'command':40} {'best s':>8} {'median s':>9} {'target s':>9}")
     for name, times, target in rows:
         print(f"{name:40} {min(times):8.3f} {statistics.median(times):9.3f} {target:9.1f}")

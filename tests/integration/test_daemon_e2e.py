@@ -55,7 +55,7 @@ def test_placed_guest_runs_where_vnuma_put_it(e2e: Cli) -> None:
     node = host["cells"][0]["id"]
     free_before = _free_2m_pages()
     if free_before < 64:
-        pytest.fail(f"need 64 free 2 MiB hugepages for the guest, the host has {free_before} (scripts/test reserves 128)")
+        pytest.fail(f"need 64 free 2 MiB hugepages, the host has {free_before} (scripts/test reserves 128)")
     placed = e2e.ok(
         "place", "e2e", "--vcpus", "2", "--memory", "128MiB", "--page-size", "2M", "--name", name, "--json"
     ).json()

@@ -12,6 +12,7 @@ cells are checked against the un-rewritten XML instead.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -58,7 +59,7 @@ def _argv(xml_path: Path) -> list[str]:
 def _numa_nodes(argv: list[str]) -> dict[int, tuple[str, str]]:
     """guest node id -> (cpus as a cpuset string, memdev id)."""
     nodes = {}
-    for flag, value in zip(argv, argv[1:], strict=False):
+    for flag, value in itertools.pairwise(argv):
         if flag == "-numa" and value.startswith("node,"):
             fields = [kv.split("=", 1) for kv in value.split(",")[1:]]
             cpus = ",".join(v for k, v in fields if k == "cpus")
@@ -69,7 +70,7 @@ def _numa_nodes(argv: list[str]) -> dict[int, tuple[str, str]]:
 
 def _backends(argv: list[str]) -> dict[str, dict[str, object]]:
     out = {}
-    for flag, value in zip(argv, argv[1:], strict=False):
+    for flag, value in itertools.pairwise(argv):
         if flag == "-object" and value.startswith("{"):
             obj = json.loads(value)
             if str(obj.get("qom-type", "")).startswith("memory-backend"):

@@ -128,7 +128,7 @@ REJECTIONS = [
     ("gpu-reserve", [HOST], request(vcpus=2), Strategy.GPU_FIRST, "gpu-reserve", "gpu-first keeps"),
     (
         "gpu-strand",
-        [HOST],
+        [make_host("h", cells=2, cores_per_cell=8, smt=2, memory_gib=64, gpus_per_cell=2)],
         request(vcpus=32, gpus=1, numa_nodes=2, page_size_kib=PAGE_2M),
         Strategy.GPU_FIRST,
         "gpu-strand",
@@ -256,6 +256,15 @@ def test_under_gpu_first_a_refusal_is_forgotten_once_gpus_are_taken() -> None:
     assert gpu_vm.chosen is not None
     fleet.add(gpu_vm.chosen)
     assert place(small, fleet, Strategy.GPU_FIRST, explain=False).chosen is not None
+
+
+@pytest.mark.parametrize("explain", [True, False], ids=["explain", "fast"])
+def test_gpu_first_never_holds_back_a_cells_only_gpu(explain: bool) -> None:
+    # One GPU per cell (NPS4-style): a 2-cell VM with 1 GPU must fill a cell whose GPU it
+    # does not take; that GPU is not counted as stranded, so the VM is placed.
+    req = request(vcpus=32, gpus=1, numa_nodes=2, page_size_kib=PAGE_2M)
+    result = place(req, Fleet([HOST]), Strategy.GPU_FIRST, explain=explain)
+    assert result.chosen is not None and len(result.chosen.devices) == 1
 
 
 def test_under_gpu_first_more_gpus_can_fit_where_fewer_strand() -> None:

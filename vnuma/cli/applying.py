@@ -12,7 +12,10 @@ from vnuma.cli.placing import vm_app
 
 TemplateOpt = Annotated[
     Path | None,
-    typer.Option("--template", help="Operator template; may {% extends \"domain.xml.j2\" %} [env VNUMA_TEMPLATES: a directory]."),
+    typer.Option(
+        "--template",
+        help="Operator template; may {% extends \"domain.xml.j2\" %} [env VNUMA_TEMPLATES: a directory].",
+    ),
 ]
 DomainTypeOpt = Annotated[str, typer.Option("--domain-type", help="kvm, or qemu for software emulation (TCG).")]
 MemnodeOpt = Annotated[

@@ -98,7 +98,8 @@ def _print_explain(result: PlacementResult) -> None:
     if result.scores:
         output.echo_table("scores", ["HOST", "SCORE"], result.scores)
     if result.rejections:
-        output.echo_table("rejections", ["HOST", "CHECK", "REASON"], [(r.host, r.check, r.reason) for r in result.rejections])
+        rows = [(r.host, r.check, r.reason) for r in result.rejections]
+        output.echo_table("rejections", ["HOST", "CHECK", "REASON"], rows)
 
 
 def print_placement(p: Placement, title: str, state: str | None = None) -> None:

@@ -93,10 +93,7 @@ def _assignment_from_dict(value: object, parent: At, i: int) -> CellAssignment:
     at = parent.index(i)
     d = as_mapping(value, at)
     kib = get_key(d, "memory_kib", at, None)
-    if kib is None:
-        memory_kib = take(d, "memory_mib", at, as_int) * KIB_PER_MIB
-    else:
-        memory_kib = as_int(kib, at.key("memory_kib"))
+    memory_kib = take(d, "memory_mib", at, as_int) * KIB_PER_MIB if kib is None else as_int(kib, at.key("memory_kib"))
     return CellAssignment(
         guest_cell=take(d, "guest_cell", at, as_int),
         host_cell=take(d, "host_cell", at, as_int),

@@ -8,7 +8,7 @@ without libvirt-python installed. Every ``libvirtError`` becomes a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 from vnuma.errors import HypervisorError, InvalidInputError
@@ -142,7 +142,5 @@ class LibvirtHypervisor:
 
     def close(self) -> None:
         """Close the connection (errors on close are ignored: nothing to undo)."""
-        try:
+        with suppress(self._lv.libvirtError):
             self._conn.close()
-        except self._lv.libvirtError:
-            pass

@@ -80,6 +80,8 @@ class FleetArrays:
         self.threads_free = self.cells[5 + len(SIZES)]
         self.share_threads = np.zeros((cols, hosts), dtype=np.int64)
         self.share_pages = np.zeros((len(SIZES), cols, hosts), dtype=np.int64)
+        self.multi_gpu = np.zeros((cols, hosts), dtype=bool)
+        """Cells with two or more GPUs: the only ones whose free GPUs can be stranded (:mod:`.gpus`)."""
         self.threads_total = np.zeros(hosts, dtype=np.int64)
         self.threads_used = np.zeros(hosts, dtype=np.int64)
         self.mem_total = np.zeros(hosts, dtype=np.int64)
@@ -112,6 +114,7 @@ class FleetArrays:
         for cell in hs.cells:
             if cell.gpus:
                 self.share_threads[cell.col, h] = cell.threads_total // len(cell.gpus)
+                self.multi_gpu[cell.col, h] = len(cell.gpus) >= 2
                 for size, i in SIZE_INDEX.items():
                     self.share_pages[i, cell.col, h] = cell.pages_total.get(size, 0) // len(cell.gpus)
             self.sync_cell(hs, cell)

@@ -9,7 +9,11 @@ what a free GPU needs left beside it to stay usable.
 at risk once the VM's pCPUs are taken there (ties: lower guest cell), so
 GPUs are used where they would otherwise be stranded. Under ``gpu-first`` a
 GPU VM may not leave a cell with fewer free pCPUs than its remaining free
-GPUs keep (:func:`strands_gpus`).
+GPUs keep (:func:`strands_gpus`). Only cells with two or more GPUs are held
+to that: on hosts with one GPU per cell (AMD NPS4-style), a multi-cell VM
+asking fewer GPUs than cells always fills some GPU cell without taking its
+GPU, and refusing it would give up a GPU used now to guard one that no
+later VM may come for.
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ def strands_gpus(hs: HostState, cells: tuple[int, ...], want: int, taken: list[i
     take = split_gpus(hs, cells, want, taken)
     left = _left(hs, cells, taken)
     for i, c in enumerate(cells):
+        if len(hs.cell_by_id[c].gpus) < 2:
+            continue  # a cell's only GPU is never held back (see the module docstring)
         remaining = len(hs.cell_by_id[c].gpus_free) - take[i]
         if remaining > _usable(hs, c, left[i]):
             return True

@@ -83,7 +83,7 @@ def _strand_need(arrays: FleetArrays, req: VmRequest, n: int) -> IntArray:
     if not keep:
         return np.zeros_like(arrays.gpus)
     usable = (left * keep.denominator) // np.maximum(arrays.share_threads * keep.numerator, 1)
-    need: IntArray = np.where(arrays.share_threads > 0, np.maximum(arrays.gpus - usable, 0), 0)
+    need: IntArray = np.where(arrays.multi_gpu, np.maximum(arrays.gpus - usable, 0), 0)
     return need
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import re
+import time
 from dataclasses import replace
 
 from vnuma.errors import ConflictError, InvalidInputError, NoPlacementError, NotFoundError
@@ -14,7 +16,9 @@ from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, 
 from vnuma.placement.quota import check_quota
 from vnuma.services import Settings
 
-CLAIM_ATTEMPTS = 3
+CLAIM_ATTEMPTS = 5
+RETRY_PAUSE_S = 0.02
+_BUSY_HINT = "other commands are claiming on the same hosts right now; run the command again"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}$")
 
 
@@ -26,7 +30,8 @@ def check_vm_name(name: str, what: str = "VM") -> None:
     """
     if not _NAME.match(name):
         raise InvalidInputError(
-            f"bad {what} name {name!r}: 1-63 characters from A-Z a-z 0-9 _ . + -, starting with a letter or digit"
+            f"bad {what} name {name!r}: 1-63 characters from A-Z a-z 0-9 _ . + -, "
+            "starting with a letter or digit"
         )
 
 
@@ -78,20 +83,28 @@ def place_vm(
 
     Raises:
         NotFoundError: unknown tenant or host.
-        ConflictError: the VM name is taken, or the inventory stayed busy.
+        ConflictError: the VM name is taken, or every attempt lost its claim
+            ("inventory busy").
         NoPlacementError: nothing fits; carries every host's rejection.
     """
-    inventory = open_inventory(settings.db_url)
-    try:
-        inventory.get_tenant(request.tenant)
-    except NotFoundError as err:
-        raise NotFoundError(
-            f"unknown tenant {request.tenant!r}", hint=f"vnuma tenant create {request.tenant}"
-        ) from err
-    if not request.name:
-        request = replace(request, name=_unique_vm_name(inventory, request.tenant))
-    check_vm_name(request.name)
-    _ensure_vm_absent(inventory, request.name)
+    with open_inventory(settings.db_url) as inventory:
+        try:
+            inventory.get_tenant(request.tenant)
+        except NotFoundError as err:
+            raise NotFoundError(
+                f"unknown tenant {request.tenant!r}", hint=f"vnuma tenant create {request.tenant}"
+            ) from err
+        if not request.name:
+            request = replace(request, name=_unique_vm_name(inventory, request.tenant))
+        check_vm_name(request.name)
+        _ensure_vm_absent(inventory, request.name)
+        return _plan_and_claim(inventory, request, strategy, dry_run=dry_run)
+
+
+def _plan_and_claim(
+    inventory: Inventory, request: VmRequest, strategy: Strategy, *, dry_run: bool
+) -> tuple[VmRequest, PlacementResult]:
+    last = ""
     for attempt in range(CLAIM_ATTEMPTS):
         request, result = plan_placement(inventory, request, strategy)
         if result.chosen is None or dry_run:
@@ -99,10 +112,18 @@ def place_vm(
         try:
             inventory.claim(result.chosen)
             return request, result
-        except ConflictError:
-            if attempt == CLAIM_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
+        except ConflictError as err:
+            # A racing command that took the VM's name is not worth a retry.
+            _ensure_vm_absent(inventory, request.name)
+            last = str(err)
+        if attempt + 1 < CLAIM_ATTEMPTS:
+            # Jitter, so that commands that lost the same race do not collide again in lockstep.
+            time.sleep(random.uniform(0, RETRY_PAUSE_S * (attempt + 1)))
+    raise ConflictError(
+        f"inventory busy: VM {request.name!r} lost its claim to other commands {CLAIM_ATTEMPTS} times "
+        f"(last: {last})",
+        hint=_BUSY_HINT,
+    )
 
 
 def require_chosen(request: VmRequest, result: PlacementResult) -> Placement:

@@ -1,0 +1,104 @@
+"""Fleet scale: `vnuma place` as a whole process on SQLite inventories of 1,000 and 10,000 hosts.
+
+Every host has 4 cells x 16 cores x 2 threads (128 pCPUs), 2 GPUs per cell (8)
+and the builders' page pools; all hosts share one shape (the stored topology
+text is identical, as for one hardware model). One host is added through the
+inventory, the others are copies of its row inserted in one transaction, and
+a VM is claimed on every 10th host so the engine sees a partly used fleet.
+Each timed run is a fresh ``python -m vnuma.cli --db FILE place ...`` process
+that claims a VM (8 vCPUs, 32 GiB in 1 GiB pages, 1 GPU). Prints a table:
+median and best of --runs, next to the issue's targets, plus the same
+process running only ``--help`` (interpreter + CLI import) for scale.
+
+    .venv/bin/python bench/bench_fleet.py [--hosts 1000 10000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.builders import make_host
+from vnuma.inventory import open_inventory
+from vnuma.placement.model import CellAssignment, Isolation, Placement, Tenant
+from vnuma.topology import PAGE_1G
+
+TARGETS_S = {1000: 0.5, 10000: 2.0}
+VNUMA = [sys.executable, "-m", "vnuma.cli"]
+
+
+def build(path: Path, hosts: int) -> float:
+    """A fleet of ``hosts`` identical hosts with a VM on every 10th; seconds taken."""
+    start = time.perf_counter()
+    url = f"sqlite:///{path}"
+    with open_inventory(url) as inv:
+        inv.add_host(make_host("host-00000", cells=4, cores_per_cell=16, smt=2, gpus_per_cell=2,
+                               memory_gib=256, hugepages_1g_gib=192, hugepages_2m_gib=16))
+        inv.add_tenant(Tenant("acme", Isolation.CORE))
+    conn = sqlite3.connect(path)
+    try:
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(hosts)") if r[1] not in ("id", "name")]
+        row = conn.execute(f"SELECT {', '.join(cols)} FROM hosts WHERE name = 'host-00000'").fetchone()
+        with conn:
+            conn.executemany(
+                f"INSERT INTO hosts (name, {', '.join(cols)}) VALUES (?{', ?' * len(cols)})",
+                ((f"host-{i:05d}", *row) for i in range(1, hosts)),
+            )
+    finally:
+        conn.close()
+    with open_inventory(url) as inv:
+        for i in range(0, hosts, 10):
+            cell = CellAssignment(0, 0, (0, 1, 2, 3), (0, 1, 2, 3), 4 * PAGE_1G, PAGE_1G)
+            inv.claim(Placement(f"base-{i:05d}", "acme", f"host-{i:05d}", (cell,)))
+    return time.perf_counter() - start
+
+
+def timed(args: list[str], runs: int) -> list[float]:
+    """Wall seconds of ``runs`` runs of a process (each must exit 0)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(args, check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=fmt)
+    parser.add_argument("--hosts", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    baseline = _stats(timed([*VNUMA, "--help"], args.runs))
+    rows = [["vnuma --help", "-", "-", *(f"{x:.3f}" for x in baseline), "-"]]
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.hosts:
+            path = Path(tmp) / f"fleet-{n}.db"
+            built = build(path, n)
+            counter = iter(range(10**6))
+            times = [
+                timed([*VNUMA, "--db", str(path), "place", "acme", "--name", f"bench-{next(counter)}",
+                       "--vcpus", "8", "--memory", "32GiB", "--page-size", "1G", "--gpus", "1"], 1)[0]
+                for _ in range(args.runs)
+            ]
+            target = TARGETS_S.get(n)
+            rows.append([f"place, {n:,} hosts", f"{built:.1f}", f"{path.stat().st_size / 2**20:.1f}",
+                         *(f"{x:.3f}" for x in _stats(times)), f"{target}" if target else "-"])
+    head = ["command", "build s", "db MiB", "median s", "best s", "target s"]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+    for row in [head, *rows]:
+        print("  ".join(str(x).rjust(w) for x, w in zip(row, widths, strict=True)))
+
+
+def _stats(times: list[float]) -> tuple[float, float]:
+    return statistics.median(times), min(times)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""An independent audit of an inventory: claims vs placements vs host capacity.
+
+Reads the tables with plain SQLAlchemy Core (not the repository under test)
+and recomputes every host's use from the recorded placements. Returns a
+list of problems, empty when the inventory is consistent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import create_engine, select
+
+from vnuma.codec import host_from_dict, placement_from_dict
+from vnuma.inventory.claims import page_needs
+from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
+from vnuma.placement.model import Placement, held_pcpus
+from vnuma.topology import Host, parse_cpuset
+
+
+def _rows(url: str) -> dict[str, list[Any]]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {
+                "hosts": list(conn.execute(
+                    select(HostRow.id, HostRow.name, HostRow.topology, HostRow.reserved_cpuset)
+                ).all()),
+                "vms": list(conn.execute(select(VmRow.id, VmRow.name, VmRow.host_id, VmRow.placement)).all()),
+                "cpus": list(conn.execute(
+                    select(CpuClaim.vm_id, CpuClaim.host_id, CpuClaim.cpu_id, CpuClaim.exclusive)
+                ).all()),
+                "pages": list(conn.execute(
+                    select(
+                        PageClaim.vm_id, PageClaim.host_id, PageClaim.cell_id,
+                        PageClaim.page_size_kib, PageClaim.count,
+                    )
+                ).all()),
+                "devices": list(conn.execute(
+                    select(DeviceClaim.vm_id, DeviceClaim.host_id, DeviceClaim.address)
+                ).all()),
+            }
+    finally:
+        engine.dispose()
+
+
+def _host(name: str, topology: str, reserved: str) -> Host:
+    doc = json.loads(topology)
+    base = host_from_dict({**doc, "name": name})
+    return replace(base, reserved_cpus=parse_cpuset(reserved))
+
+
+def _expected_claims(p: Placement, host: Host) -> tuple[set[Any], set[Any], set[Any]]:
+    held = held_pcpus(p, host)
+    cpus = {(c, True) for c in held} | {(c, False) for c in p.shared_pcpus - held}
+    pages = {(cell, size, n) for (cell, size), n in page_needs(p).items()}
+    return cpus, pages, {d.address for d in p.devices}
+
+
+def _check_claims_match(data: dict[str, list[Any]], hosts: dict[int, Host], problems: list[str]) -> None:
+    """Every VM holds exactly the claim rows its placement implies; no claim without a VM."""
+    cpus: dict[int, set[Any]] = defaultdict(set)
+    pages: dict[int, set[Any]] = defaultdict(set)
+    devices: dict[int, set[Any]] = defaultdict(set)
+    claim_hosts: dict[int, set[int]] = defaultdict(set)
+    for vm_id, host_id, cpu, excl in data["cpus"]:
+        cpus[vm_id].add((cpu, bool(excl)))
+        claim_hosts[vm_id].add(host_id)
+    for vm_id, host_id, cell, size, n in data["pages"]:
+        pages[vm_id].add((cell, size, int(n)))
+        claim_hosts[vm_id].add(host_id)
+    for vm_id, host_id, address in data["devices"]:
+        devices[vm_id].add(address)
+        claim_hosts[vm_id].add(host_id)
+    vm_ids = {row[0] for row in data["vms"]}
+    for orphan in sorted(set(claim_hosts) - vm_ids):
+        problems.append(f"claims of vm_id {orphan} without a VM row")
+    for vm_id, name, host_id, doc in data["vms"]:
+        p = placement_from_dict(json.loads(doc))
+        host = hosts[host_id]
+        if p.vm != name or p.host != host.name:
+            problems.append(f"VM {name}: row says host {host.name}, placement says {p.vm} on {p.host}")
+        want = _expected_claims(p, host)
+        got = (cpus[vm_id], pages[vm_id], devices[vm_id])
+        for what, w, g in zip(("cpu", "page", "device"), want, got, strict=True):
+            if w != g:
+                problems.append(f"VM {name}: {what} claims {sorted(g)} != placement's {sorted(w)}")
+        if claim_hosts[vm_id] - {host_id}:
+            problems.append(f"VM {name}: claims on other hosts {sorted(claim_hosts[vm_id] - {host_id})}")
+
+
+def _check_claim_table(data: dict[str, list[Any]], hosts: dict[int, Host], problems: list[str]) -> None:
+    """From the claim rows alone: nothing exclusive twice, no page pool over capacity."""
+    exclusive = Counter((h, c) for _, h, c, excl in data["cpus"] if excl)
+    shared = {(h, c) for _, h, c, excl in data["cpus"] if not excl}
+    for (h, c), n in sorted(exclusive.items()):
+        if n > 1 or (h, c) in shared:
+            problems.append(f"claims: pCPU {c} of host {hosts[h].name} held exclusively {n}x (+shared)")
+    for (h, a), n in sorted(Counter((h, a) for _, h, a in data["devices"]).items()):
+        if n > 1:
+            problems.append(f"claims: device {a} of host {hosts[h].name} claimed {n}x")
+    used: Counter[tuple[int, int, int]] = Counter()
+    for _, h, cell, size, n in data["pages"]:
+        used[(h, cell, size)] += int(n)
+    for (h, cell, size), n in sorted(used.items()):
+        cap = hosts[h].cell(cell).pages_of(size)
+        if n > cap:
+            problems.append(f"claims: host {hosts[h].name} cell {cell}: {n} pages of {size} KiB > {cap}")
+
+
+def _check_recomputed(data: dict[str, list[Any]], hosts: dict[int, Host], problems: list[str]) -> None:
+    """From the placements alone: every host's use recomputed, nothing twice, nothing over capacity."""
+    by_host: dict[int, list[Placement]] = defaultdict(list)
+    for _, _, host_id, doc in data["vms"]:
+        by_host[host_id].append(placement_from_dict(json.loads(doc)))
+    for host_id, placements in sorted(by_host.items()):
+        host = hosts[host_id]
+        held: dict[int, str] = {}
+        devices: dict[str, str] = {}
+        pages: Counter[tuple[int, int]] = Counter()
+        for p in placements:
+            for cpu in held_pcpus(p, host):
+                if cpu in held:
+                    problems.append(f"host {host.name}: pCPU {cpu} in {held[cpu]} and {p.vm}")
+                held[cpu] = p.vm
+            for d in p.devices:
+                if d.address in devices:
+                    problems.append(f"host {host.name}: device {d.address} in {devices[d.address]}, {p.vm}")
+                devices[d.address] = p.vm
+            pages.update(page_needs(p))
+            stray = (p.dedicated_pcpus | p.shared_pcpus) - (host.cpu_ids - host.reserved_cpus)
+            if stray:
+                problems.append(f"host {host.name}: VM {p.vm} uses missing or reserved pCPUs {sorted(stray)}")
+        for p in placements:
+            clash = p.shared_pcpus & {c for c, vm in held.items() if vm != p.vm}
+            if clash:
+                problems.append(f"host {host.name}: shared VM {p.vm} floats on pinned pCPUs {sorted(clash)}")
+        for (cell, size), n in sorted(pages.items()):
+            if n > host.cell(cell).pages_of(size):
+                problems.append(f"host {host.name}: cell {cell} pages of {size} KiB over capacity ({n})")
+
+
+def inconsistencies(url: str) -> list[str]:
+    """Every disagreement between claims, placements and host capacity in the inventory at ``url``."""
+    data = _rows(url)
+    hosts = {hid: _host(name, topo, reserved) for hid, name, topo, reserved in data["hosts"]}
+    problems: list[str] = []
+    _check_claims_match(data, hosts, problems)
+    _check_claim_table(data, hosts, problems)
+    _check_recomputed(data, hosts, problems)
+    return problems

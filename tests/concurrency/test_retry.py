@@ -1,0 +1,90 @@
+"""``place_vm``'s bounded retry of a lost claim, driven deterministically in one process.
+
+A claim that loses (ConflictError from the claiming transaction) is planned
+again on the new state; after ``CLAIM_ATTEMPTS`` losses the command ends in
+one "inventory busy" ConflictError, and a VM name taken by a racer is
+reported as such instead of being retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.concurrency.racing import make_fleet
+from vnuma.errors import ConflictError
+from vnuma.inventory import open_inventory
+from vnuma.inventory.repo import Inventory
+from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
+from vnuma.services import Settings, placing
+from vnuma.topology import KIB_PER_GIB, PAGE_1G
+
+REQUEST = VmRequest("vm1", "acme", vcpus=2, memory_kib=2 * KIB_PER_GIB, page_size_kib=PAGE_1G)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    url = f"sqlite:///{tmp_path}/inventory.db"
+    make_fleet(url, hosts=2)
+    return Settings(db_url=url)
+
+
+Claim = Callable[[Inventory, Placement, Isolation | None], None]
+REAL_CLAIM: Claim = Inventory.claim
+
+
+def _losing(times: int, calls: list[Placement], racer: Callable[[Inventory], None] | None = None) -> Claim:
+    """Inventory.claim that loses its first ``times`` calls (after running ``racer``)."""
+
+    def claim(self: Inventory, p: Placement, isolation: Isolation | None = None) -> None:
+        calls.append(p)
+        if len(calls) <= times:
+            if racer is not None:
+                racer(self)
+            raise ConflictError(f"host {p.host!r}: pCPU(s) taken by a racer")
+        REAL_CLAIM(self, p, isolation)
+
+    return claim
+
+
+@pytest.mark.parametrize("losses", [1, placing.CLAIM_ATTEMPTS - 1], ids=["once", "all-but-last"])
+def test_a_lost_claim_is_planned_again_and_recorded(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, losses: int
+) -> None:
+    calls: list[Placement] = []
+    monkeypatch.setattr(Inventory, "claim", _losing(losses, calls))
+    monkeypatch.setattr(placing, "RETRY_PAUSE_S", 0.0)
+    _request, result = placing.place_vm(settings, REQUEST, Strategy.PACK, dry_run=False)
+    assert len(calls) == losses + 1
+    with open_inventory(settings.db_url) as inv:
+        assert inv.get_vm("vm1")[0] == result.chosen
+
+
+def test_a_claim_that_keeps_losing_ends_in_inventory_busy(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[Placement] = []
+    monkeypatch.setattr(Inventory, "claim", _losing(10**6, calls))
+    monkeypatch.setattr(placing, "RETRY_PAUSE_S", 0.0)
+    busy = rf"^inventory busy: VM 'vm1' lost its claim .* {placing.CLAIM_ATTEMPTS} times"
+    with pytest.raises(ConflictError, match=busy) as err:
+        placing.place_vm(settings, REQUEST, Strategy.PACK, dry_run=False)
+    assert err.value.hint is not None and "run the command again" in err.value.hint
+    assert len(calls) == placing.CLAIM_ATTEMPTS
+    with open_inventory(settings.db_url) as inv:
+        assert inv.list_vms() == []
+
+
+def test_a_name_taken_by_a_racer_is_not_retried(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    def racer(inv: Inventory) -> None:
+        other = placing.plan_placement(inv, REQUEST, Strategy.PACK)[1].chosen
+        assert other is not None
+        REAL_CLAIM(inv, other, None)
+
+    calls: list[Placement] = []
+    monkeypatch.setattr(Inventory, "claim", _losing(1, calls, racer))
+    with pytest.raises(ConflictError, match=r"^VM 'vm1' already exists"):
+        placing.place_vm(settings, REQUEST, Strategy.PACK, dry_run=False)
+    assert len(calls) == 1
