@@ -30,7 +30,9 @@ class _Group(TyperGroup):
             message = " ".join(str(err).split("\n"))
             typer.echo(f"error: {message}" + (f"\nhint: {err.hint}" if err.hint else ""), err=True)
             raise typer.Exit(err.exit_code) from err
-        except (typer.Exit, typer.Abort, SystemExit):
+        except (typer.Exit, typer.Abort, typer.TyperException, SystemExit):
+            # Usage errors (a badly typed option) surface while a sub-command
+            # parses: Click prints them and exits 2.
             raise
         except KeyboardInterrupt:
             typer.echo("error: interrupted", err=True)
@@ -78,7 +80,7 @@ def settings(ctx: typer.Context) -> Any:
 
 
 def _register() -> None:
-    from vnuma.cli import applying, db, hosts, placing, simulating, tenants
+    from vnuma.cli import applying, db, hosts, placing, rebalancing, simulating, stats, tenants
 
     app.add_typer(hosts.app, name="host", help="Inventory of hosts: discover, import, show, reserve.")
     app.add_typer(tenants.app, name="tenant", help="Tenants: isolation level and quotas.")
@@ -87,6 +89,8 @@ def _register() -> None:
     app.command("simulate")(simulating.simulate)
     app.command("render")(applying.render)
     app.command("apply")(applying.apply)
+    app.command("stats")(stats.stats)
+    app.command("rebalance")(rebalancing.rebalance)
     app.add_typer(db.app, name="db", help="Inventory database: status and upgrade.")
 
 

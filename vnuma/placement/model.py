@@ -57,6 +57,13 @@ class EmulatorThreads(StrEnum):
     ISOLATE = "isolate"
 
 
+class Objective(StrEnum):
+    """What a rebalance plan improves: locality of split VMs, or room for a VM shape."""
+
+    LOCALITY = "locality"
+    ROOM = "room"
+
+
 class Strategy(StrEnum):
     """``pack``: fill partly used hosts and cells first; ``gpu-first``: keep
     GPU cells' CPUs and memory for GPU VMs so GPUs are not stranded."""

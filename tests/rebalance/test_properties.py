@@ -1,0 +1,112 @@
+"""Planner invariants on random fragmented fleets: valid replay, objective never worse, move limit."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.builders import make_host
+from tests.placement.helpers import check_fleet, request
+from vnuma.placement.engine import place
+from vnuma.placement.fleet import Fleet
+from vnuma.placement.model import GpuAffinity, Isolation, Placement, VmRequest
+from vnuma.placement.rebalance import FleetState, Objective, Plan, plan_moves
+from vnuma.topology import Host
+
+TENANTS = {"t1": Isolation.CORE, "t2": Isolation.NONE, "t3": Isolation.CELL}
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> FleetState:
+    hosts = [
+        make_host(
+            f"h{i}",
+            cells=draw(st.integers(2, 4)),
+            cores_per_cell=draw(st.integers(2, 4)),
+            smt=draw(st.sampled_from([1, 2])),
+            gpus_per_cell=draw(st.integers(0, 2)),
+            memory_gib=8,
+            hugepages_2m_gib=2,
+            hugepages_1g_gib=4,
+        )
+        for i in range(draw(st.integers(1, 2)))
+    ]
+    fleet = Fleet(hosts, (), TENANTS)
+    for i in range(draw(st.integers(2, 10))):
+        tenant = draw(st.sampled_from(sorted(TENANTS)))
+        req = request(
+            f"vm{i}",
+            tenant,
+            vcpus=draw(st.sampled_from([1, 2, 4])),
+            memory_gib=draw(st.integers(1, 3)),
+            gpus=draw(st.integers(0, min(2, fleet.gpus_total))),
+            numa_nodes=draw(st.sampled_from([None, 1, 2])),
+            gpu_affinity=draw(st.sampled_from([GpuAffinity.REQUIRED, GpuAffinity.PREFERRED])),
+            isolation=TENANTS[tenant],
+        )
+        if req.vcpus and req.numa_nodes and req.vcpus % req.numa_nodes:
+            continue
+        chosen = place(req, fleet).chosen
+        if chosen is not None:
+            fleet.add(chosen, TENANTS[tenant])
+    for p in fleet.placements():
+        if draw(st.booleans()):
+            fleet.remove(p.vm)
+    return FleetState(tuple(hosts), fleet.placements(), TENANTS)
+
+
+def _replay(state: FleetState, plan: Plan) -> list[Placement]:
+    fleet = Fleet(state.hosts, state.placements, state.isolation)
+    for move in plan.moves:
+        old = fleet.remove(move.vm)
+        assert (old.host, old.host_cells) == (move.from_host, move.from_cells)
+        fleet.add(move.placement, state.isolation[move.placement.tenant])  # raises if not free at this step
+        check_fleet(list(state.hosts), list(fleet.placements()), state.isolation)
+    return list(fleet.placements())
+
+
+def _hosts(state: FleetState) -> list[Host]:
+    return list(state.hosts)
+
+
+@settings(max_examples=40)
+@given(state=fleets(), max_moves=st.integers(0, 3))
+def test_locality_plan_replays_validly_and_never_gets_worse(state: FleetState, max_moves: int) -> None:
+    plan = plan_moves(state, Objective.LOCALITY, max_moves)
+    assert len(plan.moves) <= max_moves
+    assert plan.after <= plan.before
+    after = _replay(state, plan)
+    again = plan_moves(FleetState(state.hosts, tuple(after), state.isolation), Objective.LOCALITY, 0)
+    assert again.before == plan.after
+    assert {p.vm for p in after} == {p.vm for p in state.placements}
+
+
+@settings(max_examples=60)
+@given(state=fleets(), max_moves=st.integers(0, 2), whole=st.booleans(), gpus=st.integers(0, 2))
+def test_room_plan_replays_validly_and_makes_room_when_it_says_so(
+    state: FleetState, max_moves: int, whole: bool, gpus: int
+) -> None:
+    total_gpus = sum(len(h.devices) for h in state.hosts)
+    # A whole cell's worth of vCPUs on one cell is what fragmentation most often refuses.
+    vcpus = len(state.hosts[0].cells[0].cpus) if whole else 2
+    want: VmRequest = replace(
+        request(
+            "want",
+            "t1",
+            vcpus=vcpus,
+            memory_gib=2,
+            gpus=min(gpus, total_gpus),
+            numa_nodes=1 if whole else None,
+        ),
+        isolation=Isolation.CORE,
+    )
+    plan = plan_moves(state, Objective.ROOM, max_moves, want)
+    assert len(plan.moves) <= max_moves and plan.after <= plan.before
+    after = _replay(state, plan)
+    fits = place(want, Fleet(_hosts(state), after, state.isolation)).chosen is not None
+    assert fits == (plan.after == 0)
+    if plan.moves:
+        fits_before = place(want, Fleet(_hosts(state), state.placements, state.isolation)).chosen is not None
+        assert not fits_before

@@ -1,0 +1,101 @@
+"""Planner scenarios: a fragmented GPU host, split VMs consolidated, trivial and impossible cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.builders import make_host
+from tests.placement.helpers import GIB, check_fleet, request
+from vnuma.errors import InvalidInputError
+from vnuma.placement.engine import place
+from vnuma.placement.fleet import Fleet
+from vnuma.placement.model import CellAssignment, DeviceAssignment, Isolation, Placement
+from vnuma.placement.rebalance import FleetState, Objective, plan_moves
+from vnuma.topology import PAGE_1G, DeviceKind, Host
+
+
+def _vm(host: Host, name: str, cell: int, cpus: tuple[int, ...], gpus: tuple[str, ...] = ()) -> Placement:
+    devices = tuple(DeviceAssignment(a, DeviceKind.GPU, 0, cell) for a in gpus)
+    ca = CellAssignment(0, cell, tuple(range(len(cpus))), cpus, GIB, PAGE_1G)
+    return Placement(name, "t1", host.name, (ca,), devices=devices)
+
+
+def _gpus(host: Host, cell: int) -> tuple[str, ...]:
+    return tuple(d.address for d in host.devices if d.numa_node == cell)
+
+
+def _fragmented() -> tuple[Host, list[Placement]]:
+    """4 cells x 4 cores, 2 GPUs per cell. Cells 1-3: a 3-vCPU VM holds both GPUs (1 pCPU free).
+    Cell 0: both GPUs free but two 1-vCPU VMs leave only 2 pCPUs, too few for a GPU VM to move in."""
+    host = make_host("frag", cells=4, cores_per_cell=4, smt=1, gpus_per_cell=2)
+    vms = [_vm(host, f"gpu{c}", c, (c * 4, c * 4 + 1, c * 4 + 2), _gpus(host, c)) for c in (1, 2, 3)]
+    vms += [_vm(host, "small-a", 0, (0,)), _vm(host, "small-b", 0, (1,))]
+    return host, vms
+
+
+def _replay(hosts: list[Host], placements: list[Placement], plan_moves_: tuple) -> list[Placement]:  # type: ignore[type-arg]
+    fleet = Fleet(hosts, placements, {"t1": Isolation.CORE})
+    for move in plan_moves_:
+        fleet.remove(move.vm)
+        fleet.add(move.placement, Isolation.CORE)
+    return list(fleet.placements())
+
+
+def test_two_gpu_vm_fits_after_two_repins() -> None:
+    host, vms = _fragmented()
+    want = request("big", vcpus=4, memory_gib=4, gpus=2, numa_nodes=1)
+    assert place(want, Fleet([host], vms)).chosen is None
+    plan = plan_moves(FleetState((host,), tuple(vms), {"t1": Isolation.CORE}), Objective.ROOM, 3, want)
+    assert (plan.before, plan.after, plan.optimal) == (1, 0, True)
+    assert sorted(m.vm for m in plan.moves) == ["small-a", "small-b"]
+    assert all(m.from_cells == (0,) and m.to_cells != (0,) and m.cost_kib == GIB for m in plan.moves)
+    after = _replay([host], vms, plan.moves)
+    check_fleet([host], after, {"t1": Isolation.CORE})
+    assert place(want, Fleet([host], after)).chosen is not None
+
+
+def test_one_move_is_not_enough_so_the_limit_of_one_finds_nothing() -> None:
+    host, vms = _fragmented()
+    want = request("big", vcpus=4, memory_gib=4, gpus=2, numa_nodes=1)
+    plan = plan_moves(FleetState((host,), tuple(vms), {}), Objective.ROOM, 1, want)
+    assert (plan.moves, plan.after, plan.optimal) == ((), 1, True)
+
+
+def test_room_that_already_exists_needs_no_moves() -> None:
+    host, vms = _fragmented()
+    plan = plan_moves(
+        FleetState((host,), tuple(vms), {}), Objective.ROOM, 3, request("s", vcpus=1, memory_gib=1)
+    )
+    assert (plan.moves, plan.before, plan.after) == ((), 0, 0)
+
+
+def test_split_vm_is_consolidated_onto_one_cell() -> None:
+    host = make_host("h", cells=2, cores_per_cell=4, smt=1)
+    fleet = Fleet([host])
+    filler = place(request("filler", vcpus=2, memory_gib=1, numa_nodes=1), fleet).chosen
+    assert filler is not None
+    fleet.add(filler)
+    split = place(request("split", vcpus=4, memory_gib=2, numa_nodes=2), fleet).chosen
+    assert split is not None and len(split.cells) == 2
+    state = FleetState((host,), (filler, split), {})
+    plan = plan_moves(state, Objective.LOCALITY, 2)
+    assert (plan.before, plan.after, plan.optimal) == (1, 0, True)
+    (move,) = plan.moves
+    assert move.vm == "split" and len(move.to_cells) == 1 and move.cost_kib == GIB
+    check_fleet([host], _replay([host], [filler, split], plan.moves), {})
+
+
+def test_room_without_a_shape_is_refused() -> None:
+    host, vms = _fragmented()
+    with pytest.raises(InvalidInputError):
+        plan_moves(FleetState((host,), tuple(vms), {}), Objective.ROOM, 2)
+
+
+def test_time_limit_returns_unproven_plan() -> None:
+    host, vms = _fragmented()
+    want = request("big", vcpus=4, memory_gib=4, gpus=2, numa_nodes=1)
+    ticks = iter(range(1000))
+    plan = plan_moves(
+        FleetState((host,), tuple(vms), {}), Objective.ROOM, 3, want, 2.0, clock=lambda: float(next(ticks))
+    )
+    assert plan.optimal is False and plan.moves == () and plan.after == 1

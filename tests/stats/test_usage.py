@@ -1,0 +1,101 @@
+"""Per-cell use, locality and fragmentation, checked against the engine and the placements."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.builders import make_host
+from tests.placement.helpers import GIB, request
+from vnuma.placement.engine import place
+from vnuma.placement.fleet import Fleet
+from vnuma.placement.model import GpuAffinity, Isolation, Placement
+from vnuma.placement.usage import cell_use, host_use, largest_vm, locality
+from vnuma.topology import PAGE_1G
+
+
+def _placed(fleet: Fleet, *reqs: object) -> list[Placement]:
+    out = []
+    for r in reqs:
+        chosen = place(r, fleet).chosen  # type: ignore[arg-type]
+        assert chosen is not None
+        fleet.add(chosen)
+        out.append(chosen)
+    return out
+
+
+def test_cell_use_counts_claims_reservations_and_pages() -> None:
+    host = make_host(cells=2, cores_per_cell=4, smt=2, reserved_cpus=frozenset({0}), gpus_per_cell=1)
+    fleet = Fleet([host])
+    (vm,) = _placed(fleet, request("a", vcpus=4, memory_gib=4, gpus=1, page_size_kib=PAGE_1G))
+    cells = {c.cell: c for c in cell_use(fleet, host.name)}
+    used = cells[vm.host_cells[0]]
+    assert used.pcpus_claimed == 4
+    assert used.pcpus_claimed + used.pcpus_free + used.pcpus_reserved == used.pcpus_total == 8
+    assert {p.size_kib: p.claimed for p in used.pools}[PAGE_1G] == 4
+    assert used.gpus_free == 0 and used.largest_free.gpus == 0
+    other = cells[1 - vm.host_cells[0]]
+    assert other.pcpus_claimed == 0 and other.gpus_free == 1
+    assert sum(c.pcpus_reserved for c in cells.values()) == 1
+
+
+def test_locality_is_full_for_required_gpus_and_drops_for_off_cell_ones() -> None:
+    host = make_host(cells=2, cores_per_cell=4, gpus_per_cell=1)
+    fleet = Fleet([host])
+    _placed(fleet, request("taker", vcpus=8, memory_gib=4, numa_nodes=1))
+    (vm,) = _placed(fleet, request("b", vcpus=2, memory_gib=2, gpus=2, gpu_affinity=GpuAffinity.PREFERRED))
+    loc = locality(vm, host)
+    assert (loc.vcpus_local, loc.memory_local) == (1.0, 1.0)
+    assert loc.devices_local == pytest.approx(0.5)
+    (full,) = _placed(Fleet([host]), request("c", vcpus=2, memory_gib=2, gpus=1))
+    assert locality(full, host).devices_local == 1.0
+    assert locality(full, host).vcpus_local == 1.0
+
+
+def test_locality_counts_vcpus_pinned_outside_their_cell() -> None:
+    host = make_host(cells=2, cores_per_cell=4, smt=1)
+    (vm,) = _placed(Fleet([host]), request("d", vcpus=4, memory_gib=2))
+    other = [c.id for c in host.cell(1 - vm.host_cells[0]).cpus]
+    cell = vm.cells[0]
+    moved = replace(vm, cells=(replace(cell, pcpus=(*cell.pcpus[:2], *other[:2])),))
+    assert locality(moved, host).vcpus_local == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3], ids=["one-cell", "two-cells", "three-cells"])
+def test_fragmentation_is_what_the_engine_places_and_no_more(k: int) -> None:
+    host = make_host(
+        cells=4, cores_per_cell=4, gpus_per_cell=1, memory_gib=16, hugepages_2m_gib=2, hugepages_1g_gib=8
+    )
+    fleet = Fleet([host])
+    _placed(fleet, request("x", vcpus=6, memory_gib=4), request("y", vcpus=2, memory_gib=2, gpus=1))
+    shape = largest_vm(fleet, host.name, k)
+    assert shape is not None
+    base = request(
+        "probe",
+        vcpus=shape.vcpus,
+        memory_gib=None,
+        gpus=shape.gpus,
+        numa_nodes=k,
+        page_size_kib=shape.page_size_kib,
+    )
+    fits = replace(base, memory_kib=shape.memory_kib)
+    assert place(fits, fleet).chosen is not None
+    bigger = [
+        replace(fits, vcpus=shape.vcpus + k),
+        replace(fits, memory_kib=shape.memory_kib + k * shape.page_size_kib),
+        replace(fits, gpus=shape.gpus + 1),
+    ]
+    for req in bigger:
+        if req.gpus <= 4:
+            assert place(req, fleet).chosen is None, req
+
+
+def test_full_host_has_no_fragment_and_empty_cells_report_none() -> None:
+    host = make_host(cells=2, cores_per_cell=2, smt=1, memory_gib=4, hugepages_2m_gib=1, hugepages_1g_gib=2)
+    fleet = Fleet([host])
+    _placed(fleet, request("all", vcpus=4, memory_gib=2, numa_nodes=2))
+    use = host_use(host, tuple(fleet.placements()), {"t1": Isolation.CORE})
+    assert [s for _k, s in use.fragmentation] == [None, None]
+    assert all(c.largest_free.vcpus == 0 for c in use.cells)
+    assert GIB  # the helper's unit, used above through request()

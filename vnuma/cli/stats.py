@@ -1,0 +1,167 @@
+"""``vnuma stats``: per-cell use, fragmentation and VM locality."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from vnuma.cli import output, settings
+
+
+def stats(
+    ctx: typer.Context,
+    vm: Annotated[str | None, typer.Argument(help="Only this VM (and its host).")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Only this host.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Show per-cell use, fragmentation and per-VM locality.
+
+    Per cell: pCPUs claimed/free/reserved, pages claimed of each pool, GPUs
+    free, and the largest free block (the largest one-cell dedicated VM the
+    cell could still take). Per host, for k = 1..4 cells: the largest VM the
+    placement engine could still place on k cells (most vCPUs, then memory,
+    then GPUs). Per VM: the share of its vCPUs, memory and devices on its own
+    cells; for running VMs on a local host (qemu:///...) also the memory its
+    QEMU process really has on each node (/proc/PID/numa_maps). Memory
+    bandwidth monitoring (resctrl MBM) is not reported.
+
+    JSON: {"hosts": [{"host", "cells": [{"cell", "pcpus": {"total",
+    "claimed", "free", "reserved"}, "pages": [{"size_kib", "total",
+    "claimed", "free"}], "gpus": {"total", "free"}, "largest_free": SHAPE}],
+    "fragmentation": [{"cells", "largest": SHAPE or null}]}], "vms": [{"vm",
+    "tenant", "host", "state", "cells", "vcpus_local", "memory_local",
+    "devices_local", "measured": null or {"pid", "node_kib": {NODE: KiB},
+    "memory_local"}}]}; SHAPE is {"vcpus", "memory_kib", "page_size_kib",
+    "gpus"}.
+    """
+    from vnuma.services.stats import collect
+
+    report = collect(settings(ctx), vm, host)
+    doc = report_to_dict(report)
+    if as_json:
+        output.echo_json(doc)
+        return
+    _print(doc)
+
+
+def _shape(s: Any) -> dict[str, int] | None:
+    if s is None:
+        return None
+    return {"vcpus": s.vcpus, "memory_kib": s.memory_kib, "page_size_kib": s.page_size_kib, "gpus": s.gpus}
+
+
+def report_to_dict(report: Any) -> dict[str, Any]:
+    """The ``stats --json`` document."""
+    hosts = [
+        {
+            "host": h.host,
+            "cells": [
+                {
+                    "cell": c.cell,
+                    "pcpus": {
+                        "total": c.pcpus_total,
+                        "claimed": c.pcpus_claimed,
+                        "free": c.pcpus_free,
+                        "reserved": c.pcpus_reserved,
+                    },
+                    "pages": [
+                        {"size_kib": p.size_kib, "total": p.total, "claimed": p.claimed, "free": p.free}
+                        for p in c.pools
+                    ],
+                    "gpus": {"total": c.gpus_total, "free": c.gpus_free},
+                    "largest_free": _shape(c.largest_free),
+                }
+                for c in h.cells
+            ],
+            "fragmentation": [{"cells": k, "largest": _shape(s)} for k, s in h.fragmentation],
+        }
+        for h in report.hosts
+    ]
+    vms = []
+    for v in report.vms:
+        loc, m = v.locality, v.measured
+        vms.append(
+            {
+                "vm": loc.vm,
+                "tenant": loc.tenant,
+                "host": loc.host,
+                "state": v.state,
+                "cells": list(loc.cells),
+                "vcpus_local": loc.vcpus_local,
+                "memory_local": loc.memory_local,
+                "devices_local": loc.devices_local,
+                "measured": None
+                if m is None
+                else {"pid": m.pid, "node_kib": {str(n): k for n, k in m.node_kib}, "memory_local": m.local},
+            }
+        )
+    return {"hosts": hosts, "vms": vms}
+
+
+def _size(kib: int) -> str:
+    from vnuma.topology import format_size_kib
+
+    return format_size_kib(kib) if kib else "0"
+
+
+def _shape_text(s: dict[str, int] | None) -> str:
+    if s is None:
+        return "nothing fits"
+    return f"{s['vcpus']} vCPUs, {_size(s['memory_kib'])}, {s['gpus']} GPUs"
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _print(doc: dict[str, Any]) -> None:
+    for h in doc["hosts"]:
+        rows = []
+        for c in h["cells"]:
+            pcpus = c["pcpus"]
+            pages = " ".join(f"{_size(p['size_kib'])}:{p['claimed']}/{p['total']}" for p in c["pages"])
+            rows.append(
+                (
+                    c["cell"],
+                    f"{pcpus['claimed']}/{pcpus['free']}/{pcpus['reserved']}",
+                    pages,
+                    f"{c['gpus']['total'] - c['gpus']['free']}/{c['gpus']['total']}",
+                    _shape_text(c["largest_free"]),
+                )
+            )
+        output.echo_table(
+            f"host {h['host']}",
+            ["CELL", "PCPUS USED/FREE/RSVD", "PAGES USED/TOTAL", "GPUS USED", "LARGEST FREE BLOCK"],
+            rows,
+        )
+        output.echo_table(
+            None,
+            ["CELLS", "LARGEST VM THE ENGINE CAN STILL PLACE"],
+            [(f["cells"], _shape_text(f["largest"])) for f in h["fragmentation"]],
+        )
+    if doc["vms"]:
+        output.echo_table(
+            "VM locality",
+            ["VM", "HOST", "STATE", "CELLS", "VCPUS", "MEMORY", "DEVICES", "MEASURED"],
+            [
+                (
+                    v["vm"],
+                    v["host"],
+                    v["state"],
+                    ",".join(map(str, v["cells"])),
+                    _share(v["vcpus_local"]),
+                    _share(v["memory_local"]),
+                    _share(v["devices_local"]),
+                    _measured(v["measured"]),
+                )
+                for v in doc["vms"]
+            ],
+        )
+
+
+def _measured(m: dict[str, Any] | None) -> str:
+    if m is None:
+        return "-"
+    nodes = " ".join(f"N{n}={_size(k)}" for n, k in m["node_kib"].items())
+    return f"pid {m['pid']}: {nodes} ({_share(m['memory_local'])} local)"

@@ -1,0 +1,79 @@
+"""``vnuma rebalance``: plan moves on the inventory's current state (plan only, nothing changes)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from vnuma.errors import InvalidInputError
+from vnuma.inventory.db import open_inventory
+from vnuma.placement.model import Isolation, VmRequest
+from vnuma.placement.rebalance import FleetState, Objective, Plan, plan_moves
+from vnuma.services import Settings
+from vnuma.topology import parse_size_kib
+
+ROOM_TENANT = "(room)"
+_KEYS = ("vcpus", "memory", "gpus", "numa_nodes")
+
+
+def parse_shape(text: str) -> VmRequest:
+    """Parse ``"vcpus=32,memory=256GiB,gpus=2"`` (``numa_nodes=N`` optional) into a request.
+
+    Raises:
+        InvalidInputError: an unknown key, a bad number or size, vCPUs or memory missing.
+    """
+    values: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip().lower().replace("-", "_")
+        if not sep or key not in _KEYS or key in values:
+            raise InvalidInputError(
+                f"bad --make-room-for {text!r}: cannot read {part.strip()!r}",
+                hint='use e.g. "vcpus=32,memory=256GiB,gpus=2" (keys: vcpus, memory, gpus, numa_nodes)',
+            )
+        values[key] = value.strip()
+    if "vcpus" not in values or "memory" not in values:
+        raise InvalidInputError(f"bad --make-room-for {text!r}: vcpus and memory are required")
+    numbers = {}
+    for key in ("vcpus", "gpus", "numa_nodes"):
+        raw = values.get(key, "0")
+        if not raw.isdecimal() or len(raw) > 6:
+            raise InvalidInputError(
+                f"bad --make-room-for {text!r}: {key} must be a whole number, got {raw!r}"
+            )
+        numbers[key] = int(raw)
+    return VmRequest(
+        name="(room)",
+        tenant=ROOM_TENANT,
+        vcpus=numbers["vcpus"],
+        memory_kib=parse_size_kib(values["memory"]),
+        gpus=numbers["gpus"],
+        numa_nodes=numbers["numa_nodes"] or None,
+        isolation=Isolation.CORE,
+    )
+
+
+def plan_rebalance(
+    settings: Settings,
+    objective: Objective,
+    *,
+    host: str | None = None,
+    max_moves: int = 3,
+    make_room_for: VmRequest | None = None,
+    time_limit_s: float = 10.0,
+) -> Plan:
+    """Plan moves on every host (or ``host`` only); reads the inventory, writes nothing.
+
+    Raises:
+        NotFoundError: unknown host.
+        InvalidInputError: a bad limit, or ``room`` without a shape.
+    """
+    if time_limit_s <= 0:
+        raise InvalidInputError(f"--time-limit must be positive, got {time_limit_s}")
+    inventory = open_inventory(settings.db_url)
+    hosts = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
+    names = [h.name for h in hosts]
+    state = FleetState(tuple(hosts), tuple(inventory.placements_on(names)), inventory.tenant_isolations())
+    if make_room_for is not None and make_room_for.host is None and host is not None:
+        make_room_for = replace(make_room_for, host=host)
+    return plan_moves(state, objective, max_moves, make_room_for, time_limit_s, clock=time.monotonic)
