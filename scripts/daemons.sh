@@ -34,14 +34,15 @@ start_daemons() {
 start_postgres() {
   # A throw-away cluster of our own (trust auth, loopback only), run as the postgres user.
   # huge_pages=off: its shared memory would otherwise take the 2 MiB pages the guests need.
+  # Its directory lives under /tmp: the checkout may sit where postgres cannot enter.
   local bin
   bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-  rm -rf "$RUN/pg"
-  install -d -o postgres -g postgres "$RUN/pg"
-  su postgres -s /bin/sh -c "$bin/initdb -D '$RUN/pg/data' -A trust -U postgres" >"$RUN/pg-init.log" 2>&1
-  su postgres -s /bin/sh -c "$bin/pg_ctl -D '$RUN/pg/data' -w -l '$RUN/pg/log' \
-      -o \"-p 54329 -k '$RUN/pg' -c listen_addresses=127.0.0.1 -c fsync=off -c huge_pages=off\" start" >/dev/null
-  PG_PID=$(head -n 1 "$RUN/pg/data/postmaster.pid")
+  PG_DIR=$(mktemp -d /tmp/vnuma-pg.XXXXXX)
+  chown postgres:postgres "$PG_DIR"
+  su postgres -s /bin/sh -c "$bin/initdb -D '$PG_DIR/data' -A trust -U postgres" >"$RUN/pg-init.log" 2>&1
+  su postgres -s /bin/sh -c "$bin/pg_ctl -D '$PG_DIR/data' -w -l '$PG_DIR/log' \
+      -o \"-p 54329 -k '$PG_DIR' -c listen_addresses=127.0.0.1 -c fsync=off -c huge_pages=off\" start" >/dev/null
+  PG_PID=$(head -n 1 "$PG_DIR/data/postmaster.pid")
   export VNUMA_TEST_PG="postgresql+psycopg://postgres@127.0.0.1:54329/postgres"
   echo "test: postgres up (pid $PG_PID)" >&2
 }
@@ -50,6 +51,7 @@ stop_postgres() {
   [[ -n "${PG_PID:-}" ]] || return 0
   kill -TERM "$PG_PID" 2>/dev/null || true
   for _ in $(seq 1 40); do kill -0 "$PG_PID" 2>/dev/null || break; sleep 0.25; done
+  [[ -n "${PG_DIR:-}" ]] && rm -rf "$PG_DIR"
 }
 
 check_daemons_alive() {

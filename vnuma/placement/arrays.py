@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from vnuma.placement.hoststate import HostState
+from vnuma.placement.hoststate import HostShape, HostState
 from vnuma.placement.model import CpuPolicy, ThreadPolicy
 from vnuma.placement.state import CellState
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K
@@ -70,7 +70,7 @@ class FleetArrays:
 
     def __init__(self, states: Sequence[HostState]) -> None:
         hosts = max(1, len(states))
-        cols = max((len(s.cells) for s in states), default=1) or 1
+        cols = max((len(s.shape.cells) for s in states), default=1) or 1
         # One block for everything a cell's claims change, so a cell is synced in one write;
         # the named arrays below are views into it.
         self.cells = np.zeros((4 + len(SIZES) + 2, cols, hosts), dtype=np.int64)
@@ -96,29 +96,44 @@ class FleetArrays:
         self.columns = cols
         # Hosts with hugepage sizes the arrays do not track: never pre-filtered out on pages.
         self.exotic = np.zeros(hosts, dtype=bool)
-        for hs in states:
-            self._init_host(hs)
+        self._init_hosts(states)
         self.any_exotic = bool(self.exotic.any())
         np.maximum(self.threads_total, 1, out=self.total_safe)
         np.maximum(self.mem_total, 1, out=self.mem_total_safe)
         np.maximum(self.gpus_total, 1, out=self.gpus_total_safe)
 
-    def _init_host(self, hs: HostState) -> None:
-        h = hs.index
-        self.threads_total[h] = hs.threads_total
-        self.mem_total[h] = hs.mem_total_kib
-        self.gpus_total[h] = hs.gpus_total
-        self.width[h] = hs.width
-        self.ncells[h] = len(hs.cells)
-        self.exotic[h] = any(s not in SIZE_INDEX for c in hs.cells for s in c.pages_total)
-        for cell in hs.cells:
+    def _init_hosts(self, states: Sequence[HostState]) -> None:
+        # Built hosts (claims may have changed them) are synced one by one; unbuilt ones are
+        # unclaimed, so their columns are their shape's, written once per shape for all of them.
+        by_shape: dict[int, tuple[HostShape, list[int]]] = {}
+        for hs in states:
+            if hs.built:
+                self._init_host(hs.shape, [hs.index])
+                for cell in hs.cells:
+                    self.sync_cell(hs, cell)
+                self.sync_host(hs)
+            else:
+                by_shape.setdefault(id(hs.shape), (hs.shape, []))[1].append(hs.index)
+        for shape, indices in by_shape.values():
+            self._init_host(shape, indices)
+
+    def _init_host(self, shape: HostShape, indices: list[int]) -> None:
+        """Write the static and the unclaimed columns of ``shape`` for the hosts at ``indices``."""
+        h = np.array(indices, dtype=np.intp)
+        self.threads_total[h] = shape.threads_total
+        self.mem_total[h] = shape.mem_total_kib
+        self.gpus_total[h] = shape.gpus_total
+        self.gpus_free[h] = shape.gpus_total
+        self.width[h] = shape.width
+        self.ncells[h] = len(shape.cells)
+        self.exotic[h] = any(s not in SIZE_INDEX for c in shape.cells for s in c.pages_total)
+        for cell in shape.cells:
             if cell.gpus:
                 self.share_threads[cell.col, h] = cell.threads_total // len(cell.gpus)
                 self.multi_gpu[cell.col, h] = len(cell.gpus) >= 2
                 for size, i in SIZE_INDEX.items():
                     self.share_pages[i, cell.col, h] = cell.pages_total.get(size, 0) // len(cell.gpus)
-            self.sync_cell(hs, cell)
-        self.sync_host(hs)
+            self.cells[:, cell.col, h] = np.array(_columns(cell), dtype=np.int64)[:, None]
 
     def totals(self, hosts: IntArray | None = None) -> Totals:
         """Per-host totals of every host, or of the hosts at indices ``hosts``."""
@@ -142,13 +157,7 @@ class FleetArrays:
         """Copy one cell's current free capacity into the arrays (and its free totals onto the cell)."""
         cell.threads_free = cell.free_core_threads + sum(cell.partial_free.values())
         cell.free_kib = sum(size * n for size, n in cell.pages_free.items())
-        pages = cell.pages_free
-        self.cells[:, cell.col, hs.index] = (
-            *cell.upper_bounds(),
-            *(pages.get(size, 0) for size in SIZES),
-            len(cell.gpus_free),
-            cell.threads_free,
-        )
+        self.cells[:, cell.col, hs.index] = _columns(cell)
 
     def sync_host(self, hs: HostState) -> None:
         """Copy one host's totals (used threads, memory, free GPUs) into the arrays."""
@@ -156,3 +165,14 @@ class FleetArrays:
         self.threads_used[h] = hs.threads_total - sum(c.threads_free for c in hs.cells)
         self.mem_used[h] = hs.mem_total_kib - sum(c.free_kib for c in hs.cells)
         self.gpus_free[h] = hs.gpus_free
+
+
+def _columns(cell: CellState) -> tuple[int, ...]:
+    """One cell's column of ``FleetArrays.cells``: capacity bounds, free pages, GPUs, threads."""
+    pages = cell.pages_free
+    return (
+        *cell.upper_bounds(),
+        *(pages.get(size, 0) for size in SIZES),
+        len(cell.gpus_free),
+        cell.threads_free,
+    )

@@ -31,6 +31,10 @@ score order, normally one. ``numa_nodes`` auto tries at most C counts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TypeVar, cast
+
 import numpy as np
 
 from vnuma.placement.build import build_placement
@@ -47,6 +51,7 @@ from vnuma.topology import format_size_kib
 __all__ = ["best_reason", "place", "validate_request"]
 
 Key = tuple[int, int, int, str, tuple[int, ...]]
+T = TypeVar("T")
 MASKED = -(1 << 62)
 
 
@@ -86,11 +91,12 @@ def _place_explained(request: VmRequest, fleet: Fleet, strategy: Strategy) -> Pl
     best: tuple[Key, HostFit] | None = None
     rejections: list[Rejection] = []
     fitting: list[tuple[str, int]] = []
+    shared: dict[int, object] = {}
     for hs in fleet.states:
         if request.host is not None and hs.name != request.host:
             rejections.append(Rejection(hs.name, "host", f"not the requested host {request.host!r}"))
             continue
-        found = fit_host(hs, request, strategy, fleet.isolation)
+        found = _per_shape(hs, shared, lambda s: fit_host(s, request, strategy, fleet.isolation))
         if isinstance(found, Rejection):
             rejections.append(found)
             continue
@@ -106,11 +112,12 @@ def _place_sized(request: VmRequest, fleet: Fleet, strategy: Strategy) -> Placem
     best: tuple[Key, HostFit, VmRequest] | None = None
     rejections: list[Rejection] = []
     fitting: list[tuple[str, int]] = []
+    shared: dict[int, object] = {}
     for hs in fleet.states:
         if request.host is not None and hs.name != request.host:
             rejections.append(Rejection(hs.name, "host", f"not the requested host {request.host!r}"))
             continue
-        found = _sized_fit(request, hs, strategy, fleet)
+        found = _per_shape(hs, shared, lambda s: _sized_fit(request, s, strategy, fleet))
         if isinstance(found, Rejection):
             rejections.append(found)
             continue
@@ -121,6 +128,30 @@ def _place_sized(request: VmRequest, fleet: Fleet, strategy: Strategy) -> Placem
             best = (_key(fit, score), fit, sized)
     chosen = build_placement(best[1], best[2]) if best else None
     return PlacementResult(chosen, tuple(rejections), tuple(fitting))
+
+
+def _per_shape(hs: HostState, shared: dict[int, object], fit: Callable[[HostState], T]) -> T:
+    """``fit(hs)``; for an unbuilt host computed once per shape, on the shape's template.
+
+    An unbuilt host holds no claims, so it equals its shape's template but for its name:
+    the template's answer, renamed, is the host's (and its per-cell state stays unbuilt).
+    """
+    if hs.built:
+        return fit(hs)
+    key = id(hs.shape)
+    if key not in shared:
+        shared[key] = fit(hs.shape.template)
+    return cast(T, _rebind(shared[key], hs))
+
+
+def _rebind(found: object, hs: HostState) -> object:
+    if isinstance(found, Rejection):
+        return replace(found, host=hs.name)
+    if isinstance(found, HostFit):
+        return replace(found, state=hs)
+    if isinstance(found, tuple):
+        return tuple(_rebind(x, hs) for x in found)
+    return found  # a sized request: nothing host-specific in it
 
 
 def _sized_fit(

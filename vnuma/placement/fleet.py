@@ -16,7 +16,9 @@ What a placement holds, as the fleet accounts it:
 Reserved CPUs (``Host.reserved_cpus``) are never placeable; memory-only
 cells are not guest cells in this version (see :mod:`vnuma.placement.state`).
 
-Alongside the per-host objects the fleet keeps numpy arrays of per-cell
+A host's per-cell objects are built on first use (:mod:`.hoststate`): a
+host nothing is placed on and the engine never looks at in detail costs its
+shape's share only. Alongside the per-host objects the fleet keeps numpy arrays of per-cell
 upper bounds of free capacity (:mod:`.arrays`) so the engine can
 pre-filter a thousand hosts in a few vectorized operations, and the
 engine's cache of refused request shapes (valid while ``epoch`` holds).
@@ -28,7 +30,7 @@ from collections.abc import Iterable, Mapping
 
 from vnuma.errors import ConflictError, NotFoundError
 from vnuma.placement.arrays import FleetArrays
-from vnuma.placement.hoststate import HostState
+from vnuma.placement.hoststate import HostState, ShapeCache
 from vnuma.placement.model import Isolation, Placement, Rejection, ThreadPolicy
 from vnuma.placement.state import CellState, CoreState
 from vnuma.topology import Host
@@ -56,7 +58,10 @@ class Fleet:
         isolation: Mapping[str, Isolation] | None = None,
     ) -> None:
         ordered = sorted(hosts, key=lambda h: h.name)
-        self.states: tuple[HostState, ...] = tuple(HostState(h, i) for i, h in enumerate(ordered))
+        shapes = ShapeCache()
+        self.states: tuple[HostState, ...] = tuple(
+            HostState(h, i, shapes.shape(h)) for i, h in enumerate(ordered)
+        )
         self.by_name = {s.name: s for s in self.states}
         if len(self.by_name) != len(self.states):
             raise ConflictError("duplicate host names in the fleet")
@@ -155,6 +160,8 @@ class Fleet:
         # A tenant's isolation changed: who may join its partly used cores changes too.
         self.epoch += 1
         for hs in self.states:
+            if not hs.built:
+                continue  # unclaimed: no core has owners
             for cell in hs.cells:
                 cores = [core for core in cell.cores if tenant in core.owners]
                 for core in cores:

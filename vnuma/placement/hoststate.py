@@ -2,47 +2,50 @@
 
 Pure: no I/O. Built once per host by :class:`vnuma.placement.fleet.Fleet`;
 the engine reads it, only the fleet changes it.
+
+Hosts of one hardware shape (equal cells, devices and reserved CPUs) share a
+:class:`HostShape`: the static tables and totals are computed once per shape,
+and a host's per-cell claim state (:class:`CellState` objects, one per core
+too) is only built, as a copy of the shape's pristine cells, the first time
+something reads it (``HostState.built`` tells). Until then the host is
+unclaimed, so it equals the shape's :attr:`HostShape.template` in every
+respect but its name and index.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from vnuma.placement.state import CellState, cell_states
 from vnuma.topology import PAGE_4K, DeviceKind, Host
 
 UNKNOWN_REMOTE_DISTANCE = 20  # libvirt's default when a host reports no SLIT table
+_LAZY = frozenset({"cells", "cell_by_id", "cpu_cell", "loose_gpus_free"})
 
 
-class HostState:
-    """Shape and claims of one host; ``index`` is its position in name order."""
+class HostShape:
+    """What every host of one hardware shape shares: static tables, totals, pristine cells."""
 
     __slots__ = (
-        "cell_by_id",
         "cells",
-        "cpu_cell",
         "distance",
         "gpu_home",
-        "gpus_free",
         "gpus_total",
         "host",
         "hugepage_sizes",
-        "index",
-        "loose_gpus_free",
+        "loose_gpus",
         "mem_total_kib",
         "min_pair_distance",
-        "name",
         "neighbors",
         "socket_of",
+        "template",
         "threads_total",
         "width",
     )
 
-    def __init__(self, host: Host, index: int) -> None:
+    def __init__(self, host: Host) -> None:
         self.host = host
-        self.name = host.name
-        self.index = index
         self.cells: tuple[CellState, ...] = cell_states(host)
-        self.cell_by_id = {c.id: c for c in self.cells}
-        self.cpu_cell = {cpu: c for c in self.cells for cpu in c.core_of}
         ids = [c.id for c in self.cells]
         self.distance: dict[tuple[int, int], int] = {}
         for a in ids:
@@ -62,15 +65,99 @@ class HostState:
         on_cells = {a for c in self.cells for a in c.gpus}
         gpus = host.devices_of(DeviceKind.GPU)
         self.gpu_home: dict[str, int | None] = {d.address: d.numa_node for d in gpus}
-        self.loose_gpus_free: list[str] = sorted(d.address for d in gpus if d.address not in on_cells)
+        self.loose_gpus: tuple[str, ...] = tuple(sorted(d.address for d in gpus if d.address not in on_cells))
         self.gpus_total = len(gpus)
-        self.gpus_free = len(gpus)
         self.threads_total = sum(c.threads_total for c in self.cells)
         self.mem_total_kib = sum(size * n for c in self.cells for size, n in c.pages_total.items())
         self.width = max((c.width for c in self.cells), default=1)
         self.hugepage_sizes: tuple[int, ...] = tuple(
             sorted({s for c in self.cells for s in c.pages_total if s > PAGE_4K}, reverse=True)
         )
+        self.template = HostState(host, -1, self)
+        """An unclaimed host of this shape, never claimed on: what an unbuilt host would answer."""
+
+
+class ShapeCache:
+    """Finds the :class:`HostShape` of hosts, one per distinct shape (identical objects first)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[tuple[int, int, frozenset[int]], HostShape] = {}
+        self._by_value: dict[object, HostShape] = {}
+
+    def shape(self, host: Host) -> HostShape:
+        """The shared shape of ``host`` (hosts decoded from one topology share cell objects)."""
+        fast = (id(host.cells), id(host.devices), host.reserved_cpus)
+        found = self._by_id.get(fast)
+        if found is None:
+            key = (host.cells, host.devices, host.reserved_cpus)
+            found = self._by_value.get(key)
+            if found is None:
+                found = self._by_value[key] = HostShape(host)
+            # The shape keeps a host holding these very objects alive, so their ids stay unique.
+            if found.host.cells is host.cells and found.host.devices is host.devices:
+                self._by_id[fast] = found
+        return found
+
+
+class HostState:
+    """Shape and claims of one host; ``index`` is its position in name order."""
+
+    __slots__ = (
+        "built",
+        "cell_by_id",
+        "cells",
+        "cpu_cell",
+        "distance",
+        "gpu_home",
+        "gpus_free",
+        "gpus_total",
+        "host",
+        "hugepage_sizes",
+        "index",
+        "loose_gpus_free",
+        "mem_total_kib",
+        "min_pair_distance",
+        "name",
+        "neighbors",
+        "shape",
+        "socket_of",
+        "threads_total",
+        "width",
+    )
+
+    def __init__(self, host: Host, index: int, shape: HostShape | None = None) -> None:
+        shape = shape if shape is not None else HostShape(host)
+        self.host = host
+        self.name = host.name
+        self.index = index
+        self.shape = shape
+        self.built = False
+        # Static tables are shared by every host of the shape and never changed.
+        self.distance = shape.distance
+        self.min_pair_distance = shape.min_pair_distance
+        self.neighbors = shape.neighbors
+        self.socket_of = shape.socket_of
+        self.gpu_home = shape.gpu_home
+        self.hugepage_sizes = shape.hugepage_sizes
+        self.gpus_total = shape.gpus_total
+        self.gpus_free = shape.gpus_total
+        self.threads_total = shape.threads_total
+        self.mem_total_kib = shape.mem_total_kib
+        self.width = shape.width
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for an unset slot: the per-cell state, built on first use.
+        if name in _LAZY and not self.built:
+            self._build()
+            return getattr(self, name)
+        raise AttributeError(name)
+
+    def _build(self) -> None:
+        self.cells: tuple[CellState, ...] = tuple(c.fresh_copy() for c in self.shape.cells)
+        self.cell_by_id = {c.id: c for c in self.cells}
+        self.cpu_cell = {cpu: c for c in self.cells for cpu in c.core_of}
+        self.loose_gpus_free: list[str] = list(self.shape.loose_gpus)
+        self.built = True
 
     def socket_cells(self, socket: int | None, cell_id: int) -> tuple[int, ...]:
         """CPU cells on the same socket as ``cell_id`` (just the cell itself when unknown)."""

@@ -102,6 +102,29 @@ class CellState:
         self.threads_free = self.threads_total  # kept up to date by FleetArrays.sync_cell
         self.free_kib = sum(size * n for size, n in self.pages_free.items())
 
+    def fresh_copy(self) -> CellState:
+        """An independent copy of this cell as it is with no claims (call on an unclaimed cell only)."""
+        new = CellState.__new__(CellState)
+        new.id = self.id
+        new.col = self.col
+        new.cores = [CoreState(c.index, c.cpus) for c in self.cores]
+        new.core_of = {t: new.cores[core.index] for t, core in self.core_of.items()}
+        new.threads_total = self.threads_total
+        new.free_cores = set(self.free_cores)
+        new.free_core_threads = self.free_core_threads
+        new.free_core_pairs = self.free_core_pairs
+        new.partial_free = {}
+        new.partial_pairs = {}
+        new.shared_threads = {}
+        new.pages_total = dict(self.pages_total)
+        new.pages_free = dict(self.pages_total)
+        new.gpus = self.gpus
+        new.gpus_free = list(self.gpus)
+        new.tenants = {}
+        new.threads_free = self.threads_total
+        new.free_kib = sum(size * n for size, n in new.pages_free.items())
+        return new
+
     # --- aggregates -------------------------------------------------------------------------
 
     def detach(self, core: CoreState) -> None:
