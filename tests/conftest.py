@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -19,3 +22,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh database on the PostgreSQL server named by VNUMA_TEST_PG, dropped afterwards.
+
+    scripts/test starts a server and sets VNUMA_TEST_PG; without it these
+    tests skip on a laptop, but fail under CI, where skipping would hide them.
+    """
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    server = os.environ.get("VNUMA_TEST_PG")
+    if not server:
+        if os.environ.get("CI"):
+            pytest.fail("VNUMA_TEST_PG is not set under CI (scripts/test starts PostgreSQL and sets it)")
+        pytest.skip("VNUMA_TEST_PG is not set")
+    name = f"vnuma_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty inventory URL: an SQLite file, then a PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/inventory.db"
+    return str(request.getfixturevalue("pg_url"))

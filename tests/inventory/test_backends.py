@@ -6,18 +6,13 @@ database the tests may create and drop other databases from (marker ``postgres``
 
 from __future__ import annotations
 
-import os
 import threading
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, select
-from sqlalchemy.engine import make_url
+from sqlalchemy import select
 
 from tests.builders import make_host
 from tests.inventory.conftest import placement
@@ -26,30 +21,6 @@ from vnuma.inventory import head_revision, make_engine, open_inventory, upgrade
 from vnuma.inventory.db import alembic_config, current_revision, writer
 from vnuma.inventory.models import Base, CpuClaim, VmRow
 from vnuma.placement.model import Isolation, Tenant
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    server = os.environ.get("VNUMA_TEST_PG")
-    if not server:
-        pytest.skip("VNUMA_TEST_PG is not set")
-    name = f"vnuma_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(server).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
-        admin.dispose()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/inventory.db"
-    return str(request.getfixturevalue("pg_url"))
 
 
 def test_migrations_round_trip_without_drift(url: str) -> None:
