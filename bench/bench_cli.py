@@ -11,8 +11,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _proc import timed
 
 VNUMA = [sys.executable, "-m", "vnuma.cli"]
 
@@ -39,15 +40,6 @@ def big_capabilities(cells: int = 64, cores_per_cell: int = 8, smt: int = 2) -> 
         out.append("</cpus></cell>")
     out.append("</cells></topology></host></capabilities>")
     return "\n".join(out)
-
-
-def timed(args: list[str], runs: int) -> list[float]:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(args, check=True, capture_output=True)
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def main() -> None:

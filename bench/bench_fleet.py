@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _proc import timed
 
 from tests.builders import make_host
 from vnuma.inventory import open_inventory
@@ -57,16 +58,6 @@ def build(path: Path, hosts: int) -> float:
             cell = CellAssignment(0, 0, (0, 1, 2, 3), (0, 1, 2, 3), 4 * PAGE_1G, PAGE_1G)
             inv.claim(Placement(f"base-{i:05d}", "acme", f"host-{i:05d}", (cell,)))
     return time.perf_counter() - start
-
-
-def timed(args: list[str], runs: int) -> list[float]:
-    """Wall seconds of ``runs`` runs of a process (each must exit 0)."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(args, check=True, capture_output=True)
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def main() -> None:

@@ -12,37 +12,44 @@ from vnuma.topology import Host
 
 def host_summaries(settings: Settings) -> list[dict[str, Any]]:
     """One summary dict per host (``host list --json``)."""
-    return open_inventory(settings.db_url).host_summaries()
+    with open_inventory(settings.db_url) as inventory:
+        return inventory.host_summaries()
 
 
 def get_host(settings: Settings, name: str) -> Host:
     """One host (NotFoundError if unknown)."""
-    return open_inventory(settings.db_url).get_host(name)
+    with open_inventory(settings.db_url) as inventory:
+        return inventory.get_host(name)
 
 
 def remove_host(settings: Settings, name: str) -> None:
     """Forget a host (ConflictError while VMs are placed on it)."""
-    open_inventory(settings.db_url).remove_host(name)
+    with open_inventory(settings.db_url) as inventory:
+        inventory.remove_host(name)
 
 
 def reserve_cpus(settings: Settings, name: str, cpus: frozenset[int]) -> None:
     """Replace the host's reserved CPU set."""
-    open_inventory(settings.db_url).reserve_cpus(name, cpus)
+    with open_inventory(settings.db_url) as inventory:
+        inventory.reserve_cpus(name, cpus)
 
 
 def remove_tenant(settings: Settings, name: str) -> None:
     """Forget a tenant (ConflictError while it has VMs)."""
-    open_inventory(settings.db_url).remove_tenant(name)
+    with open_inventory(settings.db_url) as inventory:
+        inventory.remove_tenant(name)
 
 
 def list_vms(settings: Settings, tenant: str | None, host: str | None) -> list[tuple[Placement, str]]:
     """(placement, state) of VMs, optionally filtered."""
-    return open_inventory(settings.db_url).list_vms(tenant=tenant, host=host)
+    with open_inventory(settings.db_url) as inventory:
+        return inventory.list_vms(tenant=tenant, host=host)
 
 
 def get_vm(settings: Settings, name: str) -> tuple[Placement, str]:
     """(placement, state) of one VM (NotFoundError if unknown)."""
-    return open_inventory(settings.db_url).get_vm(name)
+    with open_inventory(settings.db_url) as inventory:
+        return inventory.get_vm(name)
 
 
 def db_status(settings: Settings) -> dict[str, Any]:
