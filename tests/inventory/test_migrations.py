@@ -18,7 +18,10 @@ from vnuma.inventory import current_revision, head_revision, make_engine, open_i
 from vnuma.inventory.db import alembic_config, writer
 from vnuma.inventory.models import Base
 
-TABLES = {"alembic_version", "hosts", "tenants", "vms", "cpu_claims", "page_claims", "device_claims"}
+TABLES = {
+    "alembic_version", "hosts", "tenants", "vms", "cpu_claims", "page_claims", "device_claims",
+    "rebalance_runs", "rebalance_steps",
+}
 
 
 def _drift(url: str) -> list[object]:
@@ -144,3 +147,35 @@ def test_schema_revision_constant_is_the_migrations_head() -> None:
     from vnuma.inventory.models import SCHEMA_REVISION
 
     assert head_revision() == SCHEMA_REVISION
+
+
+def test_claims_survive_upgrade_from_0001_and_downgrade_back(db_path: Path, db_url: str) -> None:
+    # Adding vms.rendering must not rebuild vms in a way that cascades to its claims.
+    engine = make_engine(db_url)
+    with writer(engine).begin() as conn:
+        command.upgrade(alembic_config(conn), "0001")
+    engine.dispose()
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.execute(
+            "INSERT INTO hosts (id, name, source, topology, n_cells, n_cpus, n_gpus, memory_kib) "
+            "VALUES (1, 'h', 'files', '{}', 1, 2, 0, 1024)"
+        )
+        conn.execute("INSERT INTO tenants (id, name, isolation) VALUES (1, 't', 'core')")
+        conn.execute(
+            "INSERT INTO vms (id, name, tenant_id, host_id, vcpus, gpus, placement) VALUES (1, 'v', 1, 1, 1, 0, '{}')"
+        )
+        conn.execute("INSERT INTO cpu_claims (vm_id, host_id, cpu_id, exclusive) VALUES (1, 1, 0, 1)")
+    conn.close()
+
+    def claims() -> list[tuple[int, int]]:
+        c = sqlite3.connect(db_path)
+        try:
+            return c.execute("SELECT vm_id, cpu_id FROM cpu_claims").fetchall()
+        finally:
+            c.close()
+
+    upgrade(db_url)
+    assert current_revision(db_url) == head_revision() and claims() == [(1, 0)]
+    _downgrade(db_url, "0001")
+    assert current_revision(db_url) == "0001" and claims() == [(1, 0)]

@@ -65,7 +65,8 @@ INVALID = [
         InvalidInputError,
         "dedicated",
     ),
-    ("bad-page-size", request(page_size_kib=64), InvalidInputError, "page size"),
+    ("bad-page-size", request(page_size_kib=3000), InvalidInputError, "page size"),
+    ("tiny-page-size", request(page_size_kib=2), InvalidInputError, "page size"),
     ("unknown-host", request(host="nowhere"), NotFoundError, "nowhere"),
 ]
 

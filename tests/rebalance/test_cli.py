@@ -34,9 +34,26 @@ def test_split_vm_plan_is_printed_and_nothing_changes(cli: Cli, dumped: Callable
     assert (room["objective"], room["before"], room["moves"]) == ("room", 0, [])
 
 
-def test_help_does_not_offer_apply(cli: Cli) -> None:
+def test_help_offers_apply_resume_and_abort(cli: Cli) -> None:
     text = cli.ok("rebalance", "--help").stdout
-    assert "--make-room-for" in text and "--apply" not in text
+    assert all(o in text for o in ("--make-room-for", "--apply", "--resume", "--abort", "--allow-restart"))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--yes"], ["--allow-restart"], ["--resume", "--abort"], ["--apply", "--resume"]],
+    ids=["yes-without-apply", "restart-without-apply", "resume-and-abort", "apply-and-resume"],
+)
+def test_option_mistakes_are_usage_errors(cli: Cli, args: list[str], dumped: Callable[[Path], list[str]]) -> None:
+    before = dumped(cli.db)
+    res = cli("rebalance", *args)
+    assert res.exit_code == 2
+    assert dumped(cli.db) == before
+
+
+def test_resume_without_a_run_is_not_found(cli: Cli) -> None:
+    res = cli("rebalance", "--resume")
+    assert res.exit_code == 3 and "no unfinished rebalance run" in res.stderr
 
 
 @pytest.mark.parametrize(
@@ -50,8 +67,9 @@ def test_bad_shapes_are_refused(text: str) -> None:
 
 
 def test_shape_parses_all_keys() -> None:
-    req = parse_shape("vcpus=32, memory=256GiB, gpus=2, numa_nodes=2")
-    assert (req.vcpus, req.memory_kib, req.gpus, req.numa_nodes) == (32, 256 * KIB_PER_GIB, 2, 2)
+    req = parse_shape("vcpus=32, memory=256GiB, gpus=2, numa_nodes=2, page_size=2M")
+    got = (req.vcpus, req.memory_kib, req.gpus, req.numa_nodes, req.page_size_kib)
+    assert got == (32, 256 * KIB_PER_GIB, 2, 2, 2048)
 
 
 def test_bad_shape_exits_4(cli: Cli) -> None:

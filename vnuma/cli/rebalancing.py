@@ -17,7 +17,7 @@ def rebalance(
     ctx: typer.Context,
     host: Annotated[str | None, typer.Option("--host", help="Only plan moves on this host.")] = None,
     objective: Annotated[
-        Objective, typer.Option("--objective", help="locality or room.")
+        Objective, typer.Option("--objective", help="locality, room or spread-tenants.")
     ] = Objective.LOCALITY,
     make_room_for: Annotated[
         str | None,
@@ -30,8 +30,18 @@ def rebalance(
     max_moves: Annotated[int, typer.Option("--max-moves", help="Most moves in the plan.")] = 3,
     time_limit: Annotated[float, typer.Option("--time-limit", metavar="S", help="Seconds to search.")] = 10.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out through libvirt (journaled).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask before --apply changes domains.")] = False,
+    allow_restart: Annotated[
+        bool, typer.Option("--allow-restart", help="Let --apply stop and start running VMs that cannot move live.")
+    ] = False,
+    allow_migrate: Annotated[
+        bool, typer.Option("--allow-migrate", help="Let --apply live-migrate running VMs to another host.")
+    ] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Carry an interrupted or failed --apply on.")] = False,
+    abort: Annotated[bool, typer.Option("--abort", help="Roll an interrupted or failed --apply back.")] = False,
 ) -> None:
-    """Plan moves that improve locality or make room for a VM shape; changes nothing.
+    """Plan moves that improve locality, make room for a VM shape or spread tenants; --apply carries them out.
 
     A move re-places one VM (new cells and pCPUs on its host, or another
     host); each move is an engine placement on the state the earlier moves
@@ -40,19 +50,54 @@ def rebalance(
     JSON: {"objective", "before", "after", "optimal", "moves": [{"vm",
     "from": {"host", "cells"}, "to": {"host", "cells"}, "reason",
     "cost_kib"}]}; "optimal" says the search finished within the limits.
+
+    --apply journals the plan in the inventory and runs it step by step
+    (claims moved, then libvirt changed: live re-pin of running VMs where
+    possible, redefinition of stopped ones); running VMs that would need a
+    restart or a migration are refused unless --allow-restart or
+    --allow-migrate is given. An interrupted or failed run is carried on by
+    --resume or rolled back by --abort. With --apply/--resume/--abort, JSON
+    adds "run": {"id", "status", "steps": [{"seq", "vm", "kind", "status",
+    "error"}]}; a failed step exits with its error's code (8 for libvirt).
     """
+    if resume or abort:
+        _finish_run(ctx, resume=resume, abort=abort, as_json=as_json, busy=apply)
+        return
     from vnuma.services.rebalancing import parse_shape, plan_rebalance
 
+    if (allow_restart or allow_migrate or yes) and not apply:
+        raise typer.BadParameter("--yes, --allow-restart and --allow-migrate go with --apply")
     shape = parse_shape(make_room_for) if make_room_for is not None else None
     if shape is not None:
         objective = Objective.ROOM
     plan = plan_rebalance(
-        settings(ctx), objective, host=host, max_moves=max_moves, make_room_for=shape, time_limit_s=time_limit
+        settings(ctx), objective, host=host, max_moves=max_moves, make_room_for=shape,
+        time_limit_s=time_limit, for_apply=apply,
     )
     doc = plan_to_dict(plan)
+    if apply and plan.moves:
+        if not as_json:
+            _print_plan(doc)
+        _confirm(yes, len(plan.moves))
+        from vnuma.services.rebalance_apply import apply_plan
+
+        report = apply_plan(
+            settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
+            progress=None if as_json else _progress,
+        )
+        doc["run"] = run_to_dict(report)
+        if as_json:
+            output.echo_json(doc)
+        else:
+            output.echo_lines([f"run {report.run_id}: {report.status}"])
+        return
     if as_json:
         output.echo_json(doc)
         return
+    _print_plan(doc)
+
+
+def _print_plan(doc: dict[str, Any]) -> None:
     output.echo_lines(
         [
             f"objective {doc['objective']}: {doc['before']} -> {doc['after']}"
@@ -70,6 +115,49 @@ def rebalance(
             for i, m in enumerate(doc["moves"], 1)
         ],
     )
+
+
+def _confirm(yes: bool, moves: int) -> None:
+    import sys
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        from vnuma.errors import InvalidInputError
+
+        raise InvalidInputError("--apply changes libvirt domains; nothing was changed", hint="confirm with --yes")
+    if not typer.confirm(f"apply {moves} move(s)?", err=True):
+        raise typer.Exit(1)
+
+
+def _progress(step: Any, status: str) -> None:
+    typer.echo(f"step {step.seq} {step.vm} ({step.kind}): {status}", err=True)
+
+
+def _finish_run(ctx: typer.Context, *, resume: bool, abort: bool, as_json: bool, busy: bool) -> None:
+    if resume == abort or busy:
+        raise typer.BadParameter("give one of --apply, --resume or --abort")
+    from vnuma.services.rebalance_apply import abort as abort_run
+    from vnuma.services.rebalance_apply import resume as resume_run
+
+    act = resume_run if resume else abort_run
+    report = act(settings(ctx), progress=None if as_json else _progress)
+    if as_json:
+        output.echo_json({"run": run_to_dict(report)})
+    else:
+        output.echo_lines([f"run {report.run_id}: {report.status}"])
+
+
+def run_to_dict(report: Any) -> dict[str, Any]:
+    """The ``"run"`` part of the JSON of --apply/--resume/--abort."""
+    return {
+        "id": report.run_id,
+        "status": str(report.status),
+        "steps": [
+            {"seq": s.seq, "vm": s.vm, "kind": s.kind, "status": str(s.status), "error": s.error}
+            for s in report.steps
+        ],
+    }
 
 
 def _where(w: dict[str, Any]) -> str:

@@ -55,6 +55,23 @@ class Hypervisor(Protocol):
         """Where the domain is: missing, running or stopped (defined, not running)."""
         ...
 
+    def domain_names(self) -> list[str]:
+        """Names of every domain libvirt holds (persistent or transient, running or not), sorted."""
+        ...
+
+    def pin_live(self, name: str, vcpu_pins: dict[int, frozenset[int]], emulator: frozenset[int]) -> None:
+        """Re-pin a running domain's vCPU threads and emulator threads now (its definition is not changed)."""
+        ...
+
+    def set_memory_nodeset(self, name: str, nodeset: frozenset[int]) -> None:
+        """Change a running domain's memory nodeset now (libvirt allows it for ``restrictive`` numatune)."""
+        ...
+
+    def migrate(self, name: str, dest_uri: str, dest_xml: str) -> None:
+        """Live-migrate a running domain to ``dest_uri`` with ``dest_xml`` as its definition there
+        (persistent on the destination, undefined on the source)."""
+        ...
+
     def close(self) -> None:
         """Close the connection."""
         ...

@@ -140,6 +140,60 @@ class LibvirtHypervisor:
         active = self._call(f"reading state of {name!r}", dom.isActive)
         return DomainState.RUNNING if active else DomainState.STOPPED
 
+    def domain_names(self) -> list[str]:
+        """Names of every domain, sorted."""
+        with self._calling("listing domains"):
+            return sorted(dom.name() for dom in self._conn.listAllDomains(0))
+
+    def _cpumap(self, cpus: frozenset[int]) -> tuple[bool, ...]:
+        size = self._call("reading the host CPU map", lambda: self._conn.getCPUMap(0))[0]
+        beyond = sorted(c for c in cpus if c >= size)
+        if beyond:
+            raise HypervisorError(f"{self.uri}: host has {size} CPUs, cannot pin to CPU(s) {beyond}")
+        return tuple(c in cpus for c in range(size))
+
+    def pin_live(self, name: str, vcpu_pins: dict[int, frozenset[int]], emulator: frozenset[int]) -> None:
+        """pinVcpuFlags/pinEmulator with VIR_DOMAIN_AFFECT_LIVE on the running domain.
+
+        Drivers that take no flags for pinVcpuFlags (libvirt's test driver)
+        get the same pins through pinVcpu, which acts on the running domain.
+        """
+        dom = self._domain(name)
+        live = self._lv.VIR_DOMAIN_AFFECT_LIVE
+        for vcpu, cpus in sorted(vcpu_pins.items()):
+            cpumap = self._cpumap(cpus)
+            try:
+                dom.pinVcpuFlags(vcpu, cpumap, live)
+            except self._lv.libvirtError as err:
+                if err.get_error_code() != self._lv.VIR_ERR_INVALID_ARG:
+                    raise _wrap(err, f"{self.uri}: pinning vCPU {vcpu} of {name!r}") from err
+                self._call(f"pinning vCPU {vcpu} of {name!r}", lambda v=vcpu, m=cpumap: dom.pinVcpu(v, m))
+        if emulator:
+            cpumap = self._cpumap(emulator)
+            self._call(f"pinning the emulator of {name!r}", lambda: dom.pinEmulator(cpumap, live))
+
+    def set_memory_nodeset(self, name: str, nodeset: frozenset[int]) -> None:
+        """setNumaParameters(numa_nodeset) on the running domain."""
+        dom = self._domain(name)
+        text = ",".join(str(n) for n in sorted(nodeset))
+        live = self._lv.VIR_DOMAIN_AFFECT_LIVE
+        self._call(
+            f"changing the memory nodeset of {name!r} to {text}",
+            lambda: dom.setNumaParameters({self._lv.VIR_DOMAIN_NUMA_NODESET: text}, live),
+        )
+
+    def migrate(self, name: str, dest_uri: str, dest_xml: str) -> None:
+        """migrate3 with VIR_MIGRATE_LIVE | PERSIST_DEST | UNDEFINE_SOURCE and the destination XML."""
+        dom = self._domain(name)
+        dest = connect(dest_uri)
+        lv = self._lv
+        flags = lv.VIR_MIGRATE_LIVE | lv.VIR_MIGRATE_PERSIST_DEST | lv.VIR_MIGRATE_UNDEFINE_SOURCE
+        try:
+            params = {lv.VIR_MIGRATE_PARAM_DEST_XML: dest_xml, lv.VIR_MIGRATE_PARAM_PERSIST_XML: dest_xml}
+            self._call(f"migrating {name!r} to {dest_uri}", lambda: dom.migrate3(dest._conn, params, flags))
+        finally:
+            dest.close()
+
     def close(self) -> None:
         """Close the connection (errors on close are ignored: nothing to undo)."""
         with suppress(self._lv.libvirtError):

@@ -39,7 +39,7 @@ from vnuma.placement.model import Isolation
 # The Alembic head these models correspond to. Commands compare the database's
 # alembic_version with it without importing Alembic; tests/inventory checks it
 # equals the head of migrations/versions, so a new revision must bump it.
-SCHEMA_REVISION = "0001"
+SCHEMA_REVISION = "0002"
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -59,9 +59,30 @@ class VmState(StrEnum):
     STOPPED = "stopped"
 
 
-# Changing either tuple changes a CHECK constraint: it needs a migration.
+class RunStatus(StrEnum):
+    """A rebalance run: applying (or interrupted), failed at a step, finished, or rolled back."""
+
+    RUNNING = "running"
+    FAILED = "failed"
+    DONE = "done"
+    ABORTED = "aborted"
+
+
+class StepStatus(StrEnum):
+    """A journaled move: not begun, claims moved and libvirt being changed, finished, being undone, undone."""
+
+    PENDING = "pending"
+    STARTED = "started"
+    DONE = "done"
+    UNDOING = "undoing"
+    UNDONE = "undone"
+
+
+# Changing any of these tuples changes a CHECK constraint: it needs a migration.
 VM_STATES = tuple(s.value for s in VmState)
 ISOLATIONS = tuple(i.value for i in Isolation)
+RUN_STATUSES = tuple(s.value for s in RunStatus)
+STEP_STATUSES = tuple(s.value for s in StepStatus)
 
 
 class Base(DeclarativeBase):
@@ -125,6 +146,9 @@ class VmRow(Base):
     vcpus: Mapped[int]
     gpus: Mapped[int]
     placement: Mapped[str] = mapped_column(Text)
+    # How `vnuma apply` rendered the domain (JSON: render options and template), so a
+    # rebalance re-renders it the same way; NULL until the VM is applied.
+    rendering: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.current_timestamp()
     )
@@ -182,3 +206,51 @@ class DeviceClaim(Base):
     vm_id: Mapped[int] = mapped_column(ForeignKey("vms.id", ondelete="CASCADE"), index=True)
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="RESTRICT"))
     address: Mapped[str] = mapped_column(String(32))
+
+
+class RebalanceRun(Base):
+    """One ``vnuma rebalance --apply``: its options and where it stands.
+
+    ``unfinished`` is TRUE while the run is running or failed and NULL once it
+    is done or aborted; its unique constraint allows one unfinished run at a time.
+    """
+
+    __tablename__ = "rebalance_runs"
+    __table_args__ = (
+        CheckConstraint(_in("status", RUN_STATUSES), name="status"),
+        CheckConstraint("unfinished", name="unfinished_true_or_null"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    unfinished: Mapped[bool | None] = mapped_column(unique=True)
+    objective: Mapped[str] = mapped_column(String(32))
+    options: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.current_timestamp()
+    )
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.current_timestamp(), onupdate=func.current_timestamp()
+    )
+
+
+class RebalanceStep(Base):
+    """One move of a run: the VM's placement and domain state before, the placement after, progress."""
+
+    __tablename__ = "rebalance_steps"
+    __table_args__ = (
+        UniqueConstraint("run_id", "seq"),
+        CheckConstraint(_in("status", STEP_STATUSES), name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("rebalance_runs.id", ondelete="CASCADE"))
+    seq: Mapped[int]
+    vm: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text)
+    before: Mapped[str] = mapped_column(Text)
+    after: Mapped[str] = mapped_column(Text)
+    before_state: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)

@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from vnuma.inventory import hosts, tenants, vms
+from vnuma.inventory import hosts, journal, tenants, vms
 from vnuma.inventory.guard import guarded
-from vnuma.inventory.models import VmState
+from vnuma.inventory.journal import NewStep, RunRecord
+from vnuma.inventory.models import RunStatus, VmState
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.topology import Host
 
@@ -160,3 +161,53 @@ class Inventory:
     def placements_on(self, host_names: Iterable[str] | None = None) -> list[Placement]:
         """Placements of all VMs (or those on the named hosts), for the engine's view."""
         return self._read(vms.placements_on, host_names)
+
+    def set_rendering(self, name: str, rendering: dict[str, Any]) -> None:
+        """Record how `vnuma apply` rendered the VM's domain (render options, template)."""
+        self._write(vms.set_rendering, name, rendering)
+
+    def get_rendering(self, name: str) -> dict[str, Any] | None:
+        """How the VM's domain was last rendered, None if it was never applied."""
+        return self._read(vms.get_rendering, name)
+
+    # --- rebalance journal ------------------------------------------------------------------
+
+    def open_run(self, objective: str, options: dict[str, Any], steps: list[NewStep]) -> int:
+        """Journal a rebalance run with its steps pending (ConflictError if one is unfinished)."""
+        return self._write(journal.open_run, objective, options, steps)
+
+    def unfinished_run(self) -> RunRecord | None:
+        """The running or failed rebalance run, if any."""
+        return self._read(journal.unfinished_run)
+
+    def get_run(self, run_id: int) -> RunRecord:
+        """A rebalance run and its steps (NotFoundError if unknown)."""
+        return self._read(journal.get_run, run_id)
+
+    def start_step(self, run_id: int, seq: int) -> None:
+        """Move the step's claims to the new placement and mark it started (one transaction)."""
+        self._write(journal.start_step, run_id, seq)
+
+    def finish_step(self, run_id: int, seq: int, state: VmState) -> None:
+        """Mark the step done and record the VM's domain state."""
+        self._write(journal.finish_step, run_id, seq, state)
+
+    def begin_undo(self, run_id: int, seq: int) -> None:
+        """Move the step's claims back to the old placement and mark it undoing."""
+        self._write(journal.begin_undo, run_id, seq)
+
+    def finish_undo(self, run_id: int, seq: int) -> None:
+        """Mark the step undone and restore the VM's recorded state."""
+        self._write(journal.finish_undo, run_id, seq)
+
+    def fail_run(self, run_id: int, seq: int, error: str) -> None:
+        """Record a step's error; the run becomes failed (still unfinished)."""
+        self._write(journal.fail_run, run_id, seq, error)
+
+    def resume_run(self, run_id: int) -> None:
+        """Mark a failed run running again."""
+        self._write(journal.resume_run, run_id)
+
+    def close_run(self, run_id: int, status: RunStatus) -> None:
+        """Finish the run as done or aborted."""
+        self._write(journal.close_run, run_id, status)

@@ -196,6 +196,72 @@ def set_vm_state(session: Session, name: str, state: str) -> None:
     session.execute(update(VmRow).where(VmRow.id == row.id).values(state=value.value))
 
 
+def set_rendering(session: Session, name: str, rendering: dict[str, Any]) -> None:
+    """Record how the VM's domain was rendered (JSON-able: render options and template)."""
+    row = _vm_row(session, name)
+    doc = json.dumps(rendering, sort_keys=True, separators=(",", ":"))
+    session.execute(update(VmRow).where(VmRow.id == row.id).values(rendering=doc))
+
+
+def get_rendering(session: Session, name: str) -> dict[str, Any] | None:
+    """How the VM's domain was last rendered by `vnuma apply`, None if never applied."""
+    doc = _vm_row(session, name).rendering
+    if doc is None:
+        return None
+    try:
+        value = json.loads(doc)
+    except ValueError as err:
+        raise InventoryError(f"inventory: stored rendering of VM {name!r} is unreadable: {err}") from err
+    if not isinstance(value, dict):
+        raise InventoryError(f"inventory: stored rendering of VM {name!r} is not an object")
+    return value
+
+
+def move(session: Session, name: str, before: Placement, after: Placement) -> None:
+    """Move a VM's claims from ``before`` to ``after`` in the caller's transaction.
+
+    The VM must still be placed as ``before``. Both hosts' rows are locked in
+    name order (no deadlock between two moves), the VM's own claims are
+    dropped and ``after`` is checked against what the others hold, exactly
+    as a new claim is; quotas are untouched (a move changes no totals).
+
+    Raises:
+        NotFoundError: unknown VM or host.
+        ConflictError: the VM is no longer placed as ``before``, or ``after``
+            does not fit what the host holds now.
+    """
+    row = _vm_row(session, name)
+    if _decode(row.name, row.placement) != before:
+        raise ConflictError(
+            f"VM {name!r} is no longer placed as the plan expected (it changed since the plan was made)",
+            hint="plan again: vnuma rebalance",
+        )
+    rows = {h: hosts.host_row(session, h, lock=True) for h in sorted({before.host, after.host})}
+    dest = rows[after.host]
+    tenant_row = session.get(TenantRow, row.tenant_id)
+    assert tenant_row is not None
+    for table in (CpuClaim, PageClaim, DeviceClaim):
+        session.execute(delete(table).where(table.vm_id == row.id))
+    host = hosts.row_host(dest)
+    check_claim(after, Isolation(tenant_row.isolation), host, load_claims(session, dest.id, host))
+    doc = json.dumps(placement_to_dict(after), separators=(",", ":"))
+    session.execute(
+        update(VmRow).where(VmRow.id == row.id).values(
+            placement=doc, host_id=dest.id, vcpus=after.vcpus, gpus=gpu_count(after)
+        )
+    )
+    try:
+        session.add_all(_claim_rows(after, host, row.id, dest.id))
+        session.flush()
+    except exc.IntegrityError as err:
+        raise ConflictError(
+            f"host {after.host!r}: the inventory refused moving VM {name!r}: {cause_of(err)}",
+            hint="another command claimed the same resources first; plan again",
+        ) from err
+    for host_row in rows.values():
+        hosts.bump_generation(session, host_row.id)
+
+
 def placements_on(session: Session, host_names: Iterable[str] | None = None) -> list[Placement]:
     """Placements of every VM (or of the VMs on the named hosts), sorted by host then VM."""
     stmt = (

@@ -11,9 +11,7 @@ from __future__ import annotations
 from vnuma.errors import InvalidInputError
 from vnuma.placement.fleet import Fleet
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
-from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K, format_size_kib
-
-PAGE_SIZES = (PAGE_4K, PAGE_2M, PAGE_1G)
+from vnuma.topology import PAGE_4K, format_size_kib
 
 
 def _fail(request: VmRequest, problem: str, hint: str | None = None) -> InvalidInputError:
@@ -36,8 +34,10 @@ def _check_numbers(request: VmRequest) -> None:
         raise _fail(request, f"needs some memory, got {request.memory_kib} KiB")
     if request.numa_nodes is not None and request.numa_nodes < 1:
         raise _fail(request, f"NUMA node count must be 1 or more (or auto), got {request.numa_nodes}")
-    if request.page_size_kib is not None and request.page_size_kib not in PAGE_SIZES:
-        raise _fail(request, f"page size {request.page_size_kib} KiB is not one of 4K, 2M, 1G")
+    # Any size a host may offer (4K/2M/1G on x86, 64K/512M/16G elsewhere): hosts without it reject.
+    size = request.page_size_kib
+    if size is not None and (size < PAGE_4K or size & (size - 1)):
+        raise _fail(request, f"page size {size} KiB is not a power of two of at least 4 KiB")
 
 
 def _check_split(request: VmRequest) -> None:

@@ -8,10 +8,10 @@ after libvirt succeeded, so a libvirt failure leaves the previous state.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from vnuma.errors import ConflictError, InvalidInputError
+from vnuma.errors import ConflictError, InvalidInputError, InventoryError
 from vnuma.hypervisor.base import DomainState, Hypervisor
 from vnuma.hypervisor.libvirt_driver import connect
 from vnuma.inventory.db import open_inventory
@@ -36,7 +36,33 @@ def render_vm(settings: Settings, vm: str, options: RenderOptions, template: Pat
     return render_domain(host, placement, options=options, template=template, templates_dir=settings.templates_dir)
 
 
-def _hypervisor(host: Host) -> Hypervisor:
+def rendering_doc(options: RenderOptions, template: Path | None) -> dict[str, object]:
+    """What the inventory records of how a domain was rendered."""
+    return {"options": asdict(options), "template": str(template) if template is not None else None}
+
+
+def rendering_of(doc: dict[str, object] | None) -> tuple[RenderOptions, Path | None]:
+    """Render options and template back from :func:`rendering_doc` (defaults when never applied).
+
+    Raises:
+        InventoryError: a stored document this vnuma cannot read.
+    """
+    if doc is None:
+        return RenderOptions(), None
+    raw, template = doc.get("options"), doc.get("template")
+    names = {f.name for f in fields(RenderOptions)}
+    if not isinstance(raw, dict) or not set(raw) <= names or not isinstance(template, str | None):
+        raise InventoryError(f"inventory: stored rendering {doc!r} is unreadable")
+    return RenderOptions(**raw), Path(template) if template is not None else None
+
+
+def hypervisor_of(host: Host) -> Hypervisor:
+    """A connection to the host's libvirt.
+
+    Raises:
+        InvalidInputError: the host was imported from files and has no URI.
+        HypervisorError: libvirt cannot be reached.
+    """
     if not host.uri:
         raise InvalidInputError(
             f"host {host.name!r} was imported from files and has no libvirt URI to apply to",
@@ -65,7 +91,7 @@ def apply_vm(
     inventory = open_inventory(settings.db_url)
     placement, state, host = _load(inventory, vm)
     xml = render_domain(host, placement, options=options, template=template, templates_dir=settings.templates_dir)
-    hv = _hypervisor(host)
+    hv = hypervisor_of(host)
     try:
         if dry_run:
             current = hv.domain_xml(vm, inactive=True) or ""
@@ -82,6 +108,7 @@ def apply_vm(
                 hint=f"vnuma vm stop {vm} first",
             )
         hv.define(xml)
+        inventory.set_rendering(vm, rendering_doc(options, template))
         inventory.set_vm_state(vm, DEFINED)
         state = DEFINED
         if start:
@@ -97,7 +124,7 @@ def stop_vm(settings: Settings, vm: str) -> str:
     """Power the VM off; state becomes stopped."""
     inventory = open_inventory(settings.db_url)
     _placement, _state, host = _load(inventory, vm)
-    hv = _hypervisor(host)
+    hv = hypervisor_of(host)
     try:
         hv.stop(vm)
     finally:
@@ -110,7 +137,7 @@ def undefine_vm(settings: Settings, vm: str) -> str:
     """Stop and undefine the domain; the VM keeps its claims (state placed)."""
     inventory = open_inventory(settings.db_url)
     _placement, _state, host = _load(inventory, vm)
-    hv = _hypervisor(host)
+    hv = hypervisor_of(host)
     try:
         if hv.domain_state(vm) is not DomainState.MISSING:
             hv.undefine(vm)

@@ -5,19 +5,19 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from vnuma.errors import InvalidInputError
+from vnuma.errors import ConflictError, InvalidInputError
 from vnuma.inventory.db import open_inventory
 from vnuma.placement.model import Isolation, VmRequest
 from vnuma.placement.rebalance import FleetState, Objective, Plan, plan_moves
 from vnuma.services import Settings
-from vnuma.topology import parse_size_kib
+from vnuma.topology import parse_page_size, parse_size_kib
 
 ROOM_TENANT = "(room)"
-_KEYS = ("vcpus", "memory", "gpus", "numa_nodes")
+_KEYS = ("vcpus", "memory", "gpus", "numa_nodes", "page_size")
 
 
 def parse_shape(text: str) -> VmRequest:
-    """Parse ``"vcpus=32,memory=256GiB,gpus=2"`` (``numa_nodes=N`` optional) into a request.
+    """Parse ``"vcpus=32,memory=256GiB,gpus=2"`` (``numa_nodes=N``, ``page_size=4K|2M|1G|large`` optional).
 
     Raises:
         InvalidInputError: an unknown key, a bad number or size, vCPUs or memory missing.
@@ -29,7 +29,7 @@ def parse_shape(text: str) -> VmRequest:
         if not sep or key not in _KEYS or key in values:
             raise InvalidInputError(
                 f"bad --make-room-for {text!r}: cannot read {part.strip()!r}",
-                hint='use e.g. "vcpus=32,memory=256GiB,gpus=2" (keys: vcpus, memory, gpus, numa_nodes)',
+                hint='use e.g. "vcpus=32,memory=256GiB,gpus=2" (keys: vcpus, memory, gpus, numa_nodes, page_size)',
             )
         values[key] = value.strip()
     if "vcpus" not in values or "memory" not in values:
@@ -49,6 +49,7 @@ def parse_shape(text: str) -> VmRequest:
         memory_kib=parse_size_kib(values["memory"]),
         gpus=numbers["gpus"],
         numa_nodes=numbers["numa_nodes"] or None,
+        page_size_kib=parse_page_size(values.get("page_size", "large")),
         isolation=Isolation.CORE,
     )
 
@@ -61,16 +62,27 @@ def plan_rebalance(
     max_moves: int = 3,
     make_room_for: VmRequest | None = None,
     time_limit_s: float = 10.0,
+    for_apply: bool = False,
 ) -> Plan:
     """Plan moves on every host (or ``host`` only); reads the inventory, writes nothing.
 
+    ``for_apply`` refuses to plan while a rebalance run is unfinished (its
+    claims are half-way between two placements).
+
     Raises:
+        ConflictError: ``for_apply`` and a run is unfinished.
         NotFoundError: unknown host.
         InvalidInputError: a bad limit, or ``room`` without a shape.
     """
     if time_limit_s <= 0:
         raise InvalidInputError(f"--time-limit must be positive, got {time_limit_s}")
     inventory = open_inventory(settings.db_url)
+    run = inventory.unfinished_run() if for_apply else None
+    if run is not None:
+        raise ConflictError(
+            f"rebalance run {run.id} is unfinished ({run.status})",
+            hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
+        )
     hosts = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
     names = [h.name for h in hosts]
     state = FleetState(tuple(hosts), tuple(inventory.placements_on(names)), inventory.tenant_isolations())

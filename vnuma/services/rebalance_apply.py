@@ -1,0 +1,368 @@
+"""``vnuma rebalance --apply | --resume | --abort``: carry a plan out through libvirt, one journaled step at a time.
+
+Every move gets a *kind* before anything changes, from where the VM's
+domain is and what it is doing (libvirt is asked, not the inventory):
+
+========== =================================================================
+claims     no domain (the VM is only placed): only the claims move
+redefine   defined, not running, same host: define the new XML
+live       running, same host, same guest NUMA shape, page size and
+           devices, and memory either stays on its host cells or is 4 KiB
+           backed under ``restrictive`` numatune: vCPUs and emulator re-pinned
+           with ``pinVcpuFlags``/``pinEmulator`` (live), the memory nodeset
+           changed live when it moves, then the new XML defined (so the
+           persistent definition matches too)
+restart    running, same host, not live-capable: stop, define, start
+           (only with ``allow_restart``)
+move       another host, not running: undefine on the source, define on
+           the destination
+migrate    another host, running, ``allow_migrate``: libvirt live migration
+           with the destination XML rendered from the new placement
+move-restart another host, running, ``allow_restart`` (no ``allow_migrate``):
+           stop and undefine on the source, define and start on the destination
+========== =================================================================
+
+A plan with a move that needs a permission not given is refused whole and
+nothing changes. Then the run is journaled (every step pending) and each
+step runs as: one transaction moves the VM's claims to the new placement
+and marks the step started; libvirt is changed; one transaction records
+the VM's domain state and marks the step done. Each libvirt action is
+idempotent, so ``--resume`` simply runs a started step again; ``--abort``
+walks the started and done steps backwards (claims back first, then the
+same kind of action towards the old placement). After a step completes,
+the inventory and libvirt agree; a failed step leaves the run failed with
+the error recorded, for ``--resume`` or ``--abort``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from vnuma.errors import ConflictError, InvalidInputError, NotFoundError, VnumaError
+from vnuma.hypervisor.base import DomainState, Hypervisor
+from vnuma.inventory.db import open_inventory
+from vnuma.inventory.journal import NewStep, RunRecord, StepRecord
+from vnuma.inventory.models import RunStatus, StepStatus, VmState
+from vnuma.inventory.repo import Inventory
+from vnuma.placement.model import CpuPolicy, Placement
+from vnuma.placement.rebalance import Plan
+from vnuma.render.domain import render_domain
+from vnuma.services import Settings
+from vnuma.services.applying import hypervisor_of, rendering_of
+from vnuma.topology import PAGE_4K, Host
+
+CLAIMS, REDEFINE, LIVE, RESTART, MOVE, MIGRATE, MOVE_RESTART = (
+    "claims", "redefine", "live", "restart", "move", "migrate", "move-restart",
+)
+_RESUME_HINT = "fix the cause, then `vnuma rebalance --resume` (retry) or `vnuma rebalance --abort` (roll back)"
+
+Progress = Callable[[StepRecord, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """Where a run ended: its id, status and each step's status."""
+
+    run_id: int
+    status: RunStatus
+    steps: tuple[StepRecord, ...]
+
+
+@dataclass
+class _Conns:
+    """libvirt connections by host, opened on first use and closed together."""
+
+    hosts: dict[str, Host]
+    open: dict[str, Hypervisor] = field(default_factory=dict)
+
+    def __call__(self, host: str) -> Hypervisor:
+        if host not in self.open:
+            self.open[host] = hypervisor_of(self.hosts[host])
+        return self.open[host]
+
+    def close(self) -> None:
+        for hv in self.open.values():
+            hv.close()
+
+
+@contextmanager
+def _connections(inventory: Inventory) -> Iterator[_Conns]:
+    conns = _Conns({h.name: h for h in inventory.list_hosts()})
+    try:
+        yield conns
+    finally:
+        conns.close()
+
+
+def _guest_shape(p: Placement) -> tuple[object, ...]:
+    return (
+        tuple((c.vcpus, c.memory_kib, c.page_size_kib) for c in p.cells),
+        tuple(d.address for d in p.devices), p.cpu_policy, p.threads_per_core,
+    )
+
+
+def live_capable(before: Placement, after: Placement, memnode_mode: str) -> bool:
+    """True when a running VM can move from ``before`` to ``after`` without a restart (see the module doc)."""
+    if before.host != after.host or _guest_shape(before) != _guest_shape(after):
+        return False
+    if before.host_cells == after.host_cells:
+        return True
+    return memnode_mode == "restrictive" and all(c.page_size_kib == PAGE_4K for c in after.cells)
+
+
+def vcpu_pins(p: Placement) -> dict[int, frozenset[int]]:
+    """vCPU -> pCPUs as the domain XML pins them (one pCPU, or the cell's set when floating)."""
+    pins: dict[int, frozenset[int]] = {}
+    for c in p.cells:
+        for i, v in enumerate(c.vcpus):
+            pins[v] = frozenset({c.pcpus[i]}) if p.cpu_policy is CpuPolicy.DEDICATED else frozenset(c.pcpus)
+    return pins
+
+
+def emulator_pins(p: Placement) -> frozenset[int]:
+    """The emulator threads' pCPUs as rendered: its own, else every vCPU pCPU."""
+    return frozenset(p.emulator_pcpus or (x for c in p.cells for x in c.pcpus))
+
+
+def _observed(inventory_state: VmState, domain: DomainState) -> VmState:
+    if domain is DomainState.RUNNING:
+        return VmState.RUNNING
+    if inventory_state in (VmState.DEFINED, VmState.STOPPED):
+        return inventory_state
+    return VmState.DEFINED
+
+
+def _kind(
+    vm: str, before: Placement, after: Placement, state: VmState, memnode_mode: str,
+    allow_restart: bool, allow_migrate: bool,
+) -> str:
+    if state is VmState.PLACED:
+        return CLAIMS
+    if state is not VmState.RUNNING:
+        return REDEFINE if before.host == after.host else MOVE
+    if before.host == after.host:
+        if live_capable(before, after, memnode_mode):
+            return LIVE
+        if allow_restart:
+            return RESTART
+        raise ConflictError(
+            f"VM {vm!r} is running and cannot move from cells {list(before.host_cells)} to "
+            f"{list(after.host_cells)} live (guest NUMA shape, page size or {memnode_mode} numatune)",
+            hint="allow stopping and starting it: --allow-restart",
+        )
+    if allow_migrate:
+        return MIGRATE
+    if allow_restart:
+        return MOVE_RESTART
+    raise ConflictError(
+        f"VM {vm!r} is running and would move from host {before.host!r} to {after.host!r}",
+        hint="allow live migration (--allow-migrate) or a stop and start (--allow-restart)",
+    )
+
+
+def _new_steps(
+    inventory: Inventory, conns: _Conns, plan: Plan, allow_restart: bool, allow_migrate: bool
+) -> list[NewStep]:
+    current: dict[str, Placement] = {}
+    states: dict[str, VmState] = {}
+    steps: list[NewStep] = []
+    for move in plan.moves:
+        if move.vm not in current:
+            placement, recorded = inventory.get_vm(move.vm)
+            host = conns.hosts[placement.host]
+            domain = conns(host.name).domain_state(move.vm) if host.uri else DomainState.MISSING
+            if domain is DomainState.MISSING and recorded is not VmState.PLACED:
+                raise ConflictError(
+                    f"VM {move.vm!r} is {recorded} in the inventory but {host.name} has no such domain",
+                    hint=f"bring the inventory and libvirt into agreement first: vnuma reconcile {host.name}",
+                )
+            current[move.vm] = placement
+            states[move.vm] = VmState.PLACED if domain is DomainState.MISSING else _observed(recorded, domain)
+        before = current[move.vm]
+        options, _template = rendering_of(inventory.get_rendering(move.vm))
+        kind = _kind(
+            move.vm, before, move.placement, states[move.vm], options.memnode_mode, allow_restart, allow_migrate
+        )
+        if kind is not CLAIMS and not conns.hosts[move.to_host].uri:
+            raise InvalidInputError(f"host {move.to_host!r} has no libvirt URI to define VM {move.vm!r} on")
+        steps.append(NewStep(move.vm, kind, move.reason, before, move.placement, states[move.vm]))
+        current[move.vm] = move.placement
+    return steps
+
+
+class _Executor:
+    """Runs steps' libvirt actions towards a placement; every action is idempotent."""
+
+    def __init__(self, settings: Settings, inventory: Inventory, conns: _Conns) -> None:
+        self.settings = settings
+        self.inventory = inventory
+        self.conns = conns
+
+    def xml(self, vm: str, p: Placement) -> str:
+        options, template = rendering_of(self.inventory.get_rendering(vm))
+        return render_domain(
+            self.conns.hosts[p.host], p, options=options, template=template,
+            templates_dir=self.settings.templates_dir,
+        )
+
+    def towards(self, kind: str, vm: str, old: Placement, new: Placement) -> None:
+        """Make libvirt hold ``vm`` as ``new`` (coming from ``old``) the way ``kind`` says."""
+        if kind == CLAIMS:
+            return
+        xml = self.xml(vm, new)
+        dst = self.conns(new.host)
+        if kind == REDEFINE:
+            dst.define(xml)
+        elif kind == LIVE:
+            dst.pin_live(vm, vcpu_pins(new), emulator_pins(new))
+            if set(old.host_cells) != set(new.host_cells):
+                dst.set_memory_nodeset(vm, frozenset(new.host_cells))
+            dst.define(xml)
+        elif kind == RESTART:
+            dst.stop(vm)
+            dst.define(xml)
+            dst.start(vm)
+        elif kind in (MOVE, MOVE_RESTART):
+            src = self.conns(old.host)
+            if src.domain_state(vm) is not DomainState.MISSING and self._separate(old.host, new.host):
+                src.undefine(vm)
+            if dst.domain_state(vm) is DomainState.RUNNING:
+                dst.stop(vm)
+            dst.define(xml)
+            if kind == MOVE_RESTART:
+                dst.start(vm)
+        elif kind == MIGRATE:
+            # Already there (a resumed step), or both host names reach one libvirt: only redefine.
+            if not self._separate(old.host, new.host) or dst.domain_state(vm) is DomainState.RUNNING:
+                dst.define(xml)
+            else:
+                self.conns(old.host).migrate(vm, self.conns.hosts[new.host].uri or "", xml)
+        else:  # pragma: no cover - kinds come from _kind
+            raise AssertionError(kind)
+
+    def _separate(self, a: str, b: str) -> bool:
+        """False when two host names reach the same libvirt (then there is nothing to undefine)."""
+        return self.conns.hosts[a].uri != self.conns.hosts[b].uri
+
+
+def _annotated(err: VnumaError, context: str, hint: str) -> VnumaError:
+    """The same error (same class and exit code) with the run and step in front and a new hint."""
+    new = copy.copy(err)
+    new.args = (f"{context}: {err}",)
+    new.hint = hint
+    return new
+
+
+def apply_plan(
+    settings: Settings, plan: Plan, *, allow_restart: bool = False, allow_migrate: bool = False,
+    progress: Progress | None = None,
+) -> RunReport:
+    """Journal ``plan`` as a run and carry it out.
+
+    Raises:
+        ConflictError: another run is unfinished, a move needs a permission
+            not given, or a step's claims no longer fit (run left failed).
+        HypervisorError: libvirt failed a step (run left failed, see --resume/--abort).
+        RenderError: a template cannot render a new placement (nothing changed).
+    """
+    if not plan.moves:
+        raise InvalidInputError("the plan has no moves: nothing to apply")
+    with open_inventory(settings.db_url) as inventory, _connections(inventory) as conns:
+        run = inventory.unfinished_run()
+        if run is not None:
+            raise ConflictError(
+                f"rebalance run {run.id} is unfinished ({run.status})",
+                hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
+            )
+        steps = _new_steps(inventory, conns, plan, allow_restart, allow_migrate)
+        executor = _Executor(settings, inventory, conns)
+        for s in steps:  # a template or placement that cannot render stops the run before it starts
+            if s.kind != CLAIMS:
+                executor.xml(s.vm, s.after)
+        options = {"allow_restart": allow_restart, "allow_migrate": allow_migrate}
+        run_id = inventory.open_run(str(plan.objective), options, steps)
+        return _forward(inventory, executor, run_id, progress)
+
+
+def _forward(inventory: Inventory, executor: _Executor, run_id: int, progress: Progress | None) -> RunReport:
+    run = inventory.get_run(run_id)
+    for step in run.steps:
+        if step.status is StepStatus.DONE:
+            continue
+        try:
+            if step.status is StepStatus.PENDING:
+                inventory.start_step(run_id, step.seq)
+            if progress is not None:
+                progress(step, "started")
+            executor.towards(step.kind, step.vm, step.before, step.after)
+        except VnumaError as err:
+            inventory.fail_run(run_id, step.seq, str(err))
+            raise _annotated(err, f"rebalance run {run_id} step {step.seq} ({step.vm})", _RESUME_HINT) from err
+        # Every kind leaves the domain as it found it: running stays running, defined stays defined.
+        inventory.finish_step(run_id, step.seq, step.before_state)
+        if progress is not None:
+            progress(step, "done")
+    inventory.close_run(run_id, RunStatus.DONE)
+    run = inventory.get_run(run_id)
+    return RunReport(run.id, run.status, run.steps)
+
+
+def _unfinished(inventory: Inventory) -> RunRecord:
+    run = inventory.unfinished_run()
+    if run is None:
+        raise NotFoundError("no unfinished rebalance run", hint="`vnuma rebalance --apply` starts one")
+    return run
+
+
+def resume(settings: Settings, progress: Progress | None = None) -> RunReport:
+    """Carry the unfinished run on from its first step not done.
+
+    Raises:
+        NotFoundError: no unfinished run.
+        ConflictError: the run is being rolled back (use --abort), or claims conflict.
+        HypervisorError: libvirt failed a step again.
+    """
+    with open_inventory(settings.db_url) as inventory, _connections(inventory) as conns:
+        run = _unfinished(inventory)
+        if any(s.status in (StepStatus.UNDOING, StepStatus.UNDONE) for s in run.steps):
+            raise ConflictError(
+                f"rebalance run {run.id} is being rolled back", hint="finish it with `vnuma rebalance --abort`"
+            )
+        inventory.resume_run(run.id)
+        return _forward(inventory, _Executor(settings, inventory, conns), run.id, progress)
+
+
+def abort(settings: Settings, progress: Progress | None = None) -> RunReport:
+    """Undo the unfinished run's started and done steps, last first; pending steps are dropped.
+
+    Raises:
+        NotFoundError: no unfinished run.
+        ConflictError: a VM's old resources were taken meanwhile.
+        HypervisorError: libvirt failed to undo a step (run stays failed; --abort again).
+    """
+    with open_inventory(settings.db_url) as inventory, _connections(inventory) as conns:
+        run = _unfinished(inventory)
+        executor = _Executor(settings, inventory, conns)
+        for step in reversed(run.steps):
+            if step.status in (StepStatus.PENDING, StepStatus.UNDONE):
+                continue
+            try:
+                if step.status is not StepStatus.UNDOING:
+                    inventory.begin_undo(run.id, step.seq)
+                if progress is not None:
+                    progress(step, "undoing")
+                executor.towards(step.kind, step.vm, step.after, step.before)
+            except VnumaError as err:
+                inventory.fail_run(run.id, step.seq, f"undo: {err}")
+                context = f"rebalance run {run.id}: undoing step {step.seq} ({step.vm})"
+                raise _annotated(err, context, "fix the cause, then `vnuma rebalance --abort` again") from err
+            inventory.finish_undo(run.id, step.seq)
+            if progress is not None:
+                progress(step, "undone")
+        inventory.close_run(run.id, RunStatus.ABORTED)
+        done = inventory.get_run(run.id)
+        return RunReport(done.id, done.status, done.steps)
+
