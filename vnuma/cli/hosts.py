@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from vnuma.cli import output, settings
 
+if TYPE_CHECKING:
+    from vnuma.services.discovery import Batch, Outcome
+
 app = typer.Typer(no_args_is_help=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JobsOpt = Annotated[
+    int, typer.Option("--jobs", "-j", min=1, max=64, help="Hosts discovered at once (with --from-file / --all).")
+]
 
 
 @app.command("add")
 def add(
     ctx: typer.Context,
-    name: str,
+    name: Annotated[str | None, typer.Argument(help="Host name (none with --from-file).", show_default=False)] = None,
     uri: Annotated[str | None, typer.Option("--uri", help="libvirt URI, e.g. qemu+ssh://h1/system.")] = None,
     capabilities: Annotated[
         Path | None, typer.Option("--capabilities", help="Capabilities XML to use instead of libvirt's.")
@@ -25,9 +34,25 @@ def add(
     demo: Annotated[
         bool, typer.Option("--demo", help="The shipped demo GPU server through libvirt's test driver.")
     ] = False,
+    from_file: Annotated[
+        str | None,
+        typer.Option(
+            "--from-file", metavar="FILE",
+            help="Add many hosts: lines of `NAME URI` or a bare `URI` (# comments); `-` reads stdin.",
+        ),
+    ] = None,
+    jobs: JobsOpt = 8,
     as_json: JsonOpt = False,
 ) -> None:
-    """Discover a host's NUMA topology and PCI devices through libvirt and record it."""
+    """Discover a host's NUMA topology and PCI devices through libvirt and record it (or many: --from-file)."""
+    if from_file is not None:
+        from vnuma.services.discovery import add_from_file
+
+        clashing = _given(("NAME", name), ("--uri", uri), ("--capabilities", capabilities), ("--demo", demo))
+        with _progress("adding") as reporter:
+            batch = add_from_file(settings(ctx), from_file, sys.stdin, jobs, reporter, clashing=clashing)
+        _print_batch(batch, as_json)
+        return
     from vnuma.services.hosts import add_host
 
     host = add_host(settings(ctx), name, uri, capabilities, demo)
@@ -71,13 +96,25 @@ def _print_added(host: Any, as_json: bool) -> None:
 @app.command("refresh")
 def refresh(
     ctx: typer.Context,
-    name: str,
+    name: Annotated[str | None, typer.Argument(help="Host name (none with --all).", show_default=False)] = None,
     capabilities: Annotated[
         Path | None, typer.Option("--capabilities", help="Capabilities XML to use instead of libvirt's.")
     ] = None,
+    all_hosts: Annotated[
+        bool, typer.Option("--all", help="Every libvirt host, concurrently; file-imported hosts are skipped.")
+    ] = False,
+    jobs: JobsOpt = 8,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rediscover a host through its libvirt URI and report what changed."""
+    """Rediscover a host (or --all) through its libvirt URI and report what changed."""
+    if all_hosts:
+        from vnuma.services.discovery import refresh_all
+
+        with _progress("refreshing") as reporter:
+            clashing = _given(("NAME", name), ("--capabilities", capabilities))
+            batch = refresh_all(settings(ctx), jobs, reporter, clashing=clashing)
+        _print_batch(batch, as_json)
+        return
     from vnuma.services.hosts import refresh_host
 
     result = refresh_host(settings(ctx), name, capabilities)
@@ -145,6 +182,62 @@ def reserve(
     cpu_set = parse_cpuset(cpus)
     reserve_cpus(settings(ctx), name, cpu_set)
     typer.echo(f"host {name}: reserved CPUs {format_cpuset(cpu_set) or 'none'}")
+
+
+def _given(*options: tuple[str, object]) -> tuple[str, ...]:
+    """The names of the options that were given (the service refuses them in bulk mode)."""
+    return tuple(flag for flag, value in options if value)
+
+
+def _print_batch(batch: Batch, as_json: bool) -> None:
+    """Per-host summary (table or JSON) on stdout; if any host failed, raise the batch's error."""
+    from vnuma.services.discovery import Result, batch_to_dict
+
+    if as_json:
+        output.echo_json(batch_to_dict(batch))
+    else:
+        rows = [(o.name, o.result.value, o.detail) for o in batch.outcomes]
+        output.echo_table(None, ["HOST", "RESULT", "DETAIL"], rows)
+        counts = [f"{batch.count(r)} {r.value}" for r in Result if batch.count(r)]
+        typer.echo(", ".join(counts) or "no hosts")
+    err = batch.error()
+    if err is not None:
+        raise err
+
+
+class _Bar:
+    """A rich progress bar fed by the discovery service (called from this thread only)."""
+
+    def __init__(self, progress: Any, what: str) -> None:
+        self._progress = progress
+        self._what = what
+        self._task: Any = None
+        self._failed = 0
+
+    def start(self, total: int) -> None:
+        self._task = self._progress.add_task(self._what, total=total, failed=0)
+
+    def advance(self, outcome: Outcome) -> None:
+        self._failed += outcome.result.value == "failed"
+        self._progress.update(self._task, advance=1, failed=self._failed, description=f"{self._what} {outcome.name}")
+
+
+@contextmanager
+def _progress(what: str) -> Iterator[_Bar | None]:
+    """A progress bar on stderr when stderr is a terminal; nothing otherwise (scripts, pipes, CI logs)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True,
+    )
+    with progress:
+        yield _Bar(progress, what)
 
 
 def _gib(kib: int) -> str:

@@ -80,19 +80,29 @@ def import_files(
     return check_host(_with_devices(host, devices))
 
 
-def add_host(settings: Settings, name: str, uri: str | None, capabilities: Path | None, demo: bool) -> Host:
-    """Discover a host through libvirt and record it (``--demo``: the shipped demo host)."""
-    _check_name(name)
+def add_host(settings: Settings, name: str | None, uri: str | None, capabilities: Path | None, demo: bool) -> Host:
+    """Discover a host through libvirt and record it (``--demo``: the shipped demo host).
+
+    Raises:
+        InvalidInputError: no name, a bad name, no URI, or --demo with --uri/--capabilities.
+        ConflictError: the name is already in the inventory (checked before libvirt is contacted).
+        HypervisorError: libvirt cannot be reached or refuses.
+    """
+    if name is None:
+        raise InvalidInputError(
+            "a host NAME is needed", hint="vnuma host add NAME --uri URI, or vnuma host add --from-file FILE"
+        )
+    check_name(name)
     if demo:
         if uri or capabilities:
             raise InvalidInputError("--demo brings its own URI and capabilities; drop --uri/--capabilities")
         uri, capabilities = demo_uri(), demo_capabilities_path()
     if not uri:
         raise InvalidInputError("a libvirt URI is needed", hint="vnuma host add NAME --uri qemu:///system")
-    inventory = open_inventory(settings.db_url)
-    _ensure_absent(inventory, name)
-    host = discover(name, uri, capabilities)
-    inventory.add_host(host)
+    with open_inventory(settings.db_url) as inventory:
+        _ensure_absent(inventory, name)
+        host = discover(name, uri, capabilities)
+        inventory.add_host(host)
     return host
 
 
@@ -100,11 +110,11 @@ def import_host(
     settings: Settings, name: str, capabilities: Path | None, nodedevs: Sequence[Path], hwloc: Path | None
 ) -> Host:
     """Parse files and record the host."""
-    _check_name(name)
-    inventory = open_inventory(settings.db_url)
-    _ensure_absent(inventory, name)
-    host = import_files(name, capabilities, nodedevs, hwloc)
-    inventory.add_host(host)
+    check_name(name)
+    with open_inventory(settings.db_url) as inventory:
+        _ensure_absent(inventory, name)
+        host = import_files(name, capabilities, nodedevs, hwloc)
+        inventory.add_host(host)
     return host
 
 
@@ -116,21 +126,33 @@ class Refresh:
     changes: tuple[str, ...]
 
 
-def refresh_host(settings: Settings, name: str, capabilities: Path | None) -> Refresh:
+def refresh_host(settings: Settings, name: str | None, capabilities: Path | None) -> Refresh:
     """Rediscover a libvirt host and report what changed (topology and devices).
 
     Raises:
-        InvalidInputError: the host was imported from files (no URI to read).
+        InvalidInputError: no name, or the host was imported from files (no URI to read).
+        NotFoundError: no such host.
+        HypervisorError: libvirt cannot be reached or refuses.
     """
-    inventory = open_inventory(settings.db_url)
-    old = inventory.get_host(name)
-    if old.uri is None:
-        raise InvalidInputError(
-            f"host {name!r} was imported from files and has no libvirt URI",
-            hint=f"vnuma host remove {name} and import it again",
-        )
-    fresh = discover(name, old.uri, capabilities)
-    fresh = replace(fresh, reserved_cpus=old.reserved_cpus)
+    if name is None:
+        raise InvalidInputError("a host NAME is needed", hint="vnuma host refresh NAME, or vnuma host refresh --all")
+    with open_inventory(settings.db_url) as inventory:
+        old = inventory.get_host(name)
+        if old.uri is None:
+            raise InvalidInputError(
+                f"host {name!r} was imported from files and has no libvirt URI",
+                hint=f"vnuma host remove {name} and import it again",
+            )
+        return record_refresh(inventory, old, discover(name, old.uri, capabilities))
+
+
+def record_refresh(inventory: Inventory, old: Host, discovered: Host) -> Refresh:
+    """Store a rediscovered host when it differs from ``old`` (keeping the reserved CPUs).
+
+    Raises:
+        ConflictError: the new topology drops CPUs, pages or devices that VMs hold.
+    """
+    fresh = replace(discovered, reserved_cpus=old.reserved_cpus)
     changes = tuple(diff_hosts(old, fresh))
     if changes:
         inventory.replace_host(fresh)
@@ -171,7 +193,12 @@ def diff_hosts(old: Host, new: Host) -> list[str]:
     return out
 
 
-def _check_name(name: str) -> None:
+def check_name(name: str) -> None:
+    """Refuse a host name the inventory and the CLI cannot show cleanly.
+
+    Raises:
+        InvalidInputError: empty, longer than 255 characters, or holding '/', NUL, tabs or newlines.
+    """
     if not name.strip() or len(name) > 255 or any(ch in name for ch in "/\x00\n\r\t"):
         raise InvalidInputError(
             f"bad host name {name!r}: 1-255 characters, no '/', tabs or newlines"
