@@ -1,4 +1,5 @@
-"""Planner invariants on random fragmented fleets: valid replay, objective never worse, move limit."""
+"""Planner invariants on random fragmented fleets: valid replay, objective never worse, move limit,
+and the room search's capacity bound never ruling out a plan."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from tests.placement.helpers import check_fleet, request
 from vnuma.placement.engine import place
 from vnuma.placement.fleet import Fleet
 from vnuma.placement.model import GpuAffinity, Isolation, Placement, VmRequest
-from vnuma.placement.rebalance import FleetState, Objective, Plan, plan_moves
+from vnuma.placement.rebalance import FleetState, Objective, Plan, is_movable, plan_moves
+from vnuma.placement.rebalance.room import could_fit
+from vnuma.placement.rebalance.search import Search
 from vnuma.topology import Host
 
 TENANTS = {"t1": Isolation.CORE, "t2": Isolation.NONE, "t3": Isolation.CELL}
@@ -110,3 +113,55 @@ def test_room_plan_replays_validly_and_makes_room_when_it_says_so(
     if plan.moves:
         fits_before = place(want, Fleet(_hosts(state), state.placements, state.isolation)).chosen is not None
         assert not fits_before
+
+
+def _crowding(hosts: list[Host], placements: list[Placement]) -> int:
+    """Spread-tenants from its definition: per tenant and host with n VMs, those sharing a cell with
+    another of them, less max(0, n - cells + 1) when n exceeds the host's CPU cells."""
+    cells = {h.name: sum(1 for c in h.cells if c.cpus) for h in hosts}
+    total = 0
+    for host in cells:
+        for tenant in {p.tenant for p in placements if p.host == host}:
+            vms = [p for p in placements if (p.host, p.tenant) == (host, tenant)]
+            crowded = sum(
+                1 for p in vms if any(set(p.host_cells) & set(q.host_cells) for q in vms if q.vm != p.vm)
+            )
+            total += crowded - (len(vms) - cells[host] + 1 if len(vms) > cells[host] else 0)
+    return total
+
+
+@settings(max_examples=60)
+@given(state=fleets(), max_moves=st.integers(0, 3))
+def test_spread_plan_replays_validly_and_never_gets_worse(state: FleetState, max_moves: int) -> None:
+    plan = plan_moves(state, Objective.SPREAD_TENANTS, max_moves)
+    assert len(plan.moves) <= max_moves
+    assert plan.before == _crowding(_hosts(state), list(state.placements))
+    after = _replay(state, plan)
+    assert plan.after == _crowding(_hosts(state), after) <= plan.before
+    assert plan.optimal == (plan.after == 0)
+    for move in plan.moves:
+        assert f"tenant {move.placement.tenant} " in move.reason
+    if plan.moves:
+        assert plan.after < plan.before
+
+
+@settings(max_examples=60)
+@given(state=fleets(), data=st.data())
+def test_room_bound_never_rules_out_what_departures_would_allow(state: FleetState, data: st.DataObject) -> None:
+    # Moves can free on a host at most what its leaving VMs hold: if the shape fits once some k of
+    # them are simply gone, the planner's bound must allow k moves there.
+    host = data.draw(st.sampled_from(_hosts(state)))
+    mine = sorted(p.vm for p in state.placements if p.host == host.name and is_movable(p))
+    gone = set(data.draw(st.lists(st.sampled_from(mine), unique=True, max_size=3))) if mine else set()
+    want = request(
+        "want",
+        "t1",
+        vcpus=data.draw(st.sampled_from([2, 4, 8])),
+        memory_gib=2 * data.draw(st.integers(1, 2)),
+        gpus=data.draw(st.integers(0, min(2, sum(len(h.devices) for h in state.hosts)))),
+        numa_nodes=data.draw(st.sampled_from([None, 1, 2])),
+        host=host.name,
+    )
+    left = [p for p in state.placements if p.vm not in gone]
+    if place(want, Fleet(_hosts(state), left, state.isolation)).chosen is not None:
+        assert could_fit(Search(state, 10.0, None), want, host.name, len(gone), set())

@@ -1,4 +1,5 @@
-"""Planner scenarios: a fragmented GPU host, split VMs consolidated, trivial and impossible cases."""
+"""Planner scenarios: a fragmented GPU host, split VMs consolidated, a stacked tenant spread,
+trivial and impossible cases."""
 
 from __future__ import annotations
 
@@ -99,3 +100,48 @@ def test_time_limit_returns_unproven_plan() -> None:
         FleetState((host,), tuple(vms), {}), Objective.ROOM, 3, want, 2.0, clock=lambda: float(next(ticks))
     )
     assert plan.optimal is False and plan.moves == () and plan.after == 1
+
+
+def _stacked(host: Host, tenant: str, count: int, cell: int) -> list[Placement]:
+    """``count`` one-vCPU VMs of ``tenant`` all on ``cell`` (pCPUs cell*4, cell*4+1, ...)."""
+    return [
+        Placement(f"{tenant}-{i}", tenant, host.name, (CellAssignment(0, cell, (0,), (cell * 4 + i,), GIB, PAGE_1G),))
+        for i in range(count)
+    ]
+
+
+def test_tenant_stacked_on_one_cell_is_spread_over_free_cells() -> None:
+    host = make_host("h", cells=4, cores_per_cell=4, smt=1)
+    vms = [*_stacked(host, "noisy", 3, 0), _vm(host, "other", 1, (4, 5))]
+    state = FleetState((host,), tuple(vms), {"noisy": Isolation.CORE, "t1": Isolation.CORE})
+    plan = plan_moves(state, Objective.SPREAD_TENANTS, 3)
+    assert (plan.before, plan.after, plan.optimal, len(plan.moves)) == (3, 0, True, 2)
+    assert all(m.vm.startswith("noisy-") and m.from_cells == (0,) and m.cost_kib == GIB for m in plan.moves)
+    assert "tenant noisy crowds cells [0] of h" in plan.moves[0].reason
+    after = _replay([host], vms, plan.moves)
+    check_fleet([host], after, state.isolation)
+    assert len({p.host_cells for p in after if p.tenant == "noisy"}) == 3
+
+
+def test_sharing_that_no_placement_avoids_is_not_counted() -> None:
+    # Three VMs on a two-cell host: two of them must share (pigeonhole), so one move is all it takes.
+    host = make_host("h", cells=2, cores_per_cell=4, smt=1)
+    vms = _stacked(host, "noisy", 3, 0)
+    plan = plan_moves(FleetState((host,), tuple(vms), {}), Objective.SPREAD_TENANTS, 3)
+    assert (plan.before, plan.after, plan.optimal) == (1, 0, True)
+    (move,) = plan.moves
+    assert move.to_cells == (1,)
+    check_fleet([host], _replay([host], vms, plan.moves), {})
+
+
+def test_spread_moves_to_another_host_when_its_own_has_no_free_cell() -> None:
+    full = make_host("a", cells=2, cores_per_cell=4, smt=1)
+    spare = make_host("b", cells=2, cores_per_cell=4, smt=1)
+    vms = [*_stacked(full, "noisy", 2, 0), _vm(full, "other", 1, (4, 5, 6, 7))]
+    state = FleetState((full, spare), tuple(vms), {"noisy": Isolation.CORE, "t1": Isolation.CORE})
+    plan = plan_moves(state, Objective.SPREAD_TENANTS, 3)
+    assert (plan.before, plan.after) == (2, 0)
+    (move,) = plan.moves
+    assert (move.from_host, move.to_host, move.cost_kib) == ("a", "b", GIB)
+    assert "to host b" in move.reason
+    check_fleet([full, spare], _replay([full, spare], vms, plan.moves), state.isolation)

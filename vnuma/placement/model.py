@@ -58,10 +58,12 @@ class EmulatorThreads(StrEnum):
 
 
 class Objective(StrEnum):
-    """What a rebalance plan improves: locality of split VMs, or room for a VM shape."""
+    """What a rebalance plan improves: locality of split VMs, room for a VM shape, or a
+    tenant's VMs spread over more memory controllers (host cells)."""
 
     LOCALITY = "locality"
     ROOM = "room"
+    SPREAD_TENANTS = "spread-tenants"
 
 
 class Strategy(StrEnum):

@@ -1,0 +1,120 @@
+"""Rebalance planner: an ordered list of VM moves that improves an objective.
+
+Pure: no I/O, deterministic for a given state (the only outside input is the
+optional ``clock`` used for the time limit). A move re-places one VM: new
+cells and pCPUs on its host, or another host. Each move is a real
+:func:`~vnuma.placement.engine.place` on the state the earlier moves left,
+with the VM itself removed first, so every intermediate state is valid by
+construction: replaying the moves in order (remove the VM, add its new
+placement) never needs capacity that is not free at that step. Only VMs
+whose devices are all GPUs move (:func:`is_movable`); each VM moves at most
+once per plan in ``room``, and a greedy step may move a VM again only if
+that gains again.
+
+Objectives (lower is better; ``Plan.before``/``after`` are their values):
+
+* ``locality``: per VM, the cells it uses beyond the fewest the engine gives
+  it on an empty host of its shape (with its GPUs on those cells when that
+  fits, so a 2-GPU VM on one-GPU cells is not charged for needing two
+  cells), plus its GPUs off its own cells. Greedy:
+  each step tries only the VMs with a positive cost, highest cost first, as
+  a re-pin on their own host and, on a multi-host fleet, wherever the engine
+  puts them (GPUs ``required``, then ``preferred`` if that finds nothing),
+  and keeps the move that lowers the total most (ties: less memory to
+  migrate, so a re-pin beats a migration, then VM name); a VM whose cost is
+  below the best gain found is not tried (a move gains at most its VM's
+  cost). Work: at most ``max_moves`` x 4C engine calls for C VMs with a
+  positive cost. ``optimal``: the total reached 0, the lower bound.
+* ``room``: 0 when ``make_room_for`` fits, else 1. The fewest moves that
+  let it in, by iterative deepening (depth 1, 2, .. ``max_moves``). The
+  shape lands on one host and moves only take capacity elsewhere, so a plan
+  is searched per *target host*, moving only that host's VMs. Narrowing, by
+  a capacity bound per host (a necessary condition: pCPUs, memory and GPUs
+  free on the host, and per cell for an explicit ``numa_nodes`` N at least
+  N cells with a 1/N share, counting what the k largest departures would
+  free, per resource): a host is a target only when the bound holds with k
+  = the moves left; a search node is cut, and a VM's move not tried, when
+  the bound fails for the moves left after it. Target hosts are searched
+  by the fewest moves their bound allows, then name. A VM's candidate
+  moves are a re-pin onto other cells of its host and, on a multi-host
+  fleet, the engine's choice with its whole host blocked; smallest memory
+  first. Work: per depth d and target host with V movable VMs at most
+  (2V)^d engine calls, cut by the bound, by states already seen and by the
+  time limit. ``optimal``: every shallower depth was searched completely,
+  so the plan has the fewest moves among those the search considers (or no
+  plan within ``max_moves`` exists there). Not considered: chains through
+  other hosts (a VM leaving another host so one of the target's VMs can
+  move there).
+* ``spread-tenants``: for each tenant and host where the tenant has n >= 2
+  VMs, its *crowded* VMs (those sharing a host cell, i.e. a memory
+  controller, with another VM of the same tenant) minus the unavoidable
+  max(0, n - C + 1) when n exceeds the host's C CPU cells (pigeonhole);
+  summed over tenants and hosts. Greedy like ``locality``: candidates are
+  only the crowded VMs of (tenant, host) pairs with a positive value; each
+  is tried as a re-pin onto cells none of its tenant's other VMs on that
+  host use and, on a multi-host fleet, the engine's choice on another host
+  (its own blocked). The move that lowers the total most wins (ties: less
+  memory to migrate, then VM name); its reason names the shared cells, the
+  VMs it shared them with and the value before/after on the touched hosts.
+  Work: at most ``max_moves`` x 2C engine calls for C candidates.
+  ``optimal``: the total reached 0, the lower bound (VMs spanning several
+  cells may keep a positive value no move can remove: then not proven).
+
+``time_limit_s`` with a ``clock`` (e.g. ``time.monotonic``): the best plan
+found when the time is up comes back, ``optimal`` false unless proven.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from vnuma.errors import InvalidInputError
+from vnuma.placement.model import Objective, VmRequest
+from vnuma.placement.rebalance.base import FleetState, Move, Plan, is_movable, move_cost_kib, request_of
+from vnuma.placement.rebalance.locality import plan_locality
+from vnuma.placement.rebalance.room import plan_room
+from vnuma.placement.rebalance.search import Search
+from vnuma.placement.rebalance.spread import plan_spread
+
+__all__ = [
+    "FleetState",
+    "Move",
+    "Objective",
+    "Plan",
+    "is_movable",
+    "move_cost_kib",
+    "plan_moves",
+    "request_of",
+]
+
+
+def plan_moves(
+    fleet_state: FleetState,
+    objective: Objective,
+    max_moves: int,
+    make_room_for: VmRequest | None = None,
+    time_limit_s: float = 10.0,
+    *,
+    clock: Callable[[], float] | None = None,
+) -> Plan:
+    """Plan at most ``max_moves`` moves improving ``objective``; the best found within the time limit.
+
+    ``clock`` (seconds, e.g. ``time.monotonic``) enforces ``time_limit_s``;
+    without it the search runs to its work bound (see the module docstring).
+
+    Raises:
+        InvalidInputError: ``room`` without ``make_room_for``, or a negative ``max_moves``.
+        NotFoundError: ``make_room_for.host`` is not in the fleet.
+    """
+    if max_moves < 0:
+        raise InvalidInputError(f"--max-moves must be 0 or more, got {max_moves}")
+    search = Search(fleet_state, time_limit_s, clock)
+    if objective is Objective.LOCALITY:
+        return plan_locality(search, max_moves)
+    if objective is Objective.SPREAD_TENANTS:
+        return plan_spread(search, max_moves)
+    if make_room_for is None:
+        raise InvalidInputError(
+            "objective room needs a VM shape", hint='--make-room-for "vcpus=32,memory=256GiB"'
+        )
+    return plan_room(search, make_room_for, max_moves)

@@ -1,0 +1,90 @@
+"""The planner's vocabulary: the state it starts from, moves, plans, and per-VM helpers.
+
+Pure: no I/O. These names are the planner's public interface (also
+re-exported by :mod:`vnuma.placement.rebalance`); the apply step builds on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vnuma.placement.model import (
+    EmulatorThreads,
+    GpuAffinity,
+    Isolation,
+    Objective,
+    Placement,
+    VmRequest,
+)
+from vnuma.topology import DeviceKind, Host
+
+
+@dataclass(frozen=True, slots=True)
+class FleetState:
+    """Hosts, their placements and tenants' isolation: what the planner starts from."""
+
+    hosts: tuple[Host, ...]
+    placements: tuple[Placement, ...]
+    isolation: Mapping[str, Isolation]
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One VM re-placed: from where, to where (``placement``), why, and the memory to migrate."""
+
+    vm: str
+    from_host: str
+    from_cells: tuple[int, ...]
+    to_host: str
+    to_cells: tuple[int, ...]
+    reason: str
+    cost_kib: int
+    placement: Placement
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Ordered moves, the objective before and after them, and whether the search finished."""
+
+    objective: Objective
+    before: int
+    after: int
+    optimal: bool
+    moves: tuple[Move, ...]
+
+
+def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAffinity.REQUIRED) -> VmRequest:
+    """The request that re-places a VM with its size, policies and page size (cells left to the engine)."""
+    pins = {x for c in p.cells for x in c.pcpus}
+    return VmRequest(
+        name=p.vm,
+        tenant=p.tenant,
+        vcpus=p.vcpus,
+        memory_kib=p.memory_kib,
+        gpus=sum(1 for d in p.devices if d.kind is DeviceKind.GPU),
+        cpu_policy=p.cpu_policy,
+        thread_policy=p.thread_policy,
+        page_size_kib=p.cells[0].page_size_kib,
+        gpu_affinity=affinity,
+        emulator_threads=EmulatorThreads.ISOLATE if set(p.emulator_pcpus) - pins else EmulatorThreads.SHARE,
+        isolation=isolation,
+    )
+
+
+def is_movable(p: Placement) -> bool:
+    """VMs holding devices other than GPUs are left where they are (the engine places GPUs only)."""
+    return bool(p.cells) and all(d.kind is DeviceKind.GPU for d in p.devices)
+
+
+def move_cost_kib(old: Placement, new: Placement) -> int:
+    """Memory to migrate: all of it to another host, else what sits on cells the VM leaves."""
+    if old.host != new.host:
+        return old.memory_kib
+    kept = set(new.host_cells)
+    return sum(c.memory_kib for c in old.cells if c.host_cell not in kept)
+
+
+def make_move(old: Placement, new: Placement, reason: str) -> Move:
+    """The move that takes ``old`` to ``new``, with its migration cost."""
+    return Move(old.vm, old.host, old.host_cells, new.host, new.host_cells, reason, move_cost_kib(old, new), new)

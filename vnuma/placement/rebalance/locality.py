@@ -1,0 +1,61 @@
+"""The ``locality`` objective: bring split VMs onto the fewest cells and their GPUs onto their cells.
+
+Pure: no I/O. Definition and work bound: see :mod:`vnuma.placement.rebalance`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vnuma.placement.model import GpuAffinity, Objective, Placement
+from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, request_of
+from vnuma.placement.rebalance.search import Search, greedy
+from vnuma.topology import DeviceKind
+
+
+def locality_cost(search: Search, p: Placement) -> int:
+    """Cells beyond the engine's fewest on an empty host, plus GPUs off the VM's cells."""
+    home = search.fleet.state(p.host).gpu_home
+    cells = set(p.host_cells)
+    off = sum(1 for d in p.devices if d.kind is DeviceKind.GPU and home.get(d.address) not in cells)
+    return max(0, len(p.cells) - search.fewest_cells(p)) + off
+
+
+def plan_locality(search: Search, max_moves: int) -> Plan:
+    """Greedy: each step makes the move that lowers the total cost most."""
+    before = sum(locality_cost(search, p) for p in search.fleet.placements())
+    return greedy(search, Objective.LOCALITY, before, _best_move, max_moves)
+
+
+def _best_move(search: Search) -> tuple[int, Move] | None:
+    costly = [(c, p) for p in search.fleet.placements() if is_movable(p) and (c := locality_cost(search, p)) > 0]
+    costly.sort(key=lambda cp: (-cp[0], cp[1].vm))
+    best: tuple[tuple[int, int, str], int, Move] | None = None
+    for cost, p in costly:
+        if best is not None and cost < best[1]:
+            break  # a move gains at most the VM's own cost: nothing further down can win
+        for new in _targets(search, p):
+            gain = cost - locality_cost(search, new)
+            if gain <= 0:
+                continue
+            to = f"cells {list(new.host_cells)}" if new.host == p.host else f"{new.host} cells {list(new.host_cells)}"
+            move = make_move(p, new, f"locality cost {cost} -> {cost - gain} (cells {list(p.host_cells)} -> {to})")
+            key = (-gain, move.cost_kib, p.vm)
+            if best is None or key < best[0]:
+                best = (key, gain, move)
+    return None if best is None else (best[1], best[2])
+
+
+def _targets(search: Search, p: Placement) -> list[Placement]:
+    """A re-pin on the VM's host and, on a multi-host fleet, the engine's free choice; for each, GPUs
+    ``required`` first, ``preferred`` only when ``required`` finds nothing."""
+    has_gpus = any(d.kind is DeviceKind.GPU for d in p.devices)
+    found: list[Placement] = []
+    for host in (p.host, None) if len(search.on_host) > 1 else (p.host,):
+        for affinity in (GpuAffinity.REQUIRED, GpuAffinity.PREFERRED) if has_gpus else (GpuAffinity.REQUIRED,):
+            req = replace(request_of(p, search.iso(p.tenant), affinity), host=host)
+            new = search.replace_vm(p, req, frozenset())
+            if new is not None:
+                found.append(new)
+                break
+    return found

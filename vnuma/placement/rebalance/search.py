@@ -1,0 +1,158 @@
+"""The planner's working fleet: apply and undo moves, engine re-placements, the clock.
+
+Pure: no I/O (the clock is passed in). Every candidate move is a real
+:func:`~vnuma.placement.engine.place` on the working fleet with the VM
+itself removed first, so it only ever uses capacity free at that step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+from vnuma.placement.engine import place
+from vnuma.placement.fleet import Fleet
+from vnuma.placement.model import (
+    CellAssignment,
+    CpuPolicy,
+    Isolation,
+    Objective,
+    Placement,
+    Strategy,
+    ThreadPolicy,
+    VmRequest,
+)
+from vnuma.placement.rebalance.base import FleetState, Move, Plan, request_of
+from vnuma.topology import PAGE_4K
+
+BLOCKER = "\x00rebalance-block"
+
+
+class Deadline(Exception):
+    """The time limit passed (internal: the planners catch it and return the best found)."""
+
+
+class Search:
+    """A working fleet with apply/undo, a per-host VM index, the clock and cached empty-host answers."""
+
+    def __init__(self, state: FleetState, time_limit_s: float, clock: Callable[[], float] | None) -> None:
+        self.fleet = Fleet(state.hosts, state.placements, state.isolation)
+        self.isolation = dict(state.isolation)
+        self.clock = clock
+        self.deadline = clock() + time_limit_s if clock is not None else 0.0
+        self.on_host: dict[str, set[str]] = {name: set() for name in self.fleet.host_names()}
+        for p in state.placements:
+            self.on_host[p.host].add(p.vm)
+        self._fewest: dict[tuple[int, VmRequest], int] = {}
+        self._empty: dict[int, Fleet] = {}
+
+    def tick(self) -> None:
+        """Raise :class:`Deadline` once the time limit has passed."""
+        if self.clock is not None and self.clock() > self.deadline:
+            raise Deadline
+
+    def iso(self, tenant: str) -> Isolation:
+        """A tenant's isolation (``core`` when unknown, as the fleet assumes)."""
+        return self.isolation.get(tenant, Isolation.CORE)
+
+    def placements_on(self, host: str) -> list[Placement]:
+        """The placements on ``host`` now, in VM name order."""
+        found = (self.fleet.placement(vm) for vm in sorted(self.on_host[host]))
+        return [p for p in found if p is not None]
+
+    def apply(self, old: Placement, new: Placement) -> None:
+        """Replace ``old`` by ``new`` in the working fleet (undo: ``apply(new, old)``)."""
+        self.fleet.remove(old.vm)
+        self.on_host[old.host].discard(old.vm)
+        self.fleet.add(new, self.iso(new.tenant))
+        self.on_host[new.host].add(new.vm)
+
+    def cpu_cells(self, host: str) -> int:
+        """How many CPU (guest-capable) cells ``host`` has."""
+        return len(self.fleet.state(host).shape.cells)
+
+    def fewest_cells(self, p: Placement) -> int:
+        """Guest cells the engine gives ``p`` alone on an empty host of its shape: with its GPUs on its
+        cells when that fits there, else without GPUs (its cell count when nothing fits)."""
+        shape = self.fleet.state(p.host).shape
+        alone = replace(request_of(p, Isolation.CORE), name="(alone)", tenant="(alone)", host=None)
+        for req in (alone, replace(alone, gpus=0)) if alone.gpus else (alone,):
+            key = (id(shape), req)
+            if key not in self._fewest:
+                empty = self._empty.get(id(shape))
+                if empty is None:
+                    empty = self._empty[id(shape)] = Fleet([shape.host])
+                chosen = place(req, empty, Strategy.PACK, explain=False).chosen
+                self._fewest[key] = len(chosen.cells) if chosen is not None else 0
+            if self._fewest[key]:
+                return self._fewest[key]
+        return len(p.cells)
+
+    def fits(self, request: VmRequest) -> bool:
+        """Does ``request`` fit on the working fleet now?"""
+        self.tick()
+        return place(request, self.fleet, Strategy.PACK, explain=False).chosen is not None
+
+    def replace_vm(self, old: Placement, req: VmRequest, blocked: frozenset[int] | None) -> Placement | None:
+        """The engine's new placement of ``old`` with it removed and ``blocked`` cells of its host made
+        unusable (None: its whole host); None when nothing fits or the engine keeps its cells.
+        The fleet is left as it was."""
+        self.tick()
+        self.fleet.remove(old.vm)
+        try:
+            with self._blocking(old.host, blocked):
+                chosen = place(req, self.fleet, Strategy.PACK, explain=False).chosen
+        finally:
+            self.fleet.add(old, self.iso(old.tenant))
+        if chosen is None or (chosen.host, chosen.host_cells) == (old.host, old.host_cells):
+            return None
+        return chosen
+
+    @contextmanager
+    def _blocking(self, host: str, cells: frozenset[int] | None) -> Iterator[None]:
+        # A pretend VM holding every free pCPU of the blocked cells: no engine call can use them.
+        hs = self.fleet.state(host)
+        free = self.fleet.free_pcpus(host)
+        assignments: list[CellAssignment] = []
+        for cs in hs.cells:
+            pcpus = tuple(sorted(free & frozenset(cs.core_of))) if cells is None or cs.id in cells else ()
+            if pcpus:
+                g = len(assignments)
+                assignments.append(CellAssignment(g, cs.id, tuple(range(len(pcpus))), pcpus, 0, PAGE_4K))
+        if not assignments:
+            yield
+            return
+        blocker = Placement(
+            BLOCKER, BLOCKER, host, tuple(assignments), (), (), CpuPolicy.DEDICATED, ThreadPolicy.PREFER
+        )
+        self.fleet.add(blocker, Isolation.NONE)
+        try:
+            yield
+        finally:
+            self.fleet.remove(BLOCKER)
+
+
+def greedy(
+    search: Search,
+    objective: Objective,
+    before: int,
+    best_step: Callable[[Search], tuple[int, Move] | None],
+    max_moves: int,
+) -> Plan:
+    """Apply the best step (gain, move) until none gains, ``max_moves`` or the deadline; optimal at 0."""
+    total, moves = before, []
+    try:
+        for _ in range(max_moves):
+            found = best_step(search)
+            if found is None:
+                break
+            gain, move = found
+            old = search.fleet.placement(move.vm)
+            assert old is not None
+            search.apply(old, move.placement)
+            moves.append(move)
+            total -= gain
+    except Deadline:
+        pass
+    return Plan(objective, before, total, total == 0, tuple(moves))
