@@ -80,7 +80,7 @@ def settings(ctx: typer.Context) -> Any:
 
 
 def _register() -> None:
-    from vnuma.cli import applying, db, hosts, placing, rebalancing, simulating, stats, tenants
+    from vnuma.cli import applying, db, hosts, placing, rebalancing, reconciling, simulating, stats, tenants
 
     app.add_typer(hosts.app, name="host", help="Inventory of hosts: discover, import, show, reserve.")
     app.add_typer(tenants.app, name="tenant", help="Tenants: isolation level and quotas.")
@@ -91,6 +91,7 @@ def _register() -> None:
     app.command("apply")(applying.apply)
     app.command("stats")(stats.stats)
     app.command("rebalance")(rebalancing.rebalance)
+    app.command("reconcile")(reconciling.reconcile)
     app.add_typer(db.app, name="db", help="Inventory database: status and upgrade.")
 
 

@@ -1,0 +1,96 @@
+"""Placements read back from domains: what vnuma renders adopts to the same placement, and differs in nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.builders import make_host
+from vnuma.errors import InvalidInputError
+from vnuma.placement.engine import place
+from vnuma.placement.fleet import Fleet
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, Placement, ThreadPolicy, VmRequest
+from vnuma.render.domain import render_domain
+from vnuma.services.adoption import differences, placement_from_domain
+from vnuma.sources.domainxml import parse_domain
+from vnuma.topology import KIB_PER_GIB, PAGE_4K, Host
+
+HOST = make_host("h1", gpus_per_cell=2)
+REQUESTS = {
+    "one-cell-1g-pages": VmRequest("a", "t", 4, 8 * KIB_PER_GIB, numa_nodes=1),
+    "two-cells": VmRequest("b", "t", 8, 16 * KIB_PER_GIB, numa_nodes=2, page_size_kib=2048),
+    "shared-4k": VmRequest("c", "t", 4, 4 * KIB_PER_GIB, cpu_policy=CpuPolicy.SHARED, page_size_kib=PAGE_4K),
+    "isolated-emulator": VmRequest(
+        "d", "t", 4, 4 * KIB_PER_GIB, emulator_threads=EmulatorThreads.ISOLATE, thread_policy=ThreadPolicy.ISOLATE
+    ),
+    "gpu": VmRequest("e", "t", None, None, gpus=1),
+    "two-gpus-two-cells": VmRequest("f", "t", 8, 16 * KIB_PER_GIB, gpus=2, numa_nodes=2),
+}
+
+
+def _placed(request: VmRequest, host: Host = HOST) -> Placement:
+    chosen = place(request, Fleet([host])).chosen
+    assert chosen is not None
+    return chosen
+
+
+@pytest.mark.parametrize("request_", REQUESTS.values(), ids=list(REQUESTS))
+def test_a_rendered_placement_adopts_back_to_itself(request_: VmRequest) -> None:
+    p = _placed(request_)
+    d = parse_domain(render_domain(HOST, p))
+    assert differences(p, d, d) == []
+    adopted = placement_from_domain(d, d, HOST, p.tenant)
+    assert adopted == dataclasses.replace(p, emulator_pcpus=adopted.emulator_pcpus)
+    assert set(adopted.emulator_pcpus) == set(p.emulator_pcpus or (x for c in p.cells for x in c.pcpus))
+
+
+def test_differences_name_each_changed_pin_and_shape() -> None:
+    p = _placed(REQUESTS["two-cells"])
+    xml = render_domain(HOST, p)
+    first = p.cells[0].pcpus[0]
+    other = p.cells[1].pcpus[0]
+    edited = xml.replace(f"<vcpupin vcpu='0' cpuset='{first}'/>", f"<vcpupin vcpu='0' cpuset='{other}'/>", 1)
+    edited = edited.replace(
+        "<memnode cellid='1' mode='strict' nodeset='1'/>", "<memnode cellid='1' mode='strict' nodeset='0'/>"
+    )
+    found = differences(p, parse_domain(edited), None)
+    assert [(d.kind, d.what, d.expected, d.actual) for d in found] == [
+        ("pins", "memnode 1", "1", "0"),
+        ("pins", "vcpupin 0", str(first), str(other)),
+    ]
+
+
+def _without_pins(xml: str) -> str:
+    start, end = xml.index("<cputune>"), xml.index("</cputune>") + len("</cputune>")
+    return xml[:start] + xml[end:]
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (_without_pins, "vCPU 0 is not pinned"),
+        (lambda x: x.replace("<name>a</name>", "<name>bad name</name>"), "bad VM name"),
+        (lambda x: x.replace("cpuset='1'/>", "cpuset='0'/>", 1).replace("cpuset='0'/>", "cpuset='0-1'/>"),
+         "neither one pCPU per vCPU nor one set per guest cell"),
+        (lambda x: x.replace("<memnode cellid='0' mode='strict' nodeset='0'/>", ""), None),
+    ],
+    ids=["unpinned", "bad-name", "mixed-pins", "no-memnode-uses-pinned-cell"],
+)
+def test_refusals_name_the_reason(edit: object, reason: str | None) -> None:
+    p = _placed(REQUESTS["one-cell-1g-pages"])
+    assert callable(edit)
+    d = parse_domain(edit(render_domain(HOST, p)))
+    if reason is None:
+        assert placement_from_domain(d, None, HOST, "t").cells == p.cells
+        return
+    with pytest.raises(InvalidInputError, match=reason):
+        placement_from_domain(d, None, HOST, "t")
+
+
+def test_live_pins_that_differ_from_the_definition_are_refused() -> None:
+    p = _placed(REQUESTS["one-cell-1g-pages"])
+    xml = render_domain(HOST, p)
+    live = parse_domain(xml.replace(f"cpuset='{p.cells[0].pcpus[0]}'/>", "cpuset='15'/>", 1))
+    with pytest.raises(InvalidInputError, match="live pinning differs"):
+        placement_from_domain(parse_domain(xml), live, HOST, "t")

@@ -1,0 +1,206 @@
+"""A placement next to the domain libvirt holds: what differs, and a placement read back from a domain.
+
+Pure: no I/O. :func:`differences` compares a VM's placement with its parsed
+persistent (and live) domain the way vnuma's template renders it: vCPU
+``i`` pinned to its own pCPU (``dedicated``) or to its cell's set
+(``shared``), the emulator to its own pCPUs or else every vCPU pCPU,
+``<numatune><memory>`` to the host cells and each memnode to its guest
+cell's host cell. :func:`placement_from_domain` builds the placement a
+foreign domain's real pinning amounts to, for ``vnuma reconcile --adopt``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vnuma.errors import InvalidInputError
+from vnuma.placement.model import CellAssignment, CpuPolicy, DeviceAssignment, Placement, ThreadPolicy
+from vnuma.services.placing import check_vm_name
+from vnuma.sources.domainxml import Domain, GuestCell
+from vnuma.topology import PAGE_4K, DeviceKind, Host, format_cpuset
+
+PINS, SHAPE = "pins", "shape"
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One value that differs: ``kind`` pins or shape, ``where`` live or persistent, ``what`` names it."""
+
+    kind: str
+    where: str
+    what: str
+    expected: str
+    actual: str
+
+    @property
+    def text(self) -> str:
+        """``persistent vcpupin 0: expected 2, found 5``."""
+        return f"{self.where} {self.what}: expected {self.expected}, found {self.actual}"
+
+
+def _ids(ids: frozenset[int] | None, none: str) -> str:
+    return none if ids is None else (format_cpuset(ids) or "(empty)")
+
+
+def vcpu_pins(p: Placement) -> dict[int, frozenset[int]]:
+    """vCPU -> the pCPUs its ``<vcpupin>`` names, as rendered."""
+    pins: dict[int, frozenset[int]] = {}
+    for c in p.cells:
+        for i, v in enumerate(c.vcpus):
+            pins[v] = frozenset({c.pcpus[i]}) if p.cpu_policy is CpuPolicy.DEDICATED else frozenset(c.pcpus)
+    return pins
+
+
+def _pin_values(d: Domain) -> dict[str, frozenset[int] | None]:
+    values: dict[str, frozenset[int] | None] = {f"vcpupin {v}": d.pins_of(v) for v in range(d.vcpus)}
+    values["emulatorpin"] = d.emulatorpin
+    values["numatune nodeset"] = d.memory_nodeset
+    values.update({f"memnode {m.cellid}": m.nodeset for m in d.memnodes})
+    return values
+
+
+def _expected_pins(p: Placement) -> dict[str, frozenset[int] | None]:
+    values: dict[str, frozenset[int] | None] = {f"vcpupin {v}": s for v, s in sorted(vcpu_pins(p).items())}
+    values["emulatorpin"] = frozenset(p.emulator_pcpus or (x for c in p.cells for x in c.pcpus))
+    values["numatune nodeset"] = frozenset(p.host_cells)
+    values.update({f"memnode {c.guest_cell}": frozenset({c.host_cell}) for c in sorted(p.cells, key=_guest)})
+    return values
+
+
+def _guest(c: CellAssignment) -> int:
+    return c.guest_cell
+
+
+def _pin_differences(expected: dict[str, frozenset[int] | None], d: Domain, where: str) -> list[Difference]:
+    actual = _pin_values(d)
+    return [
+        Difference(PINS, where, key, _ids(expected.get(key), "none"), _ids(actual.get(key), "unpinned"))
+        for key in sorted(set(expected) | set(actual), key=_natural)
+        if expected.get(key) != actual.get(key)
+    ]
+
+
+def _natural(key: str) -> tuple[str, int]:
+    head, _, tail = key.rpartition(" ")
+    return (head, int(tail)) if tail.isdigit() else (key, -1)
+
+
+def _shape_values(cells: dict[int, tuple[frozenset[int], int, int]], vcpus: int, memory: int, devs: tuple[str, ...]
+                  ) -> dict[str, str]:
+    values = {"vcpus": str(vcpus), "memory KiB": str(memory), "guest cells": format_cpuset(cells) or "none",
+              "hostdevs": ",".join(devs) or "none"}
+    for g, (cpus, mem, page) in cells.items():
+        values[f"guest cell {g}"] = f"vCPUs {format_cpuset(cpus) or 'none'}, {mem} KiB in {page} KiB pages"
+    return values
+
+
+def _domain_cells(d: Domain) -> dict[int, tuple[frozenset[int], int, int]]:
+    return {c.id: (c.vcpus, c.memory_kib, d.page_size_of(c.id) or PAGE_4K) for c in _guest_cells(d)}
+
+
+def differences(p: Placement, persistent: Domain, live: Domain | None) -> list[Difference]:
+    """Everything in which the domain differs from what ``p`` renders to; live pins only when running."""
+    expected = _expected_pins(p)
+    found = _pin_differences(expected, persistent, "persistent")
+    if live is not None:
+        found += _pin_differences(expected, live, "live")
+    want = _shape_values(
+        {c.guest_cell: (frozenset(c.vcpus), c.memory_kib, c.page_size_kib) for c in p.cells},
+        p.vcpus, p.memory_kib, tuple(sorted(d.address for d in p.devices)),
+    )
+    have = _shape_values(_domain_cells(persistent), persistent.vcpus, persistent.memory_kib, persistent.hostdevs)
+    found += [
+        Difference(SHAPE, "persistent", key, want.get(key, "none"), have.get(key, "none"))
+        for key in sorted(set(want) | set(have), key=_natural)
+        if want.get(key) != have.get(key)
+    ]
+    return found
+
+
+def _guest_cells(d: Domain) -> tuple[GuestCell, ...]:
+    """The domain's guest cells; a domain without ``<numa>`` is one cell holding everything."""
+    return d.cells or (GuestCell(0, frozenset(range(d.vcpus)), d.memory_kib),)
+
+
+def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: str) -> Placement:
+    """The placement ``d``'s persistent pinning amounts to on ``host``, owned by ``tenant``.
+
+    Dedicated when every vCPU is pinned to its own pCPU, shared when each
+    guest cell's vCPUs share one set; a guest cell's host cell is its
+    memnode's node, else the one cell holding its pCPUs. The emulator keeps
+    its emulatorpin (none: it follows the vCPUs' pCPUs, as vnuma renders it).
+
+    Raises:
+        InvalidInputError: a name vnuma cannot use, live pins that differ from
+            the persistent ones, an unpinned vCPU, pins that fit neither
+            policy, a guest cell spread over host cells, a pCPU the host lacks.
+    """
+    check_vm_name(d.name)
+    if live is not None and _pin_values(live) != _pin_values(d):
+        raise InvalidInputError("its live pinning differs from its persistent definition; make them agree first")
+    cells = _guest_cells(d)
+    covered = sorted(v for c in cells for v in c.vcpus)
+    if covered != list(range(d.vcpus)):
+        raise InvalidInputError(f"its guest cells hold vCPUs {format_cpuset(covered)} of {d.vcpus}")
+    pins = {}
+    for v in range(d.vcpus):
+        cpus = d.pins_of(v)
+        if not cpus:
+            raise InvalidInputError(f"vCPU {v} is not pinned (vnuma records pinned domains only)")
+        pins[v] = cpus
+    policy = _policy(d, cells, pins)
+    cell_of = {cpu.id: cell.id for cell in host.cells for cpu in cell.cpus}
+    stray = {c for cpus in pins.values() for c in cpus} - set(cell_of)
+    if stray:
+        raise InvalidInputError(f"pCPU(s) {format_cpuset(stray)} do not exist on host {host.name!r}")
+    assignments = tuple(_assign(d, c, pins, policy, cell_of) for c in cells)
+    mark = d.mark
+    thread = mark.thread_policy if mark is not None and mark.thread_policy in set(ThreadPolicy) else "prefer"
+    return Placement(
+        vm=d.name, tenant=tenant, host=host.name, cells=assignments,
+        emulator_pcpus=tuple(sorted(d.emulatorpin or ())),
+        devices=_devices(d, host, assignments), cpu_policy=policy,
+        thread_policy=ThreadPolicy(thread), threads_per_core=d.threads_per_core or 1,
+    )
+
+
+def _policy(d: Domain, cells: tuple[GuestCell, ...], pins: dict[int, frozenset[int]]) -> CpuPolicy:
+    singles = [next(iter(s)) for s in pins.values() if len(s) == 1]
+    one_each = len(singles) == len(pins) and len(set(singles)) == len(pins)
+    per_cell = all(len({pins[v] for v in c.vcpus}) <= 1 for c in cells)
+    wants_shared = d.mark is not None and d.mark.cpu_policy == CpuPolicy.SHARED
+    if per_cell and (wants_shared or not one_each):
+        return CpuPolicy.SHARED
+    if one_each:
+        return CpuPolicy.DEDICATED
+    raise InvalidInputError("its vCPU pins are neither one pCPU per vCPU nor one set per guest cell")
+
+
+def _assign(
+    d: Domain, cell: GuestCell, pins: dict[int, frozenset[int]], policy: CpuPolicy, cell_of: dict[int, int]
+) -> CellAssignment:
+    vcpus = tuple(sorted(cell.vcpus))
+    pcpus = frozenset(c for v in vcpus for c in pins[v])
+    memnode = next((m.nodeset for m in d.memnodes if m.cellid == cell.id), None)
+    nodes = memnode or frozenset(cell_of[c] for c in pcpus) or d.memory_nodeset or frozenset()
+    if len(nodes) != 1:
+        raise InvalidInputError(
+            f"guest cell {cell.id} is bound to host cells {format_cpuset(nodes) or 'none'}; "
+            "vnuma records one host cell per guest cell"
+        )
+    order = tuple(next(iter(pins[v])) for v in vcpus) if policy is CpuPolicy.DEDICATED else tuple(sorted(pcpus))
+    return CellAssignment(
+        guest_cell=cell.id, host_cell=next(iter(nodes)), vcpus=vcpus, pcpus=order,
+        memory_kib=cell.memory_kib, page_size_kib=d.page_size_of(cell.id) or PAGE_4K,
+    )
+
+
+def _devices(d: Domain, host: Host, cells: tuple[CellAssignment, ...]) -> tuple[DeviceAssignment, ...]:
+    known = {dev.address: dev for dev in host.devices}
+    out = []
+    for address in d.hostdevs:
+        dev = known.get(address)
+        node = dev.numa_node if dev is not None else None
+        guest = next((c.guest_cell for c in cells if c.host_cell == node), cells[0].guest_cell)
+        out.append(DeviceAssignment(address, dev.kind if dev is not None else DeviceKind.OTHER, guest, node))
+    return tuple(out)

@@ -1,0 +1,391 @@
+"""``vnuma reconcile``: compare the inventory with what libvirt holds on each host, and bring them together.
+
+Two steps, so nothing changes without being reported first: :func:`check`
+reads both sides and returns a :class:`Report` whose findings carry a
+proposed action; :func:`carry_out` performs the proposed actions (the CLI
+calls it only with ``--yes`` or after a confirmation), re-checking each one
+against the inventory and libvirt just before it acts.
+
+Drift kinds (stable JSON strings, :class:`Drift`):
+
+``missing``    the inventory says defined/running/stopped, libvirt has no such
+               domain; action: free the VM's claims (``placed`` with no domain is
+               normal: claimed, never applied, and not drift)
+``state``      libvirt's running/stopped differs from the recorded state (or a
+               ``placed`` VM's domain exists); action: record libvirt's state
+``pins``       live or persistent vcpupin/emulatorpin/numatune/memnode differ
+               from the placement; reported only
+``shape``      vCPUs, memory, guest cells, hugepages or hostdevs differ; reported only
+``metadata``   the domain's vnuma metadata names another VM/tenant/host (or a
+               ``placed`` VM's namesake domain has none); reported only
+``unknown``    a domain no inventory VM explains; with ``adopt``: record its real
+               pinning as a VM's claims (refused, with the reason, when it
+               cannot be read as a placement or the claim check refuses it)
+``unreadable`` the domain XML libvirt returned could not be parsed; reported only
+
+Decisions: reconcile changes the inventory only, never libvirt; drift it
+cannot settle (pins, shape, metadata) is left to the operator (``vnuma
+apply VM`` rewrites a domain from its placement; ``vnuma vm release VM``
+then ``reconcile --adopt`` records the domain as it is). libvirt's
+"defined, not running" is ``defined`` or ``stopped`` in the inventory.
+Actions are refused while a rebalance run is unfinished: its journal, not
+reconcile, owns the moved VMs (``vnuma rebalance --resume``/``--abort``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from vnuma.errors import ConflictError, HypervisorError, InvalidInputError, NotFoundError
+from vnuma.hypervisor.base import DomainState, Hypervisor
+from vnuma.hypervisor.libvirt_driver import connect
+from vnuma.inventory.db import open_inventory
+from vnuma.inventory.repo import Inventory
+from vnuma.placement.model import Placement
+from vnuma.services import Settings
+from vnuma.services.adoption import Difference, differences, placement_from_domain
+from vnuma.sources.domainxml import Domain, parse_domain
+from vnuma.topology import Host
+
+PLACED, DEFINED, RUNNING, STOPPED = "placed", "defined", "running", "stopped"
+_SINCE = " since the check"
+
+
+class Drift(StrEnum):
+    """How the inventory and libvirt disagree about one VM or domain."""
+
+    MISSING = "missing"
+    STATE = "state"
+    PINS = "pins"
+    SHAPE = "shape"
+    METADATA = "metadata"
+    UNKNOWN = "unknown"
+    UNREADABLE = "unreadable"
+
+
+class Action(StrEnum):
+    """What reconcile does about a finding."""
+
+    NONE = "none"
+    RELEASE = "release"
+    SET_STATE = "set-state"
+    ADOPT = "adopt"
+
+
+class Outcome(StrEnum):
+    """Where an action stands: proposed (not carried out), done, refused, or skipped (changed meanwhile)."""
+
+    PROPOSED = "proposed"
+    DONE = "done"
+    REFUSED = "refused"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One disagreement; ``note`` says what was (or would be) done, or why not."""
+
+    name: str
+    drift: Drift
+    detail: str
+    differences: tuple[Difference, ...] = ()
+    action: Action = Action.NONE
+    outcome: Outcome | None = None
+    note: str = ""
+    seen_state: str | None = None
+    new_state: str | None = None
+    placement: Placement | None = None
+
+    @property
+    def settled(self) -> bool:
+        """True when an action resolved this finding."""
+        return self.outcome is Outcome.DONE
+
+
+@dataclass(frozen=True, slots=True)
+class HostReport:
+    """One host: ``status`` is checked, skipped (no libvirt URI) or unreachable (``reason``)."""
+
+    host: str
+    uri: str | None
+    status: str
+    reason: str = ""
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Every host's findings, in host order."""
+
+    hosts: tuple[HostReport, ...]
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """All findings of all hosts."""
+        return tuple(f for h in self.hosts for f in h.findings)
+
+    @property
+    def proposed(self) -> int:
+        """Actions waiting for ``--yes`` or a confirmation."""
+        return sum(1 for f in self.findings if f.outcome is Outcome.PROPOSED)
+
+    @property
+    def unresolved(self) -> int:
+        """Findings no action settled."""
+        return sum(1 for f in self.findings if not f.settled)
+
+    @property
+    def unreachable(self) -> tuple[HostReport, ...]:
+        """Hosts whose libvirt could not be read."""
+        return tuple(h for h in self.hosts if h.status == "unreachable")
+
+
+def check(settings: Settings, host: str | None = None, *, adopt: bool = False, tenant: str | None = None) -> Report:
+    """Compare the inventory with libvirt on ``host`` (every host with a URI when None); changes nothing.
+
+    Raises:
+        NotFoundError: an unknown host, or an unknown ``tenant``.
+        InvalidInputError: the named host has no libvirt URI.
+    """
+    with open_inventory(settings.db_url) as inventory:
+        hosts = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
+        if host is not None and not hosts[0].uri:
+            raise InvalidInputError(
+                f"host {host!r} was imported from files and has no libvirt URI to reconcile with",
+                hint=f"add it through libvirt: vnuma host add {host} --uri URI",
+            )
+        if tenant is not None:
+            inventory.get_tenant(tenant)
+        found = Report(tuple(_check_host(inventory, h, adopt, tenant) for h in hosts))
+    found = Report(tuple(replace(h, findings=tuple(map(_advice, h.findings))) for h in found.hosts))
+    return _each(found, lambda f: replace(f, outcome=Outcome.PROPOSED, note=_would(f)))
+
+
+def _check_host(inventory: Inventory, host: Host, adopt: bool, tenant: str | None) -> HostReport:
+    if not host.uri:
+        return HostReport(host.name, None, "skipped", "imported from files: no libvirt URI")
+    try:
+        hv = connect(host.uri)
+    except HypervisorError as err:
+        return HostReport(host.name, host.uri, "unreachable", str(err))
+    try:
+        findings = _compare(inventory, hv, host, adopt, tenant)
+    except HypervisorError as err:
+        return HostReport(host.name, host.uri, "unreachable", str(err))
+    finally:
+        hv.close()
+    return HostReport(host.name, host.uri, "checked", "", tuple(findings))
+
+
+def _read(hv: Hypervisor, name: str, *, inactive: bool) -> Domain | None:
+    xml = hv.domain_xml(name, inactive=inactive)
+    return None if xml is None else parse_domain(xml, what=f"{hv.uri} domain {name!r}")
+
+
+def _compare(inventory: Inventory, hv: Hypervisor, host: Host, adopt: bool, tenant: str | None) -> list[Finding]:
+    vms = inventory.list_vms(host=host.name)
+    domains = set(hv.domain_names())
+    findings: list[Finding] = []
+    for placement, state in vms:
+        findings += _check_vm(hv, placement, str(state), placement.vm in domains)
+    known = {p.vm for p, _ in vms}
+    for name in sorted(domains - known):
+        findings.append(_check_unknown(inventory, hv, host, name, adopt, tenant))
+    return findings
+
+
+def _missing(p: Placement, state: str, uri: str) -> list[Finding]:
+    if state == PLACED:
+        return []
+    detail = f"the inventory says {state}; {uri} has no such domain (its claims are still held)"
+    return [Finding(p.vm, Drift.MISSING, detail, action=Action.RELEASE, seen_state=state)]
+
+
+def _check_vm(hv: Hypervisor, p: Placement, state: str, exists: bool) -> list[Finding]:
+    actual = hv.domain_state(p.vm) if exists else DomainState.MISSING
+    if actual is DomainState.MISSING:
+        return _missing(p, state, hv.uri)
+    try:
+        persistent = _read(hv, p.vm, inactive=True)
+        live = _read(hv, p.vm, inactive=False) if actual is DomainState.RUNNING else None
+    except InvalidInputError as err:
+        return [Finding(p.vm, Drift.UNREADABLE, str(err))]
+    if persistent is None:
+        return _missing(p, state, hv.uri)
+    findings: list[Finding] = []
+    mark = persistent.mark
+    ours = mark is not None and (mark.vm, mark.tenant, mark.host) == (p.vm, p.tenant, p.host)
+    if mark is not None and not ours:
+        findings.append(Finding(p.vm, Drift.METADATA, f"its vnuma metadata names VM {mark.vm!r} of tenant "
+                                f"{mark.tenant!r} on host {mark.host!r}, not tenant {p.tenant!r} on {p.host!r}"))
+    elif mark is None and state == PLACED:
+        findings.append(Finding(p.vm, Drift.METADATA, "a domain of this name exists but carries no vnuma metadata"))
+    observed = _observed(state, actual)
+    if observed != state and (ours or state != PLACED):
+        findings.append(Finding(
+            p.vm, Drift.STATE, f"the inventory says {state}, libvirt says {actual}",
+            action=Action.SET_STATE, seen_state=state, new_state=observed,
+        ))
+    pins = differences(p, persistent, live)
+    for drift, kinds in ((Drift.PINS, ("pins",)), (Drift.SHAPE, ("shape",))):
+        found = tuple(d for d in pins if d.kind in kinds)
+        if found:
+            findings.append(Finding(p.vm, drift, "; ".join(d.text for d in found), differences=found))
+    return findings
+
+
+def _observed(state: str, actual: DomainState) -> str:
+    """The inventory state that matches libvirt's: a stopped domain keeps defined/stopped as recorded."""
+    if actual is DomainState.RUNNING:
+        return RUNNING
+    if state in (DEFINED, STOPPED):
+        return state
+    return DEFINED if state == PLACED else STOPPED
+
+
+def _mark_detail(inventory: Inventory, host: Host, domain: Domain) -> str:
+    mark = domain.mark
+    if mark is None:
+        return "no inventory VM; no vnuma metadata"
+    text = f"no inventory VM; vnuma metadata names VM {mark.vm!r} of tenant {mark.tenant!r} on host {mark.host!r}"
+    if mark.vm != domain.name or mark.host != host.name:
+        try:
+            p, state = inventory.get_vm(mark.vm)
+            text += f"; the inventory has VM {mark.vm!r} on host {p.host!r} ({state})"
+        except NotFoundError:
+            text += f"; the inventory has no VM {mark.vm!r}"
+    return text
+
+
+def _check_unknown(
+    inventory: Inventory, hv: Hypervisor, host: Host, name: str, adopt: bool, tenant: str | None
+) -> Finding:
+    try:
+        persistent = _read(hv, name, inactive=True)
+        live = _read(hv, name, inactive=False) if hv.domain_state(name) is DomainState.RUNNING else None
+    except InvalidInputError as err:
+        return Finding(name, Drift.UNREADABLE, f"no inventory VM; {err}")
+    if persistent is None:  # gone since it was listed
+        return Finding(name, Drift.UNKNOWN, "no inventory VM; the domain vanished while being read")
+    detail = _mark_detail(inventory, host, persistent)
+    if not adopt:
+        return Finding(name, Drift.UNKNOWN, detail)
+    owner = persistent.mark.tenant if persistent.mark is not None else tenant
+    try:
+        if owner is None:
+            raise InvalidInputError("it carries no vnuma metadata naming its tenant; pass --tenant TENANT")
+        inventory.get_tenant(owner)
+        placement = placement_from_domain(persistent, live, host, owner)
+    except (InvalidInputError, NotFoundError) as err:
+        return Finding(name, Drift.UNKNOWN, detail, action=Action.ADOPT, outcome=Outcome.REFUSED,
+                       note=f"not adoptable: {err}")
+    return Finding(name, Drift.UNKNOWN, detail, action=Action.ADOPT, placement=placement)
+
+
+_LEFT = {
+    Drift.PINS: "left to the operator: `vnuma apply {name}` rewrites the domain from its placement (stopped)",
+    Drift.SHAPE: "left to the operator: `vnuma apply {name}` rewrites the domain from its placement (stopped)",
+    Drift.METADATA: "left to the operator: the domain may not be this VM's",
+    Drift.UNKNOWN: "pass --adopt to record it as a VM",
+    Drift.UNREADABLE: "left to the operator",
+}
+
+
+def _advice(f: Finding) -> Finding:
+    return f if f.note or f.action is not Action.NONE else replace(f, note=_LEFT[f.drift].format(name=f.name))
+
+
+def _would(f: Finding) -> str:
+    if f.action is Action.RELEASE:
+        return "would free its claims"
+    if f.action is Action.SET_STATE:
+        return f"would record state {f.new_state}"
+    assert f.placement is not None
+    return f"would adopt it for tenant {f.placement.tenant!r} (the claim check decides)"
+
+
+def _each(report: Report, fn: Callable[[Finding], Finding]) -> Report:
+    def one(f: Finding) -> Finding:
+        return fn(f) if f.action is not Action.NONE and f.outcome in (None, Outcome.PROPOSED) else f
+
+    return Report(tuple(replace(h, findings=tuple(one(f) for f in h.findings)) for h in report.hosts))
+
+
+def carry_out(settings: Settings, report: Report) -> Report:
+    """Perform the report's proposed actions, each re-checked first; the report with every outcome.
+
+    Raises:
+        ConflictError: a rebalance run is unfinished (nothing is changed).
+    """
+    with open_inventory(settings.db_url) as inventory:
+        run = inventory.unfinished_run()
+        if run is not None and report.proposed:
+            raise ConflictError(
+                f"rebalance run {run.id} is unfinished ({run.status}); reconcile changes nothing meanwhile",
+                hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
+            )
+        hosts = [_carry_host(inventory, h) for h in report.hosts]
+    return Report(tuple(hosts))
+
+
+def _carry_host(inventory: Inventory, report: HostReport) -> HostReport:
+    pending = [f for f in report.findings if f.outcome is Outcome.PROPOSED]
+    if not pending or report.uri is None:
+        return report
+    try:
+        hv = connect(report.uri)
+    except HypervisorError as err:
+        return replace(report, findings=tuple(_unreached(f, err) for f in report.findings))
+    try:
+        return replace(report, findings=tuple(_carry_one(inventory, hv, f) for f in report.findings))
+    finally:
+        hv.close()
+
+
+def _unreached(f: Finding, err: HypervisorError) -> Finding:
+    return _skipped(f, f"libvirt could not be read ({err})") if f.outcome is Outcome.PROPOSED else f
+
+
+def _carry_one(inventory: Inventory, hv: Hypervisor, f: Finding) -> Finding:
+    if f.outcome is not Outcome.PROPOSED:
+        return f
+    try:
+        return _carry(inventory, hv, f)
+    except HypervisorError as err:  # one domain's trouble does not hide what was done to the others
+        return _unreached(f, err)
+
+
+def _skipped(f: Finding, why: str) -> Finding:
+    return replace(f, outcome=Outcome.SKIPPED, note=f"left alone: {why}")
+
+
+def _carry(inventory: Inventory, hv: Hypervisor, f: Finding) -> Finding:
+    now = hv.domain_state(f.name)
+    if f.action is Action.ADOPT:
+        assert f.placement is not None
+        if now is DomainState.MISSING:
+            return _skipped(f, "the domain vanished" + _SINCE)
+        try:
+            inventory.claim(f.placement)
+        except (ConflictError, NotFoundError, InvalidInputError) as err:
+            return replace(f, outcome=Outcome.REFUSED, note=f"refused: {err}")
+        inventory.set_vm_state(f.name, RUNNING if now is DomainState.RUNNING else DEFINED)
+        return replace(f, outcome=Outcome.DONE, note=f"adopted for tenant {f.placement.tenant!r}")
+    try:
+        _placement, state = inventory.get_vm(f.name)
+    except NotFoundError:
+        return _skipped(f, "the VM left the inventory" + _SINCE)
+    if str(state) != f.seen_state:
+        return _skipped(f, f"its state changed to {state}" + _SINCE)
+    if f.action is Action.RELEASE:
+        if now is not DomainState.MISSING:
+            return _skipped(f, "the domain reappeared" + _SINCE)
+        inventory.release(f.name)
+        return replace(f, outcome=Outcome.DONE, note="freed its claims")
+    assert f.new_state is not None
+    if (now is DomainState.RUNNING) != (f.new_state == RUNNING) or now is DomainState.MISSING:
+        return _skipped(f, f"libvirt's state changed to {now}" + _SINCE)
+    inventory.set_vm_state(f.name, f.new_state)
+    return replace(f, outcome=Outcome.DONE, note=f"recorded state {f.new_state}")
