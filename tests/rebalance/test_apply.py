@@ -190,3 +190,30 @@ def test_journal_rows_record_every_step(cli: Cli, conn: Any, tmp_path: Path) -> 
     before, after = c.execute("SELECT before, after FROM rebalance_steps").fetchone()
     c.close()
     assert json.loads(before)["cells"] != json.loads(after)["cells"]
+
+
+def test_place_rebalance_shows_the_plan_and_apply_makes_room_then_places(
+    cli: Cli, conn: Any, tmp_path: Path, dumped: Callable[[Path], list[str]]
+) -> None:
+    _fragmented(cli, tmp_path, apply=("--start", "--memnode-mode", "restrictive"))
+    big = ("place", "a", "--vcpus", "4", "--memory", "1GiB", *ONE_CELL, "--name", "big")
+    before = dumped(cli.db)
+    shown = cli(*big, "--rebalance", "--json")
+    assert shown.exit_code == 5
+    doc = json.loads(shown.stdout)
+    assert "rejections" in doc and len(doc["rebalance"]["moves"]) == 1 and "run" not in doc["rebalance"]
+    assert dumped(cli.db) == before
+    assert cli(*big, "--apply").exit_code == 2  # --apply belongs to --rebalance
+    placed = cli.ok(*big, "--rebalance", "--apply", "--yes", "--json").json()
+    assert placed["vm"] == "big" and len(placed["cells"]) == 1
+    assert placed["rebalance"]["run"]["status"] == "done"
+    (step,) = placed["rebalance"]["run"]["steps"]
+    assert step["kind"] == "live" and conn.lookupByName(step["vm"]).isActive()
+    moved_cells, _ = _cells(cli, step["vm"])
+    assert moved_cells != [placed["cells"][0]["host_cell"]]
+
+
+def test_place_rebalance_without_a_plan_says_so(cli: Cli, conn: Any, tmp_path: Path) -> None:
+    _fragmented(cli, tmp_path)
+    res = cli("place", "a", "--vcpus", "8", "--memory", "1GiB", *ONE_CELL, "--rebalance", "--max-moves", "1")
+    assert res.exit_code == 5 and "no plan of at most 1 moves" in res.stdout

@@ -53,8 +53,26 @@ def place(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide, but claim nothing.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show every host's rejection and score.")] = False,
     as_json: JsonOpt = False,
+    rebalance: Annotated[
+        bool, typer.Option("--rebalance", help="When nothing fits, show moves after which the VM would fit.")
+    ] = False,
+    max_moves: Annotated[int, typer.Option("--max-moves", help="Most moves for --rebalance.")] = 3,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="With --rebalance: carry the moves out, then place the VM.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask before --apply changes domains.")] = False,
+    allow_restart: Annotated[bool, typer.Option("--allow-restart", help="As for `vnuma rebalance`.")] = False,
+    allow_migrate: Annotated[bool, typer.Option("--allow-migrate", help="As for `vnuma rebalance`.")] = False,
 ) -> None:
-    """Place a tenant's VM: host, cells, pCPUs, hugepages and GPUs; claim them."""
+    """Place a tenant's VM: host, cells, pCPUs, hugepages and GPUs; claim them.
+
+    With --rebalance, a VM that fits nowhere gets a plan of at most
+    --max-moves moves (as `vnuma rebalance --make-room-for` would make)
+    after which it fits; the plan is shown and the command still exits 5,
+    unless --apply carries the moves out (journaled, see `vnuma rebalance`)
+    and then places the VM. JSON adds "rebalance": the plan document (and its
+    "run" when applied).
+    """
     from vnuma.services.placing import place_vm, require_chosen
     from vnuma.topology import parse_page_size, parse_size_kib
 
@@ -72,7 +90,16 @@ def place(
         emulator_threads=emulator_threads,
         host=host,
     )
+    if (apply or yes or allow_restart or allow_migrate) and not rebalance:
+        raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
+    if apply and dry_run:
+        raise typer.BadParameter("--apply and --dry-run contradict each other")
     request, result = place_vm(settings(ctx), request, strategy, dry_run=dry_run)
+    moved: dict[str, Any] | None = None
+    if result.chosen is None and rebalance:
+        moved = _make_room(ctx, request, max_moves, apply, yes, allow_restart, allow_migrate, as_json)
+        if moved is not None and "run" in moved:
+            request, result = place_vm(settings(ctx), request, strategy, dry_run=False)
     if result.chosen is None and as_json:
         from vnuma.placement.engine import best_reason
 
@@ -80,6 +107,7 @@ def place(
             {
                 "error": f"no host can take VM {request.name!r}: {best_reason(result)}",
                 "rejections": [{"host": r.host, "reason": r.reason} for r in result.rejections],
+                **({"rebalance": moved} if moved is not None else {}),
             }
         )
     if explain:
@@ -88,10 +116,39 @@ def place(
     if as_json:
         from vnuma.codec import placement_to_dict
 
-        output.echo_json(placement_to_dict(chosen))
+        output.echo_json({**placement_to_dict(chosen), **({"rebalance": moved} if moved is not None else {})})
     else:
         verb = "would place" if dry_run else "placed"
         print_placement(chosen, f"{verb} VM {chosen.vm} (tenant {chosen.tenant}) on host {chosen.host}")
+
+
+def _make_room(
+    ctx: typer.Context, request: VmRequest, max_moves: int, apply: bool, yes: bool,
+    allow_restart: bool, allow_migrate: bool, as_json: bool,
+) -> dict[str, Any] | None:
+    """The room plan for a VM that fits nowhere (None when no plan within the limit), applied with --apply."""
+    from vnuma.cli.rebalancing import confirm_apply, plan_to_dict, print_plan, progress, run_to_dict
+    from vnuma.services.rebalancing import plan_room_for
+
+    plan = plan_room_for(settings(ctx), request, max_moves=max_moves, for_apply=apply)
+    if not plan.moves:
+        if not as_json:
+            output.echo_lines([f"no plan of at most {max_moves} moves makes room for VM {request.name}"])
+        return None
+    doc = plan_to_dict(plan)
+    if not as_json:
+        output.echo_lines([f"VM {request.name} fits after {len(plan.moves)} move(s):"])
+        print_plan(doc)
+    if apply:
+        from vnuma.services.rebalance_apply import apply_plan
+
+        confirm_apply(yes, len(plan.moves))
+        report = apply_plan(
+            settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
+            progress=None if as_json else progress,
+        )
+        doc["run"] = run_to_dict(report)
+    return doc
 
 
 def _print_explain(result: PlacementResult) -> None:

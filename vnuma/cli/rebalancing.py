@@ -77,13 +77,13 @@ def rebalance(
     doc = plan_to_dict(plan)
     if apply and plan.moves:
         if not as_json:
-            _print_plan(doc)
-        _confirm(yes, len(plan.moves))
+            print_plan(doc)
+        confirm_apply(yes, len(plan.moves))
         from vnuma.services.rebalance_apply import apply_plan
 
         report = apply_plan(
             settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
-            progress=None if as_json else _progress,
+            progress=None if as_json else progress,
         )
         doc["run"] = run_to_dict(report)
         if as_json:
@@ -94,10 +94,11 @@ def rebalance(
     if as_json:
         output.echo_json(doc)
         return
-    _print_plan(doc)
+    print_plan(doc)
 
 
-def _print_plan(doc: dict[str, Any]) -> None:
+def print_plan(doc: dict[str, Any]) -> None:
+    """A plan as its objective line and a table of moves."""
     output.echo_lines(
         [
             f"objective {doc['objective']}: {doc['before']} -> {doc['after']}"
@@ -117,7 +118,8 @@ def _print_plan(doc: dict[str, Any]) -> None:
     )
 
 
-def _confirm(yes: bool, moves: int) -> None:
+def confirm_apply(yes: bool, moves: int) -> None:
+    """Ask on a terminal; without one, --yes is required (exit 4 otherwise)."""
     import sys
 
     if yes:
@@ -130,7 +132,8 @@ def _confirm(yes: bool, moves: int) -> None:
         raise typer.Exit(1)
 
 
-def _progress(step: Any, status: str) -> None:
+def progress(step: Any, status: str) -> None:
+    """One stderr line per step as it starts and finishes."""
     typer.echo(f"step {step.seq} {step.vm} ({step.kind}): {status}", err=True)
 
 
@@ -141,7 +144,7 @@ def _finish_run(ctx: typer.Context, *, resume: bool, abort: bool, as_json: bool,
     from vnuma.services.rebalance_apply import resume as resume_run
 
     act = resume_run if resume else abort_run
-    report = act(settings(ctx), progress=None if as_json else _progress)
+    report = act(settings(ctx), progress=None if as_json else progress)
     if as_json:
         output.echo_json({"run": run_to_dict(report)})
     else:

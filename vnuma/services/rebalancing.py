@@ -76,16 +76,36 @@ def plan_rebalance(
     """
     if time_limit_s <= 0:
         raise InvalidInputError(f"--time-limit must be positive, got {time_limit_s}")
-    inventory = open_inventory(settings.db_url)
-    run = inventory.unfinished_run() if for_apply else None
-    if run is not None:
-        raise ConflictError(
-            f"rebalance run {run.id} is unfinished ({run.status})",
-            hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
-        )
-    hosts = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
-    names = [h.name for h in hosts]
-    state = FleetState(tuple(hosts), tuple(inventory.placements_on(names)), inventory.tenant_isolations())
+    with open_inventory(settings.db_url) as inventory:
+        run = inventory.unfinished_run() if for_apply else None
+        if run is not None:
+            raise ConflictError(
+                f"rebalance run {run.id} is unfinished ({run.status})",
+                hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
+            )
+        hosts = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
+        names = [h.name for h in hosts]
+        state = FleetState(tuple(hosts), tuple(inventory.placements_on(names)), inventory.tenant_isolations())
     if make_room_for is not None and make_room_for.host is None and host is not None:
         make_room_for = replace(make_room_for, host=host)
     return plan_moves(state, objective, max_moves, make_room_for, time_limit_s, clock=time.monotonic)
+
+
+def plan_room_for(
+    settings: Settings, request: VmRequest, *, max_moves: int, time_limit_s: float = 10.0, for_apply: bool = False
+) -> Plan:
+    """Moves after which ``request`` (a tenant's VM that fits nowhere now) would fit: ``place --rebalance``.
+
+    The request keeps its tenant, so the tenant's isolation applies to the
+    room being made; ``--host`` limits the plan to that host.
+
+    Raises:
+        NotFoundError: unknown tenant or host.
+        ConflictError: ``for_apply`` and a rebalance run is unfinished.
+    """
+    with open_inventory(settings.db_url) as inventory:
+        isolation = inventory.get_tenant(request.tenant).isolation
+    return plan_rebalance(
+        settings, Objective.ROOM, host=request.host, max_moves=max_moves,
+        make_room_for=replace(request, isolation=isolation), time_limit_s=time_limit_s, for_apply=for_apply,
+    )
