@@ -15,7 +15,7 @@ def test_stats_json_reports_cells_fragmentation_and_locality(cli: Cli) -> None:
     cli.ok("place", "a", "--gpus", "1", "--name", "g1")
     cli.ok("place", "a", "--vcpus", "4", "--memory", "8GiB", "--name", "s1")
     doc = cli.ok("stats", "--json").json()
-    assert set(doc) == {"hosts", "vms"}
+    assert set(doc) == {"hosts", "vms", "warnings"} and doc["warnings"] == []
     (host,) = doc["hosts"]
     claimed = sum(c["pcpus"]["claimed"] for c in host["cells"])
     vms = {v["vm"]: v for v in doc["vms"]}
@@ -23,7 +23,7 @@ def test_stats_json_reports_cells_fragmentation_and_locality(cli: Cli) -> None:
     assert claimed == sum(len(c["pcpus"]) for v in shown.values() for c in v["cells"])
     assert [f["cells"] for f in host["fragmentation"]] == list(range(1, min(4, len(host["cells"])) + 1))
     assert vms["g1"]["devices_local"] == 1.0 and vms["s1"]["devices_local"] is None
-    assert vms["g1"]["measured"] is None
+    assert vms["g1"]["measured"] is None and vms["g1"]["bandwidth"] is None
     one = cli.ok("stats", "g1", "--json").json()
     assert [v["vm"] for v in one["vms"]] == ["g1"]
     assert cli.ok("stats").stdout.count("gpu-node-1") >= 1

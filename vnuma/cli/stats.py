@@ -23,8 +23,10 @@ def stats(
     placement engine could still place on k cells (most vCPUs, then memory,
     then GPUs). Per VM: the share of its vCPUs, memory and devices on its own
     cells; for running VMs on a local host (qemu:///...) also the memory its
-    QEMU process really has on each node (/proc/PID/numa_maps). Memory
-    bandwidth monitoring (resctrl MBM) is not reported.
+    QEMU process really has on each node (/proc/PID/numa_maps); for running
+    VMs with resctrl memory-bandwidth monitors (an operator template's
+    <memorytune><monitor/>), the local share of their memory traffic. A host
+    whose libvirt cannot be read is a warning on stderr.
 
     JSON: {"hosts": [{"host", "cells": [{"cell", "pcpus": {"total",
     "claimed", "free", "reserved"}, "pages": [{"size_kib", "total",
@@ -32,13 +34,16 @@ def stats(
     "fragmentation": [{"cells", "largest": SHAPE or null}]}], "vms": [{"vm",
     "tenant", "host", "state", "cells", "vcpus_local", "memory_local",
     "devices_local", "measured": null or {"pid", "node_kib": {NODE: KiB},
-    "memory_local"}}]}; SHAPE is {"vcpus", "memory_kib", "page_size_kib",
-    "gpus"}.
+    "memory_local"}, "bandwidth": null or {"local_bytes", "total_bytes",
+    "local"}}], "warnings": [TEXT]}; SHAPE is {"vcpus", "memory_kib",
+    "page_size_kib", "gpus"}.
     """
     from vnuma.services.stats import collect
 
     report = collect(settings(ctx), vm, host)
     doc = report_to_dict(report)
+    for warning in report.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     if as_json:
         output.echo_json(doc)
         return
@@ -80,7 +85,7 @@ def report_to_dict(report: Any) -> dict[str, Any]:
     ]
     vms = []
     for v in report.vms:
-        loc, m = v.locality, v.measured
+        loc, m, b = v.locality, v.measured, v.bandwidth
         vms.append(
             {
                 "vm": loc.vm,
@@ -94,9 +99,12 @@ def report_to_dict(report: Any) -> dict[str, Any]:
                 "measured": None
                 if m is None
                 else {"pid": m.pid, "node_kib": {str(n): k for n, k in m.node_kib}, "memory_local": m.local},
+                "bandwidth": None
+                if b is None
+                else {"local_bytes": b.local_bytes, "total_bytes": b.total_bytes, "local": b.local},
             }
         )
-    return {"hosts": hosts, "vms": vms}
+    return {"hosts": hosts, "vms": vms, "warnings": list(report.warnings)}
 
 
 def _size(kib: int) -> str:
@@ -143,7 +151,7 @@ def _print(doc: dict[str, Any]) -> None:
     if doc["vms"]:
         output.echo_table(
             "VM locality",
-            ["VM", "HOST", "STATE", "CELLS", "VCPUS", "MEMORY", "DEVICES", "MEASURED"],
+            ["VM", "HOST", "STATE", "CELLS", "VCPUS", "MEMORY", "DEVICES", "MEASURED", "MBM LOCAL"],
             [
                 (
                     v["vm"],
@@ -154,6 +162,7 @@ def _print(doc: dict[str, Any]) -> None:
                     _share(v["memory_local"]),
                     _share(v["devices_local"]),
                     _measured(v["measured"]),
+                    "-" if v["bandwidth"] is None else _share(v["bandwidth"]["local"]),
                 )
                 for v in doc["vms"]
             ],

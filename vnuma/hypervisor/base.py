@@ -55,6 +55,10 @@ class Hypervisor(Protocol):
         """Where the domain is: missing, running or stopped (defined, not running)."""
         ...
 
+    def memory_stats(self, name: str) -> dict[str, object]:
+        """The domain's ``VIR_DOMAIN_STATS_MEMORY`` stats (memory-bandwidth monitors), {} when none."""
+        ...
+
     def domain_names(self) -> list[str]:
         """Names of every domain libvirt holds (persistent or transient, running or not), sorted."""
         ...

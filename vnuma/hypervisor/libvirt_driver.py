@@ -140,6 +140,15 @@ class LibvirtHypervisor:
         active = self._call(f"reading state of {name!r}", dom.isActive)
         return DomainState.RUNNING if active else DomainState.STOPPED
 
+    def memory_stats(self, name: str) -> dict[str, object]:
+        """domainListGetStats([dom], VIR_DOMAIN_STATS_MEMORY); {} when the domain is gone or reports nothing."""
+        dom = self._lookup(name)
+        if dom is None:
+            return {}
+        flag = self._lv.VIR_DOMAIN_STATS_MEMORY
+        records = self._call(f"reading memory stats of {name!r}", lambda: self._conn.domainListGetStats([dom], flag))
+        return dict(records[0][1]) if records else {}
+
     def domain_names(self) -> list[str]:
         """Names of every domain, sorted."""
         with self._calling("listing domains"):

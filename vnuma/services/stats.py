@@ -2,8 +2,12 @@
 
 Reads the inventory (one transaction per read) and, for running VMs on
 hosts whose libvirt URI is local (``qemu:///...``), the QEMU process's
-``/proc/PID/numa_maps`` (:mod:`.hostprobe`). Memory-bandwidth monitoring
-(resctrl MBM) is not read in this version.
+``/proc/PID/numa_maps`` (:mod:`.hostprobe`). For running VMs on any host
+with a libvirt URI, the memory-bandwidth monitors libvirt reports (resctrl
+MBM, :mod:`vnuma.sources.mbm`): only domains whose definition has a
+``<memorytune><monitor/>`` on hosts with MBM have any. A host whose libvirt
+cannot be reached gives a warning, not an error: the inventory's figures
+are still shown.
 """
 
 from __future__ import annotations
@@ -11,11 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from vnuma.errors import NotFoundError
+from vnuma.errors import HypervisorError, NotFoundError
+from vnuma.hypervisor.base import Hypervisor
+from vnuma.hypervisor.libvirt_driver import connect
 from vnuma.inventory.db import open_inventory
 from vnuma.placement.model import Placement
 from vnuma.placement.usage import HostUse, Locality, host_use, locality
 from vnuma.services import Settings, hostprobe
+from vnuma.sources.mbm import local_share, parse_memory_bandwidth
 from vnuma.topology import Host
 
 
@@ -29,20 +36,65 @@ class Measured:
 
 
 @dataclass(frozen=True, slots=True)
+class Bandwidth:
+    """Memory traffic counted by a VM's MBM monitors: to local controllers, in all, and the local share."""
+
+    local_bytes: int
+    total_bytes: int
+    local: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class VmStats:
-    """One VM: its state, planned locality and (when readable) measured memory placement."""
+    """One VM: its state, planned locality and (when readable) measured memory placement and bandwidth."""
 
     locality: Locality
     state: str
     measured: Measured | None
+    bandwidth: Bandwidth | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StatsReport:
-    """Hosts' use and VMs' locality."""
+    """Hosts' use, VMs' locality, and warnings about hosts whose libvirt could not be read."""
 
     hosts: tuple[HostUse, ...]
     vms: tuple[VmStats, ...]
+    warnings: tuple[str, ...] = ()
+
+
+class _Bandwidths:
+    """MBM counters of running VMs, one libvirt connection per host, opened when first needed."""
+
+    def __init__(self) -> None:
+        self.conns: dict[str, Hypervisor | None] = {}
+        self.warnings: list[str] = []
+
+    def of(self, vm: str, host: Host) -> Bandwidth | None:
+        if not host.uri:
+            return None
+        if host.name not in self.conns:
+            try:
+                self.conns[host.name] = connect(host.uri)
+            except HypervisorError as err:
+                self.conns[host.name] = None
+                self.warnings.append(f"host {host.name}: no memory-bandwidth figures: {err}")
+        hv = self.conns[host.name]
+        if hv is None:
+            return None
+        try:
+            monitors = parse_memory_bandwidth(hv.memory_stats(vm))
+        except HypervisorError as err:
+            self.warnings.append(f"VM {vm}: no memory-bandwidth figures: {err}")
+            return None
+        if not monitors:
+            return None
+        return Bandwidth(*local_share(monitors))
+
+    def close(self) -> None:
+        for hv in self.conns.values():
+            if hv is not None:
+                hv.close()
 
 
 def measure(
@@ -73,22 +125,29 @@ def collect(
     Raises:
         NotFoundError: unknown VM or host.
     """
-    inventory = open_inventory(settings.db_url)
-    if vm is not None:
-        placement, _state = inventory.get_vm(vm)
-        if host is not None and placement.host != host:
-            raise NotFoundError(f"VM {vm!r} is on host {placement.host!r}, not {host!r}")
-        host = placement.host
-    hosts: list[Host] = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
-    names = [h.name for h in hosts]
-    placements = tuple(inventory.placements_on(names))
-    isolation = inventory.tenant_isolations()
+    with open_inventory(settings.db_url) as inventory:
+        if vm is not None:
+            placement, _state = inventory.get_vm(vm)
+            if host is not None and placement.host != host:
+                raise NotFoundError(f"VM {vm!r} is on host {placement.host!r}, not {host!r}")
+            host = placement.host
+        hosts: list[Host] = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
+        placements = tuple(inventory.placements_on([h.name for h in hosts]))
+        isolation = inventory.tenant_isolations()
+        listed = inventory.list_vms(host=host)
     by_name = {h.name: h for h in hosts}
     vms: list[VmStats] = []
-    for p, state in inventory.list_vms(host=host):
-        if vm is not None and p.vm != vm:
-            continue
-        probe = hostprobe.is_local_uri(by_name[p.host].uri) and state == "running"
-        measured = measure(p, run_dir, proc) if probe else None
-        vms.append(VmStats(locality(p, by_name[p.host]), str(state), measured))
-    return StatsReport(tuple(host_use(h, placements, isolation) for h in hosts), tuple(vms))
+    bandwidths = _Bandwidths()
+    try:
+        for p, state in listed:
+            if vm is not None and p.vm != vm:
+                continue
+            running = state == "running"
+            probe = hostprobe.is_local_uri(by_name[p.host].uri) and running
+            measured = measure(p, run_dir, proc) if probe else None
+            bandwidth = bandwidths.of(p.vm, by_name[p.host]) if running else None
+            vms.append(VmStats(locality(p, by_name[p.host]), str(state), measured, bandwidth))
+    finally:
+        bandwidths.close()
+    uses = tuple(host_use(h, placements, isolation) for h in hosts)
+    return StatsReport(uses, tuple(vms), tuple(bandwidths.warnings))
