@@ -10,6 +10,12 @@
    machine's libvirtd with a made-up 2-cell topology (``--capabilities``);
    its domains are only defined, never started, since their pins name CPUs
    this machine does not have (libvirt checks those at start only).
+3. Moves between hosts: this machine's libvirtd and the in-process test
+   driver as the destination. A defined VM is undefined here and defined
+   there (``move``); a running one needs --allow-migrate or --allow-restart;
+   a migration libvirt cannot do (QEMU driver to test driver) fails the step
+   and ``--abort`` leaves the guest running where it was; ``move-restart``
+   stops it here and starts it there.
 """
 
 from __future__ import annotations
@@ -203,3 +209,89 @@ def test_sigkill_mid_apply_then_resume_ends_like_an_uninterrupted_run(libvirtd: 
         assert interrupted >= len(plan["moves"]) - 1, "the kills did not land inside the apply"
     finally:
         _cleanup(base)
+
+
+@pytest.fixture
+def test_driver() -> Any:
+    """A connection that keeps libvirt's in-process test driver state alive for the test."""
+    libvirt = pytest.importorskip("libvirt")
+    conn = libvirt.open("test:///default")
+    yield conn
+    for dom in conn.listAllDomains():
+        if dom.name() != "test":
+            if dom.isActive():
+                dom.destroy()
+            dom.undefine()
+    conn.close()
+
+
+def _two_hosts(tmp_path: Path, libvirtd: str, name: str, *, start: bool) -> Cli:
+    """Host "a" is this machine's libvirtd, host "b" the test driver with one 1-CPU cell.
+
+    VM ``name`` (1 vCPU) sits on a; a 2-vCPU VM fits on a only once it leaves, and never on b.
+    """
+    cli = Cli(tmp_path / "inventory.db")
+    cli.ok("host", "add", "a", "--uri", libvirtd)
+    cpus = sorted(int(c) for c in _host_cpus())
+    if len(cpus) > 2:  # the scenario needs exactly two usable CPUs on a
+        cli.ok("host", "reserve", "a", "--cpus", ",".join(map(str, cpus[2:])))
+    caps = tmp_path / "b.xml"
+    small = make_host(cells=1, cores_per_cell=1, smt=1, memory_gib=2, hugepages_2m_gib=0, hugepages_1g_gib=0)
+    caps.write_text(capabilities_xml(small))
+    cli.ok("host", "add", "b", "--uri", "test:///default", "--capabilities", str(caps))
+    cli.ok("tenant", "create", "t")
+    cli.ok("place", "t", "--vcpus", "1", "--memory", "64MiB", "--page-size", "4K", "--host", "a", "--name", name)
+    cli.ok("apply", name, "--domain-type", "qemu", *(["--start"] if start else []))
+    return cli
+
+
+ROOM_2 = ["--make-room-for", "vcpus=2,memory=64MiB,page_size=4K,numa_nodes=1"]
+
+
+def test_cold_move_undefines_on_the_source_and_defines_on_the_destination(
+    libvirtd: str, test_driver: Any, tmp_path: Path
+) -> None:
+    name = f"vnuma-move-{os.getpid()}"
+    try:
+        cli = _two_hosts(tmp_path, libvirtd, name, start=False)
+        doc = cli.ok("rebalance", *ROOM_2, "--apply", "--yes", "--json").json()
+        (step,) = doc["run"]["steps"]
+        assert (step["vm"], step["kind"], step["status"]) == (name, "move", "done")
+        assert name not in virsh("list", "--all", "--name").split()
+        moved = test_driver.lookupByName(name)
+        assert not moved.isActive() and "<vcpupin vcpu='0' cpuset='0'/>" in moved.XMLDesc(0)
+        state, placement = _shown(cli, name)
+        assert (state, placement.host) == ("defined", "b")
+    finally:
+        _cleanup(name)
+
+
+def test_running_vm_to_another_host_needs_permission_and_a_failed_migration_aborts_cleanly(
+    libvirtd: str, test_driver: Any, tmp_path: Path
+) -> None:
+    name = f"vnuma-migr-{os.getpid()}"
+    try:
+        cli = _two_hosts(tmp_path, libvirtd, name, start=True)
+        pid = _qemu_pid(name)
+        refused = cli("rebalance", *ROOM_2, "--apply", "--yes")
+        assert refused.exit_code == 9 and "--allow-migrate" in refused.stderr
+        # libvirt cannot migrate from the QEMU driver to the test driver: the step fails in libvirt.
+        failed = cli("rebalance", *ROOM_2, "--apply", "--yes", "--allow-migrate")
+        assert failed.exit_code == 8 and "step 1" in failed.stderr
+        assert _shown(cli, name)[1].host == "b"  # claims wait at the destination while the run is unfinished
+        aborted = cli.ok("rebalance", "--abort", "--json").json()["run"]
+        assert (aborted["status"], aborted["steps"][0]["status"]) == ("aborted", "undone")
+        assert _shown(cli, name)[1].host == "a" and _qemu_pid(name) == pid
+        # With a restart allowed instead, it is stopped here and started there.
+        doc = cli.ok("rebalance", *ROOM_2, "--apply", "--yes", "--allow-restart", "--json").json()
+        assert [s["kind"] for s in doc["run"]["steps"]] == ["move-restart"]
+        assert name not in virsh("list", "--all", "--name").split()
+        assert test_driver.lookupByName(name).isActive()
+        state, placement = _shown(cli, name)
+        assert (state, placement.host) == ("running", "b")
+    finally:
+        _cleanup(name)
+
+
+def _host_cpus() -> list[str]:
+    return re.findall(r"<cpu id='(\d+)'", virsh("capabilities"))
