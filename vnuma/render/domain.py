@@ -74,7 +74,7 @@ def render_view(view: DomainView, *, template: Path | None = None, templates_dir
         ) from err
     except RecursionError as err:
         raise RenderError(
-            f"template {_shown(name)}: templates extend or include each other in a loop",
+            f"template {_shown(name)}: templates extend or include each other, or a macro calls itself, without end",
             hint='an operator domain.xml.j2 extends the shipped one as "vnuma/domain.xml.j2"',
         ) from err
     except Exception as err:  # an operator template may raise anything; it is user input

@@ -30,7 +30,7 @@ def parse_domain_xml(domain_xml: str, what: str = "domain XML") -> etree._Elemen
     try:
         return etree.fromstring(domain_xml.encode("utf-8"), _PARSER)
     except etree.XMLSyntaxError as err:
-        raise InvalidInputError(f"{what} is not well-formed XML: {err}") from err
+        raise InvalidInputError(f"{what} is not well-formed XML: {' '.join(str(err).split())}") from err
 
 
 def read_metadata(domain_xml: str) -> dict[str, Any] | None:
