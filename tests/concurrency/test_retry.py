@@ -3,13 +3,16 @@
 A claim that loses (ConflictError from the claiming transaction) is planned
 again on the new state; after ``CLAIM_ATTEMPTS`` losses the command ends in
 one "inventory busy" ConflictError, and a VM name taken by a racer is
-reported as such instead of being retried.
+reported as such instead of being retried. Both claim paths are driven: the
+stdlib-sqlite3 one ``place`` takes on a plain SQLite file, and the ORM one
+(forced here by a URL option, as PostgreSQL always takes it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +20,7 @@ from tests.concurrency.racing import make_fleet
 from vnuma.errors import ConflictError
 from vnuma.inventory import open_inventory
 from vnuma.inventory.repo import Inventory
+from vnuma.inventory.sqlite_direct import DirectSqlite
 from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
 from vnuma.services import Settings, placing
 from vnuma.topology import KIB_PER_GIB, PAGE_1G
@@ -24,37 +28,42 @@ from vnuma.topology import KIB_PER_GIB, PAGE_1G
 REQUEST = VmRequest("vm1", "acme", vcpus=2, memory_kib=2 * KIB_PER_GIB, page_size_kib=PAGE_1G)
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+@pytest.fixture(params=["direct", "orm"])
+def claimer(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Settings, Any]:
+    """Settings whose ``place_vm`` claims through the class returned beside them."""
     url = f"sqlite:///{tmp_path}/inventory.db"
     make_fleet(url, hosts=2)
-    return Settings(db_url=url)
+    if request.param == "direct":
+        return Settings(db_url=url), DirectSqlite
+    return Settings(db_url=f"{url}?timeout=5"), Inventory
 
 
-Claim = Callable[[Inventory, Placement, Isolation | None], None]
-REAL_CLAIM: Claim = Inventory.claim
+Claim = Callable[[Any, Placement, Isolation | None], None]
 
 
-def _losing(times: int, calls: list[Placement], racer: Callable[[Inventory], None] | None = None) -> Claim:
-    """Inventory.claim that loses its first ``times`` calls (after running ``racer``)."""
+def _losing(
+    real: Claim, times: int, calls: list[Placement], racer: Callable[[Any], None] | None = None
+) -> Claim:
+    """A claim that loses its first ``times`` calls (after running ``racer``), then is ``real``."""
 
-    def claim(self: Inventory, p: Placement, isolation: Isolation | None = None) -> None:
+    def claim(self: Any, p: Placement, isolation: Isolation | None = None) -> None:
         calls.append(p)
         if len(calls) <= times:
             if racer is not None:
                 racer(self)
             raise ConflictError(f"host {p.host!r}: pCPU(s) taken by a racer")
-        REAL_CLAIM(self, p, isolation)
+        real(self, p, isolation)
 
     return claim
 
 
 @pytest.mark.parametrize("losses", [1, placing.CLAIM_ATTEMPTS - 1], ids=["once", "all-but-last"])
 def test_a_lost_claim_is_planned_again_and_recorded(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, losses: int
+    claimer: tuple[Settings, Any], monkeypatch: pytest.MonkeyPatch, losses: int
 ) -> None:
+    settings, cls = claimer
     calls: list[Placement] = []
-    monkeypatch.setattr(Inventory, "claim", _losing(losses, calls))
+    monkeypatch.setattr(cls, "claim", _losing(cls.claim, losses, calls))
     monkeypatch.setattr(placing, "RETRY_PAUSE_S", 0.0)
     _request, result = placing.place_vm(settings, REQUEST, Strategy.PACK, dry_run=False)
     assert len(calls) == losses + 1
@@ -63,10 +72,11 @@ def test_a_lost_claim_is_planned_again_and_recorded(
 
 
 def test_a_claim_that_keeps_losing_ends_in_inventory_busy(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+    claimer: tuple[Settings, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    settings, cls = claimer
     calls: list[Placement] = []
-    monkeypatch.setattr(Inventory, "claim", _losing(10**6, calls))
+    monkeypatch.setattr(cls, "claim", _losing(cls.claim, 10**6, calls))
     monkeypatch.setattr(placing, "RETRY_PAUSE_S", 0.0)
     busy = rf"^inventory busy: VM 'vm1' lost its claim .* {placing.CLAIM_ATTEMPTS} times"
     with pytest.raises(ConflictError, match=busy) as err:
@@ -77,14 +87,19 @@ def test_a_claim_that_keeps_losing_ends_in_inventory_busy(
         assert inv.list_vms() == []
 
 
-def test_a_name_taken_by_a_racer_is_not_retried(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    def racer(inv: Inventory) -> None:
+def test_a_name_taken_by_a_racer_is_not_retried(
+    claimer: tuple[Settings, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, cls = claimer
+    real = cls.claim
+
+    def racer(inv: Any) -> None:
         other = placing.plan_placement(inv, REQUEST, Strategy.PACK)[1].chosen
         assert other is not None
-        REAL_CLAIM(inv, other, None)
+        real(inv, other, None)
 
     calls: list[Placement] = []
-    monkeypatch.setattr(Inventory, "claim", _losing(1, calls, racer))
+    monkeypatch.setattr(cls, "claim", _losing(real, 1, calls, racer))
     with pytest.raises(ConflictError, match=r"^VM 'vm1' already exists"):
         placing.place_vm(settings, REQUEST, Strategy.PACK, dry_run=False)
     assert len(calls) == 1

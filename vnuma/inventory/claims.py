@@ -1,17 +1,24 @@
 """Checks a placement against a host and the claims already on it, before it is recorded.
 
-Pure: no I/O. ``vms.claim`` loads :class:`HostClaims` inside the claiming
-transaction and calls :func:`check_claim`; the database constraints behind
-it catch whatever these checks might miss. Every refusal names the host, the
-resource and the VM holding it.
+Pure: no I/O. ``vms.claim`` (ORM) and ``sqlite_direct`` (DB-API) load
+:class:`HostClaims` inside the claiming transaction (:func:`host_claims`
+assembles it from their rows) and call :func:`check_claim` and
+:func:`check_tenant_quota`; the database constraints behind them catch
+whatever these checks might miss. Every refusal names the host, the
+resource and the VM holding it. Both writers store what
+:func:`encode_placement` and :func:`claim_rows` give, so they write the
+same rows.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from vnuma.errors import ConflictError, InvalidInputError
+from vnuma.codec import placement_from_dict, placement_to_dict
+from vnuma.errors import ConflictError, InvalidInputError, InventoryError
 from vnuma.placement.model import CpuPolicy, Isolation, Placement, held_pcpus
 from vnuma.topology import DeviceKind, Host, format_cpuset
 
@@ -39,6 +46,80 @@ class HostClaims:
     pages: tuple[tuple[tuple[int, int], int], ...] = ()
     devices: tuple[tuple[str, str], ...] = ()
     cells: tuple[tuple[int, Holder], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRows:
+    """The rows a claim writes: (pCPU, exclusive), (cell, page size KiB, count), device addresses."""
+
+    cpus: tuple[tuple[int, bool], ...]
+    pages: tuple[tuple[int, int, int], ...]
+    devices: tuple[str, ...]
+
+
+def encode_placement(p: Placement) -> str:
+    """The ``vms.placement`` column's text for a placement."""
+    return json.dumps(placement_to_dict(p), separators=(",", ":"))
+
+
+def decode_placement(name: str, document: str) -> Placement:
+    """The placement stored for VM ``name``.
+
+    Raises:
+        InventoryError: the stored document cannot be read back.
+    """
+    try:
+        return placement_from_dict(json.loads(document))
+    except (ValueError, TypeError, InvalidInputError) as err:
+        raise InventoryError(f"inventory: stored placement of VM {name!r} is unreadable: {err}") from err
+
+
+def claim_rows(p: Placement, host: Host) -> ClaimRows:
+    """What a placement claims on ``host``, as rows to insert."""
+    # Siblings an isolate VM keeps empty are claimed too, so the unique index covers them.
+    held = held_pcpus(p, host)
+    cpus = [(c, True) for c in sorted(held)] + [(c, False) for c in sorted(p.shared_pcpus - held)]
+    pages = tuple((cell, size, n) for (cell, size), n in page_needs(p).items())
+    return ClaimRows(tuple(cpus), pages, tuple(d.address for d in p.devices))
+
+
+def host_claims(
+    cpus: Iterable[tuple[int, bool, Holder]],
+    pages: Iterable[tuple[int, int, int]],
+    page_users: Iterable[tuple[int, Holder]],
+    devices: Iterable[tuple[str, str]],
+    host: Host,
+) -> HostClaims:
+    """HostClaims from the rows read: cpus ordered by (VM, pCPU), pages summed per (cell, size)."""
+    cpus = tuple(cpus)
+    cell_of = {cpu.id: cell.id for cell in host.cells for cpu in cell.cpus}
+    cells = set(page_users) | {(cell_of[cpu], h) for cpu, _, h in cpus if cpu in cell_of}
+    return HostClaims(
+        cpus=cpus,
+        pages=tuple(((cell, size), int(n)) for cell, size, n in pages),
+        devices=tuple(devices),
+        cells=tuple(sorted(cells, key=lambda c: (c[0], c[1].vm))),
+    )
+
+
+def check_tenant_quota(
+    tenant: str, max_vcpus: int | None, max_gpus: int | None, used: tuple[int, int], p: Placement
+) -> None:
+    """Refuse a claim that takes the tenant over a quota, given its (vCPUs, GPUs) in use.
+
+    Raises:
+        ConflictError: a quota would be exceeded.
+    """
+    for label, now, more, limit in (
+        ("vCPUs", used[0], p.vcpus, max_vcpus),
+        ("GPUs", used[1], gpu_count(p), max_gpus),
+    ):
+        if limit is not None and more and now + more > limit:
+            raise ConflictError(
+                f"tenant {tenant!r} holds {now} {label}; VM {p.vm!r} would take it to {now + more}, "
+                f"over its quota of {limit}",
+                hint="release a VM of this tenant or raise its quota",
+            )
 
 
 def all_pcpus(p: Placement) -> frozenset[int]:

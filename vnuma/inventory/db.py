@@ -5,6 +5,10 @@ it down); nothing here reads ``os.environ`` or builds an engine at import
 time. A new, empty database is created at the head revision on first use;
 an existing database is never migrated implicitly: only :func:`upgrade`
 (``vnuma db upgrade``) changes its schema.
+
+Importing this module is cheap: SQLAlchemy (~0.3 s) and Alembic are imported
+by the functions that use them, so that ``resolve_url`` and the DB-API fast
+path of ``vnuma place`` (:mod:`vnuma.inventory.sqlite_direct`) never load them.
 """
 
 from __future__ import annotations
@@ -15,16 +19,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
-
 from vnuma.errors import ConfigError, InventoryError
-from vnuma.inventory.guard import guarded, mask_url, parse_url
-from vnuma.inventory.models import SCHEMA_REVISION
-from vnuma.inventory.repo import WRITE_OPTION, Inventory
+from vnuma.inventory.schema import SCHEMA_REVISION, WRITE_OPTION
 from vnuma.paths import migrations_dir
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy import Connection, Engine
+
+    from vnuma.inventory.repo import Inventory
 
 # Alembic is imported only where a migration is read or run: importing it
 # costs ~0.3 s, and every command checks the schema. The fast path compares
@@ -41,6 +44,8 @@ _NEWER_HINT = (
 
 def masked_url(url: str) -> str:
     """The URL for display: its password replaced by ``***``."""
+    from vnuma.inventory.guard import mask_url
+
     return mask_url(url)
 
 
@@ -81,6 +86,10 @@ def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> 
         ConfigError: an unreadable URL or a driver that is not installed.
         InventoryError: the SQLite file's directory cannot be created.
     """
+    from sqlalchemy import create_engine
+
+    from vnuma.inventory.guard import guarded, mask_url, parse_url
+
     parsed = parse_url(url)
     with guarded(url):
         is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -99,6 +108,8 @@ def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> 
 
 
 def _make_parent_dir(url: str, database: str | None) -> None:
+    from vnuma.inventory.guard import mask_url
+
     if not database or database == ":memory:" or database.startswith("file:"):
         return
     try:
@@ -108,6 +119,8 @@ def _make_parent_dir(url: str, database: str | None) -> None:
 
 
 def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int) -> None:
+    from sqlalchemy import event
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: object, _record: object) -> None:
         # pysqlite would defer BEGIN until the first write, so a transaction's
@@ -152,6 +165,8 @@ def head_revision() -> str:
     """The newest schema revision this vnuma knows."""
     from alembic.script import ScriptDirectory
 
+    from vnuma.inventory.guard import guarded
+
     with guarded("migrations"):
         head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, "migrations/versions holds no revision"
@@ -167,6 +182,8 @@ def _known_revisions() -> set[str]:
 
 def current_revision(url: str) -> str | None:
     """The database's schema revision; None for a new or empty database (a missing file is not created)."""
+    from vnuma.inventory.guard import guarded, parse_url
+
     parsed = parse_url(url)
     database = parsed.database
     is_file = bool(database) and database != ":memory:" and not str(database).startswith("file:")
@@ -186,6 +203,8 @@ def upgrade(url: str, revision: str = "head") -> None:
     """Migrate the database to ``revision`` (default: head) in one transaction."""
     from alembic import command
 
+    from vnuma.inventory.guard import guarded
+
     engine = make_engine(url)
     try:
         with guarded(url), writer(engine).begin() as conn:
@@ -201,6 +220,9 @@ def open_inventory(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) 
         InventoryError: unreachable or locked database, not a vnuma inventory,
             or a schema revision other than head (hint: ``vnuma db upgrade``).
     """
+    from vnuma.inventory.guard import guarded
+    from vnuma.inventory.repo import Inventory
+
     engine = make_engine(url, busy_timeout_ms=busy_timeout_ms)
     try:
         with guarded(url):
@@ -212,6 +234,10 @@ def open_inventory(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) 
 
 
 def _check_schema(engine: Engine, url: str) -> None:
+    from sqlalchemy import inspect, text
+
+    from vnuma.inventory.guard import mask_url
+
     with engine.connect() as conn:
         tables = inspect(conn).get_table_names()
         revision = None
@@ -241,6 +267,7 @@ def _check_schema(engine: Engine, url: str) -> None:
 def _create_at_head(engine: Engine) -> bool:
     """Create the schema at head; False when another process created tables meanwhile."""
     from alembic import command
+    from sqlalchemy import inspect
 
     with writer(engine).begin() as conn:
         # Re-checked under the write lock: another process may have got there first.

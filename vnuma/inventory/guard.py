@@ -2,6 +2,8 @@
 
 Only ``vnuma.inventory`` catches ``sqlalchemy.exc`` / Alembic errors, and it
 does so here: every public entry point runs inside :func:`guarded`.
+SQLAlchemy is imported by the functions that need it, so the DB-API fast
+path (``sqlite_direct``) can share :func:`hint_for_text` without loading it.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-from sqlalchemy import exc
-from sqlalchemy.engine import URL, make_url
+from typing import TYPE_CHECKING
 
 from vnuma.errors import ConfigError, ConflictError, InventoryError
+
+if TYPE_CHECKING:
+    from sqlalchemy import exc
+    from sqlalchemy.engine import URL
 
 _USERINFO = re.compile(r"(://[^:/@]*):[^@]*@")
 _URL_HINT = "use a SQLAlchemy URL (sqlite:///PATH, postgresql+psycopg://USER@HOST/DB) or a file path"
@@ -22,6 +26,9 @@ _URL_HINT = "use a SQLAlchemy URL (sqlite:///PATH, postgresql+psycopg://USER@HOS
 
 def mask_url(url: str) -> str:
     """The URL with its password replaced by ``***`` (also for URLs SQLAlchemy cannot parse)."""
+    from sqlalchemy import exc
+    from sqlalchemy.engine import make_url
+
     try:
         return make_url(url).render_as_string(hide_password=True)
     except (exc.ArgumentError, ValueError):
@@ -34,6 +41,9 @@ def parse_url(url: str) -> URL:
     Raises:
         ConfigError: SQLAlchemy cannot read it.
     """
+    from sqlalchemy import exc
+    from sqlalchemy.engine import make_url
+
     try:
         return make_url(url)
     except (exc.ArgumentError, ValueError) as err:
@@ -50,6 +60,8 @@ def cause_of(err: BaseException) -> str:
 @contextmanager
 def guarded(url: str) -> Iterator[None]:
     """Re-raise library errors from the block as ConflictError / ConfigError / InventoryError."""
+    from sqlalchemy import exc
+
     try:
         yield
     except exc.IntegrityError as err:
@@ -75,7 +87,12 @@ def _is_migration_error(err: Exception) -> bool:
 
 
 def _hint_for(err: exc.SQLAlchemyError) -> str | None:
-    text = cause_of(err).lower()
+    return hint_for_text(cause_of(err))
+
+
+def hint_for_text(message: str) -> str | None:
+    """The operator's hint for a database driver's message (locked, not a database, cannot open)."""
+    text = message.lower()
     if "locked" in text or "busy" in text:
         return "another vnuma command is writing the inventory; retry in a moment"
     if "not a database" in text:

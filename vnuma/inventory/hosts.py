@@ -10,12 +10,12 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
-from vnuma.inventory.topologies import ShapeDecoder, decode_host, encode_topology, gc_paused
+from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host, digest_topology, encode_topology
 from vnuma.topology import DeviceKind, Host, check_host, format_cpuset, parse_cpuset
 
 _LIST_HINT = "see `vnuma host list`"
@@ -40,10 +40,12 @@ def row_host(row: HostRow) -> Host:
 
 
 def _columns(host: Host) -> dict[str, Any]:
+    topology = encode_topology(host)
     return {
         "uri": host.uri,
         "source": host.source.value,
-        "topology": encode_topology(host),
+        "topology": topology,
+        "topology_digest": digest_topology(topology),
         "reserved_cpuset": format_cpuset(host.reserved_cpus),
         "n_cells": len(host.cells),
         "n_cpus": len(host.cpu_ids),
@@ -87,14 +89,32 @@ def get_host(session: Session, name: str) -> Host:
     return decode_host(*row)
 
 
+_FLEET_COLUMNS = (
+    HostRow.name,
+    HostRow.uri,
+    HostRow.source,
+    HostRow.reserved_cpuset,
+    HostRow.topology_digest,
+    case((HostRow.topology_digest == "", HostRow.topology), else_=None),
+)
+
+
 def list_hosts(session: Session, names: Iterable[str] | None = None) -> list[Host]:
-    """Hosts sorted by name (all, or those named); each distinct topology text is decoded once."""
-    stmt = select(*_ROW_COLUMNS).order_by(HostRow.name)
+    """Hosts sorted by name (all, or those named); each distinct topology text is read and decoded once.
+
+    The SQL twin of this read is ``sqlite_direct.DirectSqlite.list_hosts``.
+    """
+    stmt = select(*_FLEET_COLUMNS).order_by(HostRow.name)
     if names is not None:
         stmt = stmt.where(HostRow.name.in_(sorted(set(names))))
-    decoder = ShapeDecoder()
-    with gc_paused():
-        return [decoder.host(*row) for row in session.execute(stmt)]
+    rows: list[HostRowTuple] = [(n, u, s, r, d, t) for n, u, s, r, d, t in session.execute(stmt)]
+
+    def text_of(digest: str) -> str:
+        return session.execute(
+            select(HostRow.topology).where(HostRow.topology_digest == digest).limit(1)
+        ).scalar_one()
+
+    return assemble_hosts(rows, text_of)
 
 
 _SUMMARY_KEYS = ("name", "uri", "source", "cells", "cpus", "gpus", "memory_kib")

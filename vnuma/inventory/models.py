@@ -9,6 +9,10 @@ A host's topology is one compact JSON document (``codec.host_to_dict``
 without the keys that have their own columns: name, uri, source,
 reserved CPUs; see ``topologies.py``), not a row per CPU, so loading a fleet
 is one query; the summary columns answer ``host list`` without parsing it.
+``topology_digest`` (SHA-256 of that text) lets a fleet load read each
+distinct document once instead of once per host (hosts of one hardware
+model share it); an empty digest (a row written behind vnuma's back) means
+"read this row's text".
 Claims carry database constraints so that double booking is impossible even
 if the checks in Python were wrong: an exclusive pCPU, a device and a VM's
 (cell, page size) can each be claimed once.
@@ -17,7 +21,6 @@ if the checks in Python were wrong: an exclusive pCPU, a device and a VM's
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 
 from sqlalchemy import (
     BigInteger,
@@ -34,12 +37,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from vnuma.inventory.schema import SCHEMA_REVISION, RunStatus, StepStatus, VmState
 from vnuma.placement.model import Isolation
 
-# The Alembic head these models correspond to. Commands compare the database's
-# alembic_version with it without importing Alembic; tests/inventory checks it
-# equals the head of migrations/versions, so a new revision must bump it.
-SCHEMA_REVISION = "0002"
+__all__ = ["SCHEMA_REVISION", "RunStatus", "StepStatus", "VmState"]
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -48,34 +49,6 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-
-class VmState(StrEnum):
-    """Lifecycle of a VM in the inventory: claimed, then defined/running/stopped in libvirt."""
-
-    PLACED = "placed"
-    DEFINED = "defined"
-    RUNNING = "running"
-    STOPPED = "stopped"
-
-
-class RunStatus(StrEnum):
-    """A rebalance run: applying (or interrupted), failed at a step, finished, or rolled back."""
-
-    RUNNING = "running"
-    FAILED = "failed"
-    DONE = "done"
-    ABORTED = "aborted"
-
-
-class StepStatus(StrEnum):
-    """A journaled move: not begun, claims moved and libvirt being changed, finished, being undone, undone."""
-
-    PENDING = "pending"
-    STARTED = "started"
-    DONE = "done"
-    UNDOING = "undoing"
-    UNDONE = "undone"
 
 
 # Changing any of these tuples changes a CHECK constraint: it needs a migration.
@@ -105,6 +78,7 @@ class HostRow(Base):
     uri: Mapped[str | None] = mapped_column(Text)
     source: Mapped[str] = mapped_column(String(32))
     topology: Mapped[str] = mapped_column(Text)
+    topology_digest: Mapped[str] = mapped_column(String(64), index=True, server_default="")
     reserved_cpuset: Mapped[str] = mapped_column(Text, default="", server_default="")
     n_cells: Mapped[int]
     n_cpus: Mapped[int]

@@ -20,14 +20,11 @@ from sqlalchemy.orm import Session
 from vnuma.inventory import hosts, journal, tenants, vms
 from vnuma.inventory.guard import guarded
 from vnuma.inventory.journal import NewStep, RunRecord
-from vnuma.inventory.models import RunStatus, VmState
+from vnuma.inventory.schema import WRITE_OPTION, RunStatus, VmState
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.topology import Host
 
 T = TypeVar("T")
-
-# Execution option that makes SQLite begin a transaction with BEGIN IMMEDIATE.
-WRITE_OPTION = "vnuma_write"
 
 
 class Inventory:

@@ -13,23 +13,25 @@ from typing import Any
 from sqlalchemy import delete, exc, func, select, update
 from sqlalchemy.orm import Session
 
-from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import ConflictError, InvalidInputError, InventoryError, NotFoundError
 from vnuma.inventory import hosts, tenants
-from vnuma.inventory.claims import Holder, HostClaims, check_claim, gpu_count, page_needs
+from vnuma.inventory.claims import (
+    Holder,
+    HostClaims,
+    check_claim,
+    check_tenant_quota,
+    claim_rows,
+    decode_placement,
+    encode_placement,
+    gpu_count,
+    host_claims,
+)
 from vnuma.inventory.guard import cause_of
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, TenantRow, VmRow, VmState
-from vnuma.placement.model import Isolation, Placement, held_pcpus
+from vnuma.placement.model import Isolation, Placement
 from vnuma.topology import Host
 
 _LIST_HINT = "see `vnuma vm list`"
-
-
-def _decode(name: str, document: str) -> Placement:
-    try:
-        return placement_from_dict(json.loads(document))
-    except (ValueError, TypeError, InvalidInputError) as err:
-        raise InventoryError(f"inventory: stored placement of VM {name!r} is unreadable: {err}") from err
 
 
 def load_claims(session: Session, host_id: int, host: Host) -> HostClaims:
@@ -55,17 +57,15 @@ def load_claims(session: Session, host_id: int, host: Host) -> HostClaims:
         .where(PageClaim.host_id == host_id)
         .distinct()
     ).all()
-    cell_of = {cpu.id: cell.id for cell in host.cells for cpu in cell.cpus}
-    cells = {(cell, Holder(vm, t, Isolation(iso))) for cell, vm, t, iso in page_users}
-    cells |= {(cell_of[cpu], h) for cpu, _, h in cpus if cpu in cell_of}
     devices = session.execute(
         select(DeviceClaim.address, VmRow.name).join(VmRow).where(DeviceClaim.host_id == host_id)
     ).all()
-    return HostClaims(
-        cpus=cpus,
-        pages=tuple(((cell, size), int(n)) for cell, size, n in pages),
-        devices=tuple((a, vm) for a, vm in devices),
-        cells=tuple(sorted(cells, key=lambda c: (c[0], c[1].vm))),
+    return host_claims(
+        cpus,
+        ((cell, size, n) for cell, size, n in pages),
+        ((cell, Holder(vm, t, Isolation(iso))) for cell, vm, t, iso in page_users),
+        ((a, vm) for a, vm in devices),
+        host,
     )
 
 
@@ -93,7 +93,8 @@ def claim(session: Session, p: Placement, isolation: Isolation | None) -> None:
         tenant_row = tenants.ensure_tenant(session, p.tenant, isolation)
     host = hosts.row_host(host_row)
     check_claim(p, Isolation(tenant_row.isolation), host, load_claims(session, host_row.id, host))
-    _check_quota(session, p, tenant_row)
+    used = tenants.tenant_usage(session, tenant_row.name)
+    check_tenant_quota(tenant_row.name, tenant_row.max_vcpus, tenant_row.max_gpus, used, p)
     vm = VmRow(
         name=p.vm,
         tenant_id=tenant_row.id,
@@ -101,7 +102,7 @@ def claim(session: Session, p: Placement, isolation: Isolation | None) -> None:
         state=VmState.PLACED.value,
         vcpus=p.vcpus,
         gpus=gpu_count(p),
-        placement=json.dumps(placement_to_dict(p), separators=(",", ":")),
+        placement=encode_placement(p),
     )
     session.add(vm)
     try:
@@ -116,34 +117,17 @@ def claim(session: Session, p: Placement, isolation: Isolation | None) -> None:
     hosts.bump_generation(session, host_row.id)
 
 
-def _check_quota(session: Session, p: Placement, tenant: TenantRow) -> None:
-    vcpus, gpus = tenants.tenant_usage(session, tenant.name)
-    for label, used, more, limit in (
-        ("vCPUs", vcpus, p.vcpus, tenant.max_vcpus),
-        ("GPUs", gpus, gpu_count(p), tenant.max_gpus),
-    ):
-        if limit is not None and more and used + more > limit:
-            raise ConflictError(
-                f"tenant {tenant.name!r} holds {used} {label}; VM {p.vm!r} would take it to {used + more}, "
-                f"over its quota of {limit}",
-                hint="release a VM of this tenant or raise its quota",
-            )
-
-
 def _claim_rows(p: Placement, host: Host, vm_id: int, host_id: int) -> list[Any]:
-    # Siblings an isolate VM keeps empty are claimed too, so the unique index covers them.
-    held = held_pcpus(p, host)
-    rows: list[Any] = [CpuClaim(vm_id=vm_id, host_id=host_id, cpu_id=c, exclusive=True) for c in sorted(held)]
-    rows += [
-        CpuClaim(vm_id=vm_id, host_id=host_id, cpu_id=c, exclusive=False)
-        for c in sorted(p.shared_pcpus - held)
+    rows = claim_rows(p, host)
+    orm: list[Any] = [
+        CpuClaim(vm_id=vm_id, host_id=host_id, cpu_id=c, exclusive=excl) for c, excl in rows.cpus
     ]
-    rows += [
+    orm += [
         PageClaim(vm_id=vm_id, host_id=host_id, cell_id=cell, page_size_kib=size, count=n)
-        for (cell, size), n in page_needs(p).items()
+        for cell, size, n in rows.pages
     ]
-    rows += [DeviceClaim(vm_id=vm_id, host_id=host_id, address=d.address) for d in p.devices]
-    return rows
+    orm += [DeviceClaim(vm_id=vm_id, host_id=host_id, address=a) for a in rows.devices]
+    return orm
 
 
 def _vm_row(session: Session, name: str) -> VmRow:
@@ -165,7 +149,7 @@ def release(session: Session, name: str) -> None:
 def get_vm(session: Session, name: str) -> tuple[Placement, VmState]:
     """A VM's placement and state."""
     row = _vm_row(session, name)
-    return _decode(row.name, row.placement), VmState(row.state)
+    return decode_placement(row.name, row.placement), VmState(row.state)
 
 
 def list_vms(
@@ -182,7 +166,7 @@ def list_vms(
         stmt = stmt.where(TenantRow.name == tenant)
     if host is not None:
         stmt = stmt.where(HostRow.name == host)
-    return [(_decode(name, doc), VmState(state)) for name, doc, state in session.execute(stmt)]
+    return [(decode_placement(name, doc), VmState(state)) for name, doc, state in session.execute(stmt)]
 
 
 def set_vm_state(session: Session, name: str, state: str) -> None:
@@ -231,7 +215,7 @@ def move(session: Session, name: str, before: Placement, after: Placement) -> No
             does not fit what the host holds now.
     """
     row = _vm_row(session, name)
-    if _decode(row.name, row.placement) != before:
+    if decode_placement(row.name, row.placement) != before:
         raise ConflictError(
             f"VM {name!r} is no longer placed as the plan expected (it changed since the plan was made)",
             hint="plan again: vnuma rebalance",
@@ -244,7 +228,7 @@ def move(session: Session, name: str, before: Placement, after: Placement) -> No
         session.execute(delete(table).where(table.vm_id == row.id))
     host = hosts.row_host(dest)
     check_claim(after, Isolation(tenant_row.isolation), host, load_claims(session, dest.id, host))
-    doc = json.dumps(placement_to_dict(after), separators=(",", ":"))
+    doc = encode_placement(after)
     session.execute(
         update(VmRow).where(VmRow.id == row.id).values(
             placement=doc, host_id=dest.id, vcpus=after.vcpus, gpus=gpu_count(after)
@@ -271,4 +255,4 @@ def placements_on(session: Session, host_names: Iterable[str] | None = None) -> 
     )
     if host_names is not None:
         stmt = stmt.where(HostRow.name.in_(sorted(set(host_names))))
-    return [_decode(name, doc) for name, doc in session.execute(stmt)]
+    return [decode_placement(name, doc) for name, doc in session.execute(stmt)]
