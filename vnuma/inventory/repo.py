@@ -159,9 +159,9 @@ class Inventory:
         """Placements of all VMs (or those on the named hosts), for the engine's view."""
         return self._read(vms.placements_on, host_names)
 
-    def set_rendering(self, name: str, rendering: dict[str, Any]) -> None:
-        """Record how `vnuma apply` rendered the VM's domain (render options, template)."""
-        self._write(vms.set_rendering, name, rendering)
+    def record_defined(self, name: str, rendering: dict[str, Any]) -> None:
+        """Record the VM as defined, with how `vnuma apply` rendered its domain, in one transaction."""
+        self._write(vms.record_defined, name, rendering)
 
     def get_rendering(self, name: str) -> dict[str, Any] | None:
         """How the VM's domain was last rendered, None if it was never applied."""

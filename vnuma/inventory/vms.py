@@ -180,11 +180,16 @@ def set_vm_state(session: Session, name: str, state: str) -> None:
     session.execute(update(VmRow).where(VmRow.id == row.id).values(state=value.value))
 
 
-def set_rendering(session: Session, name: str, rendering: dict[str, Any]) -> None:
-    """Record how the VM's domain was rendered (JSON-able: render options and template)."""
+def record_defined(session: Session, name: str, rendering: dict[str, Any]) -> None:
+    """The VM's domain was defined: state ``defined`` and how it was rendered, in one update.
+
+    One write, so a process killed after libvirt's define leaves either the
+    old state and rendering or both new ones (reconcile settles the former).
+    """
     row = _vm_row(session, name)
     doc = json.dumps(rendering, sort_keys=True, separators=(",", ":"))
-    session.execute(update(VmRow).where(VmRow.id == row.id).values(rendering=doc))
+    values = {"rendering": doc, "state": VmState.DEFINED.value}
+    session.execute(update(VmRow).where(VmRow.id == row.id).values(**values))
 
 
 def get_rendering(session: Session, name: str) -> dict[str, Any] | None:

@@ -108,8 +108,7 @@ def apply_vm(
                 hint=f"vnuma vm stop {vm} first",
             )
         hv.define(xml)
-        inventory.set_rendering(vm, rendering_doc(options, template))
-        inventory.set_vm_state(vm, DEFINED)
+        inventory.record_defined(vm, rendering_doc(options, template))
         state = DEFINED
         if start:
             hv.start(vm)
