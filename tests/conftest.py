@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -57,3 +58,36 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/inventory.db"
     return str(request.getfixturevalue("pg_url"))
+
+
+TEST_DRIVER_URI = "test:///default"
+TEST_DRIVER_STOCK = "test"
+
+
+@pytest.fixture
+def conn() -> Iterator[Any]:
+    """An open connection to libvirt's in-process test driver, ``test:///default``, for one test.
+
+    The driver keeps its domains only while some connection to it is open,
+    and every test of the process shares them: this holds one for the test
+    (so in-process vnuma commands see each other's defines), then undefines
+    every domain the test defined and puts the stock running domain ``test``
+    back if the test removed it.
+    """
+    libvirt = pytest.importorskip("libvirt")
+    c = libvirt.open(TEST_DRIVER_URI)
+    before = {d.name() for d in c.listAllDomains()}
+    stock = (
+        c.lookupByName(TEST_DRIVER_STOCK).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+        if TEST_DRIVER_STOCK in before
+        else None
+    )
+    yield c
+    for dom in c.listAllDomains():
+        if dom.name() not in before:
+            if dom.isActive():
+                dom.destroy()
+            dom.undefine()
+    if stock is not None and TEST_DRIVER_STOCK not in {d.name() for d in c.listAllDomains()}:
+        c.defineXML(stock).create()
+    c.close()

@@ -12,7 +12,7 @@ and whether the domain runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +29,6 @@ pytestmark = pytest.mark.libvirt
 URI = "test:///default"
 VM = "v1"
 Dump = Callable[[Path], list[str]]
-
-
-@pytest.fixture
-def conn() -> Iterator[Any]:
-    c = libvirt.open(URI)
-    yield c
-    for dom in c.listAllDomains():
-        if dom.name() != "test":
-            if dom.isActive():
-                dom.destroy()
-            dom.undefine()
-    c.close()
 
 
 def _caps(tmp_path: Path) -> Path:

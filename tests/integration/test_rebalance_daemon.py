@@ -211,20 +211,6 @@ def test_sigkill_mid_apply_then_resume_ends_like_an_uninterrupted_run(libvirtd: 
         _cleanup(base)
 
 
-@pytest.fixture
-def test_driver() -> Any:
-    """A connection that keeps libvirt's in-process test driver state alive for the test."""
-    libvirt = pytest.importorskip("libvirt")
-    conn = libvirt.open("test:///default")
-    yield conn
-    for dom in conn.listAllDomains():
-        if dom.name() != "test":
-            if dom.isActive():
-                dom.destroy()
-            dom.undefine()
-    conn.close()
-
-
 def _two_hosts(tmp_path: Path, libvirtd: str, name: str, *, start: bool) -> Cli:
     """Host "a" is this machine's libvirtd, host "b" the test driver with one 1-CPU cell.
 
@@ -249,7 +235,7 @@ ROOM_2 = ["--make-room-for", "vcpus=2,memory=64MiB,page_size=4K,numa_nodes=1"]
 
 
 def test_cold_move_undefines_on_the_source_and_defines_on_the_destination(
-    libvirtd: str, test_driver: Any, tmp_path: Path
+    libvirtd: str, conn: Any, tmp_path: Path
 ) -> None:
     name = f"vnuma-move-{os.getpid()}"
     try:
@@ -258,7 +244,7 @@ def test_cold_move_undefines_on_the_source_and_defines_on_the_destination(
         (step,) = doc["run"]["steps"]
         assert (step["vm"], step["kind"], step["status"]) == (name, "move", "done")
         assert name not in virsh("list", "--all", "--name").split()
-        moved = test_driver.lookupByName(name)
+        moved = conn.lookupByName(name)
         assert not moved.isActive() and "<vcpupin vcpu='0' cpuset='0'/>" in moved.XMLDesc(0)
         state, placement = _shown(cli, name)
         assert (state, placement.host) == ("defined", "b")
@@ -267,7 +253,7 @@ def test_cold_move_undefines_on_the_source_and_defines_on_the_destination(
 
 
 def test_running_vm_to_another_host_needs_permission_and_a_failed_migration_aborts_cleanly(
-    libvirtd: str, test_driver: Any, tmp_path: Path
+    libvirtd: str, conn: Any, tmp_path: Path
 ) -> None:
     name = f"vnuma-migr-{os.getpid()}"
     try:
@@ -286,7 +272,7 @@ def test_running_vm_to_another_host_needs_permission_and_a_failed_migration_abor
         doc = cli.ok("rebalance", *ROOM_2, "--apply", "--yes", "--allow-restart", "--json").json()
         assert [s["kind"] for s in doc["run"]["steps"]] == ["move-restart"]
         assert name not in virsh("list", "--all", "--name").split()
-        assert test_driver.lookupByName(name).isActive()
+        assert conn.lookupByName(name).isActive()
         state, placement = _shown(cli, name)
         assert (state, placement.host) == ("running", "b")
     finally:

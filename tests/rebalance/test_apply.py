@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +30,6 @@ pytestmark = pytest.mark.libvirt
 URI = "test:///default"
 ONE_CELL = ("--page-size", "4K", "--numa-nodes", "1")
 ROOM = ["--make-room-for", "vcpus=4,memory=1GiB,page_size=4K,numa_nodes=1"]
-
-
-@pytest.fixture
-def conn() -> Iterator[Any]:
-    c = libvirt.open(URI)
-    yield c
-    for dom in c.listAllDomains():
-        if dom.name() != "test":
-            if dom.isActive():
-                dom.destroy()
-            dom.undefine()
-    c.close()
 
 
 def _caps(tmp_path: Path, cores_per_cell: int) -> Path:

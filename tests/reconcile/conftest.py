@@ -8,10 +8,8 @@ puts the driver's stock running domain ``test`` back if the test removed it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import libvirt
 import pytest
 
 from tests.cli.conftest import Cli, cli, dumped  # noqa: F401 (fixtures reused)
@@ -19,23 +17,6 @@ from tests.cli.conftest import Cli, cli, dumped  # noqa: F401 (fixtures reused)
 URI = "test:///default"
 STOCK = "test"
 VM_ARGS = ("--vcpus", "2", "--memory", "512MiB", "--page-size", "4K", "--numa-nodes", "1")
-
-
-@pytest.fixture
-def conn() -> Iterator[Any]:
-    c = libvirt.open(URI)
-    before = {d.name() for d in c.listAllDomains()}
-    stock = c.lookupByName(STOCK).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) if STOCK in before else None
-    yield c
-    for dom in c.listAllDomains():
-        if dom.name() not in before:
-            if dom.isActive():
-                dom.destroy()
-            dom.undefine()
-    names = {d.name() for d in c.listAllDomains()}
-    if stock is not None and STOCK not in names:
-        c.defineXML(stock).create()
-    c.close()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,21 +64,6 @@ def test_no_monitors_and_broken_keys_give_nothing_rather_than_an_error() -> None
 def test_any_values_parse_without_raising_and_the_share_stays_in_range(stats: dict[str, Any]) -> None:
     _local, _total, share = local_share(parse_memory_bandwidth(stats))
     assert share is None or 0.0 <= share <= 1.0
-
-
-libvirt = pytest.importorskip("libvirt")
-
-
-@pytest.fixture
-def conn() -> Iterator[Any]:
-    c = libvirt.open("test:///default")  # keeps the test driver's state for the in-process commands
-    yield c
-    for dom in c.listAllDomains():
-        if dom.name() != "test":
-            if dom.isActive():
-                dom.destroy()
-            dom.undefine()
-    c.close()
 
 
 @pytest.mark.libvirt

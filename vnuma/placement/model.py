@@ -211,6 +211,20 @@ class PlacementResult:
     scores: tuple[tuple[str, int], ...] = ()
 
 
+def vcpu_pins(p: Placement) -> dict[int, frozenset[int]]:
+    """vCPU -> the pCPUs its ``<vcpupin>`` names: its own pCPU, or its cell's set when floating (shared)."""
+    pins: dict[int, frozenset[int]] = {}
+    for c in p.cells:
+        for i, v in enumerate(c.vcpus):
+            pins[v] = frozenset({c.pcpus[i]}) if p.cpu_policy is CpuPolicy.DEDICATED else frozenset(c.pcpus)
+    return pins
+
+
+def emulator_pins(p: Placement) -> frozenset[int]:
+    """The emulator threads' pCPUs as rendered: the placement's own, else every vCPU pCPU."""
+    return frozenset(p.emulator_pcpus or (x for c in p.cells for x in c.pcpus))
+
+
 def held_pcpus(placement: Placement, host: Host) -> frozenset[int]:
     """Every pCPU a placement keeps from others: dedicated pins, an isolated
     emulator pCPU and, under the ``isolate`` thread policy, their siblings."""

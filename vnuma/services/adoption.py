@@ -14,7 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.model import CellAssignment, CpuPolicy, DeviceAssignment, Placement, ThreadPolicy
+from vnuma.placement.model import (
+    CellAssignment,
+    CpuPolicy,
+    DeviceAssignment,
+    Placement,
+    ThreadPolicy,
+    emulator_pins,
+    vcpu_pins,
+)
 from vnuma.services.placing import check_vm_name
 from vnuma.sources.domainxml import Domain, GuestCell
 from vnuma.topology import PAGE_4K, DeviceKind, Host, format_cpuset
@@ -42,15 +50,6 @@ def _ids(ids: frozenset[int] | None, none: str) -> str:
     return none if ids is None else (format_cpuset(ids) or "(empty)")
 
 
-def vcpu_pins(p: Placement) -> dict[int, frozenset[int]]:
-    """vCPU -> the pCPUs its ``<vcpupin>`` names, as rendered."""
-    pins: dict[int, frozenset[int]] = {}
-    for c in p.cells:
-        for i, v in enumerate(c.vcpus):
-            pins[v] = frozenset({c.pcpus[i]}) if p.cpu_policy is CpuPolicy.DEDICATED else frozenset(c.pcpus)
-    return pins
-
-
 def _pin_values(d: Domain) -> dict[str, frozenset[int] | None]:
     values: dict[str, frozenset[int] | None] = {f"vcpupin {v}": d.pins_of(v) for v in range(d.vcpus)}
     values["emulatorpin"] = d.emulatorpin
@@ -61,7 +60,7 @@ def _pin_values(d: Domain) -> dict[str, frozenset[int] | None]:
 
 def _expected_pins(p: Placement) -> dict[str, frozenset[int] | None]:
     values: dict[str, frozenset[int] | None] = {f"vcpupin {v}": s for v, s in sorted(vcpu_pins(p).items())}
-    values["emulatorpin"] = frozenset(p.emulator_pcpus or (x for c in p.cells for x in c.pcpus))
+    values["emulatorpin"] = emulator_pins(p)
     values["numatune nodeset"] = frozenset(p.host_cells)
     values.update({f"memnode {c.guest_cell}": frozenset({c.host_cell}) for c in sorted(p.cells, key=_guest)})
     return values

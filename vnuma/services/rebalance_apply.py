@@ -47,7 +47,7 @@ from vnuma.inventory.db import open_inventory
 from vnuma.inventory.journal import NewStep, RunRecord, StepRecord
 from vnuma.inventory.models import RunStatus, StepStatus, VmState
 from vnuma.inventory.repo import Inventory
-from vnuma.placement.model import CpuPolicy, Placement
+from vnuma.placement.model import Placement, emulator_pins, vcpu_pins
 from vnuma.placement.rebalance import Plan
 from vnuma.render.domain import render_domain
 from vnuma.services import Settings
@@ -111,20 +111,6 @@ def live_capable(before: Placement, after: Placement, memnode_mode: str) -> bool
     if before.host_cells == after.host_cells:
         return True
     return memnode_mode == "restrictive" and all(c.page_size_kib == PAGE_4K for c in after.cells)
-
-
-def vcpu_pins(p: Placement) -> dict[int, frozenset[int]]:
-    """vCPU -> pCPUs as the domain XML pins them (one pCPU, or the cell's set when floating)."""
-    pins: dict[int, frozenset[int]] = {}
-    for c in p.cells:
-        for i, v in enumerate(c.vcpus):
-            pins[v] = frozenset({c.pcpus[i]}) if p.cpu_policy is CpuPolicy.DEDICATED else frozenset(c.pcpus)
-    return pins
-
-
-def emulator_pins(p: Placement) -> frozenset[int]:
-    """The emulator threads' pCPUs as rendered: its own, else every vCPU pCPU."""
-    return frozenset(p.emulator_pcpus or (x for c in p.cells for x in c.pcpus))
 
 
 def _observed(inventory_state: VmState, domain: DomainState) -> VmState:
