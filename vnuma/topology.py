@@ -7,8 +7,10 @@ names (``memory_kib``, ``size_kib``); CPU sets are ``frozenset[int]`` and the
 
 from __future__ import annotations
 
+import gc
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -294,3 +296,22 @@ def parse_page_size(text: str) -> int | None:
     if value.isdecimal() and len(value) <= 7 and int(value) in (PAGE_4K, PAGE_2M, PAGE_1G):
         return int(value)
     raise InvalidInputError(f"bad page size {text!r}: use 4K, 2M, 1G or large")
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a block that builds many small acyclic objects.
+
+    Decoding a fleet's topologies and building the engine's per-core state
+    allocate hundreds of thousands of such objects; each burst set off full
+    collections that rescanned everything built so far (on 10,000 hosts,
+    0.3-0.6 s of a 0.8 s decision). Nesting is safe: only the outermost block
+    turns the collector back on.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -13,16 +13,14 @@ Both inventory read paths (ORM and DB-API) assemble hosts here.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from vnuma.codec import host_from_dict, host_to_dict
 from vnuma.errors import InvalidInputError, InventoryError
-from vnuma.topology import Cell, Host, PciDevice, Source, format_cpuset, parse_cpuset
+from vnuma.topology import Cell, Host, PciDevice, Source, format_cpuset, gc_paused, parse_cpuset
 
 _OWN_COLUMNS = ("name", "uri", "source", "reserved_cpus")
 
@@ -103,22 +101,6 @@ class ShapeDecoder:
         base = host_from_dict({**doc, "name": name})
         return base.cells, base.devices, base.cpu_ids
 
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while decoding many hosts.
-
-    Decoding allocates hundreds of thousands of small acyclic objects; each
-    allocation burst triggers full collections that scan everything built so
-    far, which made a fleet load up to twice as slow.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def decode_host(name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str) -> Host:
