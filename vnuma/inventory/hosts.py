@@ -14,6 +14,7 @@ from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
 from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host, digest_topology, encode_topology
 from vnuma.topology import DeviceKind, Host, check_host, format_cpuset, parse_cpuset
@@ -27,11 +28,7 @@ def host_row(session: Session, name: str, *, lock: bool = False) -> HostRow:
     Raises:
         NotFoundError: no such host.
     """
-    stmt = select(HostRow).where(HostRow.name == name)
-    row = session.scalars(stmt.with_for_update() if lock else stmt).one_or_none()
-    if row is None:
-        raise NotFoundError(f"host {name!r} is not in the inventory", hint=_LIST_HINT)
-    return row
+    return named_row(session, HostRow, name, "host", lock=lock)
 
 
 def row_host(row: HostRow) -> Host:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.errors import ConflictError, InvalidInputError
+from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import TenantRow, VmRow
 from vnuma.placement.model import Isolation, Tenant
 
@@ -26,11 +27,7 @@ def tenant_row(session: Session, name: str, *, lock: bool = False) -> TenantRow:
     Raises:
         NotFoundError: no such tenant.
     """
-    stmt = select(TenantRow).where(TenantRow.name == name)
-    row = session.scalars(stmt.with_for_update() if lock else stmt).one_or_none()
-    if row is None:
-        raise NotFoundError(f"tenant {name!r} is not in the inventory", hint=_LIST_HINT)
-    return row
+    return named_row(session, TenantRow, name, "tenant", lock=lock)
 
 
 def _check_quotas(t: Tenant) -> None:

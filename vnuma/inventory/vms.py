@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import delete, exc, func, select, update
 from sqlalchemy.orm import Session
 
-from vnuma.errors import ConflictError, InvalidInputError, InventoryError, NotFoundError
+from vnuma.errors import ConflictError, InvalidInputError, InventoryError
 from vnuma.inventory import hosts, tenants
 from vnuma.inventory.claims import (
     Holder,
@@ -27,6 +27,7 @@ from vnuma.inventory.claims import (
     host_claims,
 )
 from vnuma.inventory.guard import cause_of
+from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, TenantRow, VmRow, VmState
 from vnuma.placement.model import Isolation, Placement
 from vnuma.topology import Host
@@ -131,10 +132,7 @@ def _claim_rows(p: Placement, host: Host, vm_id: int, host_id: int) -> list[Any]
 
 
 def _vm_row(session: Session, name: str) -> VmRow:
-    row = session.scalars(select(VmRow).where(VmRow.name == name)).one_or_none()
-    if row is None:
-        raise NotFoundError(f"VM {name!r} is not in the inventory", hint=_LIST_HINT)
-    return row
+    return named_row(session, VmRow, name, "vm")
 
 
 def release(session: Session, name: str) -> None:
