@@ -83,13 +83,15 @@ def test_no_fit_is_exit_5_with_json_rejections(demo: Cli, dumped: Callable[[Path
         (["place", "tenant-a", "--gpus", "99"], 4, "GPU"),
         (["place", "tenant-a", "--vcpus", "2", "--memory", "4GiB", "--host", "nohost"], 3, "nohost"),
         (["place", "tenant-a", "--vcpus", "2", "--memory", "4GiB", "--numa-nodes", "x"], 4, "numa-nodes"),
+        (["place", "tenant-a", "--vcpus", "2", "--memory", "4GiB", "--numa-nodes", "\u00b2"], 4, "numa-nodes"),
         (["place", "tenant-a", "--vcpus", "2", "--memory", "4GiB", "--name", "a<b"], 4, "name"),
         (["vm", "show", "nope"], 3, "nope"),
         (["vm", "release", "nope"], 3, "nope"),
         (["tenant", "create", "tenant-a"], 9, "tenant-a"),
     ],
     ids=["unknown-tenant", "zero-vcpus", "no-memory", "no-unit", "not-whole-pages", "too-many-gpus",
-         "unknown-host", "bad-numa-nodes", "bad-name", "unknown-vm", "release-unknown", "duplicate-tenant"],
+         "unknown-host", "bad-numa-nodes", "superscript-numa-nodes", "bad-name", "unknown-vm", "release-unknown",
+         "duplicate-tenant"],
 )
 def test_bad_requests_exit_cleanly_and_write_nothing(
     demo: Cli, args: list[str], code: int, needle: str, dumped: Callable[[Path], list[str]]

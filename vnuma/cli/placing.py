@@ -28,7 +28,8 @@ def parse_numa_nodes(text: str) -> int | None:
 
     if text.strip().lower() == "auto":
         return None
-    if not text.strip().isdigit() or int(text) < 1:
+    # isdecimal, not isdigit: "²" is a digit that int() refuses.
+    if not text.strip().isdecimal() or len(text.strip()) > 6 or int(text) < 1:
         raise InvalidInputError(f"bad --numa-nodes {text!r}: use a positive number or auto")
     return int(text)
 

@@ -194,7 +194,7 @@ def _pages(raw: Mapping[str, Any], at: _At) -> tuple[PagePool, ...]:
     pools = []
     for key, pool in raw.items():
         p_at = at.key(key)
-        if not key.isdigit() or int(key) < 4 or int(key) % 4:
+        if not key.isdecimal() or len(key) > 12 or int(key) < 4 or int(key) % 4:
             raise p_at.fail(
                 "page size must be a decimal number of KiB, a multiple of 4 (4, 2048, 1048576, ...)"
             )
@@ -210,7 +210,7 @@ def _pages(raw: Mapping[str, Any], at: _At) -> tuple[PagePool, ...]:
 def _distances(raw: Mapping[str, Any], at: _At) -> tuple[tuple[int, int], ...]:
     out = []
     for key, value in raw.items():
-        if not key.isdigit():
+        if not key.isdecimal() or len(key) > 9:
             raise at.key(key).fail("cell ids must be decimal strings")
         if type(value) is not int or value < 10:
             raise at.key(key).fail(f"expected a distance of 10 or more, got {value!r}")

@@ -290,7 +290,7 @@ def _inside(cpuset: frozenset[int], allowed: frozenset[int], where: str, whose: 
 
 def _int(value: str | None, where: str) -> int:
     text = (value or "").strip()
-    if not text.isdigit():
+    if not text.isdecimal() or len(text) > 18:
         raise RenderError(f"{where}: {value!r} is not a whole number")
     return int(text)
 

@@ -107,7 +107,7 @@ def _attr(element: etree._Element, name: str) -> str:
 
 def _int(element: etree._Element, name: str) -> int:
     value = _attr(element, name)
-    if not value.isdigit():
+    if not value.isdecimal() or len(value) > 18:
         raise _bad(f"<vnuma:{etree.QName(element).localname}> {name}={value!r} is not a number")
     return int(value)
 

@@ -81,7 +81,7 @@ def _pin_differences(expected: dict[str, frozenset[int] | None], d: Domain, wher
 
 def _natural(key: str) -> tuple[str, int]:
     head, _, tail = key.rpartition(" ")
-    return (head, int(tail)) if tail.isdigit() else (key, -1)
+    return (head, int(tail)) if tail.isdecimal() and len(tail) <= 9 else (key, -1)
 
 
 def _shape_values(cells: dict[int, tuple[frozenset[int], int, int]], vcpus: int, memory: int, devs: tuple[str, ...]
