@@ -1,0 +1,147 @@
+"""The trace generator: the shipped examples are its seed-42 output, and every trace keeps the format's promises."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from vnuma.placement.trace import Trace, load_trace
+from vnuma.sources.tracegen import SCENARIOS, generate, make_trace, pick, render_trace
+from vnuma.topology import KIB_PER_MIB, DeviceKind
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
+SHIPPED = ("dual-socket-2cell", "epyc-nps4-8cell", "big-16cell")
+SMALL = st.sampled_from(SHIPPED)
+SEEDS = st.integers(min_value=0, max_value=2**63)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_example_is_the_generators_seed_42_output(name: str) -> None:
+    path = EXAMPLES / f"{name}.json"
+    shipped = path.read_text(encoding="utf-8")  # a missing file fails the test
+    made = generate(name, 42)
+    if made != shipped:
+        diff = difflib.unified_diff(shipped.splitlines(True), made.splitlines(True), str(path), "generate(seed=42)")
+        pytest.fail(
+            "the generator no longer makes the shipped example with seed 42; the recorded Nova comparisons in "
+            "bench/README.md were measured on these bytes\n" + "".join(list(diff)[:40])
+        )
+
+
+def test_only_the_small_examples_are_shipped() -> None:
+    assert sorted(p.name for p in EXAMPLES.iterdir()) == sorted(f"{n}.json" for n in SHIPPED)
+    assert set(SHIPPED) < set(SCENARIOS)
+
+
+def check_document(doc: dict[str, Any], name: str, seed: int) -> None:
+    """What the format promises about a generated document (docs/traces.md)."""
+    assert (doc["format"], doc["version"], doc["scenario"], doc["seed"]) == ("numa-placement-trace", 1, name, seed)
+    scenario = SCENARIOS[name]
+    assert len(doc["hosts"]) == scenario.hosts and len(doc["requests"]) == scenario.requests
+    assert len({h["name"] for h in doc["hosts"]}) == len(doc["hosts"])
+    for host in doc["hosts"]:
+        ids = [c["id"] for c in host["cells"]]
+        assert len(set(ids)) == len(ids)
+        for cell in host["cells"]:
+            check_cell(cell, ids)
+    names = [r["name"] for r in doc["requests"]]
+    assert len(set(names)) == len(names)
+    for r in doc["requests"]:
+        nodes, page = r["numa_nodes"], r["page_size_kib"]
+        assert r["vcpus"] >= 1 and r["memory_mib"] >= 1 and nodes >= 1 and r["gpus"] >= 0
+        assert r["vcpus"] % nodes == 0 and r["memory_mib"] % nodes == 0
+        assert r["memory_mib"] // nodes * KIB_PER_MIB % page == 0, r
+        assert r["cpu_policy"] == "dedicated" and r["thread_policy"] in {"prefer", "isolate", "require"}
+        assert r["name"].startswith(r["tenant"] + "-vm-")
+    summary = doc["summary"]
+    assert summary["hosts"] == scenario.hosts and summary["requests"] == scenario.requests
+    assert summary["requested_vcpus"] == sum(r["vcpus"] for r in doc["requests"])
+
+
+def check_cell(cell: dict[str, Any], cell_ids: list[int]) -> None:
+    """Siblings partition the CPUs, the page pools partition the memory, distances reach every cell."""
+    grouped = [cpu for group in cell["siblings"] for cpu in group]
+    assert sorted(grouped) == sorted(cell["cpus"]) and len(set(grouped)) == len(grouped)
+    pools = cell["hugepages"]
+    assert "4" in pools and all(0 <= p["free"] <= p["total"] for p in pools.values())
+    assert sum(int(size) * p["total"] for size, p in pools.items()) == cell["memory_mib"] * KIB_PER_MIB
+    assert sorted(int(k) for k in cell["distances"]) == sorted(cell_ids)
+    assert cell["distances"][str(cell["id"])] == 10
+    assert all(d > 10 for k, d in cell["distances"].items() if k != str(cell["id"]))
+
+
+def check_parsed(trace: Trace, doc: dict[str, Any]) -> None:
+    """The project's own parser reads the same fleet and requests."""
+    assert trace.scenario == doc["scenario"]
+    assert [h.name for h in trace.hosts] == [h["name"] for h in doc["hosts"]]
+    assert [r.name for r in trace.requests] == [r["name"] for r in doc["requests"]]
+    for host in trace.hosts:
+        for cell in host.cells:
+            assert sum(p.size_kib * p.count for p in cell.pages) == cell.memory_kib
+    gpus = sum(len(c["gpus"]) for h in doc["hosts"] for c in h["cells"])
+    assert sum(len(h.devices_of(DeviceKind.GPU)) for h in trace.hosts) == gpus == doc["summary"]["gpus_total"]
+
+
+def _made_and_parsed(name: str, seed: int) -> tuple[dict[str, Any], str]:
+    doc = make_trace(name, seed)
+    text = render_trace(doc)
+    assert json.loads(text) == doc
+    check_document(doc, name, seed)
+    check_parsed(load_trace(text.encode(), f"{name}.json"), doc)
+    return doc, text
+
+
+@settings(max_examples=15)
+@given(name=SMALL, seed=SEEDS)
+def test_every_seed_makes_a_valid_trace(name: str, seed: int) -> None:
+    _made_and_parsed(name, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=2)
+@given(seed=SEEDS)
+def test_fleet_1000_is_a_valid_trace(seed: int) -> None:
+    doc, _ = _made_and_parsed("fleet-1000", seed)
+    assert Counter(len(h["cells"]) for h in doc["hosts"]) == {2: 1000}
+
+
+@settings(max_examples=10)
+@given(name=SMALL, a=SEEDS, b=SEEDS)
+def test_seeds_change_the_requests_not_the_hosts(name: str, a: int, b: int) -> None:
+    assume(a != b)
+    first, second = make_trace(name, a), make_trace(name, b)
+    assert first["hosts"] == second["hosts"]
+    assert first["requests"] != second["requests"]
+
+
+def test_the_same_seed_gives_the_same_bytes() -> None:
+    assert generate("big-16cell", 7) == generate("big-16cell", 7)
+
+
+def test_request_mix_has_both_classes() -> None:
+    requests = make_trace("epyc-nps4-8cell", 42)["requests"]
+    small = [r for r in requests if r["numa_nodes"] == 1]
+    large = [r for r in requests if r["numa_nodes"] == 2]
+    assert small and large and len(small) + len(large) == len(requests)
+    assert all(r["gpus"] == 0 and 4096 <= r["memory_mib"] <= 32768 for r in small)
+    assert all(1 <= r["gpus"] <= 4 and r["vcpus"] >= 16 for r in large)
+
+
+def test_a_one_option_choice_takes_no_draw() -> None:
+    # The order and number of draws fix the bytes of every trace; see the module docstring.
+    rng, twin = random.Random(3), random.Random(3)
+    assert pick(rng, (("only", 1.0),)) == "only"
+    assert rng.random() == twin.random()
+
+
+def test_render_keeps_one_item_per_line() -> None:
+    text = render_trace({"format": "f", "hosts": [{"a": 1}, {"a": 2}], "requests": []})
+    assert text == '{\n "format": "f",\n "hosts": [\n  {"a":1},\n  {"a":2}\n ],\n "requests": [\n ]\n}\n'
