@@ -80,13 +80,14 @@ def settings(ctx: typer.Context) -> Any:
 
 
 def _register() -> None:
-    from vnuma.cli import applying, db, hosts, placing, rebalancing, reconciling, simulating, stats, tenants
+    from vnuma.cli import applying, db, hosts, placing, rebalancing, reconciling, simulating, stats, tenants, traces
 
     app.add_typer(hosts.app, name="host", help="Inventory of hosts: discover, import, show, reserve.")
     app.add_typer(tenants.app, name="tenant", help="Tenants: isolation level and quotas.")
     app.command("place")(placing.place)
     app.add_typer(placing.vm_app, name="vm", help="VMs: list, show, release.")
     app.command("simulate")(simulating.simulate)
+    app.add_typer(traces.app, name="trace", help="Example workload traces: list the scenarios, generate one.")
     app.command("render")(applying.render)
     app.command("apply")(applying.apply)
     app.command("stats")(stats.stats)

@@ -1,0 +1,59 @@
+"""``vnuma trace list`` / ``generate``, and a generated trace through ``vnuma simulate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import REPO, Cli
+
+SCENARIOS = ["dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "fleet-1000"]
+
+
+def test_list_names_every_scenario(cli: Cli) -> None:
+    res = cli.ok("trace", "list")
+    for name in SCENARIOS:
+        assert name in res.stdout
+    rows = cli.ok("trace", "list", "--json").json()
+    assert [r["name"] for r in rows] == SCENARIOS
+    assert all(set(r) == {"name", "hosts", "requests", "description"} and r["description"] for r in rows)
+
+
+def test_generate_to_stdout_is_the_shipped_example(cli: Cli) -> None:
+    res = cli.ok("trace", "generate", "--scenario", "dual-socket-2cell")
+    assert res.stdout == (REPO / "examples" / "traces" / "dual-socket-2cell.json").read_text()
+    assert res.stderr == ""
+
+
+def test_generate_then_simulate(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "trace.json"
+    res = cli.ok("trace", "generate", "--scenario", "big-16cell", "--seed", "7", "--out", str(out))
+    assert str(out) in res.stdout and "400 requests" in res.stdout
+    report = cli.ok("simulate", str(out), "--json").json()
+    assert report["scenario"] == "big-16cell" and report["requests"] == 400
+    assert 0 < report["placed"] <= 400 and report["placed"] + report["rejected"] == 400
+    assert out.read_bytes() != (REPO / "examples" / "traces" / "big-16cell.json").read_bytes()
+
+
+def test_unknown_scenario_is_exit_4_with_the_scenarios_in_the_hint(cli: Cli) -> None:
+    res = cli("trace", "generate", "--scenario", "quad-socket")
+    assert res.exit_code == 4 and res.stdout == ""
+    error, hint = res.stderr.splitlines()
+    assert error == "error: unknown trace scenario 'quad-socket'"
+    assert hint.startswith("hint: ") and all(name in hint for name in SCENARIOS)
+
+
+@pytest.mark.parametrize("target", ["missing-dir/trace.json", "."], ids=["missing-directory", "a-directory"])
+def test_unwritable_out_is_exit_4_on_one_line(cli: Cli, tmp_path: Path, target: str) -> None:
+    out = tmp_path / target
+    res = cli("trace", "generate", "--scenario", "dual-socket-2cell", "--out", str(out))
+    assert res.exit_code == 4 and res.stdout == ""
+    (line,) = res.stderr.splitlines()
+    assert line.startswith(f"error: {out}: cannot write trace: ")
+
+
+def test_errors_as_a_real_process(cli: Cli) -> None:
+    res = cli.process("trace", "generate", "--scenario", "nope")
+    assert res.exit_code == 4 and "Traceback" not in res.stderr
+    assert res.stderr.startswith("error: unknown trace scenario 'nope'\nhint: ")

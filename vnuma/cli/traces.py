@@ -1,0 +1,47 @@
+"""``vnuma trace``: list the example workload scenarios and generate their traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vnuma.cli import output
+
+app = typer.Typer(no_args_is_help=True)
+
+
+@app.command("list")
+def list_(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
+    """List the scenarios `vnuma trace generate` makes, with hosts, requests and a description."""
+    from vnuma.services.traces import trace_scenarios
+
+    rows = trace_scenarios()
+    if as_json:
+        output.echo_json(rows)
+        return
+    output.echo_table(
+        None,
+        ["SCENARIO", "HOSTS", "REQUESTS", "DESCRIPTION"],
+        [(r["name"], r["hosts"], r["requests"], r["description"]) for r in rows],
+    )
+
+
+@app.command("generate")
+def generate(
+    scenario: Annotated[str, typer.Option("--scenario", metavar="NAME", help="Scenario (see `vnuma trace list`).")],
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="Random seed; the same seed gives the same bytes.")
+    ] = 42,
+    out: Annotated[str, typer.Option("--out", metavar="FILE", help="Write the trace here (`-`: stdout).")] = "-",
+) -> None:
+    """Generate an example workload trace (format: docs/traces.md) for `vnuma simulate`."""
+    from vnuma.services.traces import generate_trace, write_trace
+
+    trace = generate_trace(scenario, seed)
+    if out == "-":
+        typer.echo(trace.text, nl=False)
+        return
+    write_trace(trace, Path(out))
+    typer.echo(f"wrote {out}: {trace.scenario}, seed {trace.seed}, {trace.hosts} hosts, {trace.requests} requests")

@@ -1,0 +1,56 @@
+"""Example workload traces: list the generator's scenarios, make one, write it where asked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vnuma.errors import InvalidInputError
+from vnuma.sources.tracegen import SCENARIOS, make_trace, render_trace
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedTrace:
+    """One generated trace: its text and what it holds."""
+
+    scenario: str
+    seed: int
+    hosts: int
+    requests: int
+    text: str
+
+
+def trace_scenarios() -> list[dict[str, Any]]:
+    """Every scenario the generator makes: name, host and request counts, one-line description."""
+    return [
+        {"name": s.name, "hosts": s.hosts, "requests": s.requests, "description": s.description}
+        for s in SCENARIOS.values()
+    ]
+
+
+def generate_trace(scenario: str, seed: int) -> GeneratedTrace:
+    """Make scenario ``scenario`` with ``seed``.
+
+    Raises:
+        InvalidInputError: an unknown scenario (the hint lists the known ones).
+    """
+    if scenario not in SCENARIOS:
+        raise InvalidInputError(
+            f"unknown trace scenario {scenario!r}",
+            hint=f"scenarios: {', '.join(SCENARIOS)} (see vnuma trace list)",
+        )
+    doc = make_trace(scenario, seed)
+    return GeneratedTrace(scenario, seed, len(doc["hosts"]), len(doc["requests"]), render_trace(doc))
+
+
+def write_trace(trace: GeneratedTrace, path: Path) -> None:
+    """Write a generated trace to ``path`` (replacing the file).
+
+    Raises:
+        InvalidInputError: the file cannot be written (missing directory, a directory, no permission, ...).
+    """
+    try:
+        path.write_text(trace.text, encoding="utf-8")
+    except OSError as err:
+        raise InvalidInputError(f"{path}: cannot write trace: {err.strerror or err}") from err
