@@ -2,7 +2,7 @@
 
 Pure apart from the clock (``time.perf_counter`` for decision timings):
 reads nothing from disk itself. ``load_trace`` parses and validates the
-trace JSON (format in ``../shared/traces/README.md``), ``run`` places the
+trace JSON (format in ``docs/traces.md``), ``run`` places the
 requests in arrival order with the same engine as ``vnuma place`` (fast
 path), and ``report_to_dict`` / ``placements_to_list`` give the JSON shapes
 of ``vnuma simulate --json`` and ``--placements FILE``.

@@ -1,7 +1,7 @@
 """The workload-trace format (``numa-placement-trace`` version 1): parse and validate.
 
-Pure: parses bytes the caller read; no I/O. Format: ``../shared/traces/README.md``
-(also in the project docs). Every problem raises :class:`InvalidInputError`
+Pure: parses bytes the caller read; no I/O. Format: ``docs/traces.md``
+(examples in ``examples/traces/``). Every problem raises :class:`InvalidInputError`
 naming the file and the key path (``trace.json: hosts[3].cells[1].siblings``).
 
 Hosts become topology ``Host`` objects (source ``trace``): CPUs carry no
