@@ -6,15 +6,16 @@ Usage (from the repository root):
 Prints one row per trace and strategy (placed, GPUs used/reachable/total,
 multi-node and non-adjacent VMs, decision time mean/p50/p99/max, requests/s)
 next to OpenStack Nova 34's figures on the same traces, then single-decision
-times on a synthetic 64-cell host. ``fleet-1000`` is not shipped: it is made
-with ``gen_traces.py --seed 42`` (beside the traces) into ``--fleet-dir``
+times on a synthetic 64-cell host. ``--traces`` defaults to the repository's
+``examples/traces``. ``fleet-1000`` is not shipped: it is made with the
+project's generator (``vnuma.sources.tracegen``, seed 42: what
+``vnuma trace generate --scenario fleet-1000`` writes) into ``--fleet-dir``
 (a temporary directory by default) unless ``--no-fleet``.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +26,7 @@ from vnuma.placement.engine import place
 from vnuma.placement.fleet import Fleet
 from vnuma.placement.model import EmulatorThreads, Isolation, Strategy, ThreadPolicy, VmRequest
 from vnuma.simulate import Trace, load_trace, report_to_dict, run, vm_request
+from vnuma.sources.tracegen import generate
 from vnuma.topology import (
     KIB_PER_GIB,
     PAGE_1G,
@@ -39,7 +41,8 @@ from vnuma.topology import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = REPO.parent / "shared" / "traces"
+DEFAULT_TRACES = REPO / "examples" / "traces"
+FLEET, FLEET_SEED = "fleet-1000", 42
 NOVA = {  # Nova 34.0.0 on the same traces (issue 3): placed, GPUs used, mean / p99 decision, requests/s
     "dual-socket-2cell": (74, 26, "0.29 ms / 2.6 ms", None),
     "epyc-nps4-8cell": (210, 33, "17.7 ms / 739 ms", None),
@@ -190,33 +193,30 @@ def _print(rows: Sequence[tuple[str, ...]]) -> None:
     print()
 
 
-def _fleet_trace(traces: Path, out: Path) -> Path | None:
-    generator = traces / "gen_traces.py"
-    target = out / "fleet-1000.json"
-    if not target.exists() and generator.exists():
-        subprocess.run(
-            [sys.executable, str(generator), "--seed", "42", "--out", str(out), "--only", "fleet-1000"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-    return target if target.exists() else None
+def _fleet_trace(out: Path) -> Path:
+    """``out/fleet-1000.json``, made with the project's generator (seed 42) when missing."""
+    target = out / f"{FLEET}.json"
+    if not target.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        target.write_text(generate(FLEET, FLEET_SEED), encoding="utf-8")
+    return target
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="directory of trace JSON files")
+    ap.add_argument(
+        "--traces", type=Path, default=DEFAULT_TRACES, help="directory of trace JSON files (default: examples/traces)"
+    )
     ap.add_argument("--fleet-dir", type=Path, help="where fleet-1000.json is (made there if missing)")
     ap.add_argument("--no-fleet", action="store_true", help="skip fleet-1000")
     ap.add_argument("--repeat", type=int, default=1, help="runs per trace and strategy; best timings shown")
     args = ap.parse_args()
-    paths = sorted(p for p in args.traces.glob("*.json") if p.stem != "fleet-1000")
+    paths = sorted(p for p in args.traces.glob("*.json") if p.stem != FLEET)
+    if not paths:
+        print(f"no *.json trace in {args.traces}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_fleet:
-            fleet = _fleet_trace(args.traces, args.fleet_dir or Path(tmp))
-            if fleet is None:
-                print("fleet-1000.json not found and no gen_traces.py to make it; skipped", file=sys.stderr)
-            else:
-                paths.append(fleet)
+            paths.append(_fleet_trace(args.fleet_dir or Path(tmp)))
         bench_traces(paths, args.repeat)
     bench_big_host()
     return 0

@@ -15,8 +15,8 @@ for the plan, and whether it is proven optimal.
   than fit), so 10 and 1,012 VMs stay after the release. VMs are 2..24
   vCPUs, some with GPUs; 30 % of those with 8 or more are asked as 2 guest
   cells (work for ``locality``), the rest auto.
-* traces: every ``*.json`` trace in ``--traces`` (default
-  ``../shared/traces``), placed with ``vnuma.simulate.run``.
+* traces: every ``*.json`` trace in ``--traces`` (default: the
+  repository's ``examples/traces``), placed with ``vnuma.simulate.run``.
 
 ``room`` is planned for two shapes: the issue's example (32 vCPUs, 256 GiB,
 2 GPUs, cells auto) and one that does not fit but may after moves: for the
@@ -44,7 +44,7 @@ from vnuma.simulate import load_trace, run
 from vnuma.topology import KIB_PER_GIB, Host
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = REPO.parent / "shared" / "traces"
+DEFAULT_TRACES = REPO / "examples" / "traces"
 TENANTS = [f"tenant-{i:02d}" for i in range(16)]
 SIZES = (2, 2, 4, 4, 6, 8, 8, 12, 16, 24)
 
@@ -127,7 +127,7 @@ def plans(state: FleetState, max_moves: int, limit: float) -> Iterator[tuple[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="directory of trace JSON files")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--max-moves", type=int, default=3, help="the CLI's default is 3")
     parser.add_argument("--time-limit", type=float, default=10.0)
