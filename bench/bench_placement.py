@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import EmulatorThreads, Isolation, Strategy, ThreadPolicy, VmRequest
 from vnuma.simulate import Trace, load_trace, report_to_dict, run, vm_request
 from vnuma.sources.tracegen import generate

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest, held_pcpus
-from vnuma.placement.trace import Trace, TraceRequest, load_trace
+from vnuma.sources.trace import Trace, TraceRequest, load_trace
 from vnuma.topology import KIB_PER_MIB, Host
 
 __all__ = [

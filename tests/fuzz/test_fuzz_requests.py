@@ -42,8 +42,8 @@ from vnuma.placement.model import (
     Tenant,
     ThreadPolicy,
 )
-from vnuma.placement.trace import load_trace
 from vnuma.simulate import run
+from vnuma.sources.trace import load_trace
 from vnuma.topology import check_host
 
 TRACE_EXAMPLES = 2000

@@ -25,7 +25,7 @@ from vnuma.errors import ConflictError, InventoryError, NotFoundError, VnumaErro
 from vnuma.inventory import Inventory, open_inventory, sqlite_claim
 from vnuma.inventory.sqlite_direct import DirectSqlite, open_placing_inventory
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Strategy, Tenant
 from vnuma.services import Settings, placing
 

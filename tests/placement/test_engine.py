@@ -10,7 +10,7 @@ from tests.builders import make_host
 from tests.placement.helpers import GIB, request
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.placement.engine import best_reason, place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import (
     CpuPolicy,
     EmulatorThreads,

@@ -10,7 +10,7 @@ from tests.builders import make_host
 from tests.placement.helpers import request
 from vnuma.errors import ConflictError, NotFoundError
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import CellAssignment, Isolation, Placement, ThreadPolicy, held_pcpus
 from vnuma.topology import PAGE_1G
 

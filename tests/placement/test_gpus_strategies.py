@@ -9,7 +9,7 @@ import pytest
 from tests.builders import make_host
 from tests.placement.helpers import GIB, check_fleet, request
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import (
     CellAssignment,
     EmulatorThreads,

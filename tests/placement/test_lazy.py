@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.placement.strategies import ISOLATION, host_lists, vm_requests
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Strategy, VmRequest
 from vnuma.topology import Host
 

@@ -7,7 +7,7 @@ import pytest
 from tests.builders import make_host
 from tests.placement.helpers import GIB, check_fleet, request, siblings_of
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import (
     CpuPolicy,
     EmulatorThreads,

@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from tests.placement.helpers import check_fleet, held_by, siblings_of
 from tests.placement.strategies import ISOLATION, host_lists, vm_requests
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Strategy, VmRequest
 from vnuma.topology import Host
 

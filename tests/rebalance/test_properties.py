@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tests.builders import make_host
 from tests.placement.helpers import check_fleet, request
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import GpuAffinity, Isolation, Placement, VmRequest
 from vnuma.placement.rebalance import FleetState, Objective, Plan, is_movable, plan_moves
 from vnuma.placement.rebalance.room import could_fit

@@ -9,7 +9,7 @@ from tests.builders import make_host
 from tests.placement.helpers import GIB, check_fleet, request
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import CellAssignment, DeviceAssignment, Isolation, Placement
 from vnuma.placement.rebalance import FleetState, Objective, plan_moves
 from vnuma.topology import PAGE_1G, DeviceKind, Host

@@ -9,7 +9,7 @@ import pytest
 from tests.builders import make_host
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, Placement, ThreadPolicy, VmRequest
 from vnuma.render.domain import render_domain
 from vnuma.services.adoption import differences, placement_from_domain

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from vnuma.placement.trace import Trace, load_trace
+from vnuma.sources.trace import Trace, load_trace
 from vnuma.sources.tracegen import SCENARIOS, generate, make_trace, pick, render_trace
 from vnuma.topology import KIB_PER_MIB, DeviceKind
 

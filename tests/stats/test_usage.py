@@ -9,9 +9,9 @@ import pytest
 from tests.builders import make_host
 from tests.placement.helpers import GIB, request
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import GpuAffinity, Isolation, Placement
-from vnuma.placement.usage import cell_use, host_use, largest_vm, locality
+from vnuma.report.usage import cell_use, host_use, largest_vm, locality
 from vnuma.topology import PAGE_1G
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 from vnuma.placement.cpus import pick_dedicated, pick_shared
 from vnuma.placement.fit import HostFit
 from vnuma.placement.gpus import split_gpus, threads_taken
-from vnuma.placement.hoststate import HostState
+from vnuma.placement.ledger.cell import tenant_bucket
+from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import (
     CellAssignment,
     CpuPolicy,
@@ -31,7 +32,6 @@ from vnuma.placement.model import (
     Placement,
     VmRequest,
 )
-from vnuma.placement.state import tenant_bucket
 from vnuma.topology import DeviceKind
 
 FAR = 1 << 20  # distance used for a device with no NUMA node

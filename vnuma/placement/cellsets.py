@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from vnuma.placement.hoststate import HostState
+from vnuma.placement.ledger.host import HostState
 
 SetKey = tuple[int, int, int, tuple[int, ...]]
 

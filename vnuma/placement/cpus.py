@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from vnuma.placement.ledger.cell import CellState, CoreState
 from vnuma.placement.model import ThreadPolicy
-from vnuma.placement.state import CellState, CoreState
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,8 +39,8 @@ import numpy as np
 
 from vnuma.placement.build import build_placement
 from vnuma.placement.fit import STAGE, HostFit, fit_host
-from vnuma.placement.fleet import Fleet
-from vnuma.placement.hoststate import HostState
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import PlacementResult, Rejection, Strategy, VmRequest
 from vnuma.placement.prefilter import may_fit, stages
 from vnuma.placement.scorers import total_scores

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from vnuma.placement.cellsets import choose_cells
 from vnuma.placement.gpus import KEEP_PER_GPU, strands_gpus, threads_taken
-from vnuma.placement.hoststate import HostState
+from vnuma.placement.ledger.cell import CellState, tenant_bucket
+from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import (
     CpuPolicy,
     EmulatorThreads,
@@ -39,7 +40,6 @@ from vnuma.placement.model import (
     ThreadPolicy,
     VmRequest,
 )
-from vnuma.placement.state import CellState, tenant_bucket
 from vnuma.topology import format_size_kib
 
 CHECKS = (

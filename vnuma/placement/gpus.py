@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from vnuma.placement.hoststate import HostState
+from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
 
 KEEP_PER_GPU = Fraction(1, 2)

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vnuma.placement import gpus as gpu_rules
-from vnuma.placement.arrays import CAP_ISOLATE, SIZE_INDEX, FleetArrays, IntArray, cap_row, count_true
+from vnuma.placement.ledger.arrays import CAP_ISOLATE, SIZE_INDEX, FleetArrays, IntArray, cap_row, count_true
 from vnuma.placement.model import GpuAffinity, Strategy, VmRequest
 
 BoolArray = npt.NDArray[np.bool_]

@@ -24,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
-from vnuma.placement.arrays import IntArray, Totals
+from vnuma.placement.ledger.arrays import IntArray, Totals
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, Strategy, ThreadPolicy, VmRequest
 
 

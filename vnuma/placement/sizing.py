@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vnuma.placement.hoststate import HostState
+from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, ThreadPolicy, VmRequest
 from vnuma.topology import format_size_kib
 

@@ -9,7 +9,7 @@ is looked at; anything that depends on a host's free state is a rejection.
 from __future__ import annotations
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
 from vnuma.topology import PAGE_4K, format_size_kib
 

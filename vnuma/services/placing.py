@@ -16,7 +16,7 @@ from dataclasses import replace
 from vnuma.errors import ConflictError, InvalidInputError, NoPlacementError, NotFoundError
 from vnuma.inventory.sqlite_direct import PlacingInventory, open_placing_inventory
 from vnuma.placement.engine import best_reason, place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, VmRequest
 from vnuma.placement.quota import check_quota
 from vnuma.services import Settings

@@ -20,7 +20,7 @@ from vnuma.hypervisor.base import Hypervisor
 from vnuma.hypervisor.libvirt_driver import connect
 from vnuma.inventory.db import open_inventory
 from vnuma.placement.model import Placement
-from vnuma.placement.usage import HostUse, Locality, host_use, locality
+from vnuma.report.usage import HostUse, Locality, host_use, locality
 from vnuma.services import Settings, hostprobe
 from vnuma.sources.mbm import local_share, parse_memory_bandwidth
 from vnuma.topology import Host

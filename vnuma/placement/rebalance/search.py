@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from vnuma.placement.engine import place
-from vnuma.placement.fleet import Fleet
+from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import (
     CellAssignment,
     CpuPolicy,

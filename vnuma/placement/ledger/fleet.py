@@ -14,9 +14,9 @@ What a placement holds, as the fleet accounts it:
 * pages of ``page_size_kib`` per cell, and the listed devices.
 
 Reserved CPUs (``Host.reserved_cpus``) are never placeable; memory-only
-cells are not guest cells in this version (see :mod:`vnuma.placement.state`).
+cells are not guest cells in this version (see :mod:`vnuma.placement.ledger.cell`).
 
-A host's per-cell objects are built on first use (:mod:`.hoststate`): a
+A host's per-cell objects are built on first use (:mod:`.host`): a
 host nothing is placed on and the engine never looks at in detail costs its
 shape's share only. Alongside the per-host objects the fleet keeps numpy arrays of per-cell
 upper bounds of free capacity (:mod:`.arrays`) so the engine can
@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from vnuma.errors import ConflictError, NotFoundError
-from vnuma.placement.arrays import FleetArrays
-from vnuma.placement.hoststate import HostState, ShapeCache
+from vnuma.placement.ledger.arrays import FleetArrays
+from vnuma.placement.ledger.cell import CellState, CoreState
+from vnuma.placement.ledger.host import HostState, ShapeCache
 from vnuma.placement.model import Isolation, Placement, Rejection, ThreadPolicy
-from vnuma.placement.state import CellState, CoreState
 from vnuma.topology import Host
 
 

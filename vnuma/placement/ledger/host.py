@@ -1,6 +1,6 @@
 """One host's static shape (cells, distances, sockets, GPUs) plus its claim state.
 
-Pure: no I/O. Built once per host by :class:`vnuma.placement.fleet.Fleet`;
+Pure: no I/O. Built once per host by :class:`vnuma.placement.ledger.fleet.Fleet`;
 the engine reads it, only the fleet changes it.
 
 Hosts of one hardware shape (equal cells, devices and reserved CPUs) share a
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vnuma.placement.state import CellState, cell_states
+from vnuma.placement.ledger.cell import CellState, cell_states
 from vnuma.topology import PAGE_4K, DeviceKind, Host
 
 UNKNOWN_REMOTE_DISTANCE = 20  # libvirt's default when a host reports no SLIT table

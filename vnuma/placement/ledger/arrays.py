@@ -5,7 +5,7 @@ name order and columns are a host's CPU cells in id order (padding columns
 of smaller hosts hold zeros, so they never fit); column-major because
 reductions over a host's few cells are then fast row additions. CPU columns hold *upper
 bounds* of what any tenant can still get there (the exact, tenant-aware
-figures live in :class:`vnuma.placement.state.CellState`): a host the
+figures live in :class:`vnuma.placement.ledger.cell.CellState`): a host the
 arrays rule out can never fit, the converse is checked exactly.
 """
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from vnuma.placement.hoststate import HostShape, HostState
+from vnuma.placement.ledger.cell import CellState
+from vnuma.placement.ledger.host import HostShape, HostState
 from vnuma.placement.model import CpuPolicy, ThreadPolicy
-from vnuma.placement.state import CellState
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K
 
 IntArray = npt.NDArray[np.int64]
