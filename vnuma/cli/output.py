@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,12 +21,18 @@ def echo_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequenc
     from rich.console import Console
     from rich.table import Table
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1 on its own; the CLI's one handler ends a closed pipe.
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
     table = Table(title=title, title_justify="left", show_lines=False, box=None, pad_edge=False)
     for col in columns:
         table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(*("-" if v is None else str(v) for v in row))
-    Console(width=200, highlight=False, soft_wrap=False).print(table)
+    _Console(width=200, highlight=False, soft_wrap=False).print(table)
 
 
 def echo_lines(lines: Sequence[str]) -> None:
