@@ -2,9 +2,11 @@
 
 Settings arrive as arguments (the CLI reads the environment once and passes
 it down); nothing here reads ``os.environ`` or builds an engine at import
-time. A new, empty database is created at the head revision on first use;
-an existing database is never migrated implicitly: only :func:`upgrade`
-(``vnuma db upgrade``) changes its schema.
+time. A new, empty SQLite file is created at the head revision on first
+use. Any other database is never migrated implicitly, not even an empty
+PostgreSQL one: only :func:`upgrade` (``vnuma db upgrade``, run once by the
+operator) creates or changes its schema, and until then every command
+refuses it as behind.
 
 Importing this module is cheap: SQLAlchemy (~0.3 s) and Alembic are imported
 by the functions that use them, so that ``resolve_url`` and the DB-API fast
@@ -214,11 +216,12 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 
 def open_inventory(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Inventory:
-    """The inventory at ``url``, creating a new database at head; an older schema is refused.
+    """The inventory at ``url``, creating a new SQLite file at head; a schema other than head is refused.
 
     Raises:
         InventoryError: unreachable or locked database, not a vnuma inventory,
-            or a schema revision other than head (hint: ``vnuma db upgrade``).
+            or a schema revision other than head, which includes a server
+            database never upgraded (hint: ``vnuma db upgrade``).
     """
     from vnuma.inventory.guard import guarded
     from vnuma.inventory.repo import Inventory
@@ -246,11 +249,13 @@ def _check_schema(engine: Engine, url: str) -> None:
             revision = rows[0] if len(rows) == 1 else None
     if revision == SCHEMA_REVISION:
         return
-    if not tables:
+    if not tables and engine.dialect.name == "sqlite":
+        # Only a new SQLite file is vnuma's own to create; a server database is
+        # the operator's, migrated by `vnuma db upgrade` alone (at base until then).
         if not _create_at_head(engine):
             _check_schema(engine, url)
         return
-    if "alembic_version" not in tables:
+    if tables and "alembic_version" not in tables:
         raise InventoryError(
             f"inventory {mask_url(url)} is not a vnuma inventory (it has tables but no alembic_version)",
             hint="point --db or VNUMA_DB at a vnuma inventory, or at a new file",
