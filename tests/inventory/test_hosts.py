@@ -69,12 +69,25 @@ def test_an_inconsistent_host_is_refused(inv: Inventory) -> None:
 
 
 def test_unknown_hosts_are_not_found(inv: Inventory) -> None:
-    for action in (inv.get_host, inv.remove_host, lambda n: inv.reserve_cpus(n, frozenset())):
+    for action in (inv.get_host, inv.remove_host, lambda n: inv.reserve_cpus(n, frozenset()), inv.topology_override):
         with pytest.raises(NotFoundError) as err:
             action("ghost")
         assert err.value.hint == "see `vnuma host list`"
     with pytest.raises(NotFoundError):
         inv.replace_host(make_host("ghost"))
+
+
+def test_the_topology_override_is_recorded_by_add_and_by_refresh(inv: Inventory) -> None:
+    inv.add_host(make_host("lab", uri="test:///default"), "demo")
+    inv.add_host(make_host("plain", uri="test:///default"))
+    assert (inv.topology_override("lab"), inv.topology_override("plain")) == ("demo", None)
+    assert inv.topology_overrides() == {"lab": "demo"}
+    generation = inv.host_generation("plain")
+    inv.replace_host(make_host("plain", uri="test:///default"), "/srv/caps/plain.xml")
+    inv.replace_host(make_host("lab", uri="test:///default"))  # read from libvirt: no override any more
+    assert inv.topology_overrides() == {"plain": "/srv/caps/plain.xml"}
+    assert inv.host_generation("plain") == generation + 1
+    assert inv.get_host("plain") == make_host("plain", uri="test:///default")
 
 
 def test_reserve_sets_and_clears_the_reservation(inv: Inventory) -> None:

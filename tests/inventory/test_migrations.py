@@ -179,3 +179,38 @@ def test_claims_survive_upgrade_from_0001_and_downgrade_back(db_path: Path, db_u
     assert current_revision(db_url) == head_revision() and claims() == [(1, 0)]
     _downgrade(db_url, "0001")
     assert current_revision(db_url) == "0001" and claims() == [(1, 0)]
+
+
+def test_topology_override_is_added_empty_and_dropped_again_keeping_the_hosts(db_path: Path, db_url: str) -> None:
+    engine = make_engine(db_url)
+    with writer(engine).begin() as conn:
+        command.upgrade(alembic_config(conn), "0003")
+    engine.dispose()
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.execute(
+            "INSERT INTO hosts (id, name, uri, source, topology, n_cells, n_cpus, n_gpus, memory_kib) "
+            "VALUES (1, 'h', 'test:///default', 'libvirt', '{}', 1, 2, 0, 1024)"
+        )
+    conn.close()
+
+    def hosts() -> list[tuple[object, ...]]:
+        c = sqlite3.connect(db_path)
+        try:
+            columns = [row[1] for row in c.execute("PRAGMA table_info(hosts)")]
+            wanted = ", ".join(col for col in ("name", "uri", "topology_override") if col in columns)
+            return c.execute(f"SELECT {wanted} FROM hosts").fetchall()
+        finally:
+            c.close()
+
+    upgrade(db_url)
+    assert hosts() == [("h", "test:///default", None)]  # NULL: libvirt's capabilities, as refresh read them
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.execute("UPDATE hosts SET topology_override = 'demo'")
+    conn.close()
+    _downgrade(db_url, "0003")
+    assert current_revision(db_url) == "0003" and hosts() == [("h", "test:///default")]
+    upgrade(db_url)
+    assert hosts() == [("h", "test:///default", None)]
+    assert _drift(db_url) == []

@@ -58,8 +58,8 @@ def bump_generation(session: Session, host_id: int) -> None:
     )
 
 
-def add_host(session: Session, host: Host) -> None:
-    """Insert a new host.
+def add_host(session: Session, host: Host, topology_override: str | None = None) -> None:
+    """Insert a new host, with where a refresh reads its topology (None: libvirt's capabilities).
 
     Raises:
         InvalidInputError: an inconsistent topology.
@@ -71,7 +71,7 @@ def add_host(session: Session, host: Host) -> None:
             f"host {host.name!r} is already in the inventory",
             hint=f"update it with `vnuma host refresh {host.name}`, or `vnuma host remove {host.name}` first",
         )
-    session.add(HostRow(name=host.name, **_columns(host)))
+    session.add(HostRow(name=host.name, topology_override=topology_override, **_columns(host)))
     session.flush()
 
 
@@ -129,6 +129,24 @@ def host_summaries(session: Session) -> list[dict[str, Any]]:
         HostRow.memory_kib,
     ).order_by(HostRow.name)
     return [dict(zip(_SUMMARY_KEYS, row, strict=True)) for row in session.execute(stmt)]
+
+
+def topology_override(session: Session, name: str) -> str | None:
+    """Where a refresh of host ``name`` reads its topology; None: its libvirt capabilities.
+
+    Raises:
+        NotFoundError: no such host.
+    """
+    found = session.execute(select(HostRow.topology_override).where(HostRow.name == name)).one_or_none()
+    if found is None:
+        raise NotFoundError(f"host {name!r} is not in the inventory", hint=_LIST_HINT)
+    return found[0]
+
+
+def topology_overrides(session: Session) -> dict[str, str]:
+    """Host name -> topology override, for the hosts that have one."""
+    stmt = select(HostRow.name, HostRow.topology_override).where(HostRow.topology_override.is_not(None))
+    return {name: override for name, override in session.execute(stmt)}
 
 
 def vm_names_on(session: Session, host_id: int) -> list[str]:
@@ -190,8 +208,8 @@ def reserve_cpus(session: Session, name: str, cpus: frozenset[int]) -> None:
     bump_generation(session, row.id)
 
 
-def replace_host(session: Session, host: Host) -> None:
-    """Refresh a host's topology, keeping its reserved CPUs.
+def replace_host(session: Session, host: Host, topology_override: str | None = None) -> None:
+    """Refresh a host's topology, keeping its reserved CPUs, and record where it was read (None: libvirt).
 
     Raises:
         NotFoundError: no such host.
@@ -211,6 +229,7 @@ def replace_host(session: Session, host: Host) -> None:
     _check_claims_survive(session, row.id, new)
     for key, value in _columns(new).items():
         setattr(row, key, value)
+    row.topology_override = topology_override
     session.flush()
     bump_generation(session, row.id)
 

@@ -13,6 +13,11 @@ is one query; the summary columns answer ``host list`` without parsing it.
 distinct document once instead of once per host (hosts of one hardware
 model share it); an empty digest (a row written behind vnuma's back) means
 "read this row's text".
+``topology_override`` says where ``host refresh`` reads the topology
+instead of the host's libvirt capabilities: NULL for libvirt's own, the
+marker ``demo`` for the shipped demo host (found in the package at refresh
+time, so an inventory survives moving the checkout), else the absolute path
+of a capabilities file. The inventory stores it; ``services.hosts`` reads it.
 Claims carry database constraints so that double booking is impossible even
 if the checks in Python were wrong: an exclusive pCPU, a device and a VM's
 (cell, page size) can each be claimed once.
@@ -80,6 +85,7 @@ class HostRow(Base):
     topology: Mapped[str] = mapped_column(Text)
     topology_digest: Mapped[str] = mapped_column(String(64), index=True, server_default="")
     reserved_cpuset: Mapped[str] = mapped_column(Text, default="", server_default="")
+    topology_override: Mapped[str | None] = mapped_column(Text)
     n_cells: Mapped[int]
     n_cpus: Mapped[int]
     n_gpus: Mapped[int]

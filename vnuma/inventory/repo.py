@@ -64,13 +64,24 @@ class Inventory:
 
     # --- hosts ------------------------------------------------------------------------------
 
-    def add_host(self, host: Host) -> None:
-        """Add a new host (ConflictError if the name exists)."""
-        self._write(hosts.add_host, host)
+    def add_host(self, host: Host, topology_override: str | None = None) -> None:
+        """Add a new host and where a refresh reads its topology (ConflictError if the name exists)."""
+        self._write(hosts.add_host, host, topology_override)
 
-    def replace_host(self, host: Host) -> None:
-        """Refresh a host's topology, keeping its reserved CPUs; refused if it drops claimed resources."""
-        self._write(hosts.replace_host, host)
+    def replace_host(self, host: Host, topology_override: str | None = None) -> None:
+        """Refresh a host's topology (read from ``topology_override``), keeping its reserved CPUs.
+
+        Refused (ConflictError) if it drops claimed resources.
+        """
+        self._write(hosts.replace_host, host, topology_override)
+
+    def topology_override(self, name: str) -> str | None:
+        """Where a refresh reads the host's topology; None: libvirt's capabilities (NotFoundError if unknown)."""
+        return self._read(hosts.topology_override, name)
+
+    def topology_overrides(self) -> dict[str, str]:
+        """Host name -> topology override, for the hosts that have one."""
+        return self._read(hosts.topology_overrides)
 
     def get_host(self, name: str) -> Host:
         """One host (NotFoundError if unknown)."""
