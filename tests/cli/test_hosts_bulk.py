@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pty
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -177,26 +178,35 @@ def test_jobs_out_of_range_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
 
 
 @pytest.mark.libvirt
-def test_refresh_all_rewrites_changed_hosts_skips_imported_ones_and_survives_a_failure(cli: Cli) -> None:
+def test_refresh_all_rewrites_changed_hosts_skips_imported_ones_and_survives_a_failure(
+    cli: Cli, tmp_path: Path
+) -> None:
     caps = str(demo_capabilities_path())
     cli.ok("host", "add", "plain", "--uri", GOOD)
-    # Recorded with the 4-cell demo capabilities; libvirt's own capabilities have 2 cells.
-    cli.ok("host", "add", "grown", "--uri", GOOD, "--capabilities", caps)
+    # Each is read from its own capabilities file again: the 4-cell demo host, then 2 cells.
+    grown_caps = tmp_path / "grown.xml"
+    shutil.copy(caps, grown_caps)
+    cli.ok("host", "add", "grown", "--uri", GOOD, "--capabilities", str(grown_caps))
+    gone_caps = tmp_path / "gone.xml"
+    shutil.copy(caps, gone_caps)
+    cli.ok("host", "add", "gone", "--uri", GOOD, "--capabilities", str(gone_caps))
     cli.ok("host", "import", "offline", "--capabilities", caps)
-    # The demo node file reports no NUMA topology without --capabilities: its refresh fails (exit 4).
     cli.ok("host", "add", "lab", "--demo")
     lab_before = cli.ok("host", "show", "lab", "--json").json()
+    shutil.copy(REPO / "tests/data/capabilities/x86-2cell-smt-resctrl.xml", grown_caps)
+    gone_caps.unlink()  # its refresh fails (exit 4); the others go on
     res = cli("host", "refresh", "--all", "--json")
     assert res.exit_code == 4, res.stderr
     doc = res.json()
     by_name = {h["name"]: h for h in doc["hosts"]}
-    assert [h["name"] for h in doc["hosts"]] == ["grown", "lab", "offline", "plain"]
+    assert [h["name"] for h in doc["hosts"]] == ["gone", "grown", "lab", "offline", "plain"]
     assert by_name["plain"]["result"] == "refreshed" and by_name["plain"]["changes"] == []
     assert by_name["grown"]["result"] == "refreshed"
     assert {"cell 2 removed", "cell 3 removed"} <= set(by_name["grown"]["changes"])
     assert by_name["offline"]["result"] == "skipped" and by_name["offline"]["uri"] is None
-    assert by_name["lab"]["result"] == "failed" and "NUMA" in by_name["lab"]["detail"]
-    assert (doc["refreshed"], doc["skipped"], doc["failed"]) == (2, 1, 1)
+    assert by_name["gone"]["result"] == "failed" and str(gone_caps) in by_name["gone"]["detail"]
+    assert by_name["lab"]["result"] == "refreshed" and by_name["lab"]["changes"] == []
+    assert (doc["refreshed"], doc["skipped"], doc["failed"]) == (3, 1, 1)
     assert len(cli.ok("host", "show", "grown", "--json").json()["cells"]) == 2
     assert cli.ok("host", "show", "lab", "--json").json() == lab_before
 

@@ -29,7 +29,8 @@ def add(
     name: Annotated[str | None, typer.Argument(help="Host name (none with --from-file).", show_default=False)] = None,
     uri: Annotated[str | None, typer.Option("--uri", help="libvirt URI, e.g. qemu+ssh://h1/system.")] = None,
     capabilities: Annotated[
-        Path | None, typer.Option("--capabilities", help="Capabilities XML to use instead of libvirt's.")
+        Path | None,
+        typer.Option("--capabilities", help="Capabilities XML to use instead of libvirt's (refresh reads it again)."),
     ] = None,
     demo: Annotated[
         bool, typer.Option("--demo", help="The shipped demo GPU server through libvirt's test driver.")
@@ -98,7 +99,8 @@ def refresh(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(help="Host name (none with --all).", show_default=False)] = None,
     capabilities: Annotated[
-        Path | None, typer.Option("--capabilities", help="Capabilities XML to use instead of libvirt's.")
+        Path | None,
+        typer.Option("--capabilities", help="Capabilities XML to use instead of libvirt's, from now on."),
     ] = None,
     all_hosts: Annotated[
         bool, typer.Option("--all", help="Every libvirt host, concurrently; file-imported hosts are skipped.")
@@ -106,7 +108,10 @@ def refresh(
     jobs: JobsOpt = 8,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rediscover a host (or --all) through its libvirt URI and report what changed."""
+    """Rediscover a host (or --all) through its libvirt URI and report what changed.
+
+    A host added with --demo or --capabilities FILE is read the same way again.
+    """
     if all_hosts:
         from vnuma.services.discovery import refresh_all
 

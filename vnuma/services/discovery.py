@@ -9,7 +9,8 @@ undoes, the others. Every host ends with one :class:`Outcome`:
 - ``added`` / ``refreshed``: recorded (a refresh with no change writes nothing);
 - ``skipped``: nothing to do: a name already in the inventory with the same
   URI (so rerunning a host file after a partial failure adds only what is
-  missing), or, for ``refresh --all``, a host imported from files (no URI);
+  missing), or, for ``refresh --all``, a host imported from files (no URI;
+  one added with ``--demo`` or ``--capabilities`` is read that way again);
 - ``failed``: the error a single ``host add``/``host refresh`` would have
   printed, with its exit code (8 for libvirt, 4 for an unreadable topology,
   9 for a name already used by another URI, ...).
@@ -26,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 from urllib.parse import urlsplit
 
 from vnuma.codec import host_summary
@@ -34,7 +35,7 @@ from vnuma.errors import InvalidInputError, VnumaError
 from vnuma.inventory.db import open_inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
-from vnuma.services.hosts import check_name, discover, record_refresh
+from vnuma.services.hosts import check_name, discover, record_refresh, refresh_source
 from vnuma.topology import Host
 
 DEFAULT_JOBS = 8
@@ -52,11 +53,13 @@ class Result(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One host to discover: its inventory name, libvirt URI and where it was given."""
+    """One host to discover: name, libvirt URI, where it was given; to refresh: its override and capabilities file."""
 
     name: str
     uri: str
     line: int = 0
+    override: str | None = None
+    capabilities: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,8 +271,10 @@ def refresh_all(
 ) -> Batch:
     """Rediscover every libvirt host concurrently; hosts imported from files are skipped (no URI).
 
-    Each host is compared with its inventory version when its discovery
-    completes and rewritten only if it changed (:func:`record_refresh`).
+    Each host is read as ``host refresh NAME`` reads it (its recorded
+    ``--demo`` or ``--capabilities`` topology included), compared with its
+    inventory version when its discovery completes and rewritten only if it
+    changed (:func:`record_refresh`).
 
     Raises:
         InvalidInputError: single-host options given too (``clashing``: a NAME, ``--capabilities``).
@@ -282,14 +287,11 @@ def refresh_all(
         )
     with open_inventory(settings.db_url) as inventory:
         summaries = sorted(inventory.host_summaries(), key=lambda s: s["name"])
-        early = {
-            s["name"]: Outcome(s["name"], None, Result.SKIPPED, "imported from files: no libvirt URI")
-            for s in summaries if not s.get("uri")
-        }
-        todo = [Entry(s["name"], s["uri"]) for s in summaries if s.get("uri")]
+        early, todo = _refresh_entries(summaries, inventory.topology_overrides())
 
         def record(entry: Entry, discovered: Host) -> Outcome:
-            refresh = record_refresh(inventory, inventory.get_host(entry.name), discovered)
+            old = inventory.get_host(entry.name)
+            refresh = record_refresh(inventory, old, discovered, entry.override, entry.override)
             changes = refresh.changes
             detail = f"{len(changes)} change(s): {'; '.join(changes)}" if changes else "no change"
             return Outcome(
@@ -298,6 +300,27 @@ def refresh_all(
 
         done = _run(todo, jobs, record, reporter, early)
     return Batch(tuple(done[s["name"]] for s in summaries))
+
+
+def _refresh_entries(
+    summaries: list[dict[str, Any]], overrides: dict[str, str]
+) -> tuple[dict[str, Outcome], list[Entry]]:
+    """What ``refresh --all`` decides before contacting anyone: skipped and failed hosts, and those to read."""
+    early: dict[str, Outcome] = {}
+    todo: list[Entry] = []
+    for summary in summaries:
+        name, uri = summary["name"], summary.get("uri")
+        if not uri:
+            early[name] = Outcome(name, None, Result.SKIPPED, "imported from files: no libvirt URI")
+            continue
+        override = overrides.get(name)
+        try:
+            uri, capabilities = refresh_source(name, uri, override)
+        except InvalidInputError as err:
+            early[name] = _failure(Entry(name, uri), err)
+            continue
+        todo.append(Entry(name, uri, override=override, capabilities=capabilities))
+    return early, todo
 
 
 def _run(
@@ -324,7 +347,7 @@ def _run(
         return done
     pool = ThreadPoolExecutor(max_workers=min(jobs, len(todo)), thread_name_prefix="vnuma-discover")
     try:
-        futures = {pool.submit(discover, e.name, e.uri, None): e for e in todo}
+        futures = {pool.submit(discover, e.name, e.uri, e.capabilities): e for e in todo}
         for future in as_completed(futures):
             entry = futures[future]
             done[entry.name] = _finish(entry, future, record)
@@ -338,8 +361,12 @@ def _finish(entry: Entry, future: Future[Host], record: Callable[[Entry, Host], 
     try:
         return record(entry, future.result())
     except VnumaError as err:
-        message = " ".join(str(err).split())
-        return Outcome(entry.name, entry.uri, Result.FAILED, message, exit_code=err.exit_code, hint=err.hint)
+        return _failure(entry, err)
+
+
+def _failure(entry: Entry, err: VnumaError) -> Outcome:
+    message = " ".join(str(err).split())
+    return Outcome(entry.name, entry.uri, Result.FAILED, message, exit_code=err.exit_code, hint=err.hint)
 
 
 def _describe(host: Host) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,7 +14,7 @@ from vnuma.inventory.repo import Inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.sources.capabilities import parse_capabilities
-from vnuma.sources.demo import demo_capabilities_path, demo_uri
+from vnuma.sources.demo import DEMO_OVERRIDE, demo_capabilities_path, demo_uri
 from vnuma.sources.hwloc import parse_hwloc
 from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
 from vnuma.topology import Host, PciDevice, Source, check_host, format_cpuset, format_size_kib
@@ -83,6 +84,9 @@ def import_files(
 def add_host(settings: Settings, name: str | None, uri: str | None, capabilities: Path | None, demo: bool) -> Host:
     """Discover a host through libvirt and record it (``--demo``: the shipped demo host).
 
+    ``--demo`` and ``capabilities`` are recorded as the host's topology
+    override, so that a refresh reads the topology the same way.
+
     Raises:
         InvalidInputError: no name, a bad name, no URI, or --demo with --uri/--capabilities.
         ConflictError: the name is already in the inventory (checked before libvirt is contacted).
@@ -93,17 +97,46 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
             "a host NAME is needed", hint="vnuma host add NAME --uri URI, or vnuma host add --from-file FILE"
         )
     check_name(name)
+    override = _file_override(capabilities)
     if demo:
         if uri or capabilities:
             raise InvalidInputError("--demo brings its own URI and capabilities; drop --uri/--capabilities")
-        uri, capabilities = demo_uri(), demo_capabilities_path()
+        uri, capabilities, override = demo_uri(), demo_capabilities_path(), DEMO_OVERRIDE
     if not uri:
         raise InvalidInputError("a libvirt URI is needed", hint="vnuma host add NAME --uri qemu:///system")
     with open_inventory(settings.db_url) as inventory:
         _ensure_absent(inventory, name)
         host = discover(name, uri, capabilities)
-        inventory.add_host(host)
+        inventory.add_host(host, override)
     return host
+
+
+def _file_override(capabilities: Path | None) -> str | None:
+    """The override recorded for ``--capabilities FILE``: its absolute path (a symlink stays one, to repoint)."""
+    return None if capabilities is None else os.path.abspath(capabilities)
+
+
+def refresh_source(name: str, uri: str, override: str | None) -> tuple[str, Path | None]:
+    """The libvirt URI and capabilities file a refresh reads for a host with this topology override.
+
+    ``demo`` is the demo host of this vnuma's package: its capabilities and
+    its test-driver URI, whatever paths the inventory recorded at ``add``.
+
+    Raises:
+        InvalidInputError: the recorded capabilities file is missing or not a file.
+    """
+    if override is None:
+        return uri, None
+    if override == DEMO_OVERRIDE:
+        return demo_uri(), demo_capabilities_path()
+    path = Path(override)
+    if not (path.is_absolute() and path.is_file()):
+        state = "not a file" if path.exists() else "missing"
+        raise InvalidInputError(
+            f"host {name!r} is refreshed from the capabilities file {override}, which is {state}",
+            hint=f"put the file back, or refresh from another: vnuma host refresh {name} --capabilities FILE",
+        )
+    return uri, path
 
 
 def import_host(
@@ -129,8 +162,12 @@ class Refresh:
 def refresh_host(settings: Settings, name: str | None, capabilities: Path | None) -> Refresh:
     """Rediscover a libvirt host and report what changed (topology and devices).
 
+    The topology is read as recorded (``--demo``, ``--capabilities FILE``, or
+    libvirt's capabilities); ``capabilities`` given here wins and is recorded.
+
     Raises:
-        InvalidInputError: no name, or the host was imported from files (no URI to read).
+        InvalidInputError: no name, the host was imported from files (no URI to read),
+            or its recorded capabilities file is missing.
         NotFoundError: no such host.
         HypervisorError: libvirt cannot be reached or refuses.
     """
@@ -143,25 +180,39 @@ def refresh_host(settings: Settings, name: str | None, capabilities: Path | None
                 f"host {name!r} was imported from files and has no libvirt URI",
                 hint=f"vnuma host remove {name} and import it again",
             )
-        return record_refresh(inventory, old, discover(name, old.uri, capabilities))
+        recorded = inventory.topology_override(name)
+        if capabilities is None:
+            override = recorded
+            uri, source = refresh_source(name, old.uri, recorded)
+        else:
+            override = _file_override(capabilities)
+            uri, source = old.uri, capabilities
+        return record_refresh(inventory, old, discover(name, uri, source), override, recorded)
 
 
-def record_refresh(inventory: Inventory, old: Host, discovered: Host) -> Refresh:
-    """Store a rediscovered host when it differs from ``old`` (keeping the reserved CPUs).
+def record_refresh(
+    inventory: Inventory, old: Host, discovered: Host, override: str | None = None, recorded: str | None = None
+) -> Refresh:
+    """Store a rediscovered host when it differs from ``old``, or when it was read from a new override.
+
+    ``override`` is where ``discovered`` was read, ``recorded`` the override
+    the inventory held; the reserved CPUs are kept.
 
     Raises:
         ConflictError: the new topology drops CPUs, pages or devices that VMs hold.
     """
     fresh = replace(discovered, reserved_cpus=old.reserved_cpus)
     changes = tuple(diff_hosts(old, fresh))
-    if changes:
-        inventory.replace_host(fresh)
+    if changes or override != recorded:
+        inventory.replace_host(fresh, override)
     return Refresh(fresh, changes)
 
 
 def diff_hosts(old: Host, new: Host) -> list[str]:
     """Human-readable differences between two versions of a host."""
     out: list[str] = []
+    if old.uri != new.uri:
+        out.append(f"uri {old.uri or '-'} -> {new.uri or '-'}")
     old_cells = {c.id: c for c in old.cells}
     new_cells = {c.id: c for c in new.cells}
     for cid in sorted(old_cells.keys() - new_cells.keys()):

@@ -18,6 +18,10 @@ from vnuma.paths import data_dir
 
 DEMO_CAPABILITIES = "demo-capabilities.xml"
 DEMO_NODE = "demo-node.xml"
+# The topology override the inventory records for a host added with --demo:
+# "the demo host this vnuma ships", found here again at every refresh. Never
+# the files' absolute paths, so an inventory outlives a moved or re-cloned checkout.
+DEMO_OVERRIDE = "demo"
 
 
 def demo_capabilities_path() -> Path:
