@@ -92,12 +92,12 @@ def room_shapes(state: FleetState) -> list[tuple[str, VmRequest]]:
     """The room requests for ``state``: the issue's example shape, and the smallest N-cell shape
     (N = 1, 2, ..) that does not fit now, 4 x N vCPUs over the largest N-cell VM that does."""
     fleet = Fleet(state.hosts, state.placements, state.isolation)
-    example = VmRequest("(room)", "(room)", 32, 256 * KIB_PER_GIB, 2)
+    example = VmRequest("room", None, 32, 256 * KIB_PER_GIB, 2)
     shapes = [("room 32 vCPUs, 256 GiB, 2 GPUs", example)]
     whole = min(len(c.cpus) for h in state.hosts for c in h.cells if c.cpus)
     most = min(sum(1 for c in h.cells if c.cpus) for h in state.hosts)
     for n in range(1, most + 1):
-        probe = VmRequest("(room)", "(room)", n, 16 * n * KIB_PER_GIB, numa_nodes=n)
+        probe = VmRequest("room", None, n, 16 * n * KIB_PER_GIB, numa_nodes=n)
         low, high = 0, whole  # per-cell vCPUs: low fits (0 trivially), high + 1 never does
         while low < high:
             mid = (low + high + 1) // 2

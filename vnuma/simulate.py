@@ -29,7 +29,8 @@ from typing import Any
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest, held_pcpus
+from vnuma.placement.memory import RefusalMemory
+from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
 from vnuma.sources.trace import Trace, TraceRequest, load_trace
 from vnuma.topology import KIB_PER_MIB, Host
 
@@ -89,6 +90,7 @@ def run(
 ) -> SimulationReport:
     """Place every request of ``trace`` in arrival order and report."""
     fleet = Fleet(trace.hosts)
+    memory = RefusalMemory()
     requests = [vm_request(r, isolation) for r in trace.requests]
     placements: list[Placement | None] = []
     checks: list[str | None] = []
@@ -103,7 +105,7 @@ def run(
         start = clock()
         for request in requests:
             t0 = clock()
-            result = place(request, fleet, strategy, explain=False)
+            result = place(request, fleet, strategy, explain=False, memory=memory)
             timings.append((clock() - t0) * 1e6)
             placements.append(result.chosen)
             if result.chosen is not None:
@@ -136,7 +138,7 @@ def _report(
         rejection_checks=checks,
         decision_us=timings,
         wall_s=wall,
-        pcpus_used=sum(len(held_pcpus(p, fleet.host(p.host))) for p in placed),
+        pcpus_used=sum(len(fleet.held_pcpus(p)) for p in placed),
         pcpus_total=sum(len(h.cpu_ids - h.reserved_cpus) for h in trace.hosts),
         gpus_used=sum(1 for p in placed for d in p.devices if d.kind == "gpu"),
         gpus_total=fleet.gpus_total,

@@ -92,14 +92,16 @@ OPENING = {
     ("tenant", "list"): ["tenant", "list"],
     ("tenant", "remove"): ["tenant", "remove", "acme"],
     ("tenant", "show"): ["tenant", "show", "acme"],
+    ("tenant", "update"): ["tenant", "update", "acme", "--max-vcpus", "8"],
     ("vm", "list"): ["vm", "list"],
     ("vm", "release"): ["vm", "release", "vm1"],
     ("vm", "show"): ["vm", "show", "vm1"],
     ("vm", "stop"): ["vm", "stop", "vm1"],
     ("vm", "undefine"): ["vm", "undefine", "vm1"],
 }
-# `db status` reads the revision without opening; `db upgrade` is the way out; `simulate` has no inventory.
-NOT_OPENING = {("db", "status"), ("db", "upgrade"), ("simulate",)}
+# `db status` reads the revision without opening; `db upgrade` is the way out; `simulate`
+# and `trace` have no inventory.
+NOT_OPENING = {("db", "status"), ("db", "upgrade"), ("simulate",), ("trace", "generate"), ("trace", "list")}
 BULK = [["host", "refresh", "--all"], ["host", "add", "--from-file", "HOSTS"]]
 
 

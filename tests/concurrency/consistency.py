@@ -14,10 +14,11 @@ from typing import Any
 
 from sqlalchemy import create_engine, select
 
+from tests.placement.helpers import held_by
 from vnuma.codec import host_from_dict, placement_from_dict
 from vnuma.inventory.claims import page_needs
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
-from vnuma.placement.model import Placement, held_pcpus
+from vnuma.placement.model import Placement
 from vnuma.topology import Host, parse_cpuset
 
 
@@ -54,7 +55,7 @@ def _host(name: str, topology: str, reserved: str) -> Host:
 
 
 def _expected_claims(p: Placement, host: Host) -> tuple[set[Any], set[Any], set[Any]]:
-    held = held_pcpus(p, host)
+    held = held_by(p, host)
     cpus = {(c, True) for c in held} | {(c, False) for c in p.shared_pcpus - held}
     pages = {(cell, size, n) for (cell, size), n in page_needs(p).items()}
     return cpus, pages, {d.address for d in p.devices}
@@ -122,7 +123,7 @@ def _check_recomputed(data: dict[str, list[Any]], hosts: dict[int, Host], proble
         devices: dict[str, str] = {}
         pages: Counter[tuple[int, int]] = Counter()
         for p in placements:
-            for cpu in held_pcpus(p, host):
+            for cpu in held_by(p, host):
                 if cpu in held:
                     problems.append(f"host {host.name}: pCPU {cpu} in {held[cpu]} and {p.vm}")
                 held[cpu] = p.vm

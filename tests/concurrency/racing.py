@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, select
 from tests.builders import make_host
 from vnuma.codec import placement_to_dict
 from vnuma.errors import ConflictError, InventoryError, NoPlacementError, VnumaError
-from vnuma.inventory import open_inventory
+from vnuma.inventory import open_inventory, upgrade
 from vnuma.inventory.models import VmRow
 from vnuma.placement.model import Isolation, Strategy, Tenant, VmRequest
 from vnuma.services import Settings
@@ -35,6 +35,7 @@ OUTCOMES = ("placed", "no-fit", "busy", "released")
 
 def make_fleet(url: str, hosts: int = 3) -> None:
     """A fresh inventory with a few small GPU hosts and two tenants."""
+    upgrade(url)  # a PostgreSQL database is never created implicitly
     with open_inventory(url) as inv:
         for i in range(hosts):
             inv.add_host(make_host(f"host-{i}", cells=2, cores_per_cell=8, smt=2, gpus_per_cell=2))

@@ -3,9 +3,9 @@
 A claim that loses (ConflictError from the claiming transaction) is planned
 again on the new state; after ``CLAIM_ATTEMPTS`` losses the command ends in
 one "inventory busy" ConflictError, and a VM name taken by a racer is
-reported as such instead of being retried. Both claim paths are driven: the
-stdlib-sqlite3 one ``place`` takes on a plain SQLite file, and the ORM one
-(forced here by a URL option, as PostgreSQL always takes it).
+reported as such instead of being retried. Both executors are driven: the
+stdlib-sqlite3 one ``place`` takes on a plain SQLite file, and the SQLAlchemy
+one (forced here by a URL option, as PostgreSQL always takes it).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import pytest
 from tests.concurrency.racing import make_fleet
 from vnuma.errors import ConflictError
 from vnuma.inventory import open_inventory
-from vnuma.inventory.repo import Inventory
-from vnuma.inventory.sqlite_direct import DirectSqlite
+from vnuma.inventory.placer import Placer
 from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
 from vnuma.services import Settings, placing
 from vnuma.topology import KIB_PER_GIB, PAGE_1G
@@ -28,14 +27,14 @@ from vnuma.topology import KIB_PER_GIB, PAGE_1G
 REQUEST = VmRequest("vm1", "acme", vcpus=2, memory_kib=2 * KIB_PER_GIB, page_size_kib=PAGE_1G)
 
 
-@pytest.fixture(params=["direct", "orm"])
+@pytest.fixture(params=["sqlite3", "sqlalchemy"])
 def claimer(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Settings, Any]:
     """Settings whose ``place_vm`` claims through the class returned beside them."""
     url = f"sqlite:///{tmp_path}/inventory.db"
     make_fleet(url, hosts=2)
-    if request.param == "direct":
-        return Settings(db_url=url), DirectSqlite
-    return Settings(db_url=f"{url}?timeout=5"), Inventory
+    if request.param == "sqlite3":
+        return Settings(db_url=url), Placer
+    return Settings(db_url=f"{url}?timeout=5"), Placer
 
 
 Claim = Callable[[Any, Placement, Isolation | None], None]
@@ -93,10 +92,10 @@ def test_a_name_taken_by_a_racer_is_not_retried(
     settings, cls = claimer
     real = cls.claim
 
-    def racer(inv: Any) -> None:
-        other = placing.plan_placement(inv, REQUEST, Strategy.PACK)[1].chosen
+    def racer(placer: Placer) -> None:
+        other = placing.decide(placer.snapshot(), REQUEST, Strategy.PACK, explain=False).chosen
         assert other is not None
-        real(inv, other, None)
+        real(placer, other, None)
 
     calls: list[Placement] = []
     monkeypatch.setattr(cls, "claim", _losing(real, 1, calls, racer))

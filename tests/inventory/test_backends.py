@@ -43,6 +43,7 @@ def test_migrations_round_trip_without_drift(url: str) -> None:
 
 
 def test_the_partial_unique_index_refuses_two_pinned_claims(url: str) -> None:
+    upgrade(url)  # a PostgreSQL database is never created implicitly
     with open_inventory(url) as inv:
         inv.add_host(make_host("host-a"))
         inv.claim(placement("vm1", (2,)), Isolation.CORE)
@@ -56,6 +57,7 @@ def test_the_partial_unique_index_refuses_two_pinned_claims(url: str) -> None:
 
 
 def test_racing_claims_for_one_cpu_have_exactly_one_winner(url: str) -> None:
+    upgrade(url)  # a PostgreSQL database is never created implicitly
     with open_inventory(url) as inv:
         inv.add_host(make_host("host-a"))
         inv.add_tenant(Tenant("acme"))

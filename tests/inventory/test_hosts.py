@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -35,7 +36,7 @@ def test_host_round_trips_through_the_database(shared_inv: Inventory, host: Host
     shared_inv.add_host(host)
     try:
         assert shared_inv.get_host(host.name) == host
-        assert shared_inv.list_hosts([host.name]) == [host]
+        assert [h for h in shared_inv.list_hosts() if h.name == host.name] == [host]
         assert [s for s in shared_inv.host_summaries() if s["name"] == host.name] == [host_summary(host)]
     finally:
         shared_inv.remove_host(host.name)
@@ -49,7 +50,6 @@ def test_list_hosts_is_sorted_and_summaries_match(inv: Inventory) -> None:
         inv.add_host(host)
     assert inv.list_hosts() == sorted(added, key=lambda h: h.name)
     assert inv.host_summaries() == [host_summary(h) for h in sorted(added, key=lambda h: h.name)]
-    assert inv.list_hosts(["c", "a", "zz"]) == [added[1], added[2]]
 
 
 def test_adding_a_host_twice_is_a_conflict(inv: Inventory) -> None:
@@ -161,13 +161,17 @@ def test_refresh_that_drops_claimed_resources_is_refused(
     assert dump(db_path) == before
 
 
-def test_refresh_that_drops_a_claimed_cell_is_refused(inv: Inventory) -> None:
+def test_refresh_that_drops_a_claimed_cell_is_refused(inv: Inventory, db_path: Path) -> None:
     inv.add_host(make_host("host-a", cells=1, memory_only_cells=1))
-    # A memory-only cell holds only page claims: the CPU check cannot catch it.
     cpu_cell = CellAssignment(0, 0, (0,), (0,), 1024 * 1024, PAGE_4K)
-    cxl_cell = CellAssignment(1, 1, (), (), 8 * 1024 * 1024, PAGE_4K)
-    cxl = Placement("vm1", "acme", "host-a", (cpu_cell, cxl_cell))
-    inv.claim(cxl, Isolation.CORE)
+    inv.claim(Placement("vm1", "acme", "host-a", (cpu_cell,)), Isolation.CORE)
+    # Pages on a memory-only cell, as an older vnuma could record them (admission never
+    # makes one a guest cell): the CPU check cannot catch a refresh that drops the cell.
+    with sqlite3.connect(db_path) as db:
+        db.execute(
+            "INSERT INTO page_claims (vm_id, host_id, cell_id, page_size_kib, count) "
+            "SELECT id, host_id, 1, 4, 2048 FROM vms WHERE name = 'vm1'"
+        )
     with pytest.raises(ConflictError, match="lacks NUMA cell 1"):
         inv.replace_host(make_host("host-a", cells=1))
 

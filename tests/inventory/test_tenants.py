@@ -21,7 +21,9 @@ def test_tenants_round_trip_sorted(inv: Inventory) -> None:
         inv.add_tenant(t)
     assert inv.list_tenants() == sorted(TENANTS, key=lambda t: t.name)
     assert inv.get_tenant("acme") == TENANTS[1]
-    assert inv.tenant_isolations() == {"zeta": Isolation.NONE, "acme": Isolation.CELL, "mid": Isolation.CORE}
+    assert {n: x.isolation for n, x in inv.tenants().items()} == {
+        "zeta": Isolation.NONE, "acme": Isolation.CELL, "mid": Isolation.CORE
+    }
 
 
 def test_a_duplicate_tenant_is_a_conflict(inv: Inventory) -> None:

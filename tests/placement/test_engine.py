@@ -11,6 +11,7 @@ from tests.placement.helpers import GIB, request
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.placement.engine import best_reason, place
 from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.memory import RefusalMemory
 from vnuma.placement.model import (
     CpuPolicy,
     EmulatorThreads,
@@ -22,7 +23,7 @@ from vnuma.placement.model import (
     ThreadPolicy,
     VmRequest,
 )
-from vnuma.placement.quota import check_quota
+from vnuma.placement.quota import Usage, check_quota
 from vnuma.topology import PAGE_1G, PAGE_2M, Host
 
 FLEET_HOSTS = [make_host("a", gpus_per_cell=1), make_host("b")]
@@ -219,6 +220,8 @@ QUOTAS = [
     ("vm-alone-too-big", Tenant("t", max_vcpus=8), 0, 0, 16, 0, InvalidInputError),
     ("usage-plus-vm", Tenant("t", max_vcpus=8), 6, 0, 4, 0, ConflictError),
     ("gpus", Tenant("t", max_gpus=1), 1, 1, 0, 1, ConflictError),
+    # A lowered quota blocks growth, not a VM that asks for none of the resource.
+    ("none-asked-over-lowered-quota", Tenant("t", max_vcpus=8, max_gpus=1), 4, 3, 2, 0, None),
 ]
 
 
@@ -227,10 +230,10 @@ QUOTAS = [
 )
 def test_quota(tenant: Tenant, uv: int, ug: int, rv: int, rg: int, error: type[Exception] | None) -> None:
     if error is None:
-        check_quota(tenant, uv, ug, rv, rg)
+        check_quota(tenant, Usage(uv, ug), rv, rg)
     else:
         with pytest.raises(error, match=tenant.name):
-            check_quota(tenant, uv, ug, rv, rg)
+            check_quota(tenant, Usage(uv, ug), rv, rg)
 
 
 def test_fast_path_remembers_refused_shapes_until_capacity_grows() -> None:
@@ -240,11 +243,14 @@ def test_fast_path_remembers_refused_shapes_until_capacity_grows() -> None:
     fleet.add(filler)
     shape = {"numa_nodes": 1, "page_size_kib": PAGE_1G}  # fixed: only then is a bigger request refused too
     small, bigger = request("s", vcpus=2, **shape), request("b", vcpus=3, **shape)  # type: ignore[arg-type]
-    assert place(small, fleet, explain=False).chosen is None
-    refused = place(bigger, fleet, explain=False)
+    memory = RefusalMemory()
+    assert place(small, fleet, explain=False, memory=memory).chosen is None
+    refused = place(bigger, fleet, explain=False, memory=memory)
     assert refused.chosen is None and "smaller request" in refused.rejections[0].reason
+    # Without the memory the same request is refused for its own reason.
+    assert "smaller request" not in place(bigger, fleet, explain=False).rejections[0].reason
     fleet.remove("fill")
-    assert place(bigger, fleet, explain=False).chosen is not None
+    assert place(bigger, fleet, explain=False, memory=memory).chosen is not None
 
 
 def test_under_gpu_first_a_refusal_is_forgotten_once_gpus_are_taken() -> None:
@@ -252,11 +258,12 @@ def test_under_gpu_first_a_refusal_is_forgotten_once_gpus_are_taken() -> None:
     fleet = Fleet([host])
     shape = {"numa_nodes": 1, "page_size_kib": PAGE_1G}
     small = request("small", "t1", vcpus=2, **shape)
-    assert place(small, fleet, Strategy.GPU_FIRST, explain=False).chosen is None  # all kept for the GPUs
+    memory = RefusalMemory()
+    assert place(small, fleet, Strategy.GPU_FIRST, explain=False, memory=memory).chosen is None  # kept for GPUs
     gpu_vm = place(request("gpu", "t2", vcpus=8, gpus=2, **shape), fleet, Strategy.GPU_FIRST)
     assert gpu_vm.chosen is not None
     fleet.add(gpu_vm.chosen)
-    assert place(small, fleet, Strategy.GPU_FIRST, explain=False).chosen is not None
+    assert place(small, fleet, Strategy.GPU_FIRST, explain=False, memory=memory).chosen is not None
 
 
 @pytest.mark.parametrize("explain", [True, False], ids=["explain", "fast"])

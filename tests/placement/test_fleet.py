@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 
 from tests.builders import make_host
-from tests.placement.helpers import request
+from tests.placement.helpers import held_by, request
 from vnuma.errors import ConflictError, NotFoundError
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import CellAssignment, Isolation, Placement, ThreadPolicy, held_pcpus
+from vnuma.placement.model import CellAssignment, Isolation, Placement, ThreadPolicy
 from vnuma.topology import PAGE_1G
 
 
@@ -36,7 +36,7 @@ def test_add_then_remove_restores_free_state() -> None:
     before = (fleet.free_pcpus("a"), fleet.free_pages("a", 0, PAGE_1G), fleet.free_gpus("a"))
     p = _placed(fleet, vcpus=4, gpus=1)
     fleet.add(p)
-    assert fleet.free_pcpus("a") == before[0] - held_pcpus(p, fleet.host("a"))
+    assert fleet.free_pcpus("a") == before[0] - held_by(p, fleet.host("a"))
     assert len(fleet.free_gpus("a")) == len(before[2]) - 1
     assert fleet.remove(p.vm) == p
     assert (fleet.free_pcpus("a"), fleet.free_pages("a", 0, PAGE_1G), fleet.free_gpus("a")) == before
@@ -55,7 +55,7 @@ def test_two_vms_claiming_one_pcpu_conflict_and_change_nothing() -> None:
     p = _placed(fleet, name="one")
     fleet.add(p)
     free = fleet.free_pcpus("a")
-    with pytest.raises(ConflictError, match="already taken"):
+    with pytest.raises(ConflictError, match="already held by VM 'one'"):
         fleet.add(replace(p, vm="two"))
     assert fleet.free_pcpus("a") == free
     assert fleet.placement("two") is None
@@ -73,7 +73,7 @@ def test_unknown_host_vm_and_pcpu() -> None:
     cell = CellAssignment(0, 0, (0,), (999,), PAGE_1G, PAGE_1G)
     with pytest.raises(NotFoundError):
         fleet.add(Placement("x", "t1", "nowhere", (cell,)))
-    with pytest.raises(ConflictError, match="not a CPU"):
+    with pytest.raises(ConflictError, match="has no CPU"):
         fleet.add(Placement("x", "t1", "a", (cell,)))
     with pytest.raises(NotFoundError):
         fleet.remove("ghost")
@@ -83,7 +83,7 @@ def test_isolate_holds_the_siblings_too() -> None:
     host = make_host("a", cells=1, cores_per_cell=4, smt=2)
     fleet = Fleet([host])
     p = _placed(fleet, vcpus=2, thread_policy=ThreadPolicy.ISOLATE)
-    held = held_pcpus(p, host)
+    held = held_by(p, host)
     assert len(held) == 4
     fleet.add(p)
     assert fleet.free_pcpus("a") == host.cpu_ids - held

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.builders import make_host
-from tests.placement.helpers import GIB, check_fleet, request, siblings_of
+from tests.placement.helpers import GIB, check_fleet, held_by, request, siblings_of
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import (
@@ -16,7 +16,6 @@ from vnuma.placement.model import (
     PlacementResult,
     ThreadPolicy,
     VmRequest,
-    held_pcpus,
 )
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K, Host
 
@@ -66,7 +65,7 @@ def test_thread_policies(kw: dict[str, object], threads: int, held: int) -> None
     _, (result,) = _run([SMALL], request(**kw))  # type: ignore[arg-type]
     p = _chosen(result)
     assert p.threads_per_core == threads
-    assert len(held_pcpus(p, SMALL)) == held
+    assert len(held_by(p, SMALL)) == held
 
 
 def test_emulator_isolate_is_an_extra_pcpu_on_the_first_guest_cell() -> None:

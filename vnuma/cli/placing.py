@@ -95,7 +95,7 @@ def place(
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
     if apply and dry_run:
         raise typer.BadParameter("--apply and --dry-run contradict each other")
-    request, result = place_vm(settings(ctx), request, strategy, dry_run=dry_run)
+    request, result = place_vm(settings(ctx), request, strategy, dry_run=dry_run, explain=explain)
     moved: dict[str, Any] | None = None
     if result.chosen is None and rebalance:
         moved = _make_room(ctx, request, max_moves, apply, yes, allow_restart, allow_migrate, as_json)

@@ -1,4 +1,4 @@
-"""``vnuma tenant``: create, list, show, remove."""
+"""``vnuma tenant``: create, update, list, show, remove."""
 
 from __future__ import annotations
 
@@ -26,10 +26,72 @@ def create(
 ) -> None:
     """Create a tenant."""
     from vnuma.placement.model import Tenant
-    from vnuma.services.placing import create_tenant
+    from vnuma.services.tenants import create_tenant
 
     tenant = create_tenant(settings(ctx), Tenant(name, isolation, max_vcpus, max_gpus))
     typer.echo(f"created tenant {tenant.name} (isolation {tenant.isolation})")
+
+
+def _quota(text: str | None, flag: str) -> object:
+    """``N`` -> N, ``none``/``unlimited`` -> None (no quota), not given -> keep the current one."""
+    from vnuma.errors import InvalidInputError
+    from vnuma.services.tenants import KEEP
+
+    if text is None:
+        return KEEP
+    value = text.strip().lower()
+    if value in ("none", "unlimited"):
+        return None
+    # isdecimal, not isdigit: "²" is a digit that int() refuses.
+    if not value.isdecimal() or len(value) > 9:
+        raise InvalidInputError(f"bad {flag} {text!r}: use a whole number, or none for no quota")
+    return int(value)
+
+
+@app.command("update")
+def update(
+    ctx: typer.Context,
+    name: str,
+    isolation: Annotated[
+        Isolation | None, typer.Option(help="New isolation; refused when the tenant's VMs would break it.")
+    ] = None,
+    max_vcpus: Annotated[
+        str | None, typer.Option("--max-vcpus", metavar="N|none", help="New vCPU quota (none: unlimited).")
+    ] = None,
+    max_gpus: Annotated[
+        str | None, typer.Option("--max-gpus", metavar="N|none", help="New GPU quota (none: unlimited).")
+    ] = None,
+) -> None:
+    """Change a tenant's isolation and/or quotas.
+
+    A stricter isolation is checked against every VM the tenant has: it is
+    refused, naming the VM and what it shares, when a VM would break it. A
+    quota may be set below what the tenant already uses: that refuses new
+    VMs until usage falls below it, and moves nothing.
+    """
+    from vnuma.services.tenants import update_tenant
+
+    old, new = update_tenant(
+        settings(ctx),
+        name,
+        isolation=isolation,
+        max_vcpus=_quota(max_vcpus, "--max-vcpus"),
+        max_gpus=_quota(max_gpus, "--max-gpus"),
+    )
+    changes = [
+        f"{label} {_text(a)} -> {_text(b)}"
+        for label, a, b in (
+            ("isolation", old.isolation, new.isolation),
+            ("max vCPUs", old.max_vcpus, new.max_vcpus),
+            ("max GPUs", old.max_gpus, new.max_gpus),
+        )
+        if a != b
+    ]
+    typer.echo(f"updated tenant {name}: {', '.join(changes) or 'no change'}")
+
+
+def _text(value: object) -> str:
+    return "unlimited" if value is None else str(value)
 
 
 @app.command("list")

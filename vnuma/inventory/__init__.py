@@ -4,7 +4,7 @@ The only package that imports SQLAlchemy or Alembic. Open it with
 ``open_inventory(resolve_url(option, os.environ))``.
 
 The names below are loaded on first use (PEP 562), so importing a light
-module of the package (``schema``, ``sqlite_direct``, ``db``'s URL helpers)
+module of the package (``schema``, ``placer``, ``db``'s URL helpers)
 does not import SQLAlchemy.
 """
 

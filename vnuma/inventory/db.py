@@ -9,8 +9,8 @@ operator) creates or changes its schema, and until then every command
 refuses it as behind.
 
 Importing this module is cheap: SQLAlchemy (~0.3 s) and Alembic are imported
-by the functions that use them, so that ``resolve_url`` and the DB-API fast
-path of ``vnuma place`` (:mod:`vnuma.inventory.sqlite_direct`) never load them.
+by the functions that use them, so that ``resolve_url`` and the ``sqlite3``
+path of ``vnuma place`` (:mod:`vnuma.inventory.placer`) never load them.
 """
 
 from __future__ import annotations
@@ -223,8 +223,18 @@ def open_inventory(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) 
             or a schema revision other than head, which includes a server
             database never upgraded (hint: ``vnuma db upgrade``).
     """
-    from vnuma.inventory.guard import guarded
     from vnuma.inventory.repo import Inventory
+
+    return Inventory(open_engine(url, busy_timeout_ms=busy_timeout_ms), url)
+
+
+def open_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
+    """An engine for the inventory at ``url`` after the schema check (a new SQLite file is created at head).
+
+    Raises:
+        InventoryError: as :func:`open_inventory`.
+    """
+    from vnuma.inventory.guard import guarded
 
     engine = make_engine(url, busy_timeout_ms=busy_timeout_ms)
     try:
@@ -233,7 +243,7 @@ def open_inventory(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) 
     except BaseException:
         engine.dispose()
         raise
-    return Inventory(engine, url)
+    return engine
 
 
 def _check_schema(engine: Engine, url: str) -> None:

@@ -2,8 +2,8 @@
 
 Only ``vnuma.inventory`` catches ``sqlalchemy.exc`` / Alembic errors, and it
 does so here: every public entry point runs inside :func:`guarded`.
-SQLAlchemy is imported by the functions that need it, so the DB-API fast
-path (``sqlite_direct``) can share :func:`hint_for_text` without loading it.
+SQLAlchemy is imported by the functions that need it, so the ``sqlite3``
+path (:mod:`.placer`) can share :func:`hint_for_text` without loading it.
 """
 
 from __future__ import annotations

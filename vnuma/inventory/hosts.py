@@ -6,17 +6,16 @@ return dataclasses; ORM rows never leave ``vnuma.inventory``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import case, delete, func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
-from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host, digest_topology, encode_topology
+from vnuma.inventory.topologies import decode_host, digest_topology, encode_topology
 from vnuma.topology import DeviceKind, Host, check_host, format_cpuset, parse_cpuset
 
 _LIST_HINT = "see `vnuma host list`"
@@ -84,34 +83,6 @@ def get_host(session: Session, name: str) -> Host:
     if row is None:
         raise NotFoundError(f"host {name!r} is not in the inventory", hint=_LIST_HINT)
     return decode_host(*row)
-
-
-_FLEET_COLUMNS = (
-    HostRow.name,
-    HostRow.uri,
-    HostRow.source,
-    HostRow.reserved_cpuset,
-    HostRow.topology_digest,
-    case((HostRow.topology_digest == "", HostRow.topology), else_=None),
-)
-
-
-def list_hosts(session: Session, names: Iterable[str] | None = None) -> list[Host]:
-    """Hosts sorted by name (all, or those named); each distinct topology text is read and decoded once.
-
-    The SQL twin of this read is ``sqlite_direct.DirectSqlite.list_hosts``.
-    """
-    stmt = select(*_FLEET_COLUMNS).order_by(HostRow.name)
-    if names is not None:
-        stmt = stmt.where(HostRow.name.in_(sorted(set(names))))
-    rows: list[HostRowTuple] = [(n, u, s, r, d, t) for n, u, s, r, d, t in session.execute(stmt)]
-
-    def text_of(digest: str) -> str:
-        return session.execute(
-            select(HostRow.topology).where(HostRow.topology_digest == digest).limit(1)
-        ).scalar_one()
-
-    return assemble_hosts(rows, text_of)
 
 
 _SUMMARY_KEYS = ("name", "uri", "source", "cells", "cpus", "gpus", "memory_kib")

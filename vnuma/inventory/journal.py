@@ -21,7 +21,8 @@ from sqlalchemy.orm import Session
 
 from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import ConflictError, InventoryError, NotFoundError
-from vnuma.inventory import vms
+from vnuma.inventory import placing
+from vnuma.inventory.executor import AlchemyExecutor
 from vnuma.inventory.models import RebalanceRun, RebalanceStep, RunStatus, StepStatus, VmRow, VmState
 from vnuma.placement.model import Placement
 
@@ -165,7 +166,8 @@ def start_step(session: Session, run_id: int, seq: int) -> None:
         ConflictError: the VM changed since the plan, or the destination is taken.
     """
     row = _step_row(session, run_id, seq)
-    vms.move(session, row.vm, _placement(run_id, seq, row.before), _placement(run_id, seq, row.after))
+    before, after = _placement(run_id, seq, row.before), _placement(run_id, seq, row.after)
+    placing.move(AlchemyExecutor(session.connection()), row.vm, before, after)
     _set_step(session, run_id, seq, StepStatus.STARTED)
 
 
@@ -179,7 +181,8 @@ def finish_step(session: Session, run_id: int, seq: int, state: VmState) -> None
 def begin_undo(session: Session, run_id: int, seq: int) -> None:
     """Move a started or done step's VM's claims back to where they were; mark it undoing."""
     row = _step_row(session, run_id, seq)
-    vms.move(session, row.vm, _placement(run_id, seq, row.after), _placement(run_id, seq, row.before))
+    before, after = _placement(run_id, seq, row.before), _placement(run_id, seq, row.after)
+    placing.move(AlchemyExecutor(session.connection()), row.vm, after, before)
     _set_step(session, run_id, seq, StepStatus.UNDOING)
 
 

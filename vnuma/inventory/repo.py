@@ -17,9 +17,11 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from vnuma.inventory import hosts, journal, tenants, vms
+from vnuma.inventory import hosts, journal, placing, tenants, vms
+from vnuma.inventory.executor import AlchemyExecutor, Executor
 from vnuma.inventory.guard import guarded
 from vnuma.inventory.journal import NewStep, RunRecord
+from vnuma.inventory.placing import Snapshot
 from vnuma.inventory.schema import WRITE_OPTION, RunStatus, VmState
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.topology import Host
@@ -58,6 +60,11 @@ class Inventory:
         with self._session() as s:
             return fn(s, *args)
 
+    def _read_x(self, fn: Callable[[Executor], T]) -> T:
+        """``fn`` on an executor in one read transaction (the placing queries, :mod:`.placing`)."""
+        with self._session() as s:
+            return fn(AlchemyExecutor(s.connection()))
+
     def _write(self, fn: Callable[..., T], *args: Any) -> T:
         with self._session(write=True) as s:
             return fn(s, *args)
@@ -87,9 +94,13 @@ class Inventory:
         """One host (NotFoundError if unknown)."""
         return self._read(hosts.get_host, name)
 
-    def list_hosts(self, names: Iterable[str] | None = None) -> list[Host]:
-        """Every host (or those named), sorted by name."""
-        return self._read(hosts.list_hosts, names)
+    def list_hosts(self) -> list[Host]:
+        """Every host, sorted by name."""
+        return self._read_x(placing.read_hosts)
+
+    def snapshot(self) -> Snapshot:
+        """Tenants, hosts and placements in one transaction: what the engine decides on."""
+        return self._read_x(placing.read_snapshot)
 
     def host_summaries(self) -> list[dict[str, Any]]:
         """``codec.host_summary`` of every host, without parsing topologies."""
@@ -121,6 +132,12 @@ class Inventory:
         """Every tenant, sorted by name."""
         return self._read(tenants.list_tenants)
 
+    def update_tenant(self, new: Tenant) -> Tenant:
+        """Give a tenant new isolation and quotas; the old record back (ConflictError if its VMs break
+        the new isolation, NotFoundError if unknown)."""
+        with self._session(write=True) as s:
+            return placing.update_tenant(AlchemyExecutor(s.connection()), new)
+
     def remove_tenant(self, name: str) -> None:
         """Remove a tenant (ConflictError while it has VMs)."""
         self._write(tenants.remove_tenant, name)
@@ -129,9 +146,9 @@ class Inventory:
         """(vCPUs, GPUs) held by the tenant's VMs; (0, 0) when it has none."""
         return self._read(tenants.tenant_usage, name)
 
-    def tenant_isolations(self) -> dict[str, Isolation]:
-        """Every tenant's isolation level, by name."""
-        return self._read(tenants.tenant_isolations)
+    def tenants(self) -> dict[str, Tenant]:
+        """Every tenant with its isolation and quotas, by name."""
+        return self._read_x(placing.read_tenants)
 
     # --- VMs and claims ---------------------------------------------------------------------
 
@@ -148,7 +165,8 @@ class Inventory:
             InvalidInputError: a malformed placement.
             ConflictError: the VM exists or a resource is no longer free.
         """
-        self._write(vms.claim, placement, isolation)
+        with self._session(write=True) as s:
+            placing.claim(AlchemyExecutor(s.connection()), placement, isolation)
 
     def release(self, vm_name: str) -> None:
         """Delete a VM and free everything it claimed (NotFoundError if unknown)."""
@@ -167,8 +185,12 @@ class Inventory:
         self._write(vms.set_vm_state, name, state)
 
     def placements_on(self, host_names: Iterable[str] | None = None) -> list[Placement]:
-        """Placements of all VMs (or those on the named hosts), for the engine's view."""
-        return self._read(vms.placements_on, host_names)
+        """Placements of all VMs (or those on the named hosts), sorted by host, then VM."""
+        found = sorted(self._read_x(placing.read_placements), key=lambda p: (p.host, p.vm))
+        if host_names is None:
+            return found
+        wanted = set(host_names)
+        return [p for p in found if p.host in wanted]
 
     def record_defined(self, name: str, rendering: dict[str, Any]) -> None:
         """Record the VM as defined, with how `vnuma apply` rendered its domain, in one transaction."""

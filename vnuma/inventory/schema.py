@@ -1,7 +1,7 @@
 """What the code knows about the inventory schema without importing SQLAlchemy.
 
 The schema revision and the enumerated column values live here so that the
-DB-API fast path (:mod:`vnuma.inventory.sqlite_direct`) can check and write
+``sqlite3`` path (:mod:`vnuma.inventory.placer`) can check and write
 the schema without loading the ORM; :mod:`vnuma.inventory.models` imports
 and re-exports them.
 """

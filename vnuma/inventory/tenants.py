@@ -99,10 +99,3 @@ def tenant_usage(session: Session, name: str) -> tuple[int, int]:
     )
     vcpus, gpus = session.execute(stmt).one()
     return int(vcpus), int(gpus)
-
-
-def tenant_isolations(session: Session) -> dict[str, Isolation]:
-    """Every tenant's isolation level, by name."""
-    return {
-        name: Isolation(iso) for name, iso in session.execute(select(TenantRow.name, TenantRow.isolation))
-    }

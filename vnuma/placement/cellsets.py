@@ -15,8 +15,9 @@ to three candidate sets are built:
 
 The first candidate that holds enough GPUs is kept per anchor, so variant 3
 finds a set whenever any set containing the anchor has enough GPUs. Among
-the kept sets the best is chosen by (largest pairwise distance, sum of
-pairwise distances, sum of cell preferences, sorted cell ids). Closeness
+the kept sets the best is chosen by :func:`vnuma.placement.order.cellset_key`
+(tightest, then preferred cells, then ids; neighbours join an anchor in
+:func:`~vnuma.placement.order.neighbour_key` order). Closeness
 is measured from the anchor; on socket-grouped SLIT tables (the normal case)
 that yields the tightest group, and an adjacent pair whenever one exists.
 
@@ -30,8 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from vnuma.placement.ledger.host import HostState
-
-SetKey = tuple[int, int, int, tuple[int, ...]]
+from vnuma.placement.order import SetKey, cellset_key, neighbour_key
 
 
 def _variants(
@@ -82,7 +82,7 @@ def choose_cells(
                 (a,) if gpus[a] >= need_gpus and (not accept or accept((a,))) else None
             )
         else:
-            others = sorted(pool - {a}, key=lambda b: (hs.distance[(a, b)], pref[b], b))
+            others = sorted(pool - {a}, key=neighbour_key(hs, a, pref))
             found = None
             for cand in _variants(a, others, n, need_gpus, gpus, hs):
                 if (
@@ -95,7 +95,7 @@ def choose_cells(
         if found is None:
             continue
         ids = tuple(sorted(found))
-        key = (hs.max_distance(ids), hs.sum_distance(ids), sum(pref[c] for c in ids), ids)
+        key = cellset_key(hs, ids, pref)
         if best is None or key < best[0]:
             order = (found[0], *sorted(found[1:])) if anchors is not None else ids
             best = (key, order)

@@ -1,32 +1,36 @@
 """The placement engine: choose a host, cells, pCPUs, pages and GPUs for one VM.
 
-Pure: no I/O, deterministic. ``place`` always returns a
-:class:`PlacementResult`; "does not fit" is ``chosen=None`` plus rejections
-with reasons an operator can act on, never an exception.
+Pure: no I/O, deterministic, and it never changes the ledger it is given.
+``place`` always returns a :class:`PlacementResult`; "does not fit" is
+``chosen=None`` plus rejections with reasons an operator can act on, never
+an exception (a malformed request or a quota it breaks raise, see below).
 
-Choice: among hosts that fit, the smallest number of guest cells wins
-(``numa_nodes`` auto), then an adjacent cell set over a non-adjacent one,
-then the highest strategy score (:mod:`.scorers`), then the host name, then
-the cell ids. Hosts are held in name order, so input order never matters.
+Steps: validate the request (:mod:`.request`) and its tenant's quotas
+(:mod:`.quota`); per host, the filters (:mod:`.filters`, sizing first for a
+GPU-only request); rank the hosts that fit (:func:`.order.host_key`); build
+the best one's placement (:mod:`.build`) and ask admission
+(:meth:`Fleet.admit`, the rule the inventory's claim applies too) before
+choosing it. A placement admission refuses costs its host (a rejection
+tagged with admission's check) and the next host is tried; the filters are
+kept exact enough that this does not happen (a property test).
 
 Two paths give the same answer:
 
-* explaining (``explain=True``, the default, used by ``vnuma place``): an
-  exact fit on every host, so every rejected host carries its reason and
-  every fitting host its score;
-* fast (``explain=False``, used by ``vnuma simulate``): a vectorized
-  pre-filter over the fleet arrays, then exact fits in score order until the
-  first adjacent fit; the result keeps only the decisive rejection. Refused
-  request shapes are remembered until capacity can grow again (a removal,
-  an isolation change, or under ``gpu-first`` any GPU claim), because
-  without those the fleet only fills and a refused shape stays refused.
+* explaining (``explain=True``, the default; ``vnuma place --explain`` and
+  every refusal): an exact fit on every host, so every rejected host
+  carries its reason and every fitting host its score;
+* fast (``explain=False``): a vectorized pre-filter over the ledger's arrays
+  (:mod:`.prefilter`), then exact fits in score order until the first
+  adjacent fit; the result keeps only the decisive rejection. A caller that
+  places a stream of requests may pass a :class:`RefusalMemory`.
 
 Work, for H hosts of at most C CPU cells: the explaining path runs H exact
-fits, each O(C) capacity look-ups plus the cell-set search of
-:mod:`.cellsets` (O(C^2 log C), only when the cells' capacities allow a
-set); the fast path runs O(1) vectorized passes over H x C arrays per
-guest-cell count tried, then exact fits on the pre-filter's survivors in
-score order, normally one. ``numa_nodes`` auto tries at most C counts.
+fits (hosts nothing is claimed on share one per hardware shape), each O(C)
+capacity look-ups plus the cell-set search of :mod:`.cellsets` (O(C^2 log C),
+only when the cells' capacities allow a set); the fast path runs O(1)
+vectorized passes over H x C arrays per guest-cell count tried, then exact
+fits on the pre-filter's survivors in score order, normally one.
+``numa_nodes`` auto tries at most C counts.
 """
 
 from __future__ import annotations
@@ -38,38 +42,49 @@ from typing import TypeVar, cast
 import numpy as np
 
 from vnuma.placement.build import build_placement
-from vnuma.placement.fit import STAGE, HostFit, fit_host
+from vnuma.placement.filters import HOST_FILTERS, STAGE
+from vnuma.placement.fit import HostFit, fit_host, further
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import PlacementResult, Rejection, Strategy, VmRequest
+from vnuma.placement.memory import RefusalMemory
+from vnuma.placement.model import Placement, PlacementResult, Rejection, Strategy, VmRequest
+from vnuma.placement.order import host_key
 from vnuma.placement.prefilter import may_fit, stages
+from vnuma.placement.quota import check_quota
+from vnuma.placement.request import resolve_size, size_candidates, validate_request
 from vnuma.placement.scorers import total_scores
-from vnuma.placement.sizing import resolve_size, size_candidates
-from vnuma.placement.validate import validate_request
-from vnuma.topology import format_size_kib
 
-__all__ = ["best_reason", "place", "validate_request"]
+__all__ = ["best_reason", "place"]
 
-Key = tuple[int, int, int, str, tuple[int, ...]]
 T = TypeVar("T")
 MASKED = -(1 << 62)
+Candidate = tuple[tuple[object, ...], HostFit, VmRequest, int]
 
 
 def place(
-    request: VmRequest, fleet: Fleet, strategy: Strategy = Strategy.PACK, *, explain: bool = True
+    request: VmRequest,
+    fleet: Fleet,
+    strategy: Strategy = Strategy.PACK,
+    *,
+    explain: bool = True,
+    memory: RefusalMemory | None = None,
 ) -> PlacementResult:
-    """Place one VM on the fleet; claims nothing (add the chosen placement to the fleet for that).
+    """Place one VM on the ledger; claims nothing (``fleet.add`` the chosen placement for that).
 
     Raises:
-        InvalidInputError: a malformed request (see :func:`validate_request`).
+        InvalidInputError: a malformed request (see :func:`validate_request`), or a
+            VM that alone exceeds its tenant's quota.
+        ConflictError: the VM would take its tenant over a quota.
         NotFoundError: ``request.host`` is not in the fleet.
     """
     validate_request(request, fleet)
+    if request.tenant is not None:
+        check_quota(fleet.tenant(request.tenant), fleet.used(request.tenant), request.vcpus or 0, request.gpus)
     if request.vcpus is None or request.memory_kib is None:
-        return _place_sized(request, fleet, strategy)
+        return _place_explained(request, fleet, strategy, sized=True)
     if explain or request.host is not None:
-        return _place_explained(request, fleet, strategy)
-    return _place_fast(request, fleet, strategy)
+        return _place_explained(request, fleet, strategy, sized=False)
+    return _place_fast(request, fleet, strategy, memory)
 
 
 def best_reason(result: PlacementResult) -> str:
@@ -82,61 +97,74 @@ def best_reason(result: PlacementResult) -> str:
     return f"{best.host}: {best.reason}"
 
 
-def _key(fit: HostFit, score: int) -> Key:
-    return (len(fit.cells), int(not fit.adjacent), -score, fit.state.name, fit.cells)
+def host_refusal(hs: HostState, request: VmRequest) -> Rejection | None:
+    """The first host-level filter (``host``, ``avoid``) that keeps ``request`` off ``hs``."""
+    for unit in HOST_FILTERS:
+        refused = unit.apply(hs, request)
+        if refused is not None:
+            return refused
+    return None
 
 
-def _place_explained(request: VmRequest, fleet: Fleet, strategy: Strategy) -> PlacementResult:
-    scores = total_scores(strategy, fleet.arrays.totals(), request)
-    best: tuple[Key, HostFit] | None = None
+def _place_explained(request: VmRequest, fleet: Fleet, strategy: Strategy, *, sized: bool) -> PlacementResult:
+    scores = None if sized else total_scores(strategy, fleet.arrays.totals(), request)
     rejections: list[Rejection] = []
-    fitting: list[tuple[str, int]] = []
+    candidates: list[Candidate] = []
     shared: dict[int, object] = {}
     for hs in fleet.states:
-        if request.host is not None and hs.name != request.host:
-            rejections.append(Rejection(hs.name, "host", f"not the requested host {request.host!r}"))
+        refused = host_refusal(hs, request)
+        if refused is not None:
+            rejections.append(refused)
             continue
-        found = _per_shape(hs, shared, lambda s: fit_host(s, request, strategy, fleet.isolation))
+        if sized:
+            found = _per_shape(hs, request, shared, lambda s: _sized_fit(request, s, strategy, fleet))
+        else:
+            found = _per_shape(hs, request, shared, lambda s: _exact_fit(request, s, strategy, fleet))
         if isinstance(found, Rejection):
             rejections.append(found)
             continue
-        score = int(scores[hs.index])
-        fitting.append((hs.name, score))
-        if best is None or _key(found, score) < best[0]:
-            best = (_key(found, score), found)
-    chosen = build_placement(best[1], request) if best else None
-    return PlacementResult(chosen, tuple(rejections), tuple(fitting))
+        fit, req = found
+        if scores is not None:
+            score = int(scores[hs.index])
+        else:
+            score = int(total_scores(strategy, fleet.arrays.totals(np.array([hs.index])), req)[0])
+        candidates.append((host_key(fit.cells, fit.adjacent, score, hs.name), fit, req, score))
+    chosen, refused_hosts = _admitted(sorted(candidates, key=lambda c: c[0]), fleet, rejections)
+    fitting = tuple((c[1].state.name, c[3]) for c in candidates if c[1].state.name not in refused_hosts)
+    rejections.sort(key=lambda r: fleet.by_name[r.host].index)
+    return PlacementResult(chosen, tuple(rejections), fitting)
 
 
-def _place_sized(request: VmRequest, fleet: Fleet, strategy: Strategy) -> PlacementResult:
-    best: tuple[Key, HostFit, VmRequest] | None = None
-    rejections: list[Rejection] = []
-    fitting: list[tuple[str, int]] = []
-    shared: dict[int, object] = {}
-    for hs in fleet.states:
-        if request.host is not None and hs.name != request.host:
-            rejections.append(Rejection(hs.name, "host", f"not the requested host {request.host!r}"))
-            continue
-        found = _per_shape(hs, shared, lambda s: _sized_fit(request, s, strategy, fleet))
-        if isinstance(found, Rejection):
-            rejections.append(found)
-            continue
-        fit, sized = found
-        score = int(total_scores(strategy, fleet.arrays.totals(np.array([hs.index])), sized)[0])
-        fitting.append((hs.name, score))
-        if best is None or _key(fit, score) < best[0]:
-            best = (_key(fit, score), fit, sized)
-    chosen = build_placement(best[1], best[2]) if best else None
-    return PlacementResult(chosen, tuple(rejections), tuple(fitting))
+def _admitted(
+    ranked: list[Candidate], fleet: Fleet, rejections: list[Rejection]
+) -> tuple[Placement | None, set[str]]:
+    """The first ranked candidate admission accepts; refused ones join ``rejections``."""
+    refused: set[str] = set()
+    for _key, fit, req, _score in ranked:
+        placement = build_placement(fit, req)
+        refusal = fleet.admit(placement, req.isolation)
+        if refusal is None:
+            return placement, refused
+        rejections.append(refusal)
+        refused.add(fit.state.name)
+    return None, refused
 
 
-def _per_shape(hs: HostState, shared: dict[int, object], fit: Callable[[HostState], T]) -> T:
+def _exact_fit(
+    request: VmRequest, hs: HostState, strategy: Strategy, fleet: Fleet
+) -> tuple[HostFit, VmRequest] | Rejection:
+    found = fit_host(hs, request, strategy, fleet.isolation)
+    return found if isinstance(found, Rejection) else (found, request)
+
+
+def _per_shape(hs: HostState, request: VmRequest, shared: dict[int, object], fit: Callable[[HostState], T]) -> T:
     """``fit(hs)``; for an unbuilt host computed once per shape, on the shape's template.
 
     An unbuilt host holds no claims, so it equals its shape's template but for its name:
-    the template's answer, renamed, is the host's (and its per-cell state stays unbuilt).
+    the template's answer, renamed, is the host's. (Not when the request avoids some of
+    the host's cells: that depends on the name.)
     """
-    if hs.built:
+    if hs.built or any(h == hs.name for h, _cell in request.avoid_cells):
         return fit(hs)
     key = id(hs.shape)
     if key not in shared:
@@ -151,7 +179,7 @@ def _rebind(found: object, hs: HostState) -> object:
         return replace(found, state=hs)
     if isinstance(found, tuple):
         return tuple(_rebind(x, hs) for x in found)
-    return found  # a sized request: nothing host-specific in it
+    return found  # a request: nothing host-specific in it
 
 
 def _sized_fit(
@@ -162,19 +190,13 @@ def _sized_fit(
     for size in size_candidates(request, hs):
         resolved = resolve_size(request, hs, size)
         if isinstance(resolved, str):
-            closest = _further(closest, Rejection(hs.name, "size", resolved))
+            closest = further(closest, Rejection(hs.name, "size", resolved))
             continue
         found = fit_host(hs, resolved, strategy, fleet.isolation)
         if isinstance(found, HostFit):
             return found, resolved
-        closest = _further(closest, found)
+        closest = further(closest, found)
     return closest or Rejection(hs.name, "size", "has no hugepages to size the VM's memory from")
-
-
-def _further(old: Rejection | None, new: Rejection) -> Rejection:
-    if old is None or STAGE.get(new.check, -1) > STAGE.get(old.check, -1):
-        return new
-    return old
 
 
 def _auto_nodes(request: VmRequest, fleet: Fleet) -> list[int]:
@@ -190,14 +212,18 @@ def _sizes(request: VmRequest, n: int) -> tuple[int, ...]:
     return tuple(s for s in (1048576, 2048) if (request.memory_kib // n) % s == 0)
 
 
-def _place_fast(request: VmRequest, fleet: Fleet, strategy: Strategy) -> PlacementResult:
-    cached = _cached(request, fleet, strategy)
-    if cached is not None:
-        return PlacementResult(None, (cached,))
+def _place_fast(
+    request: VmRequest, fleet: Fleet, strategy: Strategy, memory: RefusalMemory | None
+) -> PlacementResult:
+    recalled = memory.recall(request, fleet, strategy) if memory is not None else None
+    if recalled is not None:
+        return PlacementResult(None, (recalled,))
     nodes = [request.numa_nodes] if request.numa_nodes else _auto_nodes(request, fleet)
     closest: Rejection | None = None
     for n in nodes:
         hosts = np.flatnonzero(may_fit(fleet.arrays, request, n, _sizes(request, n), strategy))
+        if request.avoid_hosts:
+            hosts = np.array([h for h in hosts if fleet.states[int(h)].name not in request.avoid_hosts], dtype=int)
         if not len(hosts):
             continue
         scores = total_scores(strategy, fleet.arrays.totals(), request)[hosts]
@@ -208,7 +234,8 @@ def _place_fast(request: VmRequest, fleet: Fleet, strategy: Strategy) -> Placeme
         closest = _explain_refusal(request, fleet, strategy, nodes)
     if closest is None:
         return PlacementResult(None, ())
-    _remember(request, fleet, strategy, closest)
+    if memory is not None:
+        memory.remember(request, fleet, strategy, closest)
     return PlacementResult(None, (closest,))
 
 
@@ -223,7 +250,8 @@ def _explain_refusal(request: VmRequest, fleet: Fleet, strategy: Strategy, nodes
         top = int(stage.argmax())
         if int(stage[top]) > best_stage:
             best_host, best_stage = top, int(stage[top])
-    found = fit_host(fleet.states[best_host], request, strategy, fleet.isolation)
+    hs = fleet.states[best_host]
+    found = host_refusal(hs, request) or fit_host(hs, request, strategy, fleet.isolation)
     assert isinstance(found, Rejection), "pre-filter ruled out a host that fits"
     return found
 
@@ -237,79 +265,33 @@ def _first_fit(
     scores: np.ndarray,
     closest: Rejection | None,
 ) -> tuple[PlacementResult | None, Rejection | None]:
-    """Exact fits in (score, name) order; the first adjacent fit wins, else the first fit."""
-    fallback: tuple[HostFit, int] | None = None
+    """Exact fits in (score, name) order; the first admitted adjacent fit wins, else the first admitted fit."""
+    fallback: list[tuple[HostFit, int]] = []
     ranked = scores.copy()
     for _ in range(len(hosts)):
         j = int(ranked.argmax())
         ranked[j] = MASKED
         found = fit_host(fleet.states[int(hosts[j])], request, strategy, fleet.isolation, n)
         if isinstance(found, Rejection):
-            closest = _further(closest, found)
+            closest = further(closest, found)
         elif found.adjacent:
-            return _chosen(found, request, int(scores[j])), closest
-        elif fallback is None:
-            fallback = (found, int(scores[j]))
-    if fallback is not None:
-        return _chosen(fallback[0], request, fallback[1]), closest
+            chosen, closest = _try(found, request, fleet, int(scores[j]), closest)
+            if chosen is not None:
+                return chosen, closest
+        else:
+            fallback.append((found, int(scores[j])))
+    for fit, score in fallback:
+        chosen, closest = _try(fit, request, fleet, score, closest)
+        if chosen is not None:
+            return chosen, closest
     return None, closest
 
 
-def _chosen(fit: HostFit, request: VmRequest, score: int) -> PlacementResult:
-    return PlacementResult(build_placement(fit, request), (), ((fit.state.name, score),))
-
-
-def _cache_key(request: VmRequest, fleet: Fleet, strategy: Strategy) -> object:
-    # Under gpu-first a claimed GPU can let a refused VM in: a VM without GPUs sees a smaller
-    # reserve, a GPU VM may no longer strand the GPU that is now taken.
-    gpu_epoch = fleet.gpu_epoch if strategy is Strategy.GPU_FIRST else -1
-    return (
-        request.tenant,
-        request.isolation,
-        request.cpu_policy,
-        request.thread_policy,
-        request.numa_nodes,
-        request.page_size_kib,
-        request.gpu_affinity,
-        request.emulator_threads,
-        strategy,
-        request.gpus > 0,
-        gpu_epoch,
-    )
-
-
-def _cached(request: VmRequest, fleet: Fleet, strategy: Strategy) -> Rejection | None:
-    if fleet.reject_cache_epoch != fleet.epoch:
-        fleet.reject_cache.clear()
-        fleet.reject_cache_epoch = fleet.epoch
-        return None
-    assert request.vcpus is not None and request.memory_kib is not None
-    for vcpus, memory, gpus, rejection in fleet.reject_cache.get(_cache_key(request, fleet, strategy), ()):
-        if (vcpus, memory, gpus) == (request.vcpus, request.memory_kib, request.gpus):
-            return rejection
-        if _bigger(request, vcpus, memory, gpus, strategy):
-            smaller = f"{vcpus} vCPUs, {format_size_kib(memory)}, {gpus} GPUs"
-            return Rejection(
-                rejection.host,
-                rejection.check,
-                f"a smaller request of the same shape ({smaller}) was refused ({rejection.check}: "
-                f"{rejection.reason}) and the fleet has only filled since",
-            )
-    return None
-
-
-def _bigger(request: VmRequest, vcpus: int, memory: int, gpus: int, strategy: Strategy) -> bool:
-    """Is ``request`` refused wherever a same-shape request of these sizes was?"""
-    assert request.vcpus is not None and request.memory_kib is not None
-    # Only with the node count and page size fixed: otherwise a bigger size may divide into
-    # cells or pages that a smaller one did not. Under gpu-first more GPUs can strand fewer.
-    if request.numa_nodes is None or request.page_size_kib is None:
-        return False
-    more_gpus = request.gpus == gpus if strategy is Strategy.GPU_FIRST else request.gpus >= gpus
-    return request.vcpus >= vcpus and request.memory_kib >= memory and more_gpus
-
-
-def _remember(request: VmRequest, fleet: Fleet, strategy: Strategy, rejection: Rejection) -> None:
-    assert request.vcpus is not None and request.memory_kib is not None
-    entry = (request.vcpus, request.memory_kib, request.gpus, rejection)
-    fleet.reject_cache.setdefault(_cache_key(request, fleet, strategy), []).append(entry)
+def _try(
+    fit: HostFit, request: VmRequest, fleet: Fleet, score: int, closest: Rejection | None
+) -> tuple[PlacementResult | None, Rejection | None]:
+    placement = build_placement(fit, request)
+    refusal = fleet.admit(placement, request.isolation)
+    if refusal is not None:
+        return None, further(closest, refusal)
+    return PlacementResult(placement, (), ((fit.state.name, score),)), closest

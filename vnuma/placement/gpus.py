@@ -1,30 +1,21 @@
 """Which of a cell set's free GPUs a VM takes, and whether that strands others.
 
 Pure: no I/O. A GPU is *stranded* when its cell keeps it free but has too
-few free pCPUs left for a VM to use it. Each cell's GPU share is its
-placeable pCPUs divided by its GPUs; :data:`KEEP_PER_GPU` of that share is
-what a free GPU needs left beside it to stay usable.
+few free pCPUs left for a VM to use it (:func:`vnuma.placement.rules.usable_gpus`).
 
 ``split_gpus`` takes each GPU from the guest cell whose free GPUs are most
 at risk once the VM's pCPUs are taken there (ties: lower guest cell), so
 GPUs are used where they would otherwise be stranded. Under ``gpu-first`` a
 GPU VM may not leave a cell with fewer free pCPUs than its remaining free
-GPUs keep (:func:`strands_gpus`). Only cells with two or more GPUs are held
-to that: on hosts with one GPU per cell (AMD NPS4-style), a multi-cell VM
-asking fewer GPUs than cells always fills some GPU cell without taking its
-GPU, and refusing it would give up a GPU used now to guard one that no
-later VM may come for.
+GPUs keep (:func:`strands_gpus`); only the cells
+:func:`~vnuma.placement.rules.strand_guarded` names are held to that.
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
-
-KEEP_PER_GPU = Fraction(1, 2)
-"""Fraction of a cell's per-GPU pCPU share a free GPU keeps beside it under ``gpu-first``."""
+from vnuma.placement.rules import strand_guarded, usable_gpus
 
 
 def threads_taken(req: VmRequest, hs: HostState, per_cell: int, cells: int) -> list[int]:
@@ -37,26 +28,15 @@ def threads_taken(req: VmRequest, hs: HostState, per_cell: int, cells: int) -> l
     return taken
 
 
-def _share(hs: HostState, cell: int) -> int:
-    state = hs.cell_by_id[cell]
-    return state.threads_total // len(state.gpus) if state.gpus else 0
-
-
 def _left(hs: HostState, cells: tuple[int, ...], taken: list[int]) -> list[int]:
     states = [hs.cell_by_id[c] for c in cells]
-    return [
-        s.free_core_threads + sum(s.partial_free.values()) - t for s, t in zip(states, taken, strict=True)
-    ]
+    return [s.threads_free - t for s, t in zip(states, taken, strict=True)]
 
 
 def _usable(hs: HostState, cell: int, left: int) -> int:
     """Free GPUs a cell can still serve with ``left`` free pCPUs (each keeps its share)."""
-    share = _share(hs, cell)
-    if not share:
-        return 0
-    if not KEEP_PER_GPU:
-        return len(hs.cell_by_id[cell].gpus)
-    return max(0, left) * KEEP_PER_GPU.denominator // (share * KEEP_PER_GPU.numerator)
+    state = hs.cell_by_id[cell]
+    return int(usable_gpus(left, state.threads_total, len(state.gpus)))
 
 
 def split_gpus(hs: HostState, cells: tuple[int, ...], want: int, taken: list[int]) -> list[int]:
@@ -79,8 +59,8 @@ def strands_gpus(hs: HostState, cells: tuple[int, ...], want: int, taken: list[i
     take = split_gpus(hs, cells, want, taken)
     left = _left(hs, cells, taken)
     for i, c in enumerate(cells):
-        if len(hs.cell_by_id[c].gpus) < 2:
-            continue  # a cell's only GPU is never held back (see the module docstring)
+        if not strand_guarded(len(hs.cell_by_id[c].gpus)):
+            continue
         remaining = len(hs.cell_by_id[c].gpus_free) - take[i]
         if remaining > _usable(hs, c, left[i]):
             return True

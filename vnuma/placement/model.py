@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from vnuma.topology import DeviceKind, Host
+from vnuma.topology import DeviceKind
 
 
 class Isolation(StrEnum):
@@ -94,10 +94,15 @@ class VmRequest:
     else the fewest, closest cells). ``page_size_kib`` None means ``large``
     (the largest hugepage size the chosen cells can back); 4 opts out.
     ``isolation`` is the tenant's, copied in so the engine needs no lookup.
+    ``tenant`` None asks for a newcomer (a capacity probe, room for a VM of
+    no tenant yet): only what no tenant holds, and never claimable.
+    ``avoid_hosts`` and ``avoid_cells`` (host, cell id) keep the VM off those
+    hosts and off those host cells as guest cells (the rebalance planner
+    moves a VM off its own cells or host with them).
     """
 
     name: str
-    tenant: str
+    tenant: str | None
     vcpus: int | None
     memory_kib: int | None
     gpus: int = 0
@@ -109,6 +114,8 @@ class VmRequest:
     emulator_threads: EmulatorThreads = EmulatorThreads.SHARE
     host: str | None = None
     isolation: Isolation = Isolation.CORE
+    avoid_hosts: frozenset[str] = frozenset()
+    avoid_cells: frozenset[tuple[str, int]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +156,12 @@ class Placement:
     """Where a VM goes: everything the inventory claims and the renderer needs.
 
     ``threads_per_core`` is the guest topology's threads value decided by
-    the engine (2 when vCPUs sit on sibling pairs, else 1).
+    the engine (2 when vCPUs sit on sibling pairs, else 1). ``tenant`` is
+    None only for a newcomer's probe, which is never claimed.
     """
 
     vm: str
-    tenant: str
+    tenant: str | None
     host: str
     cells: tuple[CellAssignment, ...]
     emulator_pcpus: tuple[int, ...] = ()
@@ -194,11 +202,13 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """Why one host (or one of its cells) cannot take the VM; ``check`` names the filter."""
+    """Why one host (or one of its cells) cannot take the VM; ``check`` names the filter or admission
+    check that refused it, ``hint`` (when given) what to do about it."""
 
     host: str
     check: str
     reason: str
+    hint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,15 +233,3 @@ def vcpu_pins(p: Placement) -> dict[int, frozenset[int]]:
 def emulator_pins(p: Placement) -> frozenset[int]:
     """The emulator threads' pCPUs as rendered: the placement's own, else every vCPU pCPU."""
     return frozenset(p.emulator_pcpus or (x for c in p.cells for x in c.pcpus))
-
-
-def held_pcpus(placement: Placement, host: Host) -> frozenset[int]:
-    """Every pCPU a placement keeps from others: dedicated pins, an isolated
-    emulator pCPU and, under the ``isolate`` thread policy, their siblings."""
-    held = set(placement.dedicated_pcpus)
-    if placement.thread_policy is ThreadPolicy.ISOLATE and held:
-        placeable = host.cpu_ids - host.reserved_cpus
-        siblings = {cpu.id: cpu.siblings for cell in host.cells for cpu in cell.cpus}
-        for p in list(held):
-            held |= siblings.get(p, frozenset()) & placeable
-    return frozenset(held)

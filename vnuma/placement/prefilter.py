@@ -1,10 +1,13 @@
-"""Vectorized pre-filter: which hosts might fit a request, from the fleet arrays.
+"""Vectorized pre-filter: which hosts might fit a request, from the ledger's arrays.
 
 Pure: no I/O. A relaxation of :func:`vnuma.placement.fit.fit_host`: it uses
 tenant-independent upper bounds of per-cell capacity, ignores cell
-isolation and the emulator pCPU, lets each cell pick its own page size and
-sums GPUs over all cells that could hold a guest cell. A host it rules out
-can never fit; a host it keeps is then checked exactly.
+isolation, avoided cells and the emulator pCPU, lets each cell pick its own
+page size and sums GPUs over all cells that could hold a guest cell. The
+``gpu-first`` reserve and the stranding need come from the very rules the
+exact filters apply (:mod:`.rules`), computed over every cell at once. A
+host it rules out can never fit (a property test checks it on random
+fleets); a host it keeps is then checked exactly.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from vnuma.placement import gpus as gpu_rules
 from vnuma.placement.ledger.arrays import CAP_ISOLATE, SIZE_INDEX, FleetArrays, IntArray, cap_row, count_true
 from vnuma.placement.model import GpuAffinity, Strategy, VmRequest
+from vnuma.placement.rules import reserved_pages, reserved_threads, strand_guarded, usable_gpus
 
 BoolArray = npt.NDArray[np.bool_]
 MAY_FIT = 3
@@ -33,16 +36,15 @@ def _cell_checks(
     cap = arrays.cap[row]
     reserve = strategy is Strategy.GPU_FIRST and req.gpus == 0
     if reserve:
-        kept = arrays.share_threads * arrays.gpus
-        if row == CAP_ISOLATE:
-            kept = -(-kept // arrays.width)
-        cap = cap - kept
+        cap = cap - reserved_threads(arrays.cell_threads, arrays.cell_gpus, arrays.gpus, arrays.cell_width, row)
     cpu_ok = cap >= v
     page_ok: BoolArray | None = np.broadcast_to(arrays.exotic, cpu_ok.shape) if arrays.any_exotic else None
     for size in sizes:
         i = SIZE_INDEX.get(size)
         if i is not None:
-            free = arrays.pages[i] - arrays.share_pages[i] * arrays.gpus if reserve else arrays.pages[i]
+            free = arrays.pages[i]
+            if reserve:
+                free = free - reserved_pages(arrays.cell_pages[i], arrays.cell_gpus, arrays.gpus)
             hit = free >= m // size
             page_ok = hit if page_ok is None else page_ok | hit
     return cpu_ok, (cpu_ok & page_ok if page_ok is not None else np.zeros_like(cpu_ok))
@@ -78,12 +80,8 @@ def _strand_need(arrays: FleetArrays, req: VmRequest, n: int) -> IntArray:
     assert req.vcpus is not None
     row = cap_row(req.cpu_policy, req.thread_policy)
     cost = req.vcpus // n * (arrays.width if row == CAP_ISOLATE else 1)
-    left = np.maximum(arrays.threads_free - cost, 0)
-    keep = gpu_rules.KEEP_PER_GPU
-    if not keep:
-        return np.zeros_like(arrays.gpus)
-    usable = (left * keep.denominator) // np.maximum(arrays.share_threads * keep.numerator, 1)
-    need: IntArray = np.where(arrays.multi_gpu, np.maximum(arrays.gpus - usable, 0), 0)
+    usable = usable_gpus(arrays.threads_free - cost, arrays.cell_threads, arrays.cell_gpus)
+    need: IntArray = np.where(strand_guarded(arrays.cell_gpus), np.maximum(arrays.gpus - usable, 0), 0)
     return need
 
 

@@ -28,7 +28,6 @@ from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
 from vnuma.topology import Host
 
 MAX_FRAGMENT_CELLS = 4
-PROBE_TENANT = "\x00probe"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +165,8 @@ def host_use(host: Host, placements: tuple[Placement, ...], isolation: dict[str,
 
 def _probe(fleet: Fleet, host: str, k: int, vcpus: int, memory_kib: int, size: int, gpus: int) -> bool:
     req = VmRequest(
-        name="\x00probe",
-        tenant=PROBE_TENANT,
+        name="probe",
+        tenant=None,
         vcpus=vcpus,
         memory_kib=memory_kib,
         gpus=gpus,

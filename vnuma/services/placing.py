@@ -1,9 +1,13 @@
-"""Tenant and placement use cases: create tenants, place (claim) and release VMs.
+"""Placing a VM: one snapshot of the inventory, the engine's decision, one claim.
 
-``place_vm`` opens the inventory with ``open_placing_inventory``: on a SQLite
-file at head that is the DB-API path (no SQLAlchemy import, the bulk of a
-``vnuma place`` process otherwise), elsewhere the ORM inventory; both give
-the same answers and claim with the same guarantees.
+``place_vm`` reads one snapshot (hosts, placements, tenants) in one
+transaction, decides with the engine on a ledger built from it, and claims
+in one more transaction, where admission re-checks the chosen placement
+under the host lock (:mod:`vnuma.inventory.placing`). A claim lost to a
+racing command is decided again on a new snapshot, up to
+``CLAIM_ATTEMPTS`` times. The engine takes its fast path unless the caller
+wants every host's reason (``explain``) or nothing fits (then the refusal
+is explained).
 """
 
 from __future__ import annotations
@@ -14,11 +18,11 @@ import time
 from dataclasses import replace
 
 from vnuma.errors import ConflictError, InvalidInputError, NoPlacementError, NotFoundError
-from vnuma.inventory.sqlite_direct import PlacingInventory, open_placing_inventory
+from vnuma.inventory.placer import Placer, open_placer
+from vnuma.inventory.placing import Snapshot
 from vnuma.placement.engine import best_reason, place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, VmRequest
-from vnuma.placement.quota import check_quota
+from vnuma.placement.model import Placement, PlacementResult, Strategy, VmRequest
 from vnuma.services import Settings
 from vnuma.topology import gc_paused
 
@@ -41,91 +45,67 @@ def check_vm_name(name: str, what: str = "VM") -> None:
         )
 
 
-def create_tenant(settings: Settings, tenant: Tenant) -> Tenant:
-    """Record a new tenant."""
-    check_vm_name(tenant.name, "tenant")
-    for value, flag in ((tenant.max_vcpus, "--max-vcpus"), (tenant.max_gpus, "--max-gpus")):
-        if value is not None and value < 0:
-            raise InvalidInputError(f"{flag} must be 0 or more, got {value}")
-    from vnuma.inventory.db import open_inventory
+def _named(request: VmRequest, snap: Snapshot) -> VmRequest:
+    """The request with its tenant's isolation and a name (``TENANT-vmN`` when none was given)."""
+    assert request.tenant is not None
+    tenant = snap.tenants.get(request.tenant)
+    if tenant is None:
+        raise NotFoundError(f"unknown tenant {request.tenant!r}", hint=f"vnuma tenant create {request.tenant}")
+    taken = {p.vm for p in snap.placements}
+    name = request.name
+    if not name:
+        n = 1
+        while f"{request.tenant}-vm{n}" in taken:
+            n += 1
+        name = f"{request.tenant}-vm{n}"
+    check_vm_name(name)
+    if name in taken:
+        raise ConflictError(f"VM {name!r} already exists", hint=f"vnuma vm show {name}")
+    return replace(request, name=name, isolation=tenant.isolation)
 
-    open_inventory(settings.db_url).add_tenant(tenant)
-    return tenant
 
-
-def _unique_vm_name(inventory: PlacingInventory, tenant: str) -> str:
-    taken = {p.vm for p, _state in inventory.list_vms(tenant=tenant)}
-    n = 1
-    while f"{tenant}-vm{n}" in taken:
-        n += 1
-    return f"{tenant}-vm{n}"
-
-
-def plan_placement(
-    inventory: PlacingInventory, request: VmRequest, strategy: Strategy
-) -> tuple[VmRequest, PlacementResult]:
-    """Run the engine on the inventory's current state (no writes)."""
-    tenant = inventory.get_tenant(request.tenant)
-    request = replace(request, isolation=tenant.isolation)
-    if request.host is not None:
-        inventory.get_host(request.host)
-    hosts, placements = inventory.list_hosts(), inventory.placements_on(None)
+def decide(snap: Snapshot, request: VmRequest, strategy: Strategy, *, explain: bool) -> PlacementResult:
+    """The engine's answer on a snapshot (a refusal is always explained)."""
     with gc_paused():
-        fleet = Fleet(hosts, placements, inventory.tenant_isolations())
-        result = place(request, fleet, strategy)
-    if result.chosen is not None:
-        used_vcpus, used_gpus = inventory.tenant_usage(tenant.name)
-        chosen = result.chosen
-        gpus = sum(1 for d in chosen.devices if d.kind == "gpu")
-        check_quota(tenant, used_vcpus, used_gpus, chosen.vcpus, gpus)
-    return request, result
-
+        fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
+        result = place(request, fleet, strategy, explain=explain)
+        if result.chosen is None and not explain:
+            result = place(request, fleet, strategy, explain=True)
+    return result
 
 
 def place_vm(
-    settings: Settings, request: VmRequest, strategy: Strategy, *, dry_run: bool
+    settings: Settings, request: VmRequest, strategy: Strategy, *, dry_run: bool, explain: bool = False
 ) -> tuple[VmRequest, PlacementResult]:
     """Place a VM and, unless ``dry_run``, claim its resources in one transaction.
 
-    Returns the request as completed (VM name, tenant isolation) and the result.
-
-    A claim that loses a race (another operator took a pCPU, page or device
-    first) is recomputed on the new state, up to ``CLAIM_ATTEMPTS`` times.
+    Returns the request as completed (VM name, tenant isolation) and the
+    result; ``explain`` gives every host's rejection and score.
 
     Raises:
         NotFoundError: unknown tenant or host.
-        ConflictError: the VM name is taken, or every attempt lost its claim
-            ("inventory busy").
-        NoPlacementError: nothing fits; carries every host's rejection.
+        InvalidInputError: a malformed request, or a VM alone over its tenant's quota.
+        ConflictError: the VM name is taken, a quota would be exceeded, or every
+            attempt lost its claim ("inventory busy").
     """
-    with open_placing_inventory(settings.db_url) as inventory:
-        try:
-            inventory.get_tenant(request.tenant)
-        except NotFoundError as err:
-            raise NotFoundError(
-                f"unknown tenant {request.tenant!r}", hint=f"vnuma tenant create {request.tenant}"
-            ) from err
-        if not request.name:
-            request = replace(request, name=_unique_vm_name(inventory, request.tenant))
-        check_vm_name(request.name)
-        _ensure_vm_absent(inventory, request.name)
-        return _plan_and_claim(inventory, request, strategy, dry_run=dry_run)
+    with open_placer(settings.db_url) as placer:
+        return _decide_and_claim(placer, request, strategy, dry_run=dry_run, explain=explain)
 
 
-def _plan_and_claim(
-    inventory: PlacingInventory, request: VmRequest, strategy: Strategy, *, dry_run: bool
+def _decide_and_claim(
+    placer: Placer, request: VmRequest, strategy: Strategy, *, dry_run: bool, explain: bool
 ) -> tuple[VmRequest, PlacementResult]:
     last = ""
     for attempt in range(CLAIM_ATTEMPTS):
-        request, result = plan_placement(inventory, request, strategy)
+        snap = placer.snapshot()
+        request = _named(request, snap)
+        result = decide(snap, request, strategy, explain=explain)
         if result.chosen is None or dry_run:
             return request, result
         try:
-            inventory.claim(result.chosen)
+            placer.claim(result.chosen)
             return request, result
         except ConflictError as err:
-            # A racing command that took the VM's name is not worth a retry.
-            _ensure_vm_absent(inventory, request.name)
             last = str(err)
         if attempt + 1 < CLAIM_ATTEMPTS:
             # Jitter, so that commands that lost the same race do not collide again in lockstep.
@@ -142,11 +122,3 @@ def require_chosen(request: VmRequest, result: PlacementResult) -> Placement:
     if result.chosen is None:
         raise NoPlacementError(request.name, result.rejections, best=best_reason(result))
     return result.chosen
-
-
-def _ensure_vm_absent(inventory: PlacingInventory, name: str) -> None:
-    try:
-        inventory.get_vm(name)
-    except NotFoundError:
-        return
-    raise ConflictError(f"VM {name!r} already exists", hint=f"vnuma vm show {name}")

@@ -12,7 +12,6 @@ from vnuma.placement.rebalance import FleetState, Objective, Plan, plan_moves
 from vnuma.services import Settings
 from vnuma.topology import parse_page_size, parse_size_kib
 
-ROOM_TENANT = "(room)"
 _KEYS = ("vcpus", "memory", "gpus", "numa_nodes", "page_size")
 
 
@@ -43,8 +42,8 @@ def parse_shape(text: str) -> VmRequest:
             )
         numbers[key] = int(raw)
     return VmRequest(
-        name="(room)",
-        tenant=ROOM_TENANT,
+        name="room",
+        tenant=None,
         vcpus=numbers["vcpus"],
         memory_kib=parse_size_kib(values["memory"]),
         gpus=numbers["gpus"],
@@ -85,7 +84,8 @@ def plan_rebalance(
             )
         hosts = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
         names = [h.name for h in hosts]
-        state = FleetState(tuple(hosts), tuple(inventory.placements_on(names)), inventory.tenant_isolations())
+        isolation = {name: t.isolation for name, t in inventory.tenants().items()}
+        state = FleetState(tuple(hosts), tuple(inventory.placements_on(names)), isolation)
     if make_room_for is not None and make_room_for.host is None and host is not None:
         make_room_for = replace(make_room_for, host=host)
     return plan_moves(state, objective, max_moves, make_room_for, time_limit_s, clock=time.monotonic)

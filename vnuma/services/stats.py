@@ -133,7 +133,7 @@ def collect(
             host = placement.host
         hosts: list[Host] = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
         placements = tuple(inventory.placements_on([h.name for h in hosts]))
-        isolation = inventory.tenant_isolations()
+        isolation = {name: t.isolation for name, t in inventory.tenants().items()}
         listed = inventory.list_vms(host=host)
     by_name = {h.name: h for h in hosts}
     vms: list[VmStats] = []

@@ -1,29 +1,86 @@
-"""Tenant reporting: each tenant with its quota and what it uses."""
+"""Tenant use cases: create, change isolation and quotas, and report each tenant's usage."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from vnuma.errors import InvalidInputError
 from vnuma.inventory.db import open_inventory
+from vnuma.placement.model import Isolation, Tenant
 from vnuma.services import Settings
+from vnuma.services.placing import check_vm_name
+
+KEEP = object()
+"""An :func:`update_tenant` argument left as it is."""
+
+
+def _check_quotas(max_vcpus: int | None, max_gpus: int | None) -> None:
+    for value, flag in ((max_vcpus, "--max-vcpus"), (max_gpus, "--max-gpus")):
+        if value is not None and value < 0:
+            raise InvalidInputError(f"{flag} must be 0 or more, got {value}")
+
+
+def create_tenant(settings: Settings, tenant: Tenant) -> Tenant:
+    """Record a new tenant.
+
+    Raises:
+        InvalidInputError: a bad name or a negative quota.
+        ConflictError: the name exists.
+    """
+    check_vm_name(tenant.name, "tenant")
+    _check_quotas(tenant.max_vcpus, tenant.max_gpus)
+    with open_inventory(settings.db_url) as inventory:
+        inventory.add_tenant(tenant)
+    return tenant
+
+
+def update_tenant(
+    settings: Settings, name: str, *, isolation: Isolation | None = None, max_vcpus: Any = KEEP, max_gpus: Any = KEEP
+) -> tuple[Tenant, Tenant]:
+    """Change a tenant's isolation and/or quotas (None: unlimited; :data:`KEEP`: unchanged); (before, after).
+
+    An isolation change is refused when the tenant's VMs would break it (the
+    admission rule decides, on each host they are on); a quota below the
+    tenant's usage is accepted and refuses growth only.
+
+    Raises:
+        InvalidInputError: nothing to change, or a negative quota.
+        NotFoundError: unknown tenant.
+        ConflictError: a VM of the tenant shares a core or cell the new isolation forbids.
+    """
+    if isolation is None and max_vcpus is KEEP and max_gpus is KEEP:
+        raise InvalidInputError(
+            f"tenant {name!r}: nothing to change", hint="give --isolation, --max-vcpus and/or --max-gpus"
+        )
+    with open_inventory(settings.db_url) as inventory:
+        current = inventory.get_tenant(name)
+        new = Tenant(
+            name,
+            isolation or current.isolation,
+            current.max_vcpus if max_vcpus is KEEP else max_vcpus,
+            current.max_gpus if max_gpus is KEEP else max_gpus,
+        )
+        _check_quotas(new.max_vcpus, new.max_gpus)
+        old = inventory.update_tenant(new)
+    return old, new
 
 
 def tenant_rows(settings: Settings, only: str | None = None) -> list[dict[str, Any]]:
     """One dict per tenant (``only``: just that one; NotFoundError if unknown)."""
-    inventory = open_inventory(settings.db_url)
-    tenants = [inventory.get_tenant(only)] if only else inventory.list_tenants()
-    rows = []
-    for t in tenants:
-        vcpus, gpus = inventory.tenant_usage(t.name)
-        rows.append(
-            {
-                "name": t.name,
-                "isolation": str(t.isolation),
-                "max_vcpus": t.max_vcpus,
-                "max_gpus": t.max_gpus,
-                "vms": len(inventory.list_vms(tenant=t.name)),
-                "vcpus": vcpus,
-                "gpus": gpus,
-            }
-        )
+    with open_inventory(settings.db_url) as inventory:
+        tenants = [inventory.get_tenant(only)] if only else inventory.list_tenants()
+        rows = []
+        for t in tenants:
+            vcpus, gpus = inventory.tenant_usage(t.name)
+            rows.append(
+                {
+                    "name": t.name,
+                    "isolation": str(t.isolation),
+                    "max_vcpus": t.max_vcpus,
+                    "max_gpus": t.max_gpus,
+                    "vms": len(inventory.list_vms(tenant=t.name)),
+                    "vcpus": vcpus,
+                    "gpus": gpus,
+                }
+            )
     return rows

@@ -78,10 +78,11 @@ class FleetArrays:
         self.pages = self.cells[4 : 4 + len(SIZES)]
         self.gpus = self.cells[4 + len(SIZES)]
         self.threads_free = self.cells[5 + len(SIZES)]
-        self.share_threads = np.zeros((cols, hosts), dtype=np.int64)
-        self.share_pages = np.zeros((len(SIZES), cols, hosts), dtype=np.int64)
-        self.multi_gpu = np.zeros((cols, hosts), dtype=bool)
-        """Cells with two or more GPUs: the only ones whose free GPUs can be stranded (:mod:`.gpus`)."""
+        # Static per-cell totals, as the capacity rules (:mod:`vnuma.placement.rules`) take them.
+        self.cell_threads = np.zeros((cols, hosts), dtype=np.int64)
+        self.cell_width = np.ones((cols, hosts), dtype=np.int64)
+        self.cell_gpus = np.zeros((cols, hosts), dtype=np.int64)
+        self.cell_pages = np.zeros((len(SIZES), cols, hosts), dtype=np.int64)
         self.threads_total = np.zeros(hosts, dtype=np.int64)
         self.threads_used = np.zeros(hosts, dtype=np.int64)
         self.mem_total = np.zeros(hosts, dtype=np.int64)
@@ -128,11 +129,11 @@ class FleetArrays:
         self.ncells[h] = len(shape.cells)
         self.exotic[h] = any(s not in SIZE_INDEX for c in shape.cells for s in c.pages_total)
         for cell in shape.cells:
-            if cell.gpus:
-                self.share_threads[cell.col, h] = cell.threads_total // len(cell.gpus)
-                self.multi_gpu[cell.col, h] = len(cell.gpus) >= 2
-                for size, i in SIZE_INDEX.items():
-                    self.share_pages[i, cell.col, h] = cell.pages_total.get(size, 0) // len(cell.gpus)
+            self.cell_threads[cell.col, h] = cell.threads_total
+            self.cell_width[cell.col, h] = cell.width
+            self.cell_gpus[cell.col, h] = len(cell.gpus)
+            for size, i in SIZE_INDEX.items():
+                self.cell_pages[i, cell.col, h] = cell.pages_total.get(size, 0)
             self.cells[:, cell.col, h] = np.array(_columns(cell), dtype=np.int64)[:, None]
 
     def totals(self, hosts: IntArray | None = None) -> Totals:

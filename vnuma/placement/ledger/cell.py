@@ -14,17 +14,26 @@ isolation, :data:`NONE_BUCKET` when every owner has isolation ``none`` (any
 no bucket. Cells keep, per bucket, the free/shared thread counts of their
 partly used cores, so a tenant's exact capacity is O(1) per cell.
 
+A request may have no tenant yet (``None``: a capacity probe, room for a
+newcomer): it gets the :data:`NEWCOMER` bucket, which no core ever has, so
+it sees whole free cores only, and it may use every cell no cell-isolated
+tenant holds.
+
 Memory-only cells (no CPUs) are not tracked: a guest NUMA cell must have
 vCPUs in libvirt terms, so this version never uses them as guest cells.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from vnuma.placement.model import CpuPolicy, Isolation, ThreadPolicy
 from vnuma.topology import PAGE_4K, Cell, Host
 
 NONE_BUCKET = "\x00none"
 BLOCKED = "\x00blocked"
+NEWCOMER = "\x00newcomer"
+"""The bucket of a request without a tenant: never a core's bucket (see :func:`bucket_of`)."""
 
 
 class CoreState:
@@ -131,7 +140,7 @@ class CellState:
         """Remove a core's contribution from the aggregates (before changing it)."""
         self._account(core, -1)
 
-    def attach(self, core: CoreState, isolation: dict[str, Isolation]) -> None:
+    def attach(self, core: CoreState, isolation: Mapping[str, Isolation]) -> None:
         """Recompute a core's bucket and add its contribution back."""
         core.bucket = bucket_of(core.owners, isolation)
         self._account(core, 1)
@@ -156,11 +165,20 @@ class CellState:
 
     # --- capacity ---------------------------------------------------------------------------
 
-    def usable_by(self, tenant: str, isolation: Isolation, isolations: dict[str, Isolation]) -> bool:
-        """Cell isolation: may ``tenant`` put a VM on this cell at all?"""
-        if isolation is Isolation.CELL:
-            return all(t == tenant for t in self.tenants)
-        return not any(isolations.get(t) is Isolation.CELL for t in self.tenants if t != tenant)
+    def usable_by(self, tenant: str | None, isolation: Isolation, isolations: Mapping[str, Isolation]) -> bool:
+        """Cell isolation: may ``tenant`` (None: a newcomer) put a VM on this cell at all?"""
+        return self.cell_isolation_clash(tenant, isolation, isolations) is None
+
+    def cell_isolation_clash(
+        self, tenant: str | None, isolation: Isolation, isolations: Mapping[str, Isolation]
+    ) -> str | None:
+        """The first (by name) other tenant on this cell that cell isolation, its or ``tenant``'s, keeps apart."""
+        found: str | None = None
+        for other in self.tenants:
+            clash = other != tenant and (isolation is Isolation.CELL or isolations.get(other) is Isolation.CELL)
+            if clash and (found is None or other < found):
+                found = other
+        return found
 
     def capacity(self, bucket: str, cpu_policy: CpuPolicy, thread_policy: ThreadPolicy) -> int:
         """vCPUs of one VM this cell can still take for a tenant of ``bucket`` (exact)."""
@@ -205,7 +223,7 @@ class CellState:
         return max((len(c.cpus) for c in self.cores), default=1)
 
 
-def bucket_of(owners: dict[str, int], isolation: dict[str, Isolation]) -> str | None:
+def bucket_of(owners: Mapping[str, int], isolation: Mapping[str, Isolation]) -> str | None:
     """Who may still use a core with these owners (None: nobody owns it, it is whole and free)."""
     if not owners:
         return None
@@ -217,8 +235,10 @@ def bucket_of(owners: dict[str, int], isolation: dict[str, Isolation]) -> str | 
     return BLOCKED
 
 
-def tenant_bucket(tenant: str, isolation: Isolation) -> str:
-    """The bucket of partly used cores a tenant may join."""
+def tenant_bucket(tenant: str | None, isolation: Isolation) -> str:
+    """The bucket of partly used cores a tenant may join (a newcomer, ``None``, joins none)."""
+    if tenant is None:
+        return NEWCOMER
     return NONE_BUCKET if isolation is Isolation.NONE else tenant
 
 

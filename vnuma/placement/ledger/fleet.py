@@ -1,61 +1,81 @@
-"""The engine's in-memory view of hosts and their claims, updated incrementally.
+"""The ledger of a fleet: hosts, what their VMs hold, and what each tenant holds.
 
-Pure: no I/O; mutable (``add``/``remove``), never mutates its arguments.
-Hosts are kept in name order, so the order they are given in never matters.
+Pure: no I/O; mutable through :meth:`Fleet.add` (admitted, see :mod:`.admit`),
+:meth:`Fleet.record` (trusted: placements the inventory already holds) and
+:meth:`Fleet.remove`; never mutates its arguments. Hosts are kept in name
+order, so the order they are given in never matters.
 
-What a placement holds, as the fleet accounts it:
+What a placement holds, as the ledger accounts it:
 
 * ``dedicated`` VMs hold their pinned pCPUs and an isolated emulator pCPU;
   with the ``isolate`` thread policy also every placeable sibling of those
-  (kept empty, so counted as used); see :func:`held_pcpus`.
+  (kept empty, so counted as used); see :meth:`HostState.held_pcpus`.
 * ``shared`` VMs add their float set to the cell's shared pool (reference
   counted): pool pCPUs stay usable by other ``shared`` VMs of tenants allowed
   on those cores, never by dedicated VMs.
-* pages of ``page_size_kib`` per cell, and the listed devices.
+* pages of ``page_size_kib`` per cell, and the listed devices (any kind).
+* per tenant, the vCPUs and GPUs of its VMs (its quotas' usage), on top of
+  what it holds on hosts outside this ledger (``usage_elsewhere``: a claim
+  builds a one-host ledger).
 
 Reserved CPUs (``Host.reserved_cpus``) are never placeable; memory-only
-cells are not guest cells in this version (see :mod:`vnuma.placement.ledger.cell`).
-
-A host's per-cell objects are built on first use (:mod:`.host`): a
-host nothing is placed on and the engine never looks at in detail costs its
-shape's share only. Alongside the per-host objects the fleet keeps numpy arrays of per-cell
-upper bounds of free capacity (:mod:`.arrays`) so the engine can
-pre-filter a thousand hosts in a few vectorized operations, and the
-engine's cache of refused request shapes (valid while ``epoch`` holds).
+cells are not guest cells in this version (see :mod:`.cell`). A host's
+per-cell objects are built when a claim is first recorded there
+(:mod:`.host`). Alongside the per-host objects the ledger keeps numpy
+arrays of per-cell upper bounds of free capacity (:mod:`.arrays`) so the
+engine can pre-filter a thousand hosts in a few vectorized operations.
+``epoch`` and ``gpu_epoch`` count changes that may let a refused request
+in (a removal or isolation change; a GPU claim or release).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from vnuma.errors import ConflictError, NotFoundError
+from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.placement.ledger.admit import REPLACE_HINT, admit, gpu_count, touched_cells
 from vnuma.placement.ledger.arrays import FleetArrays
 from vnuma.placement.ledger.cell import CellState, CoreState
 from vnuma.placement.ledger.host import HostState, ShapeCache
-from vnuma.placement.model import Isolation, Placement, Rejection, ThreadPolicy
+from vnuma.placement.model import Isolation, Placement, Rejection, Tenant
+from vnuma.placement.quota import Usage
 from vnuma.topology import Host
+
+TenantsArg = Iterable[Tenant] | Mapping[str, Isolation] | None
 
 
 class _Plan:
-    """The per-cell effect of one placement, checked before anything changes."""
+    """The per-cell effect of one placement on one host."""
 
-    __slots__ = ("cores", "gpus", "loose_gpus", "pages")
+    __slots__ = ("cells", "cores", "gpus", "loose_gpus", "pages")
 
     def __init__(self) -> None:
         self.cores: dict[CoreState, tuple[CellState, list[int], list[int]]] = {}
         self.pages: list[tuple[CellState, int, int]] = []
         self.gpus: list[tuple[CellState, str]] = []
         self.loose_gpus: list[str] = []
+        self.cells: list[CellState] = []
+
+
+def _tenants(arg: TenantsArg) -> dict[str, Tenant]:
+    """Tenants by name from Tenant objects, or from an isolation mapping (no quotas)."""
+    if arg is None:
+        return {}
+    if isinstance(arg, Mapping):
+        return {name: Tenant(name, isolation) for name, isolation in arg.items()}
+    return {t.name: t for t in arg}
 
 
 class Fleet:
-    """Hosts and their current claims, as the placement engine sees them."""
+    """Hosts, their current claims and the tenants' usage: the engine's and the claim's ledger."""
 
     def __init__(
         self,
         hosts: Iterable[Host],
         placements: Iterable[Placement] = (),
-        isolation: Mapping[str, Isolation] | None = None,
+        tenants: TenantsArg = None,
+        *,
+        usage_elsewhere: Mapping[str, Usage] | None = None,
     ) -> None:
         ordered = sorted(hosts, key=lambda h: h.name)
         shapes = ShapeCache()
@@ -65,18 +85,18 @@ class Fleet:
         self.by_name = {s.name: s for s in self.states}
         if len(self.by_name) != len(self.states):
             raise ConflictError("duplicate host names in the fleet")
-        self.isolation: dict[str, Isolation] = dict(isolation or {})
+        self.tenants = _tenants(tenants)
+        self.isolation: dict[str, Isolation] = {name: t.isolation for name, t in self.tenants.items()}
+        self.usage: dict[str, Usage] = dict(usage_elsewhere or {})
         self._placed: dict[str, Placement] = {}
         self.arrays = FleetArrays(self.states)
         self.gpus_total = sum(s.gpus_total for s in self.states)
         self.epoch = 0
-        """Bumped whenever capacity may grow (a removal, an isolation change): invalidates caches."""
+        """Bumped whenever capacity may grow (a removal, an isolation change): invalidates refusal memories."""
         self.gpu_epoch = 0
         """Bumped whenever a GPU is claimed or freed."""
-        self.reject_cache: dict[object, list[tuple[int, int, int, Rejection]]] = {}
-        self.reject_cache_epoch = 0
         for p in placements:
-            self.add(p, self.isolation.get(p.tenant, Isolation.CORE))
+            self.record(p)
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -85,19 +105,28 @@ class Fleet:
         return tuple(s.name for s in self.states)
 
     def host(self, name: str) -> Host:
-        """The host called ``name``.
+        """The host called ``name`` (NotFoundError if absent)."""
+        return self.state(name).host
+
+    def state(self, name: str) -> HostState:
+        """The claim state of host ``name``.
 
         Raises:
             NotFoundError: no such host in the fleet.
         """
-        return self.state(name).host
-
-    def state(self, name: str) -> HostState:
-        """The claim state of host ``name``; NotFoundError if absent."""
         try:
             return self.by_name[name]
         except KeyError:
             raise NotFoundError(f"unknown host {name!r}", hint="vnuma host list") from None
+
+    def tenant(self, name: str | None) -> Tenant:
+        """Tenant ``name`` with its isolation and quotas (unknown: core isolation, no quotas)."""
+        found = self.tenants.get(name) if name is not None else None
+        return found if found is not None else Tenant(name or "", self.isolation.get(name or "", Isolation.CORE))
+
+    def used(self, tenant: str | None) -> Usage:
+        """What the tenant's VMs hold (its quotas' usage)."""
+        return self.usage.get(tenant, Usage()) if tenant is not None else Usage()
 
     def placements(self) -> tuple[Placement, ...]:
         """Every placement the fleet holds, in VM name order."""
@@ -121,25 +150,70 @@ class Fleet:
         hs = self.state(host)
         return tuple(sorted([a for c in hs.cells for a in c.gpus_free] + hs.loose_gpus_free))
 
-    # --- changes ----------------------------------------------------------------------------
+    def held_pcpus(self, p: Placement) -> frozenset[int]:
+        """Every pCPU ``p`` keeps from other VMs on its host (see :meth:`HostState.held_pcpus`)."""
+        return self.state(p.host).held_pcpus(p)
 
-    def add(self, placement: Placement, isolation: Isolation = Isolation.CORE) -> None:
-        """Record a placement's claims; ``isolation`` is its tenant's.
+    def admit(self, p: Placement, isolation: Isolation | None = None) -> Rejection | None:
+        """None when ``p`` may be claimed now; else why not (see :mod:`.admit`). ``isolation``, when
+        given, is the tenant's for this question (a request carries its tenant's).
 
         Raises:
             NotFoundError: the placement's host is not in the fleet.
-            ConflictError: the VM is already held, or a pCPU, page or device it
-                names is already taken or does not exist.
+        """
+        tenant = self.tenant(p.tenant)
+        if isolation is not None and isolation is not tenant.isolation:
+            tenant = Tenant(tenant.name, isolation, tenant.max_vcpus, tenant.max_gpus)
+        return admit(p, self.state(p.host), tenant, self.isolation, self.used(p.tenant))
+
+    # --- changes ----------------------------------------------------------------------------
+
+    def add(self, placement: Placement, isolation: Isolation | None = None) -> None:
+        """Admit a placement and record its claims; ``isolation`` (when given) is its tenant's.
+
+        Raises:
+            NotFoundError: the placement's host is not in the fleet.
+            InvalidInputError: a malformed placement (admission's ``shape``).
+            ConflictError: the VM is already held, or admission refuses it.
+        """
+        if placement.vm in self._placed:
+            raise ConflictError(f"VM {placement.vm!r} is already placed")
+        if placement.tenant is None:
+            raise InvalidInputError(f"VM {placement.vm!r}: a placement without a tenant (a probe) is never claimed")
+        if isolation is not None:
+            self.set_isolation(placement.tenant, isolation)
+        refusal = self.admit(placement)
+        if refusal is not None:
+            error = InvalidInputError if refusal.check == "shape" else ConflictError
+            raise error(f"VM {placement.vm!r}: {refusal.reason}", hint=refusal.hint or REPLACE_HINT)
+        self.record(placement)
+
+    def set_isolation(self, tenant: str, isolation: Isolation) -> None:
+        """Record a tenant's isolation; who may join its partly used cores changes with it."""
+        current = self.isolation.get(tenant)
+        if current is isolation:
+            return
+        known = self.tenants.get(tenant)
+        self.tenants[tenant] = Tenant(tenant, isolation, *((known.max_vcpus, known.max_gpus) if known else ()))
+        self.isolation[tenant] = isolation
+        if current is not None or tenant in self.usage:
+            self._rebucket(tenant)
+
+    def record(self, placement: Placement) -> None:
+        """Record a placement's claims without admission: for what the inventory already holds.
+
+        Resources it names that the host no longer has (a CPU reserved since)
+        are skipped; nothing is checked.
+
+        Raises:
+            NotFoundError: the placement's host is not in the fleet.
+            ConflictError: the fleet already holds a VM of that name.
         """
         if placement.vm in self._placed:
             raise ConflictError(f"VM {placement.vm!r} is already placed")
         hs = self.state(placement.host)
-        if self.isolation.get(placement.tenant, isolation) is not isolation:
-            self.isolation[placement.tenant] = isolation
-            self._rebucket(placement.tenant)
-        self.isolation[placement.tenant] = isolation
-        plan = self._plan(hs, placement)
-        self._apply(hs, placement, plan, +1)
+        hs.build()
+        self._apply(hs, placement, self._plan(hs, placement), +1)
         self._placed[placement.vm] = placement
 
     def remove(self, vm_name: str) -> Placement:
@@ -152,12 +226,11 @@ class Fleet:
         if placement is None:
             raise NotFoundError(f"unknown VM {vm_name!r}")
         hs = self.by_name[placement.host]
-        self._apply(hs, placement, self._plan(hs, placement, check=False), -1)
+        self._apply(hs, placement, self._plan(hs, placement), -1)
         self.epoch += 1
         return placement
 
     def _rebucket(self, tenant: str) -> None:
-        # A tenant's isolation changed: who may join its partly used cores changes too.
         self.epoch += 1
         for hs in self.states:
             if not hs.built:
@@ -170,85 +243,67 @@ class Fleet:
                 if cores:
                     self.arrays.sync_cell(hs, cell)
 
-    def _held(self, hs: HostState, p: Placement) -> set[int]:
-        held = set(p.dedicated_pcpus)
-        if p.thread_policy is ThreadPolicy.ISOLATE:
-            for cpu in list(held):
-                cell = hs.cpu_cell.get(cpu)
-                if cell is not None:
-                    held.update(cell.core_of[cpu].cpus)
-        return held
-
-    def _plan(self, hs: HostState, p: Placement, *, check: bool = True) -> _Plan:
+    def _plan(self, hs: HostState, p: Placement) -> _Plan:
         plan = _Plan()
-        where = f"VM {p.vm!r} on host {hs.name!r}"
-        held = self._held(hs, p)
+        held = hs.held_pcpus(p)
         for cpu in sorted(held | p.shared_pcpus):
             cell = hs.cpu_cell.get(cpu)
             if cell is None:
-                if cpu in hs.host.reserved_cpus:
-                    continue  # reserved after the VM was placed: nothing to account
-                raise ConflictError(f"{where}: pCPU {cpu} is not a CPU of the host")
+                continue  # reserved (or gone) since the VM was placed: nothing to account
             core = cell.core_of[cpu]
             entry = plan.cores.get(core)
             if entry is None:
                 entry = plan.cores[core] = (cell, [], [])
-            if cpu in held:
-                if check and cpu not in core.free:
-                    raise ConflictError(f"{where}: pCPU {cpu} is already taken")
-                entry[1].append(cpu)
-            else:
-                if check and cpu not in core.free and cpu not in core.shared:
-                    raise ConflictError(f"{where}: pCPU {cpu} is held by another VM, cannot share it")
-                entry[2].append(cpu)
-        if len({ca.host_cell for ca in p.cells}) != len(p.cells):
-            raise ConflictError(f"{where}: two guest cells on one host cell")
+            entry[1 if cpu in held else 2].append(cpu)
         for ca in p.cells:
             cell = hs.cell_by_id.get(ca.host_cell)
-            if cell is None:
-                raise ConflictError(f"{where}: host cell {ca.host_cell} is not a CPU cell of the host")
-            if check and cell.pages_free.get(ca.page_size_kib, 0) < ca.pages:
-                raise ConflictError(
-                    f"{where}: cell {ca.host_cell} has {cell.pages_free.get(ca.page_size_kib, 0)} free "
-                    f"{ca.page_size_kib} KiB pages, the VM claims {ca.pages}"
-                )
-            plan.pages.append((cell, ca.page_size_kib, ca.pages))
-        self._plan_devices(hs, p, plan, where, check)
-        return plan
-
-    def _plan_devices(self, hs: HostState, p: Placement, plan: _Plan, where: str, check: bool) -> None:
+            if cell is not None:
+                plan.pages.append((cell, ca.page_size_kib, ca.pages))
+        plan.cells = [hs.cell_by_id[c] for c in sorted(touched_cells(p, hs, held)) if c in hs.cell_by_id]
         for dev in p.devices:
-            if dev.kind != "gpu":
+            if dev.kind != "gpu" or dev.address not in hs.gpu_home:
                 continue
-            if dev.address not in hs.gpu_home:
-                raise ConflictError(f"{where}: GPU {dev.address} is not a GPU of the host")
             home = hs.gpu_home[dev.address]
             cell = hs.cell_by_id.get(home) if home is not None else None
             if cell is not None and dev.address in cell.gpus:
-                if check and dev.address not in cell.gpus_free:
-                    raise ConflictError(f"{where}: GPU {dev.address} is already taken")
                 plan.gpus.append((cell, dev.address))
             else:
-                if check and dev.address not in hs.loose_gpus_free:
-                    raise ConflictError(f"{where}: GPU {dev.address} is already taken")
                 plan.loose_gpus.append(dev.address)
+        return plan
 
     def _apply(self, hs: HostState, p: Placement, plan: _Plan, sign: int) -> None:
         touched: dict[int, CellState] = {}
         for core, (cell, held, shared) in plan.cores.items():
             touched[cell.id] = cell
             cell.detach(core)
-            _change_core(core, held, shared, p.tenant, sign)
+            _change_core(core, held, shared, p.tenant or "", sign)
             cell.attach(core, self.isolation)
+            for cpu in held:
+                if sign > 0:
+                    hs.holders[cpu] = p.vm
+                else:
+                    hs.holders.pop(cpu, None)
+            for cpu in shared:
+                floating = hs.floaters.setdefault(cpu, set())
+                if sign > 0:
+                    floating.add(p.vm)
+                else:
+                    floating.discard(p.vm)
+                    if not floating:
+                        del hs.floaters[cpu]
         for cell, size, count in plan.pages:
             cell.pages_free[size] = cell.pages_free.get(size, 0) - sign * count
             touched[cell.id] = cell
-            left = cell.tenants.get(p.tenant, 0) + sign
-            if left:
-                cell.tenants[p.tenant] = left
-            else:
-                cell.tenants.pop(p.tenant, None)
+        for cell in plan.cells:
+            _count(cell.tenants, p.tenant or "", sign)
+        for dev in p.devices:
+            if sign > 0:
+                hs.devices_taken[dev.address] = p.vm
+            elif hs.devices_taken.get(dev.address) == p.vm:
+                del hs.devices_taken[dev.address]
         self._apply_gpus(hs, plan, sign, touched)
+        if p.tenant is not None:
+            self.usage[p.tenant] = self.used(p.tenant).plus(sign * p.vcpus, sign * gpu_count(p))
         for cell in touched.values():
             self.arrays.sync_cell(hs, cell)
         self.arrays.sync_host(hs)
@@ -273,6 +328,14 @@ class Fleet:
             self.gpu_epoch += 1
 
 
+def _count(counts: dict[str, int], key: str, delta: int) -> None:
+    left = counts.get(key, 0) + delta
+    if left:
+        counts[key] = left
+    else:
+        counts.pop(key, None)
+
+
 def _change_core(core: CoreState, held: list[int], shared: list[int], tenant: str, sign: int) -> None:
     if sign > 0:
         core.free.difference_update(held)
@@ -288,8 +351,4 @@ def _change_core(core: CoreState, held: list[int], shared: list[int], tenant: st
             else:
                 del core.shared[cpu]
                 core.free.add(cpu)
-    left = core.owners.get(tenant, 0) + sign * (len(held) + len(shared))
-    if left:
-        core.owners[tenant] = left
-    else:
-        core.owners.pop(tenant, None)
+    _count(core.owners, tenant, sign * (len(held) + len(shared)))

@@ -6,10 +6,11 @@ the engine reads it, only the fleet changes it.
 Hosts of one hardware shape (equal cells, devices and reserved CPUs) share a
 :class:`HostShape`: the static tables and totals are computed once per shape,
 and a host's per-cell claim state (:class:`CellState` objects, one per core
-too) is only built, as a copy of the shape's pristine cells, the first time
-something reads it (``HostState.built`` tells). Until then the host is
-unclaimed, so it equals the shape's :attr:`HostShape.template` in every
-respect but its name and index.
+too) is only built, as a copy of the shape's pristine cells, when the fleet
+first records a claim there (``HostState.built`` tells). Until then the host
+is unclaimed, so it equals the shape's :attr:`HostShape.template` in every
+respect but its name and index, and reading its per-cell state reads the
+template's: reading never changes a host.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from vnuma.placement.ledger.cell import CellState, cell_states
+from vnuma.placement.model import Placement, ThreadPolicy
 from vnuma.topology import PAGE_4K, DeviceKind, Host
 
 UNKNOWN_REMOTE_DISTANCE = 20  # libvirt's default when a host reports no SLIT table
-_LAZY = frozenset({"cells", "cell_by_id", "cpu_cell", "loose_gpus_free"})
+_LAZY = frozenset({"cells", "cell_by_id", "cpu_cell", "loose_gpus_free", "holders", "floaters", "devices_taken"})
 
 
 class HostShape:
@@ -29,6 +31,7 @@ class HostShape:
     __slots__ = (
         "cells",
         "distance",
+        "floaters",
         "gpu_home",
         "gpus_total",
         "host",
@@ -74,7 +77,8 @@ class HostShape:
             sorted({s for c in self.cells for s in c.pages_total if s > PAGE_4K}, reverse=True)
         )
         self.template = HostState(host, -1, self)
-        """An unclaimed host of this shape, never claimed on: what an unbuilt host would answer."""
+        """An unclaimed host of this shape, never claimed on: what an unbuilt host answers."""
+        self.template._own(self.cells)
 
 
 class ShapeCache:
@@ -107,10 +111,13 @@ class HostState:
         "cell_by_id",
         "cells",
         "cpu_cell",
+        "devices_taken",
         "distance",
+        "floaters",
         "gpu_home",
         "gpus_free",
         "gpus_total",
+        "holders",
         "host",
         "hugepage_sizes",
         "index",
@@ -146,18 +153,39 @@ class HostState:
         self.width = shape.width
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for an unset slot: the per-cell state, built on first use.
+        # Only reached for an unset slot: an unbuilt host reads its shape's template.
         if name in _LAZY and not self.built:
-            self._build()
-            return getattr(self, name)
+            return getattr(self.shape.template, name)
         raise AttributeError(name)
 
-    def _build(self) -> None:
-        self.cells: tuple[CellState, ...] = tuple(c.fresh_copy() for c in self.shape.cells)
+    def build(self) -> None:
+        """Give the host per-cell state of its own (the fleet calls this before its first change)."""
+        if not self.built:
+            self._own(tuple(c.fresh_copy() for c in self.shape.cells))
+
+    def _own(self, cells: tuple[CellState, ...]) -> None:
+        self.cells: tuple[CellState, ...] = cells
         self.cell_by_id = {c.id: c for c in self.cells}
         self.cpu_cell = {cpu: c for c in self.cells for cpu in c.core_of}
         self.loose_gpus_free: list[str] = list(self.shape.loose_gpus)
+        self.holders: dict[int, str] = {}
+        """pCPU -> the VM holding it exclusively."""
+        self.floaters: dict[int, set[str]] = {}
+        """pCPU -> the floating (``shared``) VMs whose pool holds it."""
+        self.devices_taken: dict[str, str] = {}
+        """PCI address -> the VM it is passed through to (every device kind)."""
         self.built = True
+
+    def held_pcpus(self, p: Placement) -> frozenset[int]:
+        """Every pCPU ``p`` keeps from other VMs: dedicated pins, an isolated emulator pCPU and, under the
+        ``isolate`` thread policy, the other placeable threads of their cores (kept empty)."""
+        held = set(p.dedicated_pcpus)
+        if p.thread_policy is ThreadPolicy.ISOLATE:
+            for cpu in list(held):
+                cell = self.cpu_cell.get(cpu)
+                if cell is not None:
+                    held.update(cell.core_of[cpu].cpus)
+        return frozenset(held)
 
     def socket_cells(self, socket: int | None, cell_id: int) -> tuple[int, ...]:
         """CPU cells on the same socket as ``cell_id`` (just the cell itself when unknown)."""

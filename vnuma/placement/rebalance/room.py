@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vnuma.placement.model import CpuPolicy, GpuAffinity, Objective, Placement, VmRequest, held_pcpus
+from vnuma.placement.model import CpuPolicy, GpuAffinity, Objective, Placement, VmRequest
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, request_of
 from vnuma.placement.rebalance.search import Deadline, Search
 from vnuma.topology import DeviceKind, format_size_kib
@@ -30,7 +30,7 @@ class _Foot:
 def _foot(search: Search, p: Placement) -> _Foot:
     hs = search.fleet.state(p.host)
     threads: dict[int, int] = {}
-    for cpu in held_pcpus(p, hs.host) | p.shared_pcpus:
+    for cpu in hs.held_pcpus(p) | p.shared_pcpus:
         cell = hs.cpu_cell.get(cpu)
         if cell is not None:
             threads[cell.id] = threads.get(cell.id, 0) + 1

@@ -7,26 +7,19 @@ itself removed first, so it only ever uses capacity free at that step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import (
-    CellAssignment,
-    CpuPolicy,
     Isolation,
     Objective,
     Placement,
     Strategy,
-    ThreadPolicy,
     VmRequest,
 )
 from vnuma.placement.rebalance.base import FleetState, Move, Plan, request_of
-from vnuma.topology import PAGE_4K
-
-BLOCKER = "\x00rebalance-block"
 
 
 class Deadline(Exception):
@@ -65,7 +58,9 @@ class Search:
         """Replace ``old`` by ``new`` in the working fleet (undo: ``apply(new, old)``)."""
         self.fleet.remove(old.vm)
         self.on_host[old.host].discard(old.vm)
-        self.fleet.add(new, self.iso(new.tenant))
+        # The engine admitted ``new`` on exactly this state (``old`` removed), and an undo
+        # restores what was there: both are recorded as they are.
+        self.fleet.record(new)
         self.on_host[new.host].add(new.vm)
 
     def cpu_cells(self, host: str) -> int:
@@ -76,7 +71,7 @@ class Search:
         """Guest cells the engine gives ``p`` alone on an empty host of its shape: with its GPUs on its
         cells when that fits there, else without GPUs (its cell count when nothing fits)."""
         shape = self.fleet.state(p.host).shape
-        alone = replace(request_of(p, Isolation.CORE), name="(alone)", tenant="(alone)", host=None)
+        alone = replace(request_of(p, Isolation.CORE), tenant=None, host=None)
         for req in (alone, replace(alone, gpus=0)) if alone.gpus else (alone,):
             key = (id(shape), req)
             if key not in self._fewest:
@@ -95,42 +90,22 @@ class Search:
         return place(request, self.fleet, Strategy.PACK, explain=False).chosen is not None
 
     def replace_vm(self, old: Placement, req: VmRequest, blocked: frozenset[int] | None) -> Placement | None:
-        """The engine's new placement of ``old`` with it removed and ``blocked`` cells of its host made
-        unusable (None: its whole host); None when nothing fits or the engine keeps its cells.
+        """The engine's new placement of ``old`` with it removed and its host's ``blocked`` cells
+        avoided (None: its whole host); None when nothing fits or the engine keeps its cells.
         The fleet is left as it was."""
         self.tick()
+        if blocked is None:
+            req = replace(req, avoid_hosts=req.avoid_hosts | {old.host})
+        else:
+            req = replace(req, avoid_cells=req.avoid_cells | {(old.host, c) for c in blocked})
         self.fleet.remove(old.vm)
         try:
-            with self._blocking(old.host, blocked):
-                chosen = place(req, self.fleet, Strategy.PACK, explain=False).chosen
+            chosen = place(req, self.fleet, Strategy.PACK, explain=False).chosen
         finally:
-            self.fleet.add(old, self.iso(old.tenant))
+            self.fleet.record(old)
         if chosen is None or (chosen.host, chosen.host_cells) == (old.host, old.host_cells):
             return None
         return chosen
-
-    @contextmanager
-    def _blocking(self, host: str, cells: frozenset[int] | None) -> Iterator[None]:
-        # A pretend VM holding every free pCPU of the blocked cells: no engine call can use them.
-        hs = self.fleet.state(host)
-        free = self.fleet.free_pcpus(host)
-        assignments: list[CellAssignment] = []
-        for cs in hs.cells:
-            pcpus = tuple(sorted(free & frozenset(cs.core_of))) if cells is None or cs.id in cells else ()
-            if pcpus:
-                g = len(assignments)
-                assignments.append(CellAssignment(g, cs.id, tuple(range(len(pcpus))), pcpus, 0, PAGE_4K))
-        if not assignments:
-            yield
-            return
-        blocker = Placement(
-            BLOCKER, BLOCKER, host, tuple(assignments), (), (), CpuPolicy.DEDICATED, ThreadPolicy.PREFER
-        )
-        self.fleet.add(blocker, Isolation.NONE)
-        try:
-            yield
-        finally:
-            self.fleet.remove(BLOCKER)
 
 
 def greedy(

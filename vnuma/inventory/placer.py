@@ -1,0 +1,145 @@
+"""The inventory as ``vnuma place`` uses it: one snapshot to decide on, one claim, on either backend.
+
+``vnuma place`` is one process per decision; it reads one snapshot
+(:func:`.placing.read_snapshot`) in one transaction and claims
+(:func:`.placing.claim`) in one more. :func:`open_placer` picks the executor:
+
+* an SQLite file at :data:`SCHEMA_REVISION` (a plain ``sqlite:///PATH``):
+  the stdlib ``sqlite3`` module, set up as ``db.make_engine`` sets up
+  SQLite (busy timeout, foreign keys, WAL, ``BEGIN`` issued by us, writers
+  ``BEGIN IMMEDIATE``), and SQLAlchemy is never imported (it costs
+  0.3-0.5 s, more than deciding on 1,000 hosts);
+* anything else (PostgreSQL, URL options, a new file to create, a schema to
+  refuse): a SQLAlchemy Core engine after the schema check every command
+  makes; the ORM is not loaded.
+
+The queries, the checks and the rows are the same on both (:mod:`.placing`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from types import TracebackType
+
+from vnuma.errors import ConflictError, InventoryError
+from vnuma.inventory.executor import AlchemyExecutor, Executor, SqliteExecutor
+from vnuma.inventory.guard import cause_of, hint_for_text
+from vnuma.inventory.placing import Snapshot, claim, read_snapshot
+from vnuma.inventory.schema import SCHEMA_REVISION
+from vnuma.placement.model import Isolation, Placement
+
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+_PREFIX = "sqlite:///"
+
+Begin = Callable[[bool], AbstractContextManager[Executor]]
+
+
+class Placer:
+    """A snapshot to decide on and a claim, each one transaction."""
+
+    def __init__(self, url: str, begin: Begin, close: Callable[[], None]) -> None:
+        self.url = url
+        self._begin = begin
+        self._close = close
+
+    def snapshot(self) -> Snapshot:
+        """Tenants, hosts and placements, read in one transaction."""
+        with self._begin(False) as x:
+            return read_snapshot(x)
+
+    def claim(self, placement: Placement, isolation: Isolation | None = None) -> None:
+        """Claim the placement in one write transaction (see :func:`.placing.claim`)."""
+        with self._begin(True) as x:
+            claim(x, placement, isolation)
+
+    def close(self) -> None:
+        """Close the connection(s)."""
+        self._close()
+
+    def __enter__(self) -> Placer:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def open_placer(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Placer:
+    """The inventory at ``url`` for placing (see the module docstring for which executor).
+
+    Raises:
+        InventoryError: as ``open_inventory`` raises it (unreachable, not a vnuma
+            inventory, a schema other than head).
+    """
+    path = sqlite_file(url)
+    if path is not None:
+        conn = _sqlite_at_head(path, busy_timeout_ms)
+        if conn is not None:
+            return Placer(url, _sqlite_begin(conn, url), conn.close)
+    from vnuma.inventory.db import open_engine, writer
+    from vnuma.inventory.guard import guarded
+
+    engine = open_engine(url, busy_timeout_ms=busy_timeout_ms)
+
+    @contextmanager
+    def begin(write: bool) -> Iterator[Executor]:
+        with guarded(url), (writer(engine) if write else engine).begin() as conn:
+            yield AlchemyExecutor(conn)
+
+    return Placer(url, begin, engine.dispose)
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file of a plain ``sqlite:///PATH`` URL naming an existing file, else None."""
+    if not url.startswith(_PREFIX):
+        return None
+    path = url[len(_PREFIX) :]
+    # Query options, %-escapes, URI filenames and in-memory databases: leave them to SQLAlchemy.
+    if not path or path == ":memory:" or path.startswith("file:") or any(ch in path for ch in "?%"):
+        return None
+    return path if os.path.isfile(path) else None
+
+
+def _sqlite_at_head(path: str, busy_timeout_ms: int) -> sqlite3.Connection | None:
+    """A connection to ``path`` when it is a vnuma inventory at :data:`SCHEMA_REVISION`, else None."""
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA journal_mode = WAL")
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    except sqlite3.Error:
+        rows = []
+    if conn is not None and rows == [(SCHEMA_REVISION,)]:
+        return conn
+    if conn is not None:
+        conn.close()
+    return None
+
+
+def _sqlite_begin(conn: sqlite3.Connection, url: str) -> Begin:
+    @contextmanager
+    def begin(write: bool) -> Iterator[Executor]:
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield SqliteExecutor(conn)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.IntegrityError as err:
+            raise ConflictError(
+                f"inventory {url} refused a conflicting change: {cause_of(err)}",
+                hint="another command claimed the same resource first; run the command again",
+            ) from err
+        except sqlite3.Error as err:
+            raise InventoryError(f"inventory {url}: {cause_of(err)}", hint=hint_for_text(cause_of(err))) from err
+
+    return begin

@@ -1,0 +1,294 @@
+"""The placing queries, written once, and what places with them: the snapshot, the claim, the move.
+
+Every query is SQL text with ``:name`` parameters, run by an
+:class:`~vnuma.inventory.executor.Executor` (``sqlite3`` or SQLAlchemy) in
+a transaction its opener began; nothing here begins or commits.
+
+* :func:`read_snapshot` (one read transaction): tenants, hosts (each
+  distinct topology text read once) and every placement: all a ``place``
+  decides on.
+* :func:`claim` (one write transaction): lock the host, re-read what its
+  VMs hold and what the tenant holds elsewhere, build the host's ledger
+  and ask admission (:meth:`Fleet.admit`, the engine's own rule), then
+  insert the VM and its claim rows; the unique indexes refuse whatever
+  slipped past.
+* :func:`move` (in the caller's write transaction): the same for a VM
+  changing placement (a rebalance step), both hosts locked in name order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
+from vnuma.inventory.executor import Executor, Refused
+from vnuma.inventory.schema import VmState
+from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host
+from vnuma.placement.ledger.admit import REPLACE_HINT, gpu_count
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.model import Isolation, Placement, Rejection, Tenant
+from vnuma.placement.quota import Usage
+from vnuma.topology import Host
+
+TENANTS = "SELECT name, isolation, max_vcpus, max_gpus FROM tenants ORDER BY name"
+FLEET_HOSTS = (
+    "SELECT name, uri, source, reserved_cpuset, topology_digest, "
+    "CASE WHEN topology_digest = '' THEN topology END FROM hosts ORDER BY name"
+)
+TOPOLOGY = "SELECT topology FROM hosts WHERE topology_digest = :digest LIMIT 1"
+PLACEMENTS = "SELECT name, placement FROM vms ORDER BY name"
+
+HOST = "SELECT id, name, uri, source, topology, reserved_cpuset FROM hosts WHERE name = :name"
+VM = "SELECT id, placement, tenant_id FROM vms WHERE name = :name"
+TENANT = "SELECT id, name, isolation, max_vcpus, max_gpus FROM tenants WHERE name = :name"
+TENANT_BY_ID = "SELECT id, name, isolation, max_vcpus, max_gpus FROM tenants WHERE id = :id"
+NEW_TENANT = "INSERT INTO tenants (name, isolation) VALUES (:name, :isolation)"
+CHANGED_TENANT = (
+    "UPDATE tenants SET isolation = :isolation, max_vcpus = :max_vcpus, max_gpus = :max_gpus WHERE id = :id"
+)
+TENANT_HOSTS = (
+    "SELECT DISTINCT h.id, h.name FROM hosts h JOIN vms v ON v.host_id = h.id "
+    "WHERE v.tenant_id = :tenant ORDER BY h.name"
+)
+ON_HOST = (
+    "SELECT v.name, v.placement, t.name, t.isolation, t.max_vcpus, t.max_gpus FROM vms v "
+    "JOIN tenants t ON t.id = v.tenant_id WHERE v.host_id = :host AND v.id <> :vm ORDER BY v.name"
+)
+USED_ELSEWHERE = (
+    "SELECT coalesce(sum(vcpus), 0), coalesce(sum(gpus), 0) FROM vms "
+    "WHERE tenant_id = :tenant AND host_id <> :host AND id <> :vm"
+)
+NEW_VM = (
+    "INSERT INTO vms (name, tenant_id, host_id, state, vcpus, gpus, placement) "
+    "VALUES (:name, :tenant, :host, :state, :vcpus, :gpus, :placement) RETURNING id"
+)
+MOVED_VM = "UPDATE vms SET placement = :placement, host_id = :host, vcpus = :vcpus, gpus = :gpus WHERE id = :vm"
+NEW_CPUS = "INSERT INTO cpu_claims (vm_id, host_id, cpu_id, exclusive) VALUES (:vm, :host, :cpu, :exclusive)"
+NEW_PAGES = (
+    "INSERT INTO page_claims (vm_id, host_id, cell_id, page_size_kib, count) "
+    "VALUES (:vm, :host, :cell, :size, :count)"
+)
+NEW_DEVICES = "INSERT INTO device_claims (vm_id, host_id, address) VALUES (:vm, :host, :address)"
+DROP_CLAIMS = tuple(f"DELETE FROM {t} WHERE vm_id = :vm" for t in ("cpu_claims", "page_claims", "device_claims"))
+BUMP = "UPDATE hosts SET host_generation = host_generation + 1, updated_at = CURRENT_TIMESTAMP WHERE id = :host"
+
+_HOST_HINT = "see `vnuma host list`"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a placement decides on, read in one transaction."""
+
+    hosts: list[Host]
+    placements: list[Placement]
+    tenants: dict[str, Tenant]
+
+
+def _tenant(row: tuple[object, ...]) -> Tenant:
+    name, isolation, max_vcpus, max_gpus = row
+    return Tenant(str(name), Isolation(str(isolation)), _int(max_vcpus), _int(max_gpus))
+
+
+def _int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def read_tenants(x: Executor) -> dict[str, Tenant]:
+    """Every tenant, by name."""
+    return {t.name: t for t in map(_tenant, x.rows(TENANTS))}
+
+
+def read_hosts(x: Executor) -> list[Host]:
+    """Every host, sorted by name; each distinct topology text is read and decoded once."""
+    rows: list[HostRowTuple] = [tuple(r) for r in x.rows(FLEET_HOSTS)]  # type: ignore[misc]
+
+    def text_of(digest: str) -> str:
+        found = x.one(TOPOLOGY, {"digest": digest})
+        assert found is not None, "a digest names a stored topology"
+        return str(found[0])
+
+    return assemble_hosts(rows, text_of)
+
+
+def read_placements(x: Executor) -> list[Placement]:
+    """Every VM's placement, sorted by VM name."""
+    return [decode_placement(name, doc) for name, doc in x.rows(PLACEMENTS)]
+
+
+def read_snapshot(x: Executor) -> Snapshot:
+    """Tenants, hosts and placements, as one transaction sees them."""
+    return Snapshot(read_hosts(x), read_placements(x), read_tenants(x))
+
+
+def _locked_host(x: Executor, name: str) -> tuple[int, Host]:
+    row = x.one(HOST + x.lock, {"name": name})
+    if row is None:
+        raise NotFoundError(f"host {name!r} is not in the inventory", hint=_HOST_HINT)
+    return int(row[0]), decode_host(*row[1:])
+
+
+def _claimant(x: Executor, name: str, isolation: Isolation | None) -> tuple[int, Tenant]:
+    """The tenant's id and record, locked (its quota); created with ``isolation`` if missing and given."""
+    row = x.one(TENANT + x.lock, {"name": name})
+    if row is None:
+        if isolation is None:
+            raise NotFoundError(f"tenant {name!r} is not in the inventory", hint="see `vnuma tenant list`")
+        x.run(NEW_TENANT, {"name": name, "isolation": isolation.value})
+        row = x.one(TENANT + x.lock, {"name": name})
+        assert row is not None
+    return int(row[0]), _tenant(row[1:])
+
+
+def host_ledger(x: Executor, host_id: int, host: Host, tenant_id: int, tenant: Tenant, vm_id: int = -1) -> Fleet:
+    """The ledger of one host as the transaction sees it, with ``tenant``'s usage elsewhere (VM ``vm_id`` left out)."""
+    params = {"host": host_id, "vm": vm_id}
+    placements, tenants = [], {tenant.name: tenant}
+    for vm, doc, *tenant_row in x.rows(ON_HOST, params):
+        owner = _tenant(tuple(tenant_row))
+        tenants.setdefault(owner.name, owner)
+        placements.append(decode_placement(vm, doc))
+    used = x.one(USED_ELSEWHERE, {**params, "tenant": tenant_id})
+    elsewhere = {tenant.name: Usage(int(used[0]), int(used[1]))} if used else {}
+    return Fleet([host], placements, tenants.values(), usage_elsewhere=elsewhere)
+
+
+def _refuse(p: Placement, refusal: Rejection) -> None:
+    if refusal.check == "shape":
+        raise InvalidInputError(f"placement of VM {p.vm!r}: {refusal.reason}")
+    raise ConflictError(refusal.reason, hint=refusal.hint or REPLACE_HINT)
+
+
+def _insert_claims(x: Executor, p: Placement, ledger: Fleet, vm_id: int, host_id: int) -> None:
+    rows = claim_rows(p, ledger)
+    ids = {"vm": vm_id, "host": host_id}
+    x.many(NEW_CPUS, [{**ids, "cpu": cpu, "exclusive": excl} for cpu, excl in rows.cpus])
+    x.many(NEW_PAGES, [{**ids, "cell": cell, "size": size, "count": n} for cell, size, n in rows.pages])
+    x.many(NEW_DEVICES, [{**ids, "address": address} for address in rows.devices])
+
+
+def claim(x: Executor, p: Placement, isolation: Isolation | None = None) -> None:
+    """Record VM ``p.vm`` and everything it holds, if admission accepts it on its host as it is now.
+
+    ``isolation`` creates the tenant with it when missing; None requires the tenant.
+
+    Raises:
+        NotFoundError: no such host, or no such tenant and no ``isolation``.
+        InvalidInputError: a malformed placement.
+        ConflictError: the VM name exists, or admission refuses (a resource taken or reserved,
+            an isolation rule or a quota broken), or a unique index refuses a claim row.
+    """
+    if p.tenant is None:
+        raise InvalidInputError(f"placement of VM {p.vm!r} has no tenant")
+    host_id, host = _locked_host(x, p.host)
+    if x.one(VM, {"name": p.vm}) is not None:
+        raise ConflictError(f"VM {p.vm!r} already exists", hint=f"release it first with `vnuma vm release {p.vm}`")
+    tenant_id, tenant = _claimant(x, p.tenant, isolation)
+    ledger = host_ledger(x, host_id, host, tenant_id, tenant)
+    refusal = ledger.admit(p)
+    if refusal is not None:
+        _refuse(p, refusal)
+    try:
+        row = x.one(
+            NEW_VM,
+            {
+                "name": p.vm, "tenant": tenant_id, "host": host_id, "state": VmState.PLACED.value,
+                "vcpus": p.vcpus, "gpus": gpu_count(p), "placement": encode_placement(p),
+            },
+        )
+        assert row is not None
+        _insert_claims(x, p, ledger, int(row[0]), host_id)
+    except Refused as err:
+        raise ConflictError(
+            f"host {p.host!r}: the inventory refused VM {p.vm!r}: {err.cause}",
+            hint="another command claimed the same resources first; place the VM again",
+        ) from err
+    x.run(BUMP, {"host": host_id})
+
+
+def update_tenant(x: Executor, new: Tenant) -> Tenant:
+    """Give tenant ``new.name`` the isolation and quotas of ``new``; return what it had.
+
+    An isolation change is re-checked against every host the tenant's VMs are
+    on: each of its VMs must be admitted again beside the others' under the
+    new isolation (admission's ``core-isolation`` and ``cell-isolation``).
+    Quotas may be set below what the tenant holds: that only refuses growth.
+
+    Raises:
+        NotFoundError: no such tenant.
+        ConflictError: a VM of the tenant would break the new isolation.
+    """
+    row = x.one(TENANT + x.lock, {"name": new.name})
+    if row is None:
+        raise NotFoundError(f"tenant {new.name!r} is not in the inventory", hint="see `vnuma tenant list`")
+    tenant_id, old = int(row[0]), _tenant(row[1:])
+    if new.isolation is not old.isolation:
+        for host_id, host_name in x.rows(TENANT_HOSTS, {"tenant": tenant_id}):
+            _, host = _locked_host(x, str(host_name))
+            ledger = host_ledger(x, int(host_id), host, tenant_id, Tenant(new.name, old.isolation))
+            _readmit(ledger, new)
+    x.run(
+        CHANGED_TENANT,
+        {"id": tenant_id, "isolation": new.isolation.value, "max_vcpus": new.max_vcpus, "max_gpus": new.max_gpus},
+    )
+    return old
+
+
+def _readmit(ledger: Fleet, new: Tenant) -> None:
+    """Admit the tenant's VMs on a one-host ledger again under its new isolation (the ledger knows
+    no quota of the tenant: a quota lowered below its usage refuses growth only)."""
+    theirs = [p for p in ledger.placements() if p.tenant == new.name]
+    for p in theirs:
+        ledger.remove(p.vm)
+    ledger.set_isolation(new.name, new.isolation)
+    for p in theirs:
+        refusal = ledger.admit(p)
+        if refusal is not None:
+            raise ConflictError(
+                f"tenant {new.name!r} cannot have {new.isolation} isolation: {refusal.reason}",
+                hint=f"move or release VM {p.vm!r} first (vnuma vm release {p.vm})",
+            )
+        ledger.record(p)
+
+
+def move(x: Executor, name: str, before: Placement, after: Placement) -> None:
+    """Move VM ``name``'s claims from ``before`` to ``after``, if admission accepts ``after`` now.
+
+    Both hosts are locked in name order (two moves never deadlock). Quotas
+    count the VM once: its own row is left out of what its tenant holds.
+
+    Raises:
+        NotFoundError: unknown VM or host.
+        ConflictError: the VM is no longer placed as ``before``, or admission refuses ``after``.
+    """
+    hosts = {h: _locked_host(x, h) for h in sorted({before.host, after.host})}
+    row = x.one(VM, {"name": name})
+    if row is None:
+        raise NotFoundError(f"VM {name!r} is not in the inventory", hint="see `vnuma vm list`")
+    vm_id, doc, tenant_id = int(row[0]), str(row[1]), int(row[2])
+    if decode_placement(name, doc) != before:
+        raise ConflictError(
+            f"VM {name!r} is no longer placed as the plan expected (it changed since the plan was made)",
+            hint="plan again: vnuma rebalance",
+        )
+    tenant_row = x.one(TENANT_BY_ID, {"id": tenant_id})
+    assert tenant_row is not None
+    tenant = _tenant(tenant_row[1:])
+    host_id, host = hosts[after.host]
+    ledger = host_ledger(x, host_id, host, tenant_id, tenant, vm_id)
+    refusal = ledger.admit(after)
+    if refusal is not None:
+        _refuse(after, refusal)
+    for sql in DROP_CLAIMS:
+        x.run(sql, {"vm": vm_id})
+    values = {"placement": encode_placement(after), "host": host_id, "vcpus": after.vcpus, "gpus": gpu_count(after)}
+    try:
+        x.run(MOVED_VM, {**values, "vm": vm_id})
+        _insert_claims(x, after, ledger, vm_id, host_id)
+    except Refused as err:
+        raise ConflictError(
+            f"host {after.host!r}: the inventory refused moving VM {name!r}: {err.cause}",
+            hint="another command claimed the same resources first; plan again",
+        ) from err
+    for locked_id, _host in hosts.values():
+        x.run(BUMP, {"host": locked_id})

@@ -1,0 +1,304 @@
+"""How a host and its cells are chosen for a request: the filters, as named units, in pipeline order.
+
+Pure: no I/O, reads the ledger only. An :class:`Attempt` is one request
+on one host with ``n`` guest cells; each filter narrows its candidate
+cells (or page sizes) and returns a :class:`Rejection` tagged with its
+name when too few are left, or None. :data:`PIPELINE` lists them:
+
+1. per host: ``host`` (the one asked for), ``avoid`` (hosts the request must avoid);
+2. per guest-cell count ``n``: ``numa-nodes`` (enough CPU cells), ``smt``
+   (sibling pairs for ``require``), ``cell-isolation`` (cells the tenant may
+   use at all), ``cell-cpus`` (``n`` cells with the vCPUs per cell),
+   ``gpu-reserve`` (the same after ``gpu-first`` keeps free GPUs' shares),
+   ``emulator`` (a cell with room for an isolated emulator pCPU),
+   ``page-size`` (page sizes that divide the memory per cell);
+3. per page size, largest first: ``cell-pages`` (``n`` cells with the pages),
+   ``emulator-pages`` (the emulator's cell among them), then
+   ``gpus`` (:mod:`.fit`: the closest cell set with the GPUs, refusing
+   with ``gpu-strand`` when only ``gpu-first``'s no-stranding rule is in the way).
+
+Sizing a GPU-only request (``size``) happens before, in :mod:`.request`;
+admission (:mod:`.ledger.admit`) has the last word on the placement built
+from the chosen cells. :data:`STAGE` orders check names by how far a
+request got, so the closest rejection can be told.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from vnuma.placement.ledger.admit import ADMISSION
+from vnuma.placement.ledger.cell import CellState
+from vnuma.placement.ledger.host import HostState
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, Rejection, ThreadPolicy, VmRequest
+from vnuma.placement.view import HostView
+from vnuma.topology import format_size_kib
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One request on one host with ``n`` guest cells of ``v`` vCPUs and ``m`` KiB, narrowed by the filters."""
+
+    view: HostView
+    n: int
+    v: int
+    m: int
+    cells: list[CellState] = field(default_factory=list)
+    anchors: list[int] | None = None
+    sizes: list[int] = field(default_factory=list)
+    size: int = 0
+
+    def reject(self, check: str, reason: str) -> Rejection:
+        """A rejection of this attempt's host."""
+        return Rejection(self.view.hs.name, check, reason)
+
+
+class Filter(Protocol):
+    """A named filter: narrows the attempt, or says why the host cannot take the request."""
+
+    name: str
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """Narrow ``a``; a rejection when too little is left."""
+        ...
+
+
+class HostFilter(Protocol):
+    """A named filter on the host alone (before any cell is looked at)."""
+
+    name: str
+
+    def apply(self, hs: HostState, req: VmRequest) -> Rejection | None:
+        """Why ``hs`` cannot take ``req`` at all, or None."""
+        ...
+
+
+class RequestedHost:
+    """``host``: only the host the request names (``--host``)."""
+
+    name = "host"
+
+    def apply(self, hs: HostState, req: VmRequest) -> Rejection | None:
+        """Reject every other host."""
+        if req.host is not None and hs.name != req.host:
+            return Rejection(hs.name, self.name, f"not the requested host {req.host!r}")
+        return None
+
+
+class AvoidedHost:
+    """``avoid``: hosts the request must stay off (``avoid_hosts``)."""
+
+    name = "avoid"
+
+    def apply(self, hs: HostState, req: VmRequest) -> Rejection | None:
+        """Reject avoided hosts."""
+        if hs.name in req.avoid_hosts:
+            return Rejection(hs.name, self.name, "the request avoids this host")
+        return None
+
+
+class NumaNodes:
+    """``numa-nodes``: the host has at least ``n`` CPU cells."""
+
+    name = "numa-nodes"
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """Reject hosts with fewer CPU cells than guest cells."""
+        have = len(a.view.hs.cells)
+        if a.n > have:
+            return a.reject(self.name, f"has {have} CPU cell(s), the VM asks for {a.n}")
+        return None
+
+
+class Smt:
+    """``smt``: the ``require`` thread policy needs SMT siblings and an even vCPU count per cell."""
+
+    name = "smt"
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """Reject hosts without sibling pairs, and odd per-cell counts."""
+        req = a.view.req
+        if req.cpu_policy is not CpuPolicy.DEDICATED or req.thread_policy is not ThreadPolicy.REQUIRE:
+            return None
+        if a.view.hs.width < 2:
+            return a.reject(self.name, "has no SMT siblings; thread policy require needs sibling pairs")
+        if a.v % 2:
+            return a.reject(self.name, f"{a.v} vCPUs per cell cannot be packed on sibling pairs")
+        return None
+
+
+class CellIsolation:
+    """``cell-isolation``: the cells the tenant may use at all (and the request does not avoid)."""
+
+    name = "cell-isolation"
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """Keep the usable cells."""
+        a.cells = [c for c in a.view.hs.cells if a.view.raw[c.id] >= 0]
+        if not a.cells:
+            return a.reject(
+                self.name,
+                "every CPU cell is used by a tenant with cell isolation (or, for a cell-isolated tenant, "
+                "by other tenants), or avoided by the request",
+            )
+        if len(a.cells) < a.n:
+            return _short(a, self.name, a.view.raw)
+        return None
+
+
+class CellCpus:
+    """``cell-cpus``: ``n`` cells with the per-cell vCPUs, in the policy's units."""
+
+    name = "cell-cpus"
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """Keep the cells with room for ``v`` vCPUs."""
+        raw = a.view.raw
+        ok = [c for c in a.cells if raw[c.id] >= a.v]
+        if len(ok) < a.n:
+            return _short(a, self.name, raw)
+        a.cells = ok
+        return None
+
+
+class GpuReserve:
+    """``gpu-reserve``: under ``gpu-first`` a VM without GPUs leaves free GPUs' shares alone."""
+
+    name = "gpu-reserve"
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """Keep the cells with room beyond the reserve."""
+        if not a.view.reserve:
+            return None
+        caps = a.view.caps
+        ok = [c for c in a.cells if caps[c.id] >= a.v]
+        if len(ok) < a.n:
+            best = _most(a, caps)
+            return a.reject(
+                self.name,
+                f"needs {a.n} cell(s) with {a.v} {a.view.unit()}; gpu-first keeps the rest for free GPUs "
+                f"(most left: cell {best.id} with {caps[best.id]})",
+            )
+        a.cells = ok
+        return None
+
+
+class Emulator:
+    """``emulator``: an isolated emulator pCPU needs a cell with room for one more."""
+
+    name = "emulator"
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """Note the cells that can anchor the emulator pCPU (guest cell 0)."""
+        if a.view.req.emulator_threads is not EmulatorThreads.ISOLATE:
+            return None
+        a.anchors = [c.id for c in a.cells if a.view.emulator_ok(c, a.v)]
+        if not a.anchors:
+            return a.reject(
+                self.name, f"no cell has {a.v} {a.view.unit()} plus 1 for the isolated emulator thread"
+            )
+        return None
+
+
+class PageSize:
+    """``page-size``: page sizes whose pages divide the memory per cell (``large``: hugepages only)."""
+
+    name = "page-size"
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """The sizes to try, largest first."""
+        req, hs = a.view.req, a.view.hs
+        wanted = (req.page_size_kib,) if req.page_size_kib else hs.hugepage_sizes
+        a.sizes = [s for s in wanted if a.m % s == 0]
+        if a.sizes:
+            return None
+        sizes_text = ", ".join(format_size_kib(s) for s in wanted) or "no hugepages"
+        return a.reject(
+            self.name,
+            f"{format_size_kib(a.m)} per cell is not a whole number of pages ({sizes_text})"
+            + ("" if req.page_size_kib else "; page size 4K opts out of hugepages"),
+        )
+
+
+class CellPages:
+    """``cell-pages``: ``n`` cells with the pages of the size under test."""
+
+    name = "cell-pages"
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """Keep the cells with the pages."""
+        need = a.m // a.size
+        ok = [c for c in a.cells if a.view.pages(c, a.size) >= need]
+        if len(ok) >= a.n:
+            a.cells = ok
+            return None
+        best = max(a.cells, key=lambda c: (a.view.pages(c, a.size), -c.id))
+        where = f"cell {best.id}: needs" if a.n == 1 else f"needs {a.n} cells with"
+        has = "has" if a.n == 1 else f"{len(ok)} have them; most: cell {best.id} with"
+        pages = f"{need} free {format_size_kib(a.size)} pages ({format_size_kib(a.m)})"
+        return a.reject(
+            self.name, f"{where} {pages} beside {a.v} {a.view.unit()}, {has} {max(0, a.view.pages(best, a.size))}"
+        )
+
+
+class EmulatorPages:
+    """``emulator-pages``: the isolated emulator's cell must also have the pages."""
+
+    name = "emulator-pages"
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """Keep the anchors that have the pages."""
+        if a.anchors is None:
+            return None
+        ids = {c.id for c in a.cells}
+        a.anchors = [x for x in a.anchors if x in ids]
+        if not a.anchors:
+            return a.reject(self.name, "no cell with the pages has room for the isolated emulator thread")
+        return None
+
+
+def _most(a: Attempt, caps: dict[int, int]) -> CellState:
+    return max((c for c in a.view.hs.cells if a.view.raw[c.id] >= 0), key=lambda c: (caps[c.id], -c.id))
+
+
+def _short(a: Attempt, check: str, caps: dict[int, int]) -> Rejection:
+    """Too few cells with the vCPUs: name the best one."""
+    best = _most(a, caps)
+    unit = a.view.unit()
+    have = sum(1 for c in a.cells if caps[c.id] >= a.v)
+    if a.n == 1:
+        return a.reject(check, f"cell {best.id}: needs {a.v} {unit}, {caps[best.id]} free")
+    return a.reject(
+        check,
+        f"needs {a.n} cells with {a.v} {unit} each, {have} have them (most free: cell {best.id}, {caps[best.id]})",
+    )
+
+
+HOST_FILTERS: tuple[HostFilter, ...] = (RequestedHost(), AvoidedHost())
+"""Run once per host."""
+CELL_FILTERS: tuple[Filter, ...] = (
+    NumaNodes(),
+    Smt(),
+    CellIsolation(),
+    CellCpus(),
+    GpuReserve(),
+    Emulator(),
+    PageSize(),
+)
+"""Run per guest-cell count."""
+SIZE_FILTERS: tuple[Filter, ...] = (CellPages(), EmulatorPages())
+"""Run per page size; then :mod:`.fit` picks the cell set."""
+
+PIPELINE: tuple[str, ...] = (
+    *(f.name for f in HOST_FILTERS),
+    "size",
+    *(f.name for f in CELL_FILTERS),
+    *(f.name for f in SIZE_FILTERS),
+    "gpus",
+    "gpu-strand",
+    *(unit.name for unit in ADMISSION),
+)
+"""Every check name in the order a request meets it: the filters, then admission's checks."""
+STAGE = {name: i for i, name in enumerate(PIPELINE)}
+"""How far a request got on a host, by the check that stopped it (higher: closer to fitting)."""

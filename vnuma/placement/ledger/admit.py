@@ -1,0 +1,316 @@
+"""Admission: may this placement be claimed on its host, given what is claimed there now?
+
+Pure: no I/O. This is the one rule for what fits. The engine asks it about
+the placement it built before choosing it; :meth:`Fleet.add` asks it before
+recording a placement (simulations, rebalance plans); the inventory asks it
+inside the claiming transaction, on a one-host ledger built from the rows
+read under the host lock. The database constraints stay behind it as the
+last line.
+
+Checks, in order; each is a named unit and its name tags the refusal:
+
+``topology``
+    the placement names this host, and only cells, CPUs and devices it has;
+``shape``
+    it is well formed in itself: at least one guest cell, each with at
+    least one vCPU and a whole number (at least one) of pages; no vCPU in
+    two guest cells; dedicated vCPUs pinned 1:1 and no pCPU pinned twice
+    (two guest cells may share a host cell, as an adopted domain can: their
+    pages add up);
+``reserved``
+    no pCPU the host keeps for itself;
+``pcpus``
+    every pCPU it holds (see :meth:`HostState.held_pcpus`) is free; a
+    floating (``shared``) VM's pCPUs are free or in the shared pool;
+``core-isolation``
+    no physical core it touches is used by another tenant, unless both
+    have isolation ``none`` (the core's bucket, :mod:`.cell`);
+``cell-isolation``
+    no cell it touches is used by another tenant when either has isolation ``cell``;
+``cell-pages``
+    each (cell, page size) has the pages it takes;
+``devices``
+    each device is the host's and not passed through to another VM;
+``quota``
+    the tenant's quotas (:mod:`vnuma.placement.quota`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from vnuma.placement.ledger.cell import CoreState, tenant_bucket
+from vnuma.placement.ledger.host import HostState
+from vnuma.placement.model import CpuPolicy, Isolation, Placement, Rejection, Tenant
+from vnuma.placement.quota import Usage, quota_problem
+from vnuma.topology import DeviceKind, format_cpuset, format_size_kib
+
+REPLACE_HINT = "the host changed since the placement was computed; place the VM again"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One placement as admission sees it: the host's ledger, the tenant, what the tenant holds."""
+
+    p: Placement
+    hs: HostState
+    tenant: Tenant
+    isolations: Mapping[str, Isolation]
+    used: Usage
+    held: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a check refuses a claim; ``hint`` says what to do about it."""
+
+    reason: str
+    hint: str | None = None
+
+
+class Check(Protocol):
+    """A named admission check."""
+
+    name: str
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Why ``c`` is refused, or None."""
+        ...
+
+
+class Topology:
+    """``topology``: the placement names this host and only cells, CPUs and devices it has."""
+
+    name = "topology"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse cells, CPUs or devices the host lacks."""
+        host = c.hs.host
+        if c.p.host != host.name:
+            return Refusal(f"the placement is for host {c.p.host!r}, not {host.name!r}")
+        cpus = {cell.id: cell.cpu_ids for cell in host.cells}
+        for ca in c.p.cells:
+            if ca.host_cell not in cpus:
+                return Refusal(f"host {host.name!r} has no NUMA cell {ca.host_cell}", REPLACE_HINT)
+            stray = set(ca.pcpus) - cpus[ca.host_cell]
+            if stray:
+                return Refusal(
+                    f"host {host.name!r}: cell {ca.host_cell} has no CPU(s) {format_cpuset(stray)}", REPLACE_HINT
+                )
+            if ca.host_cell not in c.hs.cell_by_id:
+                return Refusal(f"host {host.name!r}: cell {ca.host_cell} has no placeable CPUs", REPLACE_HINT)
+        stray = set(c.p.emulator_pcpus) - host.cpu_ids
+        if stray:
+            return Refusal(f"host {host.name!r} has no CPU(s) {format_cpuset(stray)}", REPLACE_HINT)
+        addresses = {d.address for d in host.devices}
+        for dev in c.p.devices:
+            if dev.address not in addresses:
+                return Refusal(f"host {host.name!r} has no device {dev.address}", REPLACE_HINT)
+        return None
+
+
+class Shape:
+    """``shape``: guest cells with vCPUs and whole pages; pins 1:1, never twice."""
+
+    name = "shape"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse a malformed placement."""
+        p = c.p
+        if not p.cells:
+            return Refusal("the placement has no guest cells")
+        vcpus = [v for ca in p.cells for v in ca.vcpus]
+        if len(set(vcpus)) != len(vcpus):
+            return Refusal("a vCPU is in two guest cells")
+        for ca in p.cells:
+            g = ca.guest_cell
+            if not ca.vcpus or not ca.pcpus:
+                return Refusal(f"guest cell {g} has no vCPUs")
+            if p.cpu_policy is CpuPolicy.DEDICATED and len(ca.vcpus) != len(ca.pcpus):
+                return Refusal(f"guest cell {g} pins {len(ca.vcpus)} vCPUs to {len(ca.pcpus)} pCPUs")
+            if ca.page_size_kib <= 0 or ca.memory_kib < ca.page_size_kib or ca.memory_kib % ca.page_size_kib:
+                return Refusal(
+                    f"guest cell {g} memory {ca.memory_kib} KiB is not a whole number of "
+                    f"{ca.page_size_kib} KiB pages"
+                )
+        if p.cpu_policy is CpuPolicy.DEDICATED:
+            pins = Counter(x for ca in p.cells for x in ca.pcpus)
+            twice = [cpu for cpu, n in pins.items() if n > 1]
+            if twice:
+                return Refusal(f"pCPU(s) {format_cpuset(twice)} pinned to more than one vCPU")
+        return None
+
+
+class Reserved:
+    """``reserved``: no pCPU the host keeps for itself."""
+
+    name = "reserved"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse reserved pCPUs."""
+        used = c.p.dedicated_pcpus | c.p.shared_pcpus | frozenset(c.p.emulator_pcpus)
+        reserved = used & c.hs.host.reserved_cpus
+        if reserved:
+            return Refusal(f"host {c.hs.name!r}: CPU(s) {format_cpuset(reserved)} are reserved", REPLACE_HINT)
+        return None
+
+
+def _core(hs: HostState, cpu: int) -> CoreState:
+    return hs.cpu_cell[cpu].core_of[cpu]
+
+
+class Pcpus:
+    """``pcpus``: held pCPUs are free; a floating VM's pCPUs are free or in the shared pool."""
+
+    name = "pcpus"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse pCPUs other VMs hold."""
+        hs = c.hs
+        taken = sorted(cpu for cpu in c.held if cpu not in _core(hs, cpu).free)
+        if not taken:
+            floating = c.p.shared_pcpus - c.held
+            taken = sorted(cpu for cpu in floating if cpu in hs.holders)
+        if not taken:
+            return None
+        holder = hs.holders.get(taken[0]) or min(hs.floaters.get(taken[0], ()), default=None)
+        by = f"VM {holder!r}" if holder is not None else "another VM"
+        return Refusal(
+            f"host {hs.name!r}: pCPU(s) {format_cpuset(taken)} are already held by {by}", REPLACE_HINT
+        )
+
+
+class CoreIsolation:
+    """``core-isolation``: a physical core is shared by two tenants only when both have isolation ``none``."""
+
+    name = "core-isolation"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse a core another tenant's VMs use, unless both tenants share cores."""
+        bucket = tenant_bucket(c.p.tenant, c.tenant.isolation)
+        for cpu in sorted(c.held | c.p.shared_pcpus):
+            core = _core(c.hs, cpu)
+            if core.bucket is None or core.bucket == bucket:
+                continue
+            other = min((t for t in core.owners if t != c.p.tenant), default=c.p.tenant)
+            return Refusal(
+                f"host {c.hs.name!r}: VM {c.p.vm!r} (tenant {c.p.tenant!r}, {c.tenant.isolation} isolation) would "
+                f"share the physical core of pCPU {cpu} (pCPUs {format_cpuset(core.cpus)}) with tenant {other!r} "
+                f"({c.isolations.get(other, Isolation.CORE)} isolation)",
+                REPLACE_HINT,
+            )
+        return None
+
+
+def touched_cells(p: Placement, hs: HostState, held: frozenset[int]) -> frozenset[int]:
+    """The CPU cells a placement uses: its guest cells' host cells and the cells of its pCPUs."""
+    cells = {ca.host_cell for ca in p.cells}
+    cells.update(hs.cpu_cell[cpu].id for cpu in held | p.shared_pcpus if cpu in hs.cpu_cell)
+    return frozenset(cells)
+
+
+class CellIsolation:
+    """``cell-isolation``: a cell is shared by two tenants only when neither has isolation ``cell``."""
+
+    name = "cell-isolation"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse a cell another tenant uses when either side isolates cells."""
+        for cell_id in sorted(touched_cells(c.p, c.hs, c.held)):
+            other = c.hs.cell_by_id[cell_id].cell_isolation_clash(c.p.tenant, c.tenant.isolation, c.isolations)
+            if other is not None:
+                return Refusal(
+                    f"host {c.hs.name!r}: VM {c.p.vm!r} (tenant {c.p.tenant!r}, {c.tenant.isolation} isolation) "
+                    f"would share NUMA cell {cell_id} with tenant {other!r} "
+                    f"({c.isolations.get(other, Isolation.CORE)} isolation)",
+                    REPLACE_HINT,
+                )
+        return None
+
+
+class CellPages:
+    """``cell-pages``: each (cell, page size) has the pages the placement takes."""
+
+    name = "cell-pages"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse pages a cell no longer has free."""
+        for (cell_id, size), need in sorted(page_needs(c.p).items()):
+            free = c.hs.cell_by_id[cell_id].pages_free.get(size, 0)
+            if need > free:
+                return Refusal(
+                    f"host {c.hs.name!r}: cell {cell_id} has {max(free, 0)} free pages of {format_size_kib(size)}, "
+                    f"VM {c.p.vm!r} needs {need}",
+                    REPLACE_HINT,
+                )
+        return None
+
+
+class Devices:
+    """``devices``: each device is free."""
+
+    name = "devices"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse devices given to other VMs."""
+        for dev in c.p.devices:
+            holder = c.hs.devices_taken.get(dev.address)
+            if holder is not None:
+                return Refusal(
+                    f"host {c.hs.name!r}: device {dev.address} is already given to VM {holder!r}", REPLACE_HINT
+                )
+        return None
+
+
+class Quota:
+    """``quota``: the tenant's vCPU and GPU quotas."""
+
+    name = "quota"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse what would take the tenant over a quota."""
+        problem = quota_problem(c.tenant, c.used, c.p.vcpus, gpu_count(c.p))
+        return Refusal(problem.message, problem.hint) if problem is not None else None
+
+
+ADMISSION: tuple[Check, ...] = (
+    Topology(),
+    Shape(),
+    Reserved(),
+    Pcpus(),
+    CoreIsolation(),
+    CellIsolation(),
+    CellPages(),
+    Devices(),
+    Quota(),
+)
+"""The admission checks in the order they run."""
+
+
+def page_needs(p: Placement) -> dict[tuple[int, int], int]:
+    """Pages the placement takes per (host cell, page size KiB), zero counts left out."""
+    needs: Counter[tuple[int, int]] = Counter()
+    for ca in p.cells:
+        needs[(ca.host_cell, ca.page_size_kib)] += ca.memory_kib // ca.page_size_kib if ca.page_size_kib > 0 else 0
+    return {key: n for key, n in sorted(needs.items()) if n > 0}
+
+
+def gpu_count(p: Placement) -> int:
+    """GPUs the placement passes through."""
+    return sum(1 for d in p.devices if d.kind is DeviceKind.GPU)
+
+
+def admit(
+    p: Placement, hs: HostState, tenant: Tenant, isolations: Mapping[str, Isolation], used: Usage
+) -> Rejection | None:
+    """None when ``p`` may be claimed on ``hs``; else the first check that refuses it, as a rejection."""
+    held = hs.held_pcpus(p) if p.host == hs.name else frozenset()
+    claim = Claim(p, hs, tenant, isolations, used, held)
+    for unit in ADMISSION:
+        refusal = unit.check(claim)
+        if refusal is not None:
+            return Rejection(hs.name, unit.name, refusal.reason, refusal.hint)
+    return None

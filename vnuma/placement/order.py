@@ -1,0 +1,58 @@
+"""Every tie-break of the engine, in one place: how equally good choices are ordered.
+
+Pure: no I/O. Lower keys win. Results are deterministic: the same ledger
+and request always give the same keys, and hosts are held in name order,
+so input order never matters.
+
+* **Hosts** (:func:`host_key`): fewer guest cells (``numa_nodes`` auto),
+  then an adjacent cell set over a non-adjacent one, then the higher
+  strategy score (:mod:`.scorers`), then the host name, then the cell ids.
+  The fast path visits hosts by (score descending, name) and takes the
+  first adjacent fit of the smallest cell count: the same order.
+* **Cell sets** (:func:`cellset_key`): the smallest largest pairwise
+  distance, then the smallest sum of pairwise distances, then the smallest
+  sum of cell preferences, then the sorted cell ids.
+* **Cells** (:func:`cell_preference`), lower first: under ``pack`` the cell
+  with the least capacity left (best fit); under ``gpu-first`` cells with
+  free GPUs come last (a GPU VM still gets the GPU cells it needs: the set
+  search adds them for its GPU count).
+* **Neighbours of an anchor cell** (:func:`neighbour_key`): distance from
+  the anchor, then preference, then cell id.
+
+pCPUs within a cell follow :mod:`.cpus` (sibling pairs of whole free cores
+first, lowest ids first); GPUs follow :mod:`.gpus` (where free GPUs are most
+at risk, lowest addresses first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from vnuma.placement.ledger.cell import CellState
+from vnuma.placement.ledger.host import HostState
+from vnuma.placement.model import Strategy
+
+HostKey = tuple[int, int, int, str, tuple[int, ...]]
+SetKey = tuple[int, int, int, tuple[int, ...]]
+
+
+def host_key(cells: tuple[int, ...], adjacent: bool, score: int, host: str) -> HostKey:
+    """The key of one host's fit: guest cells, adjacency, score, name, cells."""
+    return (len(cells), int(not adjacent), -score, host, cells)
+
+
+def cellset_key(hs: HostState, ids: tuple[int, ...], pref: Mapping[int, int]) -> SetKey:
+    """The key of a sorted cell set: tightest first, then the preferred cells, then ids."""
+    return (hs.max_distance(ids), hs.sum_distance(ids), sum(pref[c] for c in ids), ids)
+
+
+def cell_preference(cell: CellState, capacity: int, strategy: Strategy) -> int:
+    """A cell's preference (lower first) given the request's capacity there."""
+    if strategy is Strategy.GPU_FIRST:
+        return len(cell.gpus_free) * 1_000_000 + capacity
+    return capacity
+
+
+def neighbour_key(hs: HostState, anchor: int, pref: Mapping[int, int]) -> Callable[[int], tuple[int, int, int]]:
+    """The order in which cells join ``anchor``'s set: nearest, preferred, lowest id."""
+    return lambda b: (hs.distance[(anchor, b)], pref[b], b)

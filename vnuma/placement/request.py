@@ -1,0 +1,152 @@
+"""A request before any host is looked at: validate it, size it, validate the sized request again.
+
+Pure: no I/O. A request that no host could ever take *because of its own
+numbers* (0 vCPUs, memory that does not split into whole pages per guest
+cell, more GPUs than the whole fleet has, ...) is an error
+(:func:`validate_request`); anything that depends on a host is a rejection.
+
+Sizing (``vnuma place TENANT --gpus 2`` without vCPUs and/or memory): the VM
+gets its GPUs' proportional share of the cells that hold GPUs on the host
+tried. A cell with 32 placeable pCPUs, 256 GiB of pages and 2 GPUs gives 16
+vCPUs and 128 GiB per GPU. The share per GPU is the smallest over the
+host's GPU cells (so it fits any of them), rounded down to whole cores
+(``isolate``: one vCPU per core) and to whole pages of the page size tried:
+memory is the share of that size's page pool, as only that pool can back
+it. With ``numa_nodes`` N the sized vCPUs and memory are rounded down so
+they split evenly (vCPUs a multiple of N, of 2N under ``require``; memory a
+multiple of N pages). The sized request is then checked by the same
+:func:`request_problem` as any other; a share too small to give every guest
+cell a vCPU and a page is the host's ``size`` rejection, naming the cell
+that limits it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vnuma.errors import InvalidInputError
+from vnuma.placement.ledger.cell import CellState
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.ledger.host import HostState
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
+from vnuma.topology import PAGE_4K, format_size_kib
+
+
+def _numbers_problem(request: VmRequest) -> str | None:
+    if request.gpus < 0:
+        return f"GPU count {request.gpus} is negative"
+    if request.vcpus is not None and request.vcpus < 1:
+        return f"needs at least 1 vCPU, got {request.vcpus}"
+    if request.memory_kib is not None and request.memory_kib < 1:
+        return f"needs some memory, got {request.memory_kib} KiB"
+    if request.numa_nodes is not None and request.numa_nodes < 1:
+        return f"NUMA node count must be 1 or more (or auto), got {request.numa_nodes}"
+    # Any size a host may offer (4K/2M/1G on x86, 64K/512M/16G elsewhere): hosts without it reject.
+    size = request.page_size_kib
+    if size is not None and (size < PAGE_4K or size & (size - 1)):
+        return f"page size {size} KiB is not a power of two of at least 4 KiB"
+    return None
+
+
+def _split_problem(request: VmRequest) -> str | None:
+    nodes = request.numa_nodes or 1
+    if request.vcpus is not None and request.numa_nodes and request.vcpus % nodes:
+        return f"{request.vcpus} vCPUs cannot be split evenly over {nodes} NUMA nodes"
+    if request.memory_kib is not None:
+        page = request.page_size_kib or PAGE_4K
+        if request.memory_kib % nodes or (request.memory_kib // nodes) % page:
+            where = "per guest cell " if nodes > 1 else ""
+            return (
+                f"memory {format_size_kib(request.memory_kib)} is not a whole number of "
+                f"{format_size_kib(page)} pages {where}over {nodes} NUMA node(s)"
+            )
+    if request.vcpus is not None and request.numa_nodes and request.thread_policy is ThreadPolicy.REQUIRE:
+        per_cell = request.vcpus // nodes
+        if per_cell % 2:
+            return f"thread policy require packs vCPUs on sibling pairs: {per_cell} vCPUs per guest cell is odd"
+    return None
+
+
+def _policy_problem(request: VmRequest) -> str | None:
+    if request.cpu_policy is CpuPolicy.SHARED:
+        if request.thread_policy is not ThreadPolicy.PREFER:
+            return f"thread policy {request.thread_policy} needs cpu policy dedicated"
+        if request.emulator_threads is EmulatorThreads.ISOLATE:
+            return "isolated emulator threads need cpu policy dedicated"
+    return None
+
+
+def request_problem(request: VmRequest) -> str | None:
+    """What is wrong with a request by its own numbers and policies (None: nothing)."""
+    return _numbers_problem(request) or _split_problem(request) or _policy_problem(request)
+
+
+def validate_request(request: VmRequest, fleet: Fleet) -> None:
+    """Check a request against itself and the fleet's size.
+
+    Raises:
+        InvalidInputError: no vCPUs or memory (without GPUs to size from),
+            a count below 1, memory that is not a whole number of pages per
+            guest cell, vCPUs that do not split over the NUMA nodes, a
+            thread or emulator policy that needs ``dedicated`` CPUs, more
+            GPUs than the whole fleet has.
+        NotFoundError: ``request.host`` is not in the fleet.
+    """
+    name = request.name or request.tenant
+    if (request.vcpus is None or request.memory_kib is None) and request.gpus <= 0:
+        raise InvalidInputError(
+            f"VM {name!r}: vCPUs and memory are required unless GPUs are asked for",
+            hint="give --vcpus N --memory SIZE, or --gpus N to size the VM from its GPUs",
+        )
+    problem = request_problem(request)
+    if problem is not None:
+        raise InvalidInputError(f"VM {name!r}: {problem}")
+    if request.gpus > fleet.gpus_total:
+        raise InvalidInputError(f"VM {name!r}: asks for {request.gpus} GPUs, the whole fleet has {fleet.gpus_total}")
+    if request.host is not None:
+        fleet.state(request.host)
+
+
+def size_candidates(request: VmRequest, hs: HostState) -> tuple[int, ...]:
+    """Page sizes to try when sizing ``request`` on ``hs``, preferred first."""
+    return (request.page_size_kib,) if request.page_size_kib else hs.hugepage_sizes
+
+
+def _vcpus_per_gpu(request: VmRequest, hs: HostState, cell: CellState) -> int:
+    if request.cpu_policy is CpuPolicy.DEDICATED and request.thread_policy is ThreadPolicy.ISOLATE:
+        return len(cell.cores) // len(cell.gpus)
+    threads = cell.threads_total // len(cell.gpus)
+    return threads // hs.width * hs.width if threads >= hs.width else threads
+
+
+def resolve_size(request: VmRequest, hs: HostState, page_size_kib: int) -> VmRequest | str:
+    """``request`` with vcpus/memory filled from its GPUs' share of ``hs``, or why it cannot be sized there."""
+    gpu_cells = [c for c in hs.cells if c.gpus]
+    if not gpu_cells:
+        return "has no GPUs on CPU cells to size the VM from; give vcpus and memory"
+    vcpu_cell = min(gpu_cells, key=lambda c: (_vcpus_per_gpu(request, hs, c), c.id))
+    page_cell = min(gpu_cells, key=lambda c: (c.pages_total.get(page_size_kib, 0) // len(c.gpus), c.id))
+    per_gpu_vcpus = _vcpus_per_gpu(request, hs, vcpu_cell)
+    per_gpu_pages = page_cell.pages_total.get(page_size_kib, 0) // len(page_cell.gpus)
+    nodes = request.numa_nodes or 1
+    vcpus = request.vcpus
+    if vcpus is None:
+        step = 2 * nodes if request.thread_policy is ThreadPolicy.REQUIRE and request.numa_nodes else nodes
+        vcpus = request.gpus * per_gpu_vcpus // step * step
+    memory = request.memory_kib
+    if memory is None:
+        memory = request.gpus * per_gpu_pages // nodes * nodes * page_size_kib
+    if vcpus < 1:
+        return (
+            f"cell {vcpu_cell.id} gives {per_gpu_vcpus} vCPU(s) per GPU ({vcpu_cell.threads_total} threads for "
+            f"{len(vcpu_cell.gpus)} GPUs): too few for {request.gpus} GPU(s) over {nodes} guest cell(s); "
+            "give vcpus"
+        )
+    if memory < 1:
+        return (
+            f"cell {page_cell.id} gives {per_gpu_pages} {format_size_kib(page_size_kib)} page(s) per GPU: "
+            f"too few for {request.gpus} GPU(s) over {nodes} guest cell(s)"
+        )
+    sized = replace(request, vcpus=vcpus, memory_kib=memory, page_size_kib=page_size_kib)
+    problem = request_problem(sized)
+    return f"sized as {vcpus} vCPUs and {format_size_kib(memory)}: {problem}" if problem else sized

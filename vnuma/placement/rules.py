@@ -1,0 +1,68 @@
+"""Per-cell capacity rules written once over numbers: the exact filters pass ints, the pre-filter arrays.
+
+Pure: no I/O. Each rule is plain arithmetic that works alike on Python
+ints and numpy arrays (comparisons times values instead of ``max``/``where``),
+so :mod:`.filters` (one cell, ints, no numpy overhead) and :mod:`.prefilter`
+(every cell of every host at once, arrays) compute the very same numbers: the
+pre-filter is a vectorized cache of these rules, never a restatement.
+
+* ``gpu-first`` reserve: a cell keeps, for each of its free GPUs, the GPU's
+  share of the cell (its placeable threads, and each page pool, divided by
+  the cell's GPU count) away from VMs without GPUs;
+* stranding: a free GPU stays usable while :data:`KEEP_PER_GPU` of its
+  thread share is free beside it.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from vnuma.placement.ledger.arrays import CAP_ISOLATE, CAP_REQUIRE
+
+KEEP_PER_GPU = Fraction(1, 2)
+"""Fraction of a cell's per-GPU thread share a free GPU keeps beside it under ``gpu-first``."""
+
+Num = Any  # an int or a numpy integer array: the rules broadcast
+
+
+def _at_least_1(x: Num) -> Num:
+    return x + (x == 0)
+
+
+def reserved_threads(threads_total: Num, gpus_total: Num, gpus_free: Num, width: Num, row: int) -> Num:
+    """Capacity (in the policy row's units) a cell keeps for its free GPUs under ``gpu-first``.
+
+    ``row`` is the capacity row of the request's policy (:func:`cap_row`):
+    ``isolate`` counts whole cores, ``require`` sibling pairs (an even count).
+    """
+    threads = threads_total // _at_least_1(gpus_total) * gpus_free
+    if row == CAP_ISOLATE:
+        return -(-threads // width)
+    if row == CAP_REQUIRE:
+        return threads + threads % 2
+    return threads
+
+
+def reserved_pages(pages_total: Num, gpus_total: Num, gpus_free: Num) -> Num:
+    """Pages of one pool a cell keeps for its free GPUs under ``gpu-first``."""
+    return pages_total // _at_least_1(gpus_total) * gpus_free
+
+
+def usable_gpus(threads_left: Num, threads_total: Num, gpus_total: Num) -> Num:
+    """How many free GPUs a cell can still serve with ``threads_left`` free threads (each keeps its share)."""
+    share = threads_total // _at_least_1(gpus_total)
+    left = threads_left * (threads_left > 0)
+    usable = left * KEEP_PER_GPU.denominator // _at_least_1(share * KEEP_PER_GPU.numerator)
+    return usable * (share > 0)
+
+
+def strand_guarded(gpus_total: Num) -> Num:
+    """Cells held to the no-stranding rule: those with two or more GPUs.
+
+    On hosts with one GPU per cell (AMD NPS4-style), a multi-cell VM asking
+    fewer GPUs than cells always fills some GPU cell without taking its GPU,
+    and refusing it would give up a GPU used now to guard one that no later
+    VM may come for.
+    """
+    return gpus_total >= 2
