@@ -11,9 +11,16 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+# Profiles (HYPOTHESIS_PROFILE picks one; default: "ci" under CI, else "dev"):
+# - ci: new random examples on every run; scripts/test passes --hypothesis-seed and prints it,
+#   and a failure prints the example and its reproduction blob (@reproduce_failure);
+# - fixed: the same examples on every run (a seed derived from each test), for reproducing locally;
+# - dev: random, with Hypothesis' example database replaying what failed before.
+_QUIET = [HealthCheck.too_slow]
+settings.register_profile("ci", derandomize=False, deadline=None, print_blob=True, suppress_health_check=_QUIET)
+settings.register_profile("fixed", derandomize=True, deadline=None, database=None, suppress_health_check=_QUIET)
+settings.register_profile("dev", deadline=None, suppress_health_check=_QUIET)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -262,3 +262,46 @@ def _set_fits(
     if req.gpu_affinity is GpuAffinity.REQUIRED:
         return len(on_cells) >= req.gpus
     return len(free_gpus) >= req.gpus
+
+
+def admissible(
+    host: Host, placements: Sequence[Placement], p: Placement, isolation: Mapping[str, Isolation]
+) -> bool:
+    """Could ``p`` be claimed beside ``placements`` on ``host``? Worked out from hosts and placements only.
+
+    The independent oracle for admission: every pCPU held once, floating sets
+    clear of held pCPUs, pins in their guest cell's host cell, whole pages
+    within each pool, no reserved CPU, cores and cells shared only as the
+    tenants' isolation allows, devices the host has, each given once.
+    """
+    mine = [q for q in placements if q.host == host.name] + [p]
+    try:
+        u = usage(host, mine)
+    except AssertionError:
+        return False
+    where = cell_of(host)
+    for c in p.cells:
+        if not c.vcpus or not c.pcpus or any(where.get(x) != c.host_cell for x in c.pcpus):
+            return False
+        if c.page_size_kib <= 0 or c.memory_kib < c.page_size_kib or c.memory_kib % c.page_size_kib:
+            return False
+    pins = [x for c in p.cells for x in c.pcpus]
+    if p.cpu_policy is CpuPolicy.DEDICATED and (
+        len(pins) != len(set(pins)) or any(len(c.vcpus) != len(c.pcpus) for c in p.cells)
+    ):
+        return False
+    if (set(pins) | set(p.emulator_pcpus)) & host.reserved_cpus or not set(p.emulator_pcpus) <= host.cpu_ids:
+        return False
+    if not {d.address for d in p.devices} <= {d.address for d in host.devices}:
+        return False
+    if any(pages > _pool(host, cell, size) for (cell, size), pages in u.pages.items()):
+        return False
+    sib = siblings_of(host)
+    for group in set(sib.values()):
+        tenants = set().union(*(u.owners.get(x, set()) for x in group))
+        if len(tenants) > 1 and not all(isolation.get(t, Isolation.CORE) is Isolation.NONE for t in tenants):
+            return False
+    for tenants in u.cell_tenants.values():
+        if len(tenants) > 1 and any(isolation.get(t) is Isolation.CELL for t in tenants):
+            return False
+    return True

@@ -205,7 +205,8 @@ def _auto_nodes(request: VmRequest, fleet: Fleet) -> list[int]:
     return [n for n in range(1, most + 1) if request.vcpus % n == 0 and request.memory_kib % (4 * n) == 0]
 
 
-def _sizes(request: VmRequest, n: int) -> tuple[int, ...]:
+def prefilter_sizes(request: VmRequest, n: int) -> tuple[int, ...]:
+    """Page sizes the pre-filter tries for ``n`` guest cells (``large``: the hugepage sizes that divide)."""
     assert request.memory_kib is not None
     if request.page_size_kib:
         return (request.page_size_kib,)
@@ -221,7 +222,7 @@ def _place_fast(
     nodes = [request.numa_nodes] if request.numa_nodes else _auto_nodes(request, fleet)
     closest: Rejection | None = None
     for n in nodes:
-        hosts = np.flatnonzero(may_fit(fleet.arrays, request, n, _sizes(request, n), strategy))
+        hosts = np.flatnonzero(may_fit(fleet.arrays, request, n, prefilter_sizes(request, n), strategy))
         if request.avoid_hosts:
             hosts = np.array([h for h in hosts if fleet.states[int(h)].name not in request.avoid_hosts], dtype=int)
         if not len(hosts):
@@ -243,10 +244,10 @@ def _explain_refusal(request: VmRequest, fleet: Fleet, strategy: Strategy, nodes
     """The exact rejection of the host the pre-filter saw come closest (no host passed it)."""
     best_host, best_stage = 0, -1
     for n in nodes:
-        stage = stages(fleet.arrays, request, n, _sizes(request, n), strategy) * 4
+        stage = stages(fleet.arrays, request, n, prefilter_sizes(request, n), strategy) * 4
         if strategy is Strategy.GPU_FIRST and request.gpus == 0:
             # A host held back only by the gpu-first reserve came closer than one short of pCPUs.
-            stage += stages(fleet.arrays, request, n, _sizes(request, n), Strategy.PACK)
+            stage += stages(fleet.arrays, request, n, prefilter_sizes(request, n), Strategy.PACK)
         top = int(stage.argmax())
         if int(stage[top]) > best_stage:
             best_host, best_stage = top, int(stage[top])

@@ -14,9 +14,9 @@ Checks, in order; each is a named unit and its name tags the refusal:
 ``shape``
     it is well formed in itself: at least one guest cell, each with at
     least one vCPU and a whole number (at least one) of pages; no vCPU in
-    two guest cells; dedicated vCPUs pinned 1:1 and no pCPU pinned twice
-    (two guest cells may share a host cell, as an adopted domain can: their
-    pages add up);
+    two guest cells; dedicated vCPUs pinned 1:1 and no pCPU pinned twice; no
+    device listed twice (two guest cells may share a host cell, as an adopted
+    domain can: their pages add up);
 ``reserved``
     no pCPU the host keeps for itself;
 ``pcpus``
@@ -141,6 +141,10 @@ class Shape:
             twice = [cpu for cpu, n in pins.items() if n > 1]
             if twice:
                 return Refusal(f"pCPU(s) {format_cpuset(twice)} pinned to more than one vCPU")
+        devices = Counter(d.address for d in p.devices)
+        doubled = sorted(a for a, n in devices.items() if n > 1)
+        if doubled:
+            return Refusal(f"device(s) {', '.join(doubled)} listed more than once")
         return None
 
 
