@@ -16,7 +16,8 @@ from tests.sources.capswriter import capabilities_xml
 def two(cli: Cli, tmp_path: Path) -> Cli:
     """One small host (2 cells x 4 cores x 2 threads), tenants a (none) and b (none)."""
     caps = tmp_path / "caps.xml"
-    caps.write_text(capabilities_xml(make_host("h", cells=2, cores_per_cell=4, smt=2, memory_gib=16, hugepages_2m_gib=2, hugepages_1g_gib=8)))
+    host = make_host("h", cells=2, cores_per_cell=4, smt=2, memory_gib=16, hugepages_2m_gib=2, hugepages_1g_gib=8)
+    caps.write_text(capabilities_xml(host))
     cli.ok("host", "import", "h", "--capabilities", str(caps))
     cli.ok("tenant", "create", "a", "--isolation", "none")
     cli.ok("tenant", "create", "b", "--isolation", "none")
