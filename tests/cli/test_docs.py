@@ -17,11 +17,11 @@ def _commands() -> list[tuple[str, ...]]:
     root = typer.main.get_command(app)
     out: list[tuple[str, ...]] = []
 
-    def walk(cmd: object, path: tuple[str, ...]) -> None:
-        subs = getattr(cmd, "commands", None)
-        if subs:
-            for name, sub in sorted(subs.items()):
-                walk(sub, (*path, name))
+    def walk(cmd: typer.core.TyperGroup | typer.core.TyperCommand, path: tuple[str, ...]) -> None:
+        if isinstance(cmd, typer.core.TyperGroup):  # commands load lazily: ask the group for each
+            ctx = typer.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), (*path, name))
         else:
             out.append(path)
 

@@ -72,10 +72,10 @@ def test_a_place_reads_one_snapshot_and_claims_once(filled: str, monkeypatch: py
     work = [s for s in traced.statements if not s.startswith(("BEGIN", "COMMIT", "PRAGMA", "SELECT version_num"))]
     # One call inserts all of a claim table's rows (the trace shows each row).
     calls = [s for i, s in enumerate(work) if i == 0 or s.split(" VALUES")[0] != work[i - 1].split(" VALUES")[0]]
-    # snapshot: hosts, one topology per distinct shape (2), placements, tenants;
-    # claim: host, VM name, tenant, the host's VMs, the tenant elsewhere, the VM row,
-    # its cpu, page and device rows, the host generation.
-    assert len(calls) == 5 + 10, calls
+    # snapshot: hosts, topologies of rows without a digest, one topology per distinct shape (2),
+    # placements, tenants; claim: host, VM name, tenant, the host's VMs, the tenant elsewhere,
+    # the VM row, its cpu, page and device rows, the host generation.
+    assert len(calls) == 6 + 10, calls
     with open_inventory(filled) as inv:
         assert inv.get_vm(result.chosen.vm)[0] == result.chosen
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 import os
 import select
 import sys
+from importlib import import_module
 from typing import Annotated, Any, NoReturn, TextIO
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from vnuma.errors import VnumaError
 
@@ -32,6 +33,14 @@ EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, as the shell reports `yes | head`
 
 
 class _Group(TyperGroup):
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.add_command(_load(cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -129,24 +138,40 @@ def settings(ctx: typer.Context) -> Any:
     return make_settings((ctx.find_root().obj or {}).get("db"), os.environ)
 
 
-def _register() -> None:
-    from vnuma.cli import applying, db, hosts, placing, rebalancing, reconciling, simulating, stats, tenants, traces
+# The command tree, loaded lazily: a command imports and builds only what it runs (building
+# every command took ~0.06 s of each `vnuma place`); `vnuma --help` builds them all.
+# name -> (module, attribute, help): a help text marks a sub-app (a group), None a command.
+COMMANDS: dict[str, tuple[str, str, str | None]] = {
+    "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve."),
+    "tenant": ("vnuma.cli.tenants", "app", "Tenants: isolation level and quotas."),
+    "place": ("vnuma.cli.placing", "place", None),
+    "vm": ("vnuma.cli.vms", "app", "VMs: list, show, release."),
+    "simulate": ("vnuma.cli.simulating", "simulate", None),
+    "trace": ("vnuma.cli.traces", "app", "Example workload traces: list the scenarios, generate one."),
+    "render": ("vnuma.cli.applying", "render", None),
+    "apply": ("vnuma.cli.applying", "apply", None),
+    "stats": ("vnuma.cli.stats", "stats", None),
+    "rebalance": ("vnuma.cli.rebalancing", "rebalance", None),
+    "reconcile": ("vnuma.cli.reconciling", "reconcile", None),
+    "db": ("vnuma.cli.db", "app", "Inventory database: status and upgrade."),
+}
 
-    app.add_typer(hosts.app, name="host", help="Inventory of hosts: discover, import, show, reserve.")
-    app.add_typer(tenants.app, name="tenant", help="Tenants: isolation level and quotas.")
-    app.command("place")(placing.place)
-    app.add_typer(placing.vm_app, name="vm", help="VMs: list, show, release.")
-    app.command("simulate")(simulating.simulate)
-    app.add_typer(traces.app, name="trace", help="Example workload traces: list the scenarios, generate one.")
-    app.command("render")(applying.render)
-    app.command("apply")(applying.apply)
-    app.command("stats")(stats.stats)
-    app.command("rebalance")(rebalancing.rebalance)
-    app.command("reconcile")(reconciling.reconcile)
-    app.add_typer(db.app, name="db", help="Inventory database: status and upgrade.")
 
-
-_register()
+def _load(name: str) -> TyperCommand | TyperGroup:
+    """Import and build the top-level command ``name``."""
+    module, attribute, help_text = COMMANDS[name]
+    target = getattr(import_module(module), attribute)
+    if help_text is None:
+        sub = typer.Typer(rich_markup_mode=None, add_completion=False, pretty_exceptions_enable=False)
+        sub.command(name)(target)
+    else:
+        sub = target
+        sub.rich_markup_mode = None
+    command = typer.main.get_command(sub)
+    command.name = name
+    if help_text is not None:
+        command.help = help_text
+    return command
 
 
 def main() -> None:

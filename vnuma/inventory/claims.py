@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 
 from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import InvalidInputError, InventoryError
@@ -38,9 +39,16 @@ def decode_placement(name: str, document: str) -> Placement:
         InventoryError: the stored document cannot be read back.
     """
     try:
-        return placement_from_dict(json.loads(document))
+        return _decoded(document)
     except (ValueError, TypeError, InvalidInputError) as err:
         raise InventoryError(f"inventory: stored placement of VM {name!r} is unreadable: {err}") from err
+
+
+@lru_cache(maxsize=1 << 16)
+def _decoded(document: str) -> Placement:
+    # Placements are immutable and the text is the whole input: a process that reads the
+    # inventory again (a worker, a long-running caller) decodes each stored document once.
+    return placement_from_dict(json.loads(document))
 
 
 def claim_rows(p: Placement, ledger: Fleet) -> ClaimRows:

@@ -225,32 +225,78 @@ def open_inventory(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) 
     """
     from vnuma.inventory.repo import Inventory
 
-    return Inventory(open_engine(url, busy_timeout_ms=busy_timeout_ms), url)
+    engine, shared = open_engine(url, busy_timeout_ms=busy_timeout_ms)
+    return Inventory(engine, url, owns_engine=not shared)
 
 
-def open_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
-    """An engine for the inventory at ``url`` after the schema check (a new SQLite file is created at head).
+_SHARED: dict[tuple[str, int], Engine] = {}
+
+
+def _forget_shared_engines() -> None:
+    # A forked child must not use (or close) its parent's connections.
+    for engine in _SHARED.values():
+        engine.dispose(close=False)
+    _SHARED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_shared_engines)
+
+
+def open_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> tuple[Engine, bool]:
+    """An engine for the inventory at ``url`` after the schema check (a new SQLite file is created at head),
+    and whether it is shared.
+
+    A server database's engine (PostgreSQL) is shared by every opening in
+    this process, so a process that opens the inventory again (a worker, a
+    long-running caller) reuses its pool of warm connections; the schema is
+    checked on every opening all the same. SQLite files get an engine each.
 
     Raises:
         InventoryError: as :func:`open_inventory`.
     """
-    from vnuma.inventory.guard import guarded
+    from vnuma.inventory.guard import guarded, parse_url
 
-    engine = make_engine(url, busy_timeout_ms=busy_timeout_ms)
+    key = (url, busy_timeout_ms)
+    engine = _SHARED.get(key)
+    shared = engine is not None or parse_url(url).get_backend_name() != "sqlite"
+    if engine is None:
+        engine = make_engine(url, busy_timeout_ms=busy_timeout_ms)
     try:
         with guarded(url):
-            _check_schema(engine, url)
+            check_schema(engine, url)
     except BaseException:
-        engine.dispose()
+        if key not in _SHARED:
+            engine.dispose()
         raise
-    return engine
+    if shared:
+        _SHARED[key] = engine
+    return engine, shared
 
 
-def _check_schema(engine: Engine, url: str) -> None:
+def _at_head(engine: Engine) -> bool:
+    """Is the database at :data:`SCHEMA_REVISION`? (One query: the common case of every command.)"""
+    from sqlalchemy import exc, text
+
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    except exc.DBAPIError:
+        return False  # no such table (yet): the full check says what is wrong
+    return rows == [SCHEMA_REVISION]
+
+
+def check_schema(engine: Engine, url: str) -> None:
+    """Refuse a database not at head (an empty SQLite file is created at head).
+
+    Raises:
+        InventoryError: not a vnuma inventory, or a schema other than head (hint: ``vnuma db upgrade``).
+    """
     from sqlalchemy import inspect, text
 
     from vnuma.inventory.guard import mask_url
 
+    if _at_head(engine):
+        return
     with engine.connect() as conn:
         tables = inspect(conn).get_table_names()
         revision = None
@@ -263,7 +309,7 @@ def _check_schema(engine: Engine, url: str) -> None:
         # Only a new SQLite file is vnuma's own to create; a server database is
         # the operator's, migrated by `vnuma db upgrade` alone (at base until then).
         if not _create_at_head(engine):
-            _check_schema(engine, url)
+            check_schema(engine, url)
         return
     if tables and "alembic_version" not in tables:
         raise InventoryError(

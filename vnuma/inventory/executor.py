@@ -8,10 +8,14 @@ opener began (:mod:`.placer`):
 * :class:`SqliteExecutor` on a ``sqlite3`` connection: ``vnuma place`` on an
   SQLite file, with no SQLAlchemy import. Its writer began with
   ``BEGIN IMMEDIATE``, SQLite's lock of the whole inventory (so of the host);
-* :class:`AlchemyExecutor` on a SQLAlchemy connection: PostgreSQL, SQLite
-  URLs with options, and the transactions of the ORM inventory (reconcile's
-  adoption, the rebalance journal). ``lock`` is `` FOR UPDATE`` on
-  PostgreSQL: appended to a host or tenant read, it takes that row's lock.
+* :class:`PsycopgExecutor` on a psycopg 3 connection: ``vnuma place`` on a
+  PostgreSQL inventory at head given by a plain URL, with no SQLAlchemy import;
+* :class:`AlchemyExecutor` on a SQLAlchemy connection: any other URL, and the
+  transactions of the ORM inventory (reconcile's adoption, the rebalance
+  journal).
+
+``lock`` is `` FOR UPDATE`` on PostgreSQL: appended to a host or tenant
+read, it takes that row's lock for the transaction.
 
 A constraint the database enforces comes out as :class:`Refused`, with the
 driver's message, whatever the backend.
@@ -19,6 +23,7 @@ driver's message, whatever the backend.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
 
 Params = Mapping[str, Any]
 Row = tuple[Any, ...]
+Query = tuple[str, Params | None]
 
 
 class Refused(Exception):
@@ -62,8 +68,29 @@ class Executor(Protocol):
         """A statement once per parameter set (Refused on a constraint)."""
         ...
 
+    def batch(self, queries: Sequence[Query]) -> list[list[Row]]:
+        """The rows of several queries run in order; a backend may send them together."""
+        ...
 
-class SqliteExecutor:
+    def write_batch(self, statements: Sequence[tuple[str, Sequence[Params]]]) -> None:
+        """Several statements, each once per parameter set, in order (Refused on a constraint)."""
+        ...
+
+
+class _OneByOne:
+    """``batch`` and ``write_batch`` as one statement after another (SQLite in-process: no round trips)."""
+
+    def batch(self: Executor, queries: Sequence[Query]) -> list[list[Row]]:
+        """The rows of several queries run in order."""
+        return [self.rows(sql, params) for sql, params in queries]
+
+    def write_batch(self: Executor, statements: Sequence[tuple[str, Sequence[Params]]]) -> None:
+        """Several statements, each once per parameter set, in order (Refused on a constraint)."""
+        for sql, params in statements:
+            self.many(sql, params)
+
+
+class SqliteExecutor(_OneByOne):
     """An :class:`Executor` on a ``sqlite3`` connection."""
 
     lock = ""
@@ -100,7 +127,7 @@ class SqliteExecutor:
             raise Refused(cause_of(err)) from err
 
 
-class AlchemyExecutor:
+class AlchemyExecutor(_OneByOne):
     """An :class:`Executor` on a SQLAlchemy connection (any dialect)."""
 
     def __init__(self, conn: Connection) -> None:
@@ -134,3 +161,68 @@ class AlchemyExecutor:
         """A statement once per parameter set (Refused on a constraint)."""
         if params:
             self._result(sql, [dict(p) for p in params])
+
+
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+class PsycopgExecutor:
+    """An :class:`Executor` on a psycopg 3 connection (PostgreSQL without SQLAlchemy)."""
+
+    lock = " FOR UPDATE"
+    _translated: dict[str, str] = {}  # noqa: RUF012 - a cache shared by every instance
+
+    def __init__(self, conn: Any) -> None:
+        import psycopg
+
+        self._conn = conn
+        self._integrity = psycopg.errors.IntegrityError
+
+    def _sql(self, sql: str) -> str:
+        """``:name`` parameters as psycopg's ``%(name)s``."""
+        found = self._translated.get(sql)
+        if found is None:
+            found = self._translated[sql] = _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
+        return found
+
+    def _cursor(self, sql: str, params: Params | None) -> Any:
+        try:
+            return self._conn.execute(self._sql(sql), params or {})
+        except self._integrity as err:
+            raise Refused(cause_of(err)) from err
+
+    def rows(self, sql: str, params: Params | None = None) -> list[Row]:
+        """Every row of a query."""
+        return list(self._cursor(sql, params).fetchall())
+
+    def one(self, sql: str, params: Params | None = None) -> Row | None:
+        """The first row of a query (``INSERT ... RETURNING`` too), None when there is none."""
+        row: Row | None = self._cursor(sql, params).fetchone()
+        return row
+
+    def run(self, sql: str, params: Params | None = None) -> None:
+        """A statement (Refused on a constraint)."""
+        self._cursor(sql, params)
+
+    def many(self, sql: str, params: Sequence[Params]) -> None:
+        """A statement once per parameter set (Refused on a constraint)."""
+        self.write_batch([(sql, params)])
+
+    def batch(self, queries: Sequence[Query]) -> list[list[Row]]:
+        """The rows of several queries, sent together in one pipeline (one round trip)."""
+        try:
+            with self._conn.pipeline():
+                cursors = [self._conn.execute(self._sql(sql), params or {}) for sql, params in queries]
+        except self._integrity as err:
+            raise Refused(cause_of(err)) from err
+        return [list(c.fetchall()) for c in cursors]
+
+    def write_batch(self, statements: Sequence[tuple[str, Sequence[Params]]]) -> None:
+        """Several statements, each once per parameter set, sent together in one pipeline."""
+        try:
+            with self._conn.pipeline(), self._conn.cursor() as cur:
+                for sql, params in statements:
+                    if params:
+                        cur.executemany(self._sql(sql), params)
+        except self._integrity as err:
+            raise Refused(cause_of(err)) from err

@@ -77,6 +77,8 @@ class HostRow(Base):
     """One hypervisor host: its topology document plus cheap summary columns."""
 
     __tablename__ = "hosts"
+    # The fleet read of every placement (vnuma.inventory.placing.FLEET_HOSTS) from the index alone.
+    __table_args__ = (Index("ix_hosts_fleet", "name", "topology_digest", "reserved_cpuset", "uri", "source"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(255), unique=True)

@@ -9,9 +9,15 @@
   SQLite (busy timeout, foreign keys, WAL, ``BEGIN`` issued by us, writers
   ``BEGIN IMMEDIATE``), and SQLAlchemy is never imported (it costs
   0.3-0.5 s, more than deciding on 1,000 hosts);
-* anything else (PostgreSQL, URL options, a new file to create, a schema to
-  refuse): a SQLAlchemy Core engine after the schema check every command
-  makes; the ORM is not loaded.
+* a PostgreSQL database at head given by a plain ``postgresql[+psycopg]://``
+  URL: psycopg 3 directly, with the same queries (no SQLAlchemy either);
+  the snapshot reads in one ``REPEATABLE READ`` transaction, and the
+  connection stays open for the process's next placement;
+* anything else (URL options, a new file to create, a schema to refuse, a
+  server that cannot be reached): a SQLAlchemy Core engine after the schema check every command
+  makes; the ORM is not loaded. A server database's engine and its pool of
+  connections stay for the next opening in the same process (a worker or a
+  long-running caller places warm, see ``db.open_engine``).
 
 The queries, the checks and the rows are the same on both (:mod:`.placing`).
 """
@@ -23,9 +29,11 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from vnuma.errors import ConflictError, InventoryError
-from vnuma.inventory.executor import AlchemyExecutor, Executor, SqliteExecutor
+from vnuma.inventory.executor import AlchemyExecutor, Executor, PsycopgExecutor, SqliteExecutor
 from vnuma.inventory.guard import cause_of, hint_for_text
 from vnuma.inventory.placing import Snapshot, claim, read_snapshot
 from vnuma.inventory.schema import SCHEMA_REVISION
@@ -80,17 +88,24 @@ def open_placer(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> 
         conn = _sqlite_at_head(path, busy_timeout_ms)
         if conn is not None:
             return Placer(url, _sqlite_begin(conn, url), conn.close)
+    conninfo = postgres_conninfo(url)
+    if conninfo is not None:
+        pg = _postgres_at_head(conninfo)
+        if pg is not None:
+            return Placer(url, _postgres_begin(pg, url), lambda: None)
     from vnuma.inventory.db import open_engine, writer
     from vnuma.inventory.guard import guarded
 
-    engine = open_engine(url, busy_timeout_ms=busy_timeout_ms)
+    engine, shared = open_engine(url, busy_timeout_ms=busy_timeout_ms)
+    # On PostgreSQL the snapshot's statements see one state (SQLite's BEGIN gives that already).
+    reader = engine.execution_options(isolation_level="REPEATABLE READ") if shared else engine
 
     @contextmanager
     def begin(write: bool) -> Iterator[Executor]:
-        with guarded(url), (writer(engine) if write else engine).begin() as conn:
+        with guarded(url), (writer(engine) if write else reader).begin() as conn:
             yield AlchemyExecutor(conn)
 
-    return Placer(url, begin, engine.dispose)
+    return Placer(url, begin, (lambda: None) if shared else engine.dispose)
 
 
 def sqlite_file(url: str) -> str | None:
@@ -102,6 +117,91 @@ def sqlite_file(url: str) -> str | None:
     if not path or path == ":memory:" or path.startswith("file:") or any(ch in path for ch in "?%"):
         return None
     return path if os.path.isfile(path) else None
+
+
+def postgres_conninfo(url: str) -> str | None:
+    """The psycopg connection string of a plain ``postgresql[+psycopg]://`` URL (no query options), else None."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgresql+psycopg") or parts.query or parts.fragment:
+        return None
+    from psycopg.conninfo import make_conninfo
+
+    fields = {
+        "host": parts.hostname,
+        "port": parts.port,
+        "user": unquote(parts.username) if parts.username else None,
+        "password": unquote(parts.password) if parts.password else None,
+        "dbname": unquote(parts.path.lstrip("/")) or None,
+    }
+    return make_conninfo(**{k: v for k, v in fields.items() if v is not None})
+
+
+def _postgres_at_head(conninfo: str) -> Any | None:
+    """A psycopg connection when the database is a vnuma inventory at :data:`SCHEMA_REVISION`, else None
+    (the SQLAlchemy path then says what is wrong: unreachable, never upgraded, behind)."""
+    import psycopg
+
+    conn = _CONNECTIONS.pop(conninfo, None)
+    try:
+        if conn is None or conn.closed:
+            conn = psycopg.connect(conninfo)
+        conn.autocommit = True
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+        # From here transactions begin with their first statement, BEGIN sent along with it.
+        conn.autocommit = False
+    except (psycopg.Error, ValueError):
+        rows = []
+    if conn is not None and rows == [(SCHEMA_REVISION,)]:
+        _CONNECTIONS[conninfo] = conn  # kept for the next placement of this process
+        return conn
+    if conn is not None:
+        conn.close()
+    return None
+
+
+_CONNECTIONS: dict[str, Any] = {}
+
+
+def _forget_connections() -> None:
+    # A forked child must not use its parent's connection (the parent still does).
+    _CONNECTIONS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_connections)
+
+
+def _postgres_begin(conn: Any, url: str) -> Begin:
+    import psycopg
+
+    @contextmanager
+    def begin(write: bool) -> Iterator[Executor]:
+        try:
+            # Set before the transaction: psycopg sends its BEGIN with them, and with the first query.
+            conn.isolation_level = None if write else psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = None if write else True
+            try:
+                yield PsycopgExecutor(conn)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+        except psycopg.errors.IntegrityError as err:
+            raise ConflictError(
+                f"inventory {mask(url)} refused a conflicting change: {cause_of(err)}",
+                hint="another command claimed the same resource first; run the command again",
+            ) from err
+        except psycopg.Error as err:
+            raise InventoryError(f"inventory {mask(url)}: {cause_of(err)}", hint=hint_for_text(cause_of(err))) from err
+
+    return begin
+
+
+def mask(url: str) -> str:
+    """The URL with its password replaced by ``***``, for messages (no SQLAlchemy needed)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
 
 
 def _sqlite_at_head(path: str, busy_timeout_ms: int) -> sqlite3.Connection | None:

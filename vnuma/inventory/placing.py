@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
-from vnuma.inventory.executor import Executor, Refused
+from vnuma.inventory.executor import Executor, Params, Refused, Row
 from vnuma.inventory.schema import VmState
 from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host
 from vnuma.placement.ledger.admit import REPLACE_HINT, gpu_count
@@ -32,10 +32,8 @@ from vnuma.placement.quota import Usage
 from vnuma.topology import Host
 
 TENANTS = "SELECT name, isolation, max_vcpus, max_gpus FROM tenants ORDER BY name"
-FLEET_HOSTS = (
-    "SELECT name, uri, source, reserved_cpuset, topology_digest, "
-    "CASE WHEN topology_digest = '' THEN topology END FROM hosts ORDER BY name"
-)
+FLEET_HOSTS = "SELECT name, uri, source, reserved_cpuset, topology_digest FROM hosts ORDER BY name"
+OWN_TOPOLOGIES = "SELECT name, topology FROM hosts WHERE topology_digest = ''"  # rows written behind our back
 TOPOLOGY = "SELECT topology FROM hosts WHERE topology_digest = :digest LIMIT 1"
 PLACEMENTS = "SELECT name, placement FROM vms ORDER BY name"
 
@@ -61,15 +59,16 @@ USED_ELSEWHERE = (
 )
 NEW_VM = (
     "INSERT INTO vms (name, tenant_id, host_id, state, vcpus, gpus, placement) "
-    "VALUES (:name, :tenant, :host, :state, :vcpus, :gpus, :placement) RETURNING id"
+    "VALUES (:name, :tenant, :host, :state, :vcpus, :gpus, :placement)"
 )
 MOVED_VM = "UPDATE vms SET placement = :placement, host_id = :host, vcpus = :vcpus, gpus = :gpus WHERE id = :vm"
-NEW_CPUS = "INSERT INTO cpu_claims (vm_id, host_id, cpu_id, exclusive) VALUES (:vm, :host, :cpu, :exclusive)"
+_VM_ID = "(SELECT id FROM vms WHERE name = :vm)"  # claim rows name their VM: inserted with it in one batch
+NEW_CPUS = f"INSERT INTO cpu_claims (vm_id, host_id, cpu_id, exclusive) VALUES ({_VM_ID}, :host, :cpu, :exclusive)"
 NEW_PAGES = (
     "INSERT INTO page_claims (vm_id, host_id, cell_id, page_size_kib, count) "
-    "VALUES (:vm, :host, :cell, :size, :count)"
+    f"VALUES ({_VM_ID}, :host, :cell, :size, :count)"
 )
-NEW_DEVICES = "INSERT INTO device_claims (vm_id, host_id, address) VALUES (:vm, :host, :address)"
+NEW_DEVICES = f"INSERT INTO device_claims (vm_id, host_id, address) VALUES ({_VM_ID}, :host, :address)"
 DROP_CLAIMS = tuple(f"DELETE FROM {t} WHERE vm_id = :vm" for t in ("cpu_claims", "page_claims", "device_claims"))
 BUMP = "UPDATE hosts SET host_generation = host_generation + 1, updated_at = CURRENT_TIMESTAMP WHERE id = :host"
 
@@ -96,41 +95,59 @@ def _int(value: object) -> int | None:
 
 def read_tenants(x: Executor) -> dict[str, Tenant]:
     """Every tenant, by name."""
-    return {t.name: t for t in map(_tenant, x.rows(TENANTS))}
+    return _tenants(x.rows(TENANTS))
+
+
+def _tenants(rows: list[Row]) -> dict[str, Tenant]:
+    return {t.name: t for t in map(_tenant, rows)}
 
 
 def read_hosts(x: Executor) -> list[Host]:
     """Every host, sorted by name; each distinct topology text is read and decoded once."""
-    rows: list[HostRowTuple] = [tuple(r) for r in x.rows(FLEET_HOSTS)]  # type: ignore[misc]
+    rows, own = x.batch([(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None)])
+    return _hosts(x, rows, own)
 
-    def text_of(digest: str) -> str:
-        found = x.one(TOPOLOGY, {"digest": digest})
-        assert found is not None, "a digest names a stored topology"
-        return str(found[0])
 
-    return assemble_hosts(rows, text_of)
+def _hosts(x: Executor, rows: list[Row], own: list[Row]) -> list[Host]:
+    texts_of = dict(own)
+    host_rows: list[HostRowTuple] = [(*r, texts_of.get(r[0]) if not r[4] else None) for r in rows]  # type: ignore[misc]
+    digests = sorted({r[4] for r in host_rows if r[5] is None})
+    found = x.batch([(TOPOLOGY, {"digest": d}) for d in digests])
+    texts = {d: str(rows[0][0]) for d, rows in zip(digests, found, strict=True)}
+    return assemble_hosts(host_rows, texts.__getitem__)
 
 
 def read_placements(x: Executor) -> list[Placement]:
     """Every VM's placement, sorted by VM name."""
-    return [decode_placement(name, doc) for name, doc in x.rows(PLACEMENTS)]
+    return _placements(x.rows(PLACEMENTS))
+
+
+def _placements(rows: list[Row]) -> list[Placement]:
+    return [decode_placement(name, doc) for name, doc in rows]
 
 
 def read_snapshot(x: Executor) -> Snapshot:
-    """Tenants, hosts and placements, as one transaction sees them."""
-    return Snapshot(read_hosts(x), read_placements(x), read_tenants(x))
+    """Tenants, hosts and placements, as one transaction sees them (two batches of queries)."""
+    hosts, own, placements, tenants = x.batch(
+        [(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PLACEMENTS, None), (TENANTS, None)]
+    )
+    return Snapshot(_hosts(x, hosts, own), _placements(placements), _tenants(tenants))
 
 
 def _locked_host(x: Executor, name: str) -> tuple[int, Host]:
-    row = x.one(HOST + x.lock, {"name": name})
-    if row is None:
+    return _host_of(name, x.rows(HOST + x.lock, {"name": name}))
+
+
+def _host_of(name: str, rows: list[Row]) -> tuple[int, Host]:
+    if not rows:
         raise NotFoundError(f"host {name!r} is not in the inventory", hint=_HOST_HINT)
+    row = rows[0]
     return int(row[0]), decode_host(*row[1:])
 
 
-def _claimant(x: Executor, name: str, isolation: Isolation | None) -> tuple[int, Tenant]:
-    """The tenant's id and record, locked (its quota); created with ``isolation`` if missing and given."""
-    row = x.one(TENANT + x.lock, {"name": name})
+def _claimant(x: Executor, name: str, isolation: Isolation | None, rows: list[Row]) -> tuple[int, Tenant]:
+    """The tenant's id and record from its locked ``rows``; created with ``isolation`` if missing and given."""
+    row = rows[0] if rows else None
     if row is None:
         if isolation is None:
             raise NotFoundError(f"tenant {name!r} is not in the inventory", hint="see `vnuma tenant list`")
@@ -143,13 +160,13 @@ def _claimant(x: Executor, name: str, isolation: Isolation | None) -> tuple[int,
 def host_ledger(x: Executor, host_id: int, host: Host, tenant_id: int, tenant: Tenant, vm_id: int = -1) -> Fleet:
     """The ledger of one host as the transaction sees it, with ``tenant``'s usage elsewhere (VM ``vm_id`` left out)."""
     params = {"host": host_id, "vm": vm_id}
+    on_host, used = x.batch([(ON_HOST, params), (USED_ELSEWHERE, {**params, "tenant": tenant_id})])
     placements, tenants = [], {tenant.name: tenant}
-    for vm, doc, *tenant_row in x.rows(ON_HOST, params):
+    for vm, doc, *tenant_row in on_host:
         owner = _tenant(tuple(tenant_row))
         tenants.setdefault(owner.name, owner)
         placements.append(decode_placement(vm, doc))
-    used = x.one(USED_ELSEWHERE, {**params, "tenant": tenant_id})
-    elsewhere = {tenant.name: Usage(int(used[0]), int(used[1]))} if used else {}
+    elsewhere = {tenant.name: Usage(int(used[0][0]), int(used[0][1]))}
     return Fleet([host], placements, tenants.values(), usage_elsewhere=elsewhere)
 
 
@@ -159,12 +176,22 @@ def _refuse(p: Placement, refusal: Rejection) -> None:
     raise ConflictError(refusal.reason, hint=refusal.hint or REPLACE_HINT)
 
 
-def _insert_claims(x: Executor, p: Placement, ledger: Fleet, vm_id: int, host_id: int) -> None:
+def _write_claims(
+    x: Executor, first: list[tuple[str, Params]], p: Placement, ledger: Fleet, host_ids: list[int]
+) -> None:
+    """The ``first`` statements (the VM's row), the claim rows of ``p`` on its host (the first of
+    ``host_ids``), then every host's generation: one batch, one round trip where the backend can."""
     rows = claim_rows(p, ledger)
-    ids = {"vm": vm_id, "host": host_id}
-    x.many(NEW_CPUS, [{**ids, "cpu": cpu, "exclusive": excl} for cpu, excl in rows.cpus])
-    x.many(NEW_PAGES, [{**ids, "cell": cell, "size": size, "count": n} for cell, size, n in rows.pages])
-    x.many(NEW_DEVICES, [{**ids, "address": address} for address in rows.devices])
+    ids = {"vm": p.vm, "host": host_ids[0]}
+    x.write_batch(
+        [
+            *((sql, [params]) for sql, params in first),
+            (NEW_CPUS, [{**ids, "cpu": cpu, "exclusive": excl} for cpu, excl in rows.cpus]),
+            (NEW_PAGES, [{**ids, "cell": cell, "size": size, "count": n} for cell, size, n in rows.pages]),
+            (NEW_DEVICES, [{**ids, "address": address} for address in rows.devices]),
+            (BUMP, [{"host": h} for h in host_ids]),
+        ]
+    )
 
 
 def claim(x: Executor, p: Placement, isolation: Isolation | None = None) -> None:
@@ -180,30 +207,29 @@ def claim(x: Executor, p: Placement, isolation: Isolation | None = None) -> None
     """
     if p.tenant is None:
         raise InvalidInputError(f"placement of VM {p.vm!r} has no tenant")
-    host_id, host = _locked_host(x, p.host)
-    if x.one(VM, {"name": p.vm}) is not None:
+    # The host's lock first, then the tenant's (its quota), in one round trip where the backend can.
+    host_rows, vm_rows, tenant_rows = x.batch(
+        [(HOST + x.lock, {"name": p.host}), (VM, {"name": p.vm}), (TENANT + x.lock, {"name": p.tenant})]
+    )
+    host_id, host = _host_of(p.host, host_rows)
+    if vm_rows:
         raise ConflictError(f"VM {p.vm!r} already exists", hint=f"release it first with `vnuma vm release {p.vm}`")
-    tenant_id, tenant = _claimant(x, p.tenant, isolation)
+    tenant_id, tenant = _claimant(x, p.tenant, isolation, tenant_rows)
     ledger = host_ledger(x, host_id, host, tenant_id, tenant)
     refusal = ledger.admit(p)
     if refusal is not None:
         _refuse(p, refusal)
+    row = {
+        "name": p.vm, "tenant": tenant_id, "host": host_id, "state": VmState.PLACED.value,
+        "vcpus": p.vcpus, "gpus": gpu_count(p), "placement": encode_placement(p),
+    }
     try:
-        row = x.one(
-            NEW_VM,
-            {
-                "name": p.vm, "tenant": tenant_id, "host": host_id, "state": VmState.PLACED.value,
-                "vcpus": p.vcpus, "gpus": gpu_count(p), "placement": encode_placement(p),
-            },
-        )
-        assert row is not None
-        _insert_claims(x, p, ledger, int(row[0]), host_id)
+        _write_claims(x, [(NEW_VM, row)], p, ledger, [host_id])
     except Refused as err:
         raise ConflictError(
             f"host {p.host!r}: the inventory refused VM {p.vm!r}: {err.cause}",
             hint="another command claimed the same resources first; place the VM again",
         ) from err
-    x.run(BUMP, {"host": host_id})
 
 
 def update_tenant(x: Executor, new: Tenant) -> Tenant:
@@ -279,16 +305,13 @@ def move(x: Executor, name: str, before: Placement, after: Placement) -> None:
     refusal = ledger.admit(after)
     if refusal is not None:
         _refuse(after, refusal)
-    for sql in DROP_CLAIMS:
-        x.run(sql, {"vm": vm_id})
     values = {"placement": encode_placement(after), "host": host_id, "vcpus": after.vcpus, "gpus": gpu_count(after)}
+    others = [locked_id for locked_id, _host in hosts.values() if locked_id != host_id]
     try:
-        x.run(MOVED_VM, {**values, "vm": vm_id})
-        _insert_claims(x, after, ledger, vm_id, host_id)
+        first = [*((sql, {"vm": vm_id}) for sql in DROP_CLAIMS), (MOVED_VM, {**values, "vm": vm_id})]
+        _write_claims(x, first, after, ledger, [host_id, *others])
     except Refused as err:
         raise ConflictError(
             f"host {after.host!r}: the inventory refused moving VM {name!r}: {err.cause}",
             hint="another command claimed the same resources first; plan again",
         ) from err
-    for locked_id, _host in hosts.values():
-        x.run(BUMP, {"host": locked_id})

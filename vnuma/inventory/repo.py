@@ -32,15 +32,17 @@ T = TypeVar("T")
 class Inventory:
     """Hosts, tenants, VMs and their claims in one database."""
 
-    def __init__(self, engine: Engine, url: str) -> None:
+    def __init__(self, engine: Engine, url: str, *, owns_engine: bool = True) -> None:
         self.url = url
         self._engine = engine
+        self._owns_engine = owns_engine
         # SQLite write transactions start with BEGIN IMMEDIATE (see db.make_engine).
         self._write_engine = engine.execution_options(**{WRITE_OPTION: True})
 
     def close(self) -> None:
-        """Release the database connections."""
-        self._engine.dispose()
+        """Release the database connections (a shared engine's go back to its pool)."""
+        if self._owns_engine:
+            self._engine.dispose()
 
     def __enter__(self) -> Inventory:
         return self

@@ -64,34 +64,48 @@ def assemble_hosts(rows: Iterable[HostRowTuple], text_of: Callable[[str], str]) 
     return hosts
 
 
+_Parts = tuple[tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int]]
+
+
 class ShapeDecoder:
     """Decodes host rows, reusing the cells and devices of topology texts already seen."""
 
     def __init__(self) -> None:
         self._shapes: dict[str, tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int]]] = {}
+        self._parts: dict[tuple[str, str, str], _Parts] = {}
 
     def host(self, name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str) -> Host:
-        """The Host of one row.
+        """The Host of one row (rows of one topology, source and reservation share all but name and URI).
 
         Raises:
             InventoryError: the stored row cannot be read back (hint: refresh the host).
         """
         try:
-            shape = self._shapes.get(topology)
-            if shape is None:
-                shape = self._decode(name, topology)
-                self._shapes[topology] = shape
-            cells, devices, cpu_ids = shape
-            reserved = parse_cpuset(reserved_cpuset)
-            stray = reserved - cpu_ids
-            if stray:
-                raise InvalidInputError(f"reserved CPU(s) {format_cpuset(stray)} do not exist")
-            return Host(name, cells, devices, uri, Source(source), reserved)
+            parts = self._parts.get((topology, source, reserved_cpuset))
+            if parts is None:
+                parts = self._parts[(topology, source, reserved_cpuset)] = self._decode_parts(
+                    name, topology, source, reserved_cpuset
+                )
+            cells, devices, kind, reserved = parts
+            return Host(name, cells, devices, uri, kind, reserved)
         except (ValueError, TypeError, InvalidInputError) as err:
             raise InventoryError(
                 f"inventory: stored topology of host {name!r} is unreadable: {err}",
                 hint=f"re-discover it with `vnuma host refresh {name}`",
             ) from err
+
+    def _decode_parts(
+        self, name: str, topology: str, source: str, reserved_cpuset: str
+    ) -> _Parts:
+        shape = self._shapes.get(topology)
+        if shape is None:
+            shape = self._shapes[topology] = self._decode(name, topology)
+        cells, devices, cpu_ids = shape
+        reserved = parse_cpuset(reserved_cpuset)
+        stray = reserved - cpu_ids
+        if stray:
+            raise InvalidInputError(f"reserved CPU(s) {format_cpuset(stray)} do not exist")
+        return cells, devices, Source(source), reserved
 
     @staticmethod
     def _decode(name: str, topology: str) -> tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int]]:

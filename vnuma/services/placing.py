@@ -97,7 +97,8 @@ def _decide_and_claim(
 ) -> tuple[VmRequest, PlacementResult]:
     last = ""
     for attempt in range(CLAIM_ATTEMPTS):
-        snap = placer.snapshot()
+        with gc_paused():  # decoding a fleet makes many small acyclic objects (see gc_paused)
+            snap = placer.snapshot()
         request = _named(request, snap)
         result = decide(snap, request, strategy, explain=explain)
         if result.chosen is None or dry_run:

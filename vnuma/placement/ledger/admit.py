@@ -163,7 +163,9 @@ class Reserved:
 
 
 def _core(hs: HostState, cpu: int) -> CoreState:
-    return hs.cpu_cell[cpu].core_of[cpu]
+    cell = hs.cell_of(cpu)
+    assert cell is not None, "a placeable CPU (topology and reserved checked first)"
+    return cell.core_of[cpu]
 
 
 class Pcpus:
@@ -212,7 +214,7 @@ class CoreIsolation:
 def touched_cells(p: Placement, hs: HostState, held: frozenset[int]) -> frozenset[int]:
     """The CPU cells a placement uses: its guest cells' host cells and the cells of its pCPUs."""
     cells = {ca.host_cell for ca in p.cells}
-    cells.update(hs.cpu_cell[cpu].id for cpu in held | p.shared_pcpus if cpu in hs.cpu_cell)
+    cells.update(c.id for cpu in held | p.shared_pcpus if (c := hs.cell_of(cpu)) is not None)
     return frozenset(cells)
 
 

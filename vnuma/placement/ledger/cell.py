@@ -59,6 +59,7 @@ class CellState:
     """Claim aggregates of one CPU cell."""
 
     __slots__ = (
+        "_copied",
         "col",
         "core_of",
         "cores",
@@ -108,6 +109,7 @@ class CellState:
         self.gpus: tuple[str, ...] = gpus
         self.gpus_free: list[str] = list(gpus)
         self.tenants: dict[str, int] = {}
+        self._copied: set[int] | None = None  # None: every core is this cell's own (see own())
         self.threads_free = self.threads_total  # kept up to date by FleetArrays.sync_cell
         self.free_kib = sum(size * n for size, n in self.pages_free.items())
 
@@ -116,8 +118,10 @@ class CellState:
         new = CellState.__new__(CellState)
         new.id = self.id
         new.col = self.col
-        new.cores = [CoreState(c.index, c.cpus) for c in self.cores]
-        new.core_of = {t: new.cores[core.index] for t, core in self.core_of.items()}
+        # Copy on write: the new cell shares this cell's (unclaimed) cores until it changes one (own()).
+        new.cores = list(self.cores)
+        new.core_of = self.core_of
+        new._copied = set()
         new.threads_total = self.threads_total
         new.free_cores = set(self.free_cores)
         new.free_core_threads = self.free_core_threads
@@ -125,14 +129,28 @@ class CellState:
         new.partial_free = {}
         new.partial_pairs = {}
         new.shared_threads = {}
-        new.pages_total = dict(self.pages_total)
+        new.pages_total = self.pages_total  # never changed
         new.pages_free = dict(self.pages_total)
         new.gpus = self.gpus
         new.gpus_free = list(self.gpus)
         new.tenants = {}
         new.threads_free = self.threads_total
-        new.free_kib = sum(size * n for size, n in new.pages_free.items())
+        new.free_kib = self.free_kib
         return new
+
+    def own(self, core: CoreState) -> CoreState:
+        """This cell's own copy of ``core``, made the first time the cell changes it (see fresh_copy)."""
+        copied = self._copied
+        if copied is None or core.index in copied:
+            return core
+        if not copied:
+            self.core_of = dict(self.core_of)
+        mine = CoreState(core.index, core.cpus)
+        self.cores[core.index] = mine
+        for t in mine.cpus:
+            self.core_of[t] = mine
+        copied.add(core.index)
+        return mine
 
     # --- aggregates -------------------------------------------------------------------------
 

@@ -95,8 +95,14 @@ class Fleet:
         """Bumped whenever capacity may grow (a removal, an isolation change): invalidates refusal memories."""
         self.gpu_epoch = 0
         """Bumped whenever a GPU is claimed or freed."""
+        # Recorded in bulk: each touched cell's arrays are written once at the end, not per placement.
+        touched: dict[tuple[int, int], tuple[HostState, CellState]] = {}
         for p in placements:
-            self.record(p)
+            self._record(p, touched)
+        for hs, cell in touched.values():
+            self.arrays.sync_cell(hs, cell)
+        for hs in {hs.index: hs for hs, _cell in touched.values()}.values():
+            self.arrays.sync_host(hs)
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -209,11 +215,14 @@ class Fleet:
             NotFoundError: the placement's host is not in the fleet.
             ConflictError: the fleet already holds a VM of that name.
         """
+        self._record(placement, None)
+
+    def _record(self, placement: Placement, touched: dict[tuple[int, int], tuple[HostState, CellState]] | None) -> None:
         if placement.vm in self._placed:
             raise ConflictError(f"VM {placement.vm!r} is already placed")
         hs = self.state(placement.host)
         hs.build()
-        self._apply(hs, placement, self._plan(hs, placement), +1)
+        self._apply(hs, placement, self._plan(hs, placement), +1, touched)
         self._placed[placement.vm] = placement
 
     def remove(self, vm_name: str) -> Placement:
@@ -244,10 +253,16 @@ class Fleet:
                     self.arrays.sync_cell(hs, cell)
 
     def _plan(self, hs: HostState, p: Placement) -> _Plan:
+        """What ``p`` changes on ``hs``; the cells it changes become the host's own first."""
         plan = _Plan()
         held = hs.held_pcpus(p)
+        homes = {hs.gpu_home.get(d.address) for d in p.devices}
+        for cell_id in touched_cells(p, hs, held) | homes:
+            cell = hs.cell_by_id.get(cell_id) if cell_id is not None else None
+            if cell is not None:
+                hs.own_cell(cell)
         for cpu in sorted(held | p.shared_pcpus):
-            cell = hs.cpu_cell.get(cpu)
+            cell = hs.cell_of(cpu)
             if cell is None:
                 continue  # reserved (or gone) since the VM was placed: nothing to account
             core = cell.core_of[cpu]
@@ -271,10 +286,19 @@ class Fleet:
                 plan.loose_gpus.append(dev.address)
         return plan
 
-    def _apply(self, hs: HostState, p: Placement, plan: _Plan, sign: int) -> None:
+    def _apply(
+        self,
+        hs: HostState,
+        p: Placement,
+        plan: _Plan,
+        sign: int,
+        deferred: dict[tuple[int, int], tuple[HostState, CellState]] | None = None,
+    ) -> None:
+        """Apply a plan; the arrays follow now, or for ``deferred`` cells when the caller syncs them."""
         touched: dict[int, CellState] = {}
-        for core, (cell, held, shared) in plan.cores.items():
+        for shared_core, (cell, held, shared) in plan.cores.items():
             touched[cell.id] = cell
+            core = cell.own(shared_core)
             cell.detach(core)
             _change_core(core, held, shared, p.tenant or "", sign)
             cell.attach(core, self.isolation)
@@ -304,6 +328,9 @@ class Fleet:
         self._apply_gpus(hs, plan, sign, touched)
         if p.tenant is not None:
             self.usage[p.tenant] = self.used(p.tenant).plus(sign * p.vcpus, sign * gpu_count(p))
+        if deferred is not None:
+            deferred.update(((hs.index, cell.id), (hs, cell)) for cell in touched.values())
+            return
         for cell in touched.values():
             self.arrays.sync_cell(hs, cell)
         self.arrays.sync_host(hs)

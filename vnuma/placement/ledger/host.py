@@ -22,7 +22,9 @@ from vnuma.placement.model import Placement, ThreadPolicy
 from vnuma.topology import PAGE_4K, DeviceKind, Host
 
 UNKNOWN_REMOTE_DISTANCE = 20  # libvirt's default when a host reports no SLIT table
-_LAZY = frozenset({"cells", "cell_by_id", "cpu_cell", "loose_gpus_free", "holders", "floaters", "devices_taken"})
+_LAZY = frozenset(
+    {"_copied_cells", "cells", "cell_by_id", "loose_gpus_free", "holders", "floaters", "devices_taken"}
+)
 
 
 class HostShape:
@@ -30,8 +32,8 @@ class HostShape:
 
     __slots__ = (
         "cells",
+        "cpu_index",
         "distance",
-        "floaters",
         "gpu_home",
         "gpus_total",
         "host",
@@ -49,6 +51,8 @@ class HostShape:
     def __init__(self, host: Host) -> None:
         self.host = host
         self.cells: tuple[CellState, ...] = cell_states(host)
+        self.cpu_index: dict[int, int] = {cpu: i for i, c in enumerate(self.cells) for cpu in c.core_of}
+        """Placeable CPU -> the position of its cell in ``cells`` (every host of the shape alike)."""
         ids = [c.id for c in self.cells]
         self.distance: dict[tuple[int, int], int] = {}
         for a in ids:
@@ -107,10 +111,10 @@ class HostState:
     """Shape and claims of one host; ``index`` is its position in name order."""
 
     __slots__ = (
+        "_copied_cells",
         "built",
         "cell_by_id",
         "cells",
-        "cpu_cell",
         "devices_taken",
         "distance",
         "floaters",
@@ -159,14 +163,27 @@ class HostState:
         raise AttributeError(name)
 
     def build(self) -> None:
-        """Give the host per-cell state of its own (the fleet calls this before its first change)."""
+        """Give the host state of its own (the fleet calls this before its first change); its cells stay
+        the shape's pristine ones until the fleet changes each (:meth:`own_cell`)."""
         if not self.built:
-            self._own(tuple(c.fresh_copy() for c in self.shape.cells))
+            self._own(self.shape.cells)
+            self._copied_cells: set[int] | None = set()
+
+    def own_cell(self, cell: CellState) -> CellState:
+        """This host's own copy of ``cell``, made the first time the fleet changes it."""
+        copied = self._copied_cells
+        if copied is None or cell.col in copied:
+            return cell
+        mine = cell.fresh_copy()
+        self.cells = (*self.cells[: cell.col], mine, *self.cells[cell.col + 1 :])
+        self.cell_by_id[mine.id] = mine
+        copied.add(cell.col)
+        return mine
 
     def _own(self, cells: tuple[CellState, ...]) -> None:
+        self._copied_cells = None  # None: every cell is this state's own (the shape's template)
         self.cells: tuple[CellState, ...] = cells
         self.cell_by_id = {c.id: c for c in self.cells}
-        self.cpu_cell = {cpu: c for c in self.cells for cpu in c.core_of}
         self.loose_gpus_free: list[str] = list(self.shape.loose_gpus)
         self.holders: dict[int, str] = {}
         """pCPU -> the VM holding it exclusively."""
@@ -182,10 +199,15 @@ class HostState:
         held = set(p.dedicated_pcpus)
         if p.thread_policy is ThreadPolicy.ISOLATE:
             for cpu in list(held):
-                cell = self.cpu_cell.get(cpu)
+                cell = self.cell_of(cpu)
                 if cell is not None:
                     held.update(cell.core_of[cpu].cpus)
         return frozenset(held)
+
+    def cell_of(self, cpu: int) -> CellState | None:
+        """The CPU cell holding placeable CPU ``cpu`` (None for a reserved or unknown CPU)."""
+        i = self.shape.cpu_index.get(cpu)
+        return None if i is None else self.cells[i]
 
     def socket_cells(self, socket: int | None, cell_id: int) -> tuple[int, ...]:
         """CPU cells on the same socket as ``cell_id`` (just the cell itself when unknown)."""

@@ -31,7 +31,7 @@ def _foot(search: Search, p: Placement) -> _Foot:
     hs = search.fleet.state(p.host)
     threads: dict[int, int] = {}
     for cpu in hs.held_pcpus(p) | p.shared_pcpus:
-        cell = hs.cpu_cell.get(cpu)
+        cell = hs.cell_of(cpu)
         if cell is not None:
             threads[cell.id] = threads.get(cell.id, 0) + 1
     memory = {c.host_cell: c.memory_kib for c in p.cells}

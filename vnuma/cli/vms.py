@@ -1,0 +1,12 @@
+"""``vnuma vm``: one group, its commands defined beside the use cases they print.
+
+``list`` and ``show`` live in :mod:`.placing`, ``stop``, ``undefine`` and
+``release`` in :mod:`.applying`; importing both registers them all on the group.
+"""
+
+from __future__ import annotations
+
+from vnuma.cli import applying
+from vnuma.cli.placing import vm_app as app
+
+__all__ = ["app", "applying"]
