@@ -89,7 +89,7 @@ def run(
     trace: Trace, strategy: Strategy = Strategy.PACK, isolation: Isolation = Isolation.CORE
 ) -> SimulationReport:
     """Place every request of ``trace`` in arrival order and report."""
-    fleet = Fleet(trace.hosts)
+    fleet = Fleet(trace.hosts, (), {r.tenant: isolation for r in trace.requests})
     memory = RefusalMemory()
     requests = [vm_request(r, isolation) for r in trace.requests]
     placements: list[Placement | None] = []
@@ -109,7 +109,8 @@ def run(
             timings.append((clock() - t0) * 1e6)
             placements.append(result.chosen)
             if result.chosen is not None:
-                fleet.add(result.chosen, isolation)
+                # place() asked admission about exactly this ledger: record it as it is.
+                fleet.record(result.chosen)
                 checks.append(None)
             else:
                 checks.append(result.rejections[0].check if result.rejections else "no-hosts")

@@ -49,7 +49,7 @@ from vnuma.placement.ledger.host import HostState
 from vnuma.placement.memory import RefusalMemory
 from vnuma.placement.model import Placement, PlacementResult, Rejection, Strategy, VmRequest
 from vnuma.placement.order import host_key
-from vnuma.placement.prefilter import may_fit, stages
+from vnuma.placement.prefilter import Assessment, assess, stages
 from vnuma.placement.quota import check_quota
 from vnuma.placement.request import resolve_size, size_candidates, validate_request
 from vnuma.placement.scorers import total_scores
@@ -78,8 +78,9 @@ def place(
         NotFoundError: ``request.host`` is not in the fleet.
     """
     validate_request(request, fleet)
-    if request.tenant is not None:
-        check_quota(fleet.tenant(request.tenant), fleet.used(request.tenant), request.vcpus or 0, request.gpus)
+    tenant = fleet.tenant(request.tenant)
+    if tenant.max_vcpus is not None or tenant.max_gpus is not None:
+        check_quota(tenant, fleet.used(request.tenant), request.vcpus or 0, request.gpus)
     if request.vcpus is None or request.memory_kib is None:
         return _place_explained(request, fleet, strategy, sized=True)
     if explain or request.host is not None:
@@ -221,8 +222,11 @@ def _place_fast(
         return PlacementResult(None, (recalled,))
     nodes = [request.numa_nodes] if request.numa_nodes else _auto_nodes(request, fleet)
     closest: Rejection | None = None
+    reached: list[Assessment] = []
     for n in nodes:
-        hosts = np.flatnonzero(may_fit(fleet.arrays, request, n, prefilter_sizes(request, n), strategy))
+        checked = assess(fleet.arrays, request, n, prefilter_sizes(request, n), strategy)
+        reached.append(checked)
+        hosts = np.flatnonzero(checked.may_fit())
         if request.avoid_hosts:
             hosts = np.array([h for h in hosts if fleet.states[int(h)].name not in request.avoid_hosts], dtype=int)
         if not len(hosts):
@@ -232,7 +236,7 @@ def _place_fast(
         if found is not None:
             return found
     if closest is None and fleet.states:
-        closest = _explain_refusal(request, fleet, strategy, nodes)
+        closest = _explain_refusal(request, fleet, strategy, reached)
     if closest is None:
         return PlacementResult(None, ())
     if memory is not None:
@@ -240,17 +244,18 @@ def _place_fast(
     return PlacementResult(None, (closest,))
 
 
-def _explain_refusal(request: VmRequest, fleet: Fleet, strategy: Strategy, nodes: list[int]) -> Rejection:
+def _explain_refusal(request: VmRequest, fleet: Fleet, strategy: Strategy, reached: list[Assessment]) -> Rejection:
     """The exact rejection of the host the pre-filter saw come closest (no host passed it)."""
     best_host, best_stage = 0, -1
-    for n in nodes:
-        stage = stages(fleet.arrays, request, n, prefilter_sizes(request, n), strategy) * 4
+    for checked in reached:
+        n = checked.n
+        ranked = checked.stages() * 4
         if strategy is Strategy.GPU_FIRST and request.gpus == 0:
             # A host held back only by the gpu-first reserve came closer than one short of pCPUs.
-            stage += stages(fleet.arrays, request, n, prefilter_sizes(request, n), Strategy.PACK)
-        top = int(stage.argmax())
-        if int(stage[top]) > best_stage:
-            best_host, best_stage = top, int(stage[top])
+            ranked += stages(fleet.arrays, request, n, prefilter_sizes(request, n), Strategy.PACK)
+        top = int(ranked.argmax())
+        if int(ranked[top]) > best_stage:
+            best_host, best_stage = top, int(ranked[top])
     hs = fleet.states[best_host]
     found = host_refusal(hs, request) or fit_host(hs, request, strategy, fleet.isolation)
     assert isinstance(found, Rejection), "pre-filter ruled out a host that fits"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
-from vnuma.placement.rules import strand_guarded, usable_gpus
+from vnuma.placement.rules import gpu_share, strand_guarded, usable_gpus
 
 
 def threads_taken(req: VmRequest, hs: HostState, per_cell: int, cells: int) -> list[int]:
@@ -36,7 +36,7 @@ def _left(hs: HostState, cells: tuple[int, ...], taken: list[int]) -> list[int]:
 def _usable(hs: HostState, cell: int, left: int) -> int:
     """Free GPUs a cell can still serve with ``left`` free pCPUs (each keeps its share)."""
     state = hs.cell_by_id[cell]
-    return int(usable_gpus(left, state.threads_total, len(state.gpus)))
+    return int(usable_gpus(left, gpu_share(state.threads_total, len(state.gpus))))
 
 
 def split_gpus(hs: HostState, cells: tuple[int, ...], want: int, taken: list[int]) -> list[int]:

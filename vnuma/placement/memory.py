@@ -24,13 +24,13 @@ class RefusalMemory:
 
     def __init__(self) -> None:
         self._refused: dict[object, list[Entry]] = {}
-        self._epoch: tuple[int, int] | None = None
+        self._fleet: Fleet | None = None
+        self._epoch = -1
 
     def _valid(self, fleet: Fleet) -> None:
-        epoch = (id(fleet), fleet.epoch)
-        if epoch != self._epoch:
+        if fleet is not self._fleet or fleet.epoch != self._epoch:
             self._refused.clear()
-            self._epoch = epoch
+            self._fleet, self._epoch = fleet, fleet.epoch
 
     def recall(self, request: VmRequest, fleet: Fleet, strategy: Strategy) -> Rejection | None:
         """The refusal of ``request``, if one of its shape and no larger size was refused before."""

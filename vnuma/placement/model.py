@@ -6,7 +6,7 @@ the inventory stores them as claims, the renderer turns them into XML.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from vnuma.topology import DeviceKind
@@ -169,6 +169,18 @@ class Placement:
     cpu_policy: CpuPolicy = CpuPolicy.DEDICATED
     thread_policy: ThreadPolicy = ThreadPolicy.PREFER
     threads_per_core: int = 1
+    # Worked out once from the fields above (the ledger and admission read them many times).
+    dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
+    """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""
+    shared_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
+    """pCPUs a ``shared`` VM floats over (held non-exclusively)."""
+
+    def __post_init__(self) -> None:
+        pinned = frozenset(x for c in self.cells for x in c.pcpus)
+        dedicated = self.cpu_policy is CpuPolicy.DEDICATED
+        held = (pinned if dedicated else frozenset()) | (frozenset(self.emulator_pcpus) - pinned)
+        object.__setattr__(self, "dedicated_pcpus", held)
+        object.__setattr__(self, "shared_pcpus", frozenset() if dedicated else pinned)
 
     @property
     def vcpus(self) -> int:
@@ -185,19 +197,6 @@ class Placement:
         """Host cell ids, in guest cell order."""
         return tuple(c.host_cell for c in self.cells)
 
-    @property
-    def dedicated_pcpus(self) -> frozenset[int]:
-        """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""
-        pins = {p for c in self.cells for p in c.pcpus} if self.cpu_policy is CpuPolicy.DEDICATED else set()
-        extra = set(self.emulator_pcpus) - {p for c in self.cells for p in c.pcpus}
-        return frozenset(pins | extra)
-
-    @property
-    def shared_pcpus(self) -> frozenset[int]:
-        """pCPUs a ``shared`` VM floats over (held non-exclusively)."""
-        if self.cpu_policy is CpuPolicy.SHARED:
-            return frozenset(p for c in self.cells for p in c.pcpus)
-        return frozenset()
 
 
 @dataclass(frozen=True, slots=True)

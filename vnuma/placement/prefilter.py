@@ -13,17 +13,23 @@ fleets); a host it keeps is then checked exactly.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from vnuma.placement.ledger.arrays import CAP_ISOLATE, SIZE_INDEX, FleetArrays, IntArray, cap_row, count_true
+from vnuma.placement.ledger.arrays import SIZE_INDEX, FleetArrays, IntArray, count_true
 from vnuma.placement.model import GpuAffinity, Strategy, VmRequest
-from vnuma.placement.rules import reserved_pages, reserved_threads, strand_guarded, usable_gpus
+from vnuma.placement.rules import (
+    CAP_ISOLATE,
+    cap_row,
+    reserved_pages,
+    reserved_threads,
+    strand_guarded,
+    usable_gpus,
+)
 
 BoolArray = npt.NDArray[np.bool_]
-MAY_FIT = 3
-"""Stage of a host that passes every pre-filter check."""
 
 
 def _cell_checks(
@@ -36,7 +42,7 @@ def _cell_checks(
     cap = arrays.cap[row]
     reserve = strategy is Strategy.GPU_FIRST and req.gpus == 0
     if reserve:
-        cap = cap - reserved_threads(arrays.cell_threads, arrays.cell_gpus, arrays.gpus, arrays.cell_width, row)
+        cap = cap - reserved_threads(arrays.thread_share, arrays.gpus, arrays.cell_width, row)
     cpu_ok = cap >= v
     page_ok: BoolArray | None = np.broadcast_to(arrays.exotic, cpu_ok.shape) if arrays.any_exotic else None
     for size in sizes:
@@ -44,7 +50,7 @@ def _cell_checks(
         if i is not None:
             free = arrays.pages[i]
             if reserve:
-                free = free - reserved_pages(arrays.cell_pages[i], arrays.cell_gpus, arrays.gpus)
+                free = free - reserved_pages(arrays.page_share[i], arrays.gpus)
             hit = free >= m // size
             page_ok = hit if page_ok is None else page_ok | hit
     return cpu_ok, (cpu_ok & page_ok if page_ok is not None else np.zeros_like(cpu_ok))
@@ -80,26 +86,46 @@ def _strand_need(arrays: FleetArrays, req: VmRequest, n: int) -> IntArray:
     assert req.vcpus is not None
     row = cap_row(req.cpu_policy, req.thread_policy)
     cost = req.vcpus // n * (arrays.width if row == CAP_ISOLATE else 1)
-    usable = usable_gpus(arrays.threads_free - cost, arrays.cell_threads, arrays.cell_gpus)
+    usable = usable_gpus(arrays.threads_free - cost, arrays.thread_share)
     need: IntArray = np.where(strand_guarded(arrays.cell_gpus), np.maximum(arrays.gpus - usable, 0), 0)
     return need
+
+
+@dataclass(slots=True)
+class Assessment:
+    """The pre-filter's checks of one request for ``n`` guest cells on every host."""
+
+    n: int
+    cpu_ok: BoolArray
+    ok: BoolArray
+    gpus: BoolArray | None
+
+    def may_fit(self) -> BoolArray:
+        """Hosts that pass every pre-filter check."""
+        fits: BoolArray = count_true(self.ok) >= self.n
+        return fits if self.gpus is None else fits & self.gpus
+
+    def stages(self) -> IntArray:
+        """Per host, how far the request gets: 0 short of pCPUs, 1 short of pages, 2 short of GPUs, 3 may fit."""
+        stage: IntArray = (count_true(self.cpu_ok) >= self.n).astype(np.int64)
+        stage += count_true(self.ok) >= self.n
+        stage += (stage == 2) & (True if self.gpus is None else self.gpus)
+        return stage
+
+
+def assess(arrays: FleetArrays, req: VmRequest, n: int, sizes: Sequence[int], strategy: Strategy) -> Assessment:
+    """Run the pre-filter's checks for ``n`` guest cells (page sizes ``sizes``) over the whole fleet."""
+    cpu_ok, ok = _cell_checks(arrays, req, n, sizes, strategy)
+    return Assessment(n, cpu_ok, ok, _gpu_ok(arrays, req, n, ok, strategy))
 
 
 def may_fit(
     arrays: FleetArrays, req: VmRequest, n: int, sizes: Sequence[int], strategy: Strategy
 ) -> BoolArray:
     """Hosts that pass every pre-filter check for ``n`` guest cells."""
-    _cpu_ok, ok = _cell_checks(arrays, req, n, sizes, strategy)
-    fits: BoolArray = count_true(ok) >= n
-    gpus = _gpu_ok(arrays, req, n, ok, strategy)
-    return fits if gpus is None else fits & gpus
+    return assess(arrays, req, n, sizes, strategy).may_fit()
 
 
 def stages(arrays: FleetArrays, req: VmRequest, n: int, sizes: Sequence[int], strategy: Strategy) -> IntArray:
-    """Per host, how far the request gets: 0 short of pCPUs, 1 short of pages, 2 short of GPUs, 3 may fit."""
-    cpu_ok, ok = _cell_checks(arrays, req, n, sizes, strategy)
-    stage: IntArray = (count_true(cpu_ok) >= n).astype(np.int64)
-    stage += count_true(ok) >= n
-    gpus = _gpu_ok(arrays, req, n, ok, strategy)
-    stage += (stage == 2) & (True if gpus is None else gpus)
-    return stage
+    """Per host, how far the request gets (see :meth:`Assessment.stages`)."""
+    return assess(arrays, req, n, sizes, strategy).stages()

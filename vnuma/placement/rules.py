@@ -18,7 +18,22 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from vnuma.placement.ledger.arrays import CAP_ISOLATE, CAP_REQUIRE
+from vnuma.placement.model import CpuPolicy, ThreadPolicy
+
+CAP_PREFER, CAP_ISOLATE, CAP_REQUIRE, CAP_SHARED = range(4)
+"""Capacity rows: what one vCPU of a policy takes (a thread, a whole core, a thread of a sibling pair,
+a thread of the shared pool); the ledger keeps one upper bound per row and cell."""
+
+
+def cap_row(cpu_policy: CpuPolicy, thread_policy: ThreadPolicy) -> int:
+    """Which row of ``FleetArrays.cap`` bounds a policy's capacity."""
+    if cpu_policy is CpuPolicy.SHARED:
+        return CAP_SHARED
+    return _ROWS[thread_policy]
+
+
+_ROWS = {ThreadPolicy.PREFER: CAP_PREFER, ThreadPolicy.ISOLATE: CAP_ISOLATE, ThreadPolicy.REQUIRE: CAP_REQUIRE}
+
 
 KEEP_PER_GPU = Fraction(1, 2)
 """Fraction of a cell's per-GPU thread share a free GPU keeps beside it under ``gpu-first``."""
@@ -30,13 +45,19 @@ def _at_least_1(x: Num) -> Num:
     return x + (x == 0)
 
 
-def reserved_threads(threads_total: Num, gpus_total: Num, gpus_free: Num, width: Num, row: int) -> Num:
+def gpu_share(total: Num, gpus_total: Num) -> Num:
+    """A cell's per-GPU share of something it has ``total`` of (threads, a page pool); 0 without GPUs."""
+    return total // _at_least_1(gpus_total) * (gpus_total > 0)
+
+
+def reserved_threads(thread_share: Num, gpus_free: Num, width: Num, row: int) -> Num:
     """Capacity (in the policy row's units) a cell keeps for its free GPUs under ``gpu-first``.
 
-    ``row`` is the capacity row of the request's policy (:func:`cap_row`):
-    ``isolate`` counts whole cores, ``require`` sibling pairs (an even count).
+    ``thread_share`` is the cell's :func:`gpu_share` of its threads; ``row`` the
+    capacity row of the request's policy (:func:`cap_row`): ``isolate`` counts
+    whole cores, ``require`` sibling pairs (an even count).
     """
-    threads = threads_total // _at_least_1(gpus_total) * gpus_free
+    threads = thread_share * gpus_free
     if row == CAP_ISOLATE:
         return -(-threads // width)
     if row == CAP_REQUIRE:
@@ -44,17 +65,16 @@ def reserved_threads(threads_total: Num, gpus_total: Num, gpus_free: Num, width:
     return threads
 
 
-def reserved_pages(pages_total: Num, gpus_total: Num, gpus_free: Num) -> Num:
-    """Pages of one pool a cell keeps for its free GPUs under ``gpu-first``."""
-    return pages_total // _at_least_1(gpus_total) * gpus_free
+def reserved_pages(page_share: Num, gpus_free: Num) -> Num:
+    """Pages of one pool a cell keeps for its free GPUs under ``gpu-first`` (``page_share``: its gpu_share)."""
+    return page_share * gpus_free
 
 
-def usable_gpus(threads_left: Num, threads_total: Num, gpus_total: Num) -> Num:
+def usable_gpus(threads_left: Num, thread_share: Num) -> Num:
     """How many free GPUs a cell can still serve with ``threads_left`` free threads (each keeps its share)."""
-    share = threads_total // _at_least_1(gpus_total)
     left = threads_left * (threads_left > 0)
-    usable = left * KEEP_PER_GPU.denominator // _at_least_1(share * KEEP_PER_GPU.numerator)
-    return usable * (share > 0)
+    usable = left * KEEP_PER_GPU.denominator // _at_least_1(thread_share * KEEP_PER_GPU.numerator)
+    return usable * (thread_share > 0)
 
 
 def strand_guarded(gpus_total: Num) -> Num:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vnuma.placement.ledger.arrays import cap_row
 from vnuma.placement.ledger.cell import CellState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, Isolation, Strategy, ThreadPolicy, VmRequest
-from vnuma.placement.rules import reserved_pages, reserved_threads
+from vnuma.placement.rules import cap_row, gpu_share, reserved_pages, reserved_threads
 
 UNITS = {
     ThreadPolicy.PREFER: "pCPUs",
@@ -52,13 +51,15 @@ class HostView:
         """Capacity ``gpu-first`` keeps on ``cell`` for its free GPUs (0 when nothing is kept)."""
         if not self.reserve or not cell.gpus_free:
             return 0
-        return int(reserved_threads(cell.threads_total, len(cell.gpus), len(cell.gpus_free), cell.width, self.row))
+        share = gpu_share(cell.threads_total, len(cell.gpus))
+        return int(reserved_threads(share, len(cell.gpus_free), cell.width, self.row))
 
     def pages(self, cell: CellState, size: int) -> int:
         """Free pages of ``size`` this request may take on ``cell``."""
         free = cell.pages_free.get(size, 0)
         if self.reserve and cell.gpus_free:
-            free -= int(reserved_pages(cell.pages_total.get(size, 0), len(cell.gpus), len(cell.gpus_free)))
+            share = gpu_share(cell.pages_total.get(size, 0), len(cell.gpus))
+            free -= int(reserved_pages(share, len(cell.gpus_free)))
         return free
 
     def emulator_ok(self, cell: CellState, vcpus: int) -> bool:

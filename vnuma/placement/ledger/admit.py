@@ -37,10 +37,9 @@ Checks, in order; each is a named unit and its name tags the refusal:
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from vnuma.placement.ledger.cell import CoreState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
@@ -48,19 +47,35 @@ from vnuma.placement.model import CpuPolicy, Isolation, Placement, Rejection, Te
 from vnuma.placement.quota import Usage, quota_problem
 from vnuma.topology import DeviceKind, format_cpuset, format_size_kib
 
+T = TypeVar("T")
 REPLACE_HINT = "the host changed since the placement was computed; place the VM again"
 
 
-@dataclass(frozen=True, slots=True)
 class Claim:
-    """One placement as admission sees it: the host's ledger, the tenant, what the tenant holds."""
+    """One placement as admission sees it: the host's ledger, the tenant, what the tenant holds, and
+    (worked out once for every check) the pCPUs it holds, their cores and the cells it touches."""
 
-    p: Placement
-    hs: HostState
-    tenant: Tenant
-    isolations: Mapping[str, Isolation]
-    used: Usage
-    held: frozenset[int]
+    __slots__ = ("cells", "cores", "held", "hs", "isolations", "p", "pcpus", "tenant", "used")
+
+    def __init__(
+        self, p: Placement, hs: HostState, tenant: Tenant, isolations: Mapping[str, Isolation], used: Usage
+    ) -> None:
+        self.p, self.hs, self.tenant, self.isolations, self.used = p, hs, tenant, isolations, used
+        self.held = hs.held_pcpus(p) if p.host == hs.name else frozenset()
+        self.pcpus = self.held | p.shared_pcpus
+        """Every pCPU it holds or floats over."""
+        self.cores: dict[int, CoreState] = {}
+        """Each of those (placeable) pCPUs' core."""
+        cells = {ca.host_cell for ca in p.cells}
+        index, host_cells = hs.shape.cpu_index, hs.cells
+        for cpu in self.pcpus:
+            i = index.get(cpu)
+            if i is not None:
+                cell = host_cells[i]
+                self.cores[cpu] = cell.core_of[cpu]
+                cells.add(cell.id)
+        self.cells = frozenset(cells)
+        """The CPU cells it uses: its guest cells' host cells and the cells of its pCPUs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,27 +103,24 @@ class Topology:
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse cells, CPUs or devices the host lacks."""
-        host = c.hs.host
-        if c.p.host != host.name:
-            return Refusal(f"the placement is for host {c.p.host!r}, not {host.name!r}")
-        cpus = {cell.id: cell.cpu_ids for cell in host.cells}
+        name, shape = c.hs.name, c.hs.shape
+        if c.p.host != name:
+            return Refusal(f"the placement is for host {c.p.host!r}, not {name!r}")
         for ca in c.p.cells:
-            if ca.host_cell not in cpus:
-                return Refusal(f"host {host.name!r} has no NUMA cell {ca.host_cell}", REPLACE_HINT)
-            stray = set(ca.pcpus) - cpus[ca.host_cell]
-            if stray:
-                return Refusal(
-                    f"host {host.name!r}: cell {ca.host_cell} has no CPU(s) {format_cpuset(stray)}", REPLACE_HINT
-                )
+            cpus = shape.cell_cpus.get(ca.host_cell)
+            if cpus is None:
+                return Refusal(f"host {name!r} has no NUMA cell {ca.host_cell}", REPLACE_HINT)
+            if not cpus.issuperset(ca.pcpus):
+                stray = format_cpuset(set(ca.pcpus) - cpus)
+                return Refusal(f"host {name!r}: cell {ca.host_cell} has no CPU(s) {stray}", REPLACE_HINT)
             if ca.host_cell not in c.hs.cell_by_id:
-                return Refusal(f"host {host.name!r}: cell {ca.host_cell} has no placeable CPUs", REPLACE_HINT)
-        stray = set(c.p.emulator_pcpus) - host.cpu_ids
-        if stray:
-            return Refusal(f"host {host.name!r} has no CPU(s) {format_cpuset(stray)}", REPLACE_HINT)
-        addresses = {d.address for d in host.devices}
+                return Refusal(f"host {name!r}: cell {ca.host_cell} has no placeable CPUs", REPLACE_HINT)
+        if not shape.cpu_ids.issuperset(c.p.emulator_pcpus):
+            stray = format_cpuset(set(c.p.emulator_pcpus) - shape.cpu_ids)
+            return Refusal(f"host {name!r} has no CPU(s) {stray}", REPLACE_HINT)
         for dev in c.p.devices:
-            if dev.address not in addresses:
-                return Refusal(f"host {host.name!r} has no device {dev.address}", REPLACE_HINT)
+            if dev.address not in shape.addresses:
+                return Refusal(f"host {name!r} has no device {dev.address}", REPLACE_HINT)
         return None
 
 
@@ -137,15 +149,25 @@ class Shape:
                     f"{ca.page_size_kib} KiB pages"
                 )
         if p.cpu_policy is CpuPolicy.DEDICATED:
-            pins = Counter(x for ca in p.cells for x in ca.pcpus)
-            twice = [cpu for cpu, n in pins.items() if n > 1]
+            twice = _twice(x for ca in p.cells for x in ca.pcpus)
             if twice:
                 return Refusal(f"pCPU(s) {format_cpuset(twice)} pinned to more than one vCPU")
-        devices = Counter(d.address for d in p.devices)
-        doubled = sorted(a for a, n in devices.items() if n > 1)
+        doubled = _twice(d.address for d in p.devices)
         if doubled:
-            return Refusal(f"device(s) {', '.join(doubled)} listed more than once")
+            return Refusal(f"device(s) {', '.join(sorted(doubled))} listed more than once")
         return None
+
+
+def _twice(items: Iterable[T]) -> list[T]:
+    """The items that occur more than once."""
+    seen: set[T] = set()
+    twice: list[T] = []
+    for x in items:
+        if x in seen:
+            twice.append(x)
+        else:
+            seen.add(x)
+    return twice
 
 
 class Reserved:
@@ -155,17 +177,10 @@ class Reserved:
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse reserved pCPUs."""
-        used = c.p.dedicated_pcpus | c.p.shared_pcpus | frozenset(c.p.emulator_pcpus)
-        reserved = used & c.hs.host.reserved_cpus
+        reserved = (c.pcpus | frozenset(c.p.emulator_pcpus)) & c.hs.host.reserved_cpus
         if reserved:
             return Refusal(f"host {c.hs.name!r}: CPU(s) {format_cpuset(reserved)} are reserved", REPLACE_HINT)
         return None
-
-
-def _core(hs: HostState, cpu: int) -> CoreState:
-    cell = hs.cell_of(cpu)
-    assert cell is not None, "a placeable CPU (topology and reserved checked first)"
-    return cell.core_of[cpu]
 
 
 class Pcpus:
@@ -176,7 +191,7 @@ class Pcpus:
     def check(self, c: Claim) -> Refusal | None:
         """Refuse pCPUs other VMs hold."""
         hs = c.hs
-        taken = sorted(cpu for cpu in c.held if cpu not in _core(hs, cpu).free)
+        taken = sorted(cpu for cpu in c.held if cpu not in c.cores[cpu].free)
         if not taken:
             floating = c.p.shared_pcpus - c.held
             taken = sorted(cpu for cpu in floating if cpu in hs.holders)
@@ -197,10 +212,10 @@ class CoreIsolation:
     def check(self, c: Claim) -> Refusal | None:
         """Refuse a core another tenant's VMs use, unless both tenants share cores."""
         bucket = tenant_bucket(c.p.tenant, c.tenant.isolation)
-        for cpu in sorted(c.held | c.p.shared_pcpus):
-            core = _core(c.hs, cpu)
-            if core.bucket is None or core.bucket == bucket:
-                continue
+        clashes = [cpu for cpu, core in c.cores.items() if core.bucket is not None and core.bucket != bucket]
+        if clashes:
+            cpu = min(clashes)
+            core = c.cores[cpu]
             other = min((t for t in core.owners if t != c.p.tenant), default=c.p.tenant)
             return Refusal(
                 f"host {c.hs.name!r}: VM {c.p.vm!r} (tenant {c.p.tenant!r}, {c.tenant.isolation} isolation) would "
@@ -211,13 +226,6 @@ class CoreIsolation:
         return None
 
 
-def touched_cells(p: Placement, hs: HostState, held: frozenset[int]) -> frozenset[int]:
-    """The CPU cells a placement uses: its guest cells' host cells and the cells of its pCPUs."""
-    cells = {ca.host_cell for ca in p.cells}
-    cells.update(c.id for cpu in held | p.shared_pcpus if (c := hs.cell_of(cpu)) is not None)
-    return frozenset(cells)
-
-
 class CellIsolation:
     """``cell-isolation``: a cell is shared by two tenants only when neither has isolation ``cell``."""
 
@@ -225,8 +233,11 @@ class CellIsolation:
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse a cell another tenant uses when either side isolates cells."""
-        for cell_id in sorted(touched_cells(c.p, c.hs, c.held)):
-            other = c.hs.cell_by_id[cell_id].cell_isolation_clash(c.p.tenant, c.tenant.isolation, c.isolations)
+        for cell_id in sorted(c.cells):
+            cell = c.hs.cell_by_id[cell_id]
+            if cell.usable_by(c.p.tenant, c.tenant.isolation, c.isolations):
+                continue
+            other = cell.cell_isolation_clash(c.p.tenant, c.tenant.isolation, c.isolations)
             if other is not None:
                 return Refusal(
                     f"host {c.hs.name!r}: VM {c.p.vm!r} (tenant {c.p.tenant!r}, {c.tenant.isolation} isolation) "
@@ -244,7 +255,7 @@ class CellPages:
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse pages a cell no longer has free."""
-        for (cell_id, size), need in sorted(page_needs(c.p).items()):
+        for (cell_id, size), need in page_needs(c.p).items():  # sorted: the first short pool is named
             free = c.hs.cell_by_id[cell_id].pages_free.get(size, 0)
             if need > free:
                 return Refusal(
@@ -298,9 +309,10 @@ ADMISSION: tuple[Check, ...] = (
 
 def page_needs(p: Placement) -> dict[tuple[int, int], int]:
     """Pages the placement takes per (host cell, page size KiB), zero counts left out."""
-    needs: Counter[tuple[int, int]] = Counter()
+    needs: dict[tuple[int, int], int] = {}
     for ca in p.cells:
-        needs[(ca.host_cell, ca.page_size_kib)] += ca.memory_kib // ca.page_size_kib if ca.page_size_kib > 0 else 0
+        key = (ca.host_cell, ca.page_size_kib)
+        needs[key] = needs.get(key, 0) + (ca.memory_kib // ca.page_size_kib if ca.page_size_kib > 0 else 0)
     return {key: n for key, n in sorted(needs.items()) if n > 0}
 
 
@@ -313,8 +325,7 @@ def admit(
     p: Placement, hs: HostState, tenant: Tenant, isolations: Mapping[str, Isolation], used: Usage
 ) -> Rejection | None:
     """None when ``p`` may be claimed on ``hs``; else the first check that refuses it, as a rejection."""
-    held = hs.held_pcpus(p) if p.host == hs.name else frozenset()
-    claim = Claim(p, hs, tenant, isolations, used, held)
+    claim = Claim(p, hs, tenant, isolations, used)
     for unit in ADMISSION:
         refusal = unit.check(claim)
         if refusal is not None:

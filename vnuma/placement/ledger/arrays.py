@@ -19,34 +19,19 @@ import numpy.typing as npt
 
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.host import HostShape, HostState
-from vnuma.placement.model import CpuPolicy, ThreadPolicy
+from vnuma.placement.rules import gpu_share
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K
 
 IntArray = npt.NDArray[np.int64]
 
 SIZES = (PAGE_4K, PAGE_2M, PAGE_1G)
 SIZE_INDEX = {size: i for i, size in enumerate(SIZES)}
-CAP_PREFER, CAP_ISOLATE, CAP_REQUIRE, CAP_SHARED = range(4)
 
 
 def count_true(rows: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-    """Per host, how many cells (rows) are True: rows added one by one (fast for few cells)."""
-    if len(rows) > 8:
-        counted: npt.NDArray[np.int64] = rows.sum(axis=0, dtype=np.int64)
-        return counted
-    total: npt.NDArray[np.int64] = rows[0].astype(np.int64)
-    for row in rows[1:]:
-        total += row
-    return total
-
-
-def cap_row(cpu_policy: CpuPolicy, thread_policy: ThreadPolicy) -> int:
-    """Which row of ``FleetArrays.cap`` bounds a policy's capacity."""
-    if cpu_policy is CpuPolicy.SHARED:
-        return CAP_SHARED
-    return {ThreadPolicy.PREFER: CAP_PREFER, ThreadPolicy.ISOLATE: CAP_ISOLATE}.get(
-        thread_policy, CAP_REQUIRE
-    )
+    """Per host, how many cells (rows) are True."""
+    counted: npt.NDArray[np.int64] = np.add.reduce(rows, axis=0, dtype=np.int64)
+    return counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +63,11 @@ class FleetArrays:
         self.pages = self.cells[4 : 4 + len(SIZES)]
         self.gpus = self.cells[4 + len(SIZES)]
         self.threads_free = self.cells[5 + len(SIZES)]
-        # Static per-cell totals, as the capacity rules (:mod:`vnuma.placement.rules`) take them.
-        self.cell_threads = np.zeros((cols, hosts), dtype=np.int64)
+        # Static per-cell figures, as the capacity rules (:mod:`vnuma.placement.rules`) take them.
         self.cell_width = np.ones((cols, hosts), dtype=np.int64)
         self.cell_gpus = np.zeros((cols, hosts), dtype=np.int64)
-        self.cell_pages = np.zeros((len(SIZES), cols, hosts), dtype=np.int64)
+        self.thread_share = np.zeros((cols, hosts), dtype=np.int64)
+        self.page_share = np.zeros((len(SIZES), cols, hosts), dtype=np.int64)
         self.threads_total = np.zeros(hosts, dtype=np.int64)
         self.threads_used = np.zeros(hosts, dtype=np.int64)
         self.mem_total = np.zeros(hosts, dtype=np.int64)
@@ -129,11 +114,11 @@ class FleetArrays:
         self.ncells[h] = len(shape.cells)
         self.exotic[h] = any(s not in SIZE_INDEX for c in shape.cells for s in c.pages_total)
         for cell in shape.cells:
-            self.cell_threads[cell.col, h] = cell.threads_total
             self.cell_width[cell.col, h] = cell.width
             self.cell_gpus[cell.col, h] = len(cell.gpus)
+            self.thread_share[cell.col, h] = gpu_share(cell.threads_total, len(cell.gpus))
             for size, i in SIZE_INDEX.items():
-                self.cell_pages[i, cell.col, h] = cell.pages_total.get(size, 0)
+                self.page_share[i, cell.col, h] = gpu_share(cell.pages_total.get(size, 0), len(cell.gpus))
             self.cells[:, cell.col, h] = np.array(_columns(cell), dtype=np.int64)[:, None]
 
     def totals(self, hosts: IntArray | None = None) -> Totals:

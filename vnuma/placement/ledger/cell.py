@@ -70,6 +70,7 @@ class CellState:
         "gpus",
         "gpus_free",
         "id",
+        "locked",
         "pages_free",
         "pages_total",
         "partial_free",
@@ -78,6 +79,7 @@ class CellState:
         "tenants",
         "threads_free",
         "threads_total",
+        "width",
     )
 
     def __init__(self, cell: Cell, placeable: frozenset[int], gpus: tuple[str, ...]) -> None:
@@ -97,6 +99,8 @@ class CellState:
             for t in group:
                 self.core_of[t] = core
         self.threads_total = sum(len(c.cpus) for c in self.cores)
+        self.width = max((len(c.cpus) for c in self.cores), default=1)
+        """The widest core's thread count (2 on SMT hosts, 1 without SMT)."""
         self.free_cores: set[int] = {c.index for c in self.cores}
         self.free_core_threads = self.threads_total
         self.free_core_pairs = sum(len(c.cpus) // 2 for c in self.cores)
@@ -109,6 +113,7 @@ class CellState:
         self.gpus: tuple[str, ...] = gpus
         self.gpus_free: list[str] = list(gpus)
         self.tenants: dict[str, int] = {}
+        self.locked = 0  # how many of those tenants have cell isolation (kept by the fleet)
         self._copied: set[int] | None = None  # None: every core is this cell's own (see own())
         self.threads_free = self.threads_total  # kept up to date by FleetArrays.sync_cell
         self.free_kib = sum(size * n for size, n in self.pages_free.items())
@@ -123,6 +128,7 @@ class CellState:
         new.core_of = self.core_of
         new._copied = set()
         new.threads_total = self.threads_total
+        new.width = self.width
         new.free_cores = set(self.free_cores)
         new.free_core_threads = self.free_core_threads
         new.free_core_pairs = self.free_core_pairs
@@ -134,6 +140,7 @@ class CellState:
         new.gpus = self.gpus
         new.gpus_free = list(self.gpus)
         new.tenants = {}
+        new.locked = 0
         new.threads_free = self.threads_total
         new.free_kib = self.free_kib
         return new
@@ -185,6 +192,8 @@ class CellState:
 
     def usable_by(self, tenant: str | None, isolation: Isolation, isolations: Mapping[str, Isolation]) -> bool:
         """Cell isolation: may ``tenant`` (None: a newcomer) put a VM on this cell at all?"""
+        if not self.tenants or (isolation is not Isolation.CELL and not self.locked):
+            return True
         return self.cell_isolation_clash(tenant, isolation, isolations) is None
 
     def cell_isolation_clash(
@@ -235,10 +244,6 @@ class CellState:
             self.free_core_threads + best_shared,
         )
 
-    @property
-    def width(self) -> int:
-        """The widest core's thread count (2 on SMT hosts, 1 without SMT)."""
-        return max((len(c.cpus) for c in self.cores), default=1)
 
 
 def bucket_of(owners: Mapping[str, int], isolation: Mapping[str, Isolation]) -> str | None:

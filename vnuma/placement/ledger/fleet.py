@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
-from vnuma.placement.ledger.admit import REPLACE_HINT, admit, gpu_count, touched_cells
+from vnuma.placement.ledger.admit import REPLACE_HINT, admit, gpu_count
 from vnuma.placement.ledger.arrays import FleetArrays
 from vnuma.placement.ledger.cell import CellState, CoreState
 from vnuma.placement.ledger.host import HostState, ShapeCache
@@ -42,6 +42,7 @@ from vnuma.placement.quota import Usage
 from vnuma.topology import Host
 
 TenantsArg = Iterable[Tenant] | Mapping[str, Isolation] | None
+NO_USE = Usage()
 
 
 class _Plan:
@@ -170,7 +171,8 @@ class Fleet:
         tenant = self.tenant(p.tenant)
         if isolation is not None and isolation is not tenant.isolation:
             tenant = Tenant(tenant.name, isolation, tenant.max_vcpus, tenant.max_gpus)
-        return admit(p, self.state(p.host), tenant, self.isolation, self.used(p.tenant))
+        quotas = tenant.max_vcpus is not None or tenant.max_gpus is not None
+        return admit(p, self.state(p.host), tenant, self.isolation, self.used(p.tenant) if quotas else NO_USE)
 
     # --- changes ----------------------------------------------------------------------------
 
@@ -203,7 +205,7 @@ class Fleet:
         self.tenants[tenant] = Tenant(tenant, isolation, *((known.max_vcpus, known.max_gpus) if known else ()))
         self.isolation[tenant] = isolation
         if current is not None or tenant in self.usage:
-            self._rebucket(tenant)
+            self._rebucket(tenant, current is Isolation.CELL)
 
     def record(self, placement: Placement) -> None:
         """Record a placement's claims without admission: for what the inventory already holds.
@@ -239,12 +241,15 @@ class Fleet:
         self.epoch += 1
         return placement
 
-    def _rebucket(self, tenant: str) -> None:
+    def _rebucket(self, tenant: str, was_cell: bool) -> None:
         self.epoch += 1
+        now_cell = self.isolation.get(tenant) is Isolation.CELL
         for hs in self.states:
             if not hs.built:
                 continue  # unclaimed: no core has owners
             for cell in hs.cells:
+                if was_cell != now_cell and tenant in cell.tenants:
+                    cell.locked += 1 if now_cell else -1
                 cores = [core for core in cell.cores if tenant in core.owners]
                 for core in cores:
                     cell.detach(core)
@@ -256,30 +261,30 @@ class Fleet:
         """What ``p`` changes on ``hs``; the cells it changes become the host's own first."""
         plan = _Plan()
         held = hs.held_pcpus(p)
-        homes = {hs.gpu_home.get(d.address) for d in p.devices}
-        for cell_id in touched_cells(p, hs, held) | homes:
-            cell = hs.cell_by_id.get(cell_id) if cell_id is not None else None
+        index = hs.shape.cpu_index
+        # Each pCPU's cell, by position (reserved or gone since the VM was placed: nothing to account).
+        where = [(cpu, i) for cpu in sorted(held | p.shared_pcpus) if (i := index.get(cpu)) is not None]
+        cells = {hs.cells[i].id for _cpu, i in where} | {ca.host_cell for ca in p.cells}
+        homes = [hs.gpu_home[d.address] for d in p.devices if d.kind == "gpu" and d.address in hs.gpu_home]
+        for cell_id in cells.union(h for h in homes if h is not None):
+            cell = hs.cell_by_id.get(cell_id)
             if cell is not None:
                 hs.own_cell(cell)
-        for cpu in sorted(held | p.shared_pcpus):
-            cell = hs.cell_of(cpu)
-            if cell is None:
-                continue  # reserved (or gone) since the VM was placed: nothing to account
+        for cpu, i in where:
+            cell = hs.cells[i]
             core = cell.core_of[cpu]
             entry = plan.cores.get(core)
             if entry is None:
                 entry = plan.cores[core] = (cell, [], [])
             entry[1 if cpu in held else 2].append(cpu)
-        for ca in p.cells:
-            cell = hs.cell_by_id.get(ca.host_cell)
-            if cell is not None:
-                plan.pages.append((cell, ca.page_size_kib, ca.pages))
-        plan.cells = [hs.cell_by_id[c] for c in sorted(touched_cells(p, hs, held)) if c in hs.cell_by_id]
+        by_id = hs.cell_by_id
+        plan.pages = [(by_id[ca.host_cell], ca.page_size_kib, ca.pages) for ca in p.cells if ca.host_cell in by_id]
+        plan.cells = [by_id[c] for c in sorted(cells) if c in by_id]
         for dev in p.devices:
             if dev.kind != "gpu" or dev.address not in hs.gpu_home:
                 continue
             home = hs.gpu_home[dev.address]
-            cell = hs.cell_by_id.get(home) if home is not None else None
+            cell = by_id.get(home) if home is not None else None
             if cell is not None and dev.address in cell.gpus:
                 plan.gpus.append((cell, dev.address))
             else:
@@ -318,8 +323,13 @@ class Fleet:
         for cell, size, count in plan.pages:
             cell.pages_free[size] = cell.pages_free.get(size, 0) - sign * count
             touched[cell.id] = cell
+        tenant = p.tenant or ""
+        locking = self.isolation.get(tenant) is Isolation.CELL
         for cell in plan.cells:
-            _count(cell.tenants, p.tenant or "", sign)
+            before = tenant in cell.tenants
+            _count(cell.tenants, tenant, sign)
+            if locking and before != (tenant in cell.tenants):
+                cell.locked += sign
         for dev in p.devices:
             if sign > 0:
                 hs.devices_taken[dev.address] = p.vm

@@ -31,7 +31,10 @@ class HostShape:
     """What every host of one hardware shape shares: static tables, totals, pristine cells."""
 
     __slots__ = (
+        "addresses",
+        "cell_cpus",
         "cells",
+        "cpu_ids",
         "cpu_index",
         "distance",
         "gpu_home",
@@ -53,6 +56,10 @@ class HostShape:
         self.cells: tuple[CellState, ...] = cell_states(host)
         self.cpu_index: dict[int, int] = {cpu: i for i, c in enumerate(self.cells) for cpu in c.core_of}
         """Placeable CPU -> the position of its cell in ``cells`` (every host of the shape alike)."""
+        self.cell_cpus: dict[int, frozenset[int]] = {c.id: c.cpu_ids for c in host.cells}
+        """Every cell's CPUs, reserved ones included (admission's ``topology`` check)."""
+        self.cpu_ids = host.cpu_ids
+        self.addresses = frozenset(d.address for d in host.devices)
         ids = [c.id for c in self.cells]
         self.distance: dict[tuple[int, int], int] = {}
         for a in ids:
