@@ -90,7 +90,27 @@ class _OneByOne:
             self.many(sql, params)
 
 
-class SqliteExecutor(_OneByOne):
+class _Cursors(_OneByOne):
+    """``rows``, ``one`` and ``run`` over the DB-API cursor a subclass's ``_cursor`` gives."""
+
+    def _cursor(self, sql: str, params: Params | None) -> Any:
+        raise NotImplementedError
+
+    def rows(self, sql: str, params: Params | None = None) -> list[Row]:
+        """Every row of a query."""
+        return list(self._cursor(sql, params).fetchall())
+
+    def one(self, sql: str, params: Params | None = None) -> Row | None:
+        """The first row of a query (``INSERT ... RETURNING`` too), None when there is none."""
+        row: Row | None = self._cursor(sql, params).fetchone()
+        return row
+
+    def run(self, sql: str, params: Params | None = None) -> None:
+        """A statement (Refused on a constraint)."""
+        self._cursor(sql, params)
+
+
+class SqliteExecutor(_Cursors):
     """An :class:`Executor` on a ``sqlite3`` connection."""
 
     lock = ""
@@ -103,19 +123,6 @@ class SqliteExecutor(_OneByOne):
             return self._conn.execute(sql, params or {})
         except sqlite3.IntegrityError as err:
             raise Refused(cause_of(err)) from err
-
-    def rows(self, sql: str, params: Params | None = None) -> list[Row]:
-        """Every row of a query."""
-        return self._cursor(sql, params).fetchall()
-
-    def one(self, sql: str, params: Params | None = None) -> Row | None:
-        """The first row of a query (``INSERT ... RETURNING`` too), None when there is none."""
-        row: Row | None = self._cursor(sql, params).fetchone()
-        return row
-
-    def run(self, sql: str, params: Params | None = None) -> None:
-        """A statement (Refused on a constraint)."""
-        self._cursor(sql, params)
 
     def many(self, sql: str, params: Sequence[Params]) -> None:
         """A statement once per parameter set (Refused on a constraint)."""
@@ -166,7 +173,7 @@ class AlchemyExecutor(_OneByOne):
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
-class PsycopgExecutor:
+class PsycopgExecutor(_Cursors):
     """An :class:`Executor` on a psycopg 3 connection (PostgreSQL without SQLAlchemy)."""
 
     lock = " FOR UPDATE"
@@ -190,19 +197,6 @@ class PsycopgExecutor:
             return self._conn.execute(self._sql(sql), params or {})
         except self._integrity as err:
             raise Refused(cause_of(err)) from err
-
-    def rows(self, sql: str, params: Params | None = None) -> list[Row]:
-        """Every row of a query."""
-        return list(self._cursor(sql, params).fetchall())
-
-    def one(self, sql: str, params: Params | None = None) -> Row | None:
-        """The first row of a query (``INSERT ... RETURNING`` too), None when there is none."""
-        row: Row | None = self._cursor(sql, params).fetchone()
-        return row
-
-    def run(self, sql: str, params: Params | None = None) -> None:
-        """A statement (Refused on a constraint)."""
-        self._cursor(sql, params)
 
     def many(self, sql: str, params: Sequence[Params]) -> None:
         """A statement once per parameter set (Refused on a constraint)."""

@@ -185,15 +185,20 @@ def _postgres_begin(conn: Any, url: str) -> Begin:
                 conn.rollback()
                 raise
             conn.commit()
-        except psycopg.errors.IntegrityError as err:
-            raise ConflictError(
-                f"inventory {mask(url)} refused a conflicting change: {cause_of(err)}",
-                hint="another command claimed the same resource first; run the command again",
-            ) from err
         except psycopg.Error as err:
-            raise InventoryError(f"inventory {mask(url)}: {cause_of(err)}", hint=hint_for_text(cause_of(err))) from err
+            raise _translated(mask(url), err, psycopg.errors.IntegrityError) from err
 
     return begin
+
+
+def _translated(shown_url: str, err: Exception, integrity: type[Exception]) -> ConflictError | InventoryError:
+    """A driver's error as the vnuma error to raise: a refused change (a constraint) or database trouble."""
+    if isinstance(err, integrity):
+        return ConflictError(
+            f"inventory {shown_url} refused a conflicting change: {cause_of(err)}",
+            hint="another command claimed the same resource first; run the command again",
+        )
+    return InventoryError(f"inventory {shown_url}: {cause_of(err)}", hint=hint_for_text(cause_of(err)))
 
 
 def mask(url: str) -> str:
@@ -234,12 +239,7 @@ def _sqlite_begin(conn: sqlite3.Connection, url: str) -> Begin:
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
-        except sqlite3.IntegrityError as err:
-            raise ConflictError(
-                f"inventory {url} refused a conflicting change: {cause_of(err)}",
-                hint="another command claimed the same resource first; run the command again",
-            ) from err
         except sqlite3.Error as err:
-            raise InventoryError(f"inventory {url}: {cause_of(err)}", hint=hint_for_text(cause_of(err))) from err
+            raise _translated(url, err, sqlite3.IntegrityError) from err
 
     return begin
