@@ -174,18 +174,16 @@ class Placement:
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""
     shared_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs a ``shared`` VM floats over (held non-exclusively)."""
+    vcpus: int = field(init=False, repr=False, compare=False)
+    """Total guest vCPUs."""
 
     def __post_init__(self) -> None:
-        pinned = frozenset(x for c in self.cells for x in c.pcpus)
+        pinned = frozenset().union(*(c.pcpus for c in self.cells))
         dedicated = self.cpu_policy is CpuPolicy.DEDICATED
         held = (pinned if dedicated else frozenset()) | (frozenset(self.emulator_pcpus) - pinned)
         object.__setattr__(self, "dedicated_pcpus", held)
         object.__setattr__(self, "shared_pcpus", frozenset() if dedicated else pinned)
-
-    @property
-    def vcpus(self) -> int:
-        """Total guest vCPUs."""
-        return sum(len(c.vcpus) for c in self.cells)
+        object.__setattr__(self, "vcpus", sum(len(c.vcpus) for c in self.cells))
 
     @property
     def memory_kib(self) -> int:

@@ -134,8 +134,7 @@ class Shape:
         p = c.p
         if not p.cells:
             return Refusal("the placement has no guest cells")
-        vcpus = [v for ca in p.cells for v in ca.vcpus]
-        if len(set(vcpus)) != len(vcpus):
+        if len(frozenset().union(*(ca.vcpus for ca in p.cells))) != p.vcpus:
             return Refusal("a vCPU is in two guest cells")
         for ca in p.cells:
             g = ca.guest_cell
@@ -148,11 +147,13 @@ class Shape:
                     f"guest cell {g} memory {ca.memory_kib} KiB is not a whole number of "
                     f"{ca.page_size_kib} KiB pages"
                 )
-        if p.cpu_policy is CpuPolicy.DEDICATED:
+        # The fast test first (no pCPU or device twice); the slow one only to name what is.
+        pins = sum(len(ca.pcpus) for ca in p.cells)
+        if p.cpu_policy is CpuPolicy.DEDICATED and pins != len(frozenset().union(*(ca.pcpus for ca in p.cells))):
             twice = _twice(x for ca in p.cells for x in ca.pcpus)
             if twice:
                 return Refusal(f"pCPU(s) {format_cpuset(twice)} pinned to more than one vCPU")
-        doubled = _twice(d.address for d in p.devices)
+        doubled = _twice(d.address for d in p.devices) if len(p.devices) > 1 else []
         if doubled:
             return Refusal(f"device(s) {', '.join(sorted(doubled))} listed more than once")
         return None
@@ -190,13 +191,13 @@ class Pcpus:
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse pCPUs other VMs hold."""
-        hs = c.hs
-        taken = sorted(cpu for cpu in c.held if cpu not in c.cores[cpu].free)
-        if not taken:
-            floating = c.p.shared_pcpus - c.held
-            taken = sorted(cpu for cpu in floating if cpu in hs.holders)
+        hs, cores = c.hs, c.cores
+        taken = [cpu for cpu in c.held if cpu not in cores[cpu].free]
+        if not taken and c.p.shared_pcpus:
+            taken = [cpu for cpu in c.p.shared_pcpus - c.held if cpu in hs.holders]
         if not taken:
             return None
+        taken.sort()
         holder = hs.holders.get(taken[0]) or min(hs.floaters.get(taken[0], ()), default=None)
         by = f"VM {holder!r}" if holder is not None else "another VM"
         return Refusal(
@@ -255,14 +256,18 @@ class CellPages:
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse pages a cell no longer has free."""
-        for (cell_id, size), need in page_needs(c.p).items():  # sorted: the first short pool is named
-            free = c.hs.cell_by_id[cell_id].pages_free.get(size, 0)
-            if need > free:
-                return Refusal(
-                    f"host {c.hs.name!r}: cell {cell_id} has {max(free, 0)} free pages of {format_size_kib(size)}, "
-                    f"VM {c.p.vm!r} needs {need}",
-                    REPLACE_HINT,
-                )
+        short = [
+            (key, need, free)
+            for key, need in page_needs(c.p).items()
+            if need > (free := c.hs.cell_by_id[key[0]].pages_free.get(key[1], 0))
+        ]
+        if short:
+            (cell_id, size), need, free = min(short)
+            return Refusal(
+                f"host {c.hs.name!r}: cell {cell_id} has {max(free, 0)} free pages of {format_size_kib(size)}, "
+                f"VM {c.p.vm!r} needs {need}",
+                REPLACE_HINT,
+            )
         return None
 
 
@@ -313,7 +318,7 @@ def page_needs(p: Placement) -> dict[tuple[int, int], int]:
     for ca in p.cells:
         key = (ca.host_cell, ca.page_size_kib)
         needs[key] = needs.get(key, 0) + (ca.memory_kib // ca.page_size_kib if ca.page_size_kib > 0 else 0)
-    return {key: n for key, n in sorted(needs.items()) if n > 0}
+    return {key: n for key, n in needs.items() if n > 0}
 
 
 def gpu_count(p: Placement) -> int:

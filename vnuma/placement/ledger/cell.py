@@ -59,8 +59,8 @@ class CellState:
     """Claim aggregates of one CPU cell."""
 
     __slots__ = (
-        "_copied",
         "col",
+        "copied",
         "core_of",
         "cores",
         "free_core_pairs",
@@ -114,7 +114,7 @@ class CellState:
         self.gpus_free: list[str] = list(gpus)
         self.tenants: dict[str, int] = {}
         self.locked = 0  # how many of those tenants have cell isolation (kept by the fleet)
-        self._copied: set[int] | None = None  # None: every core is this cell's own (see own())
+        self.copied: set[int] | None = None  # None: every core is this cell's own (see own())
         self.threads_free = self.threads_total  # kept up to date by FleetArrays.sync_cell
         self.free_kib = sum(size * n for size, n in self.pages_free.items())
 
@@ -126,7 +126,7 @@ class CellState:
         # Copy on write: the new cell shares this cell's (unclaimed) cores until it changes one (own()).
         new.cores = list(self.cores)
         new.core_of = self.core_of
-        new._copied = set()
+        new.copied = set()
         new.threads_total = self.threads_total
         new.width = self.width
         new.free_cores = set(self.free_cores)
@@ -147,7 +147,7 @@ class CellState:
 
     def own(self, core: CoreState) -> CoreState:
         """This cell's own copy of ``core``, made the first time the cell changes it (see fresh_copy)."""
-        copied = self._copied
+        copied = self.copied
         if copied is None or core.index in copied:
             return core
         if not copied:

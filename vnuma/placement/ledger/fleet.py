@@ -88,7 +88,8 @@ class Fleet:
             raise ConflictError("duplicate host names in the fleet")
         self.tenants = _tenants(tenants)
         self.isolation: dict[str, Isolation] = {name: t.isolation for name, t in self.tenants.items()}
-        self.usage: dict[str, Usage] = dict(usage_elsewhere or {})
+        # Per tenant [vCPUs, GPUs], counted as placements come and go (used() gives the Usage).
+        self._usage: dict[str, list[int]] = {t: [u.vcpus, u.gpus] for t, u in (usage_elsewhere or {}).items()}
         self._placed: dict[str, Placement] = {}
         self.arrays = FleetArrays(self.states)
         self.gpus_total = sum(s.gpus_total for s in self.states)
@@ -133,7 +134,8 @@ class Fleet:
 
     def used(self, tenant: str | None) -> Usage:
         """What the tenant's VMs hold (its quotas' usage)."""
-        return self.usage.get(tenant, Usage()) if tenant is not None else Usage()
+        counts = self._usage.get(tenant) if tenant is not None else None
+        return Usage(counts[0], counts[1]) if counts else NO_USE
 
     def placements(self) -> tuple[Placement, ...]:
         """Every placement the fleet holds, in VM name order."""
@@ -204,7 +206,7 @@ class Fleet:
         known = self.tenants.get(tenant)
         self.tenants[tenant] = Tenant(tenant, isolation, *((known.max_vcpus, known.max_gpus) if known else ()))
         self.isolation[tenant] = isolation
-        if current is not None or tenant in self.usage:
+        if current is not None or tenant in self._usage:
             self._rebucket(tenant, current is Isolation.CELL)
 
     def record(self, placement: Placement) -> None:
@@ -263,7 +265,7 @@ class Fleet:
         held = hs.held_pcpus(p)
         index = hs.shape.cpu_index
         # Each pCPU's cell, by position (reserved or gone since the VM was placed: nothing to account).
-        where = [(cpu, i) for cpu in sorted(held | p.shared_pcpus) if (i := index.get(cpu)) is not None]
+        where = [(cpu, i) for cpu in held | p.shared_pcpus if (i := index.get(cpu)) is not None]
         cells = {hs.cells[i].id for _cpu, i in where} | {ca.host_cell for ca in p.cells}
         homes = [hs.gpu_home[d.address] for d in p.devices if d.kind == "gpu" and d.address in hs.gpu_home]
         for cell_id in cells.union(h for h in homes if h is not None):
@@ -279,7 +281,7 @@ class Fleet:
             entry[1 if cpu in held else 2].append(cpu)
         by_id = hs.cell_by_id
         plan.pages = [(by_id[ca.host_cell], ca.page_size_kib, ca.pages) for ca in p.cells if ca.host_cell in by_id]
-        plan.cells = [by_id[c] for c in sorted(cells) if c in by_id]
+        plan.cells = [by_id[c] for c in cells if c in by_id]
         for dev in p.devices:
             if dev.kind != "gpu" or dev.address not in hs.gpu_home:
                 continue
@@ -301,16 +303,18 @@ class Fleet:
     ) -> None:
         """Apply a plan; the arrays follow now, or for ``deferred`` cells when the caller syncs them."""
         touched: dict[int, CellState] = {}
-        for shared_core, (cell, held, shared) in plan.cores.items():
+        for core, (cell, held, shared) in plan.cores.items():
             touched[cell.id] = cell
-            core = cell.own(shared_core)
+            copied = cell.copied
+            if copied is not None and core.index not in copied:
+                core = cell.own(core)
             cell.detach(core)
             _change_core(core, held, shared, p.tenant or "", sign)
             cell.attach(core, self.isolation)
-            for cpu in held:
-                if sign > 0:
-                    hs.holders[cpu] = p.vm
-                else:
+            if sign > 0:
+                hs.holders.update(dict.fromkeys(held, p.vm))
+            else:
+                for cpu in held:
                     hs.holders.pop(cpu, None)
             for cpu in shared:
                 floating = hs.floaters.setdefault(cpu, set())
@@ -326,9 +330,12 @@ class Fleet:
         tenant = p.tenant or ""
         locking = self.isolation.get(tenant) is Isolation.CELL
         for cell in plan.cells:
-            before = tenant in cell.tenants
-            _count(cell.tenants, tenant, sign)
-            if locking and before != (tenant in cell.tenants):
+            left = cell.tenants.get(tenant, 0) + sign
+            if left:
+                cell.tenants[tenant] = left
+            else:
+                del cell.tenants[tenant]
+            if locking and left == (1 if sign > 0 else 0):  # the tenant came to or left the cell
                 cell.locked += sign
         for dev in p.devices:
             if sign > 0:
@@ -337,7 +344,9 @@ class Fleet:
                 del hs.devices_taken[dev.address]
         self._apply_gpus(hs, plan, sign, touched)
         if p.tenant is not None:
-            self.usage[p.tenant] = self.used(p.tenant).plus(sign * p.vcpus, sign * gpu_count(p))
+            counts = self._usage.setdefault(p.tenant, [0, 0])
+            counts[0] += sign * p.vcpus
+            counts[1] += sign * gpu_count(p)
         if deferred is not None:
             deferred.update(((hs.index, cell.id), (hs, cell)) for cell in touched.values())
             return

@@ -15,16 +15,11 @@ template's: reading never changes a host.
 
 from __future__ import annotations
 
-from typing import Any
-
 from vnuma.placement.ledger.cell import CellState, cell_states
 from vnuma.placement.model import Placement, ThreadPolicy
 from vnuma.topology import PAGE_4K, DeviceKind, Host
 
 UNKNOWN_REMOTE_DISTANCE = 20  # libvirt's default when a host reports no SLIT table
-_LAZY = frozenset(
-    {"_copied_cells", "cells", "cell_by_id", "loose_gpus_free", "holders", "floaters", "devices_taken"}
-)
 
 
 class HostShape:
@@ -162,19 +157,24 @@ class HostState:
         self.threads_total = shape.threads_total
         self.mem_total_kib = shape.mem_total_kib
         self.width = shape.width
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for an unset slot: an unbuilt host reads its shape's template.
-        if name in _LAZY and not self.built:
-            return getattr(self.shape.template, name)
-        raise AttributeError(name)
+        template = getattr(shape, "template", None)  # unset while the shape builds its own template
+        if template is not None:
+            # Unbuilt, the host reads its shape's pristine state: reading never changes a host,
+            # and build() gives it containers of its own before the fleet changes anything.
+            self._copied_cells = None
+            self.cells = template.cells
+            self.cell_by_id = template.cell_by_id
+            self.loose_gpus_free = template.loose_gpus_free
+            self.holders = template.holders
+            self.floaters = template.floaters
+            self.devices_taken = template.devices_taken
 
     def build(self) -> None:
         """Give the host state of its own (the fleet calls this before its first change); its cells stay
         the shape's pristine ones until the fleet changes each (:meth:`own_cell`)."""
         if not self.built:
             self._own(self.shape.cells)
-            self._copied_cells: set[int] | None = set()
+            self._copied_cells = set()
 
     def own_cell(self, cell: CellState) -> CellState:
         """This host's own copy of ``cell``, made the first time the fleet changes it."""
