@@ -62,7 +62,7 @@ class Claim:
     ) -> None:
         self.p, self.hs, self.tenant, self.isolations, self.used = p, hs, tenant, isolations, used
         self.held = hs.held_pcpus(p) if p.host == hs.name else frozenset()
-        self.pcpus = self.held | p.shared_pcpus
+        self.pcpus = self.held | p.shared_pcpus if p.shared_pcpus else self.held
         """Every pCPU it holds or floats over."""
         self.cores: dict[int, CoreState] = {}
         """Each of those (placeable) pCPUs' core."""
@@ -72,7 +72,7 @@ class Claim:
             i = index.get(cpu)
             if i is not None:
                 cell = host_cells[i]
-                self.cores[cpu] = cell.core_of[cpu]
+                self.cores[cpu] = cell.cores[cell.core_at[cpu]]
                 cells.add(cell.id)
         self.cells = frozenset(cells)
         """The CPU cells it uses: its guest cells' host cells and the cells of its pCPUs."""
@@ -178,8 +178,9 @@ class Reserved:
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse reserved pCPUs."""
-        reserved = (c.pcpus | frozenset(c.p.emulator_pcpus)) & c.hs.host.reserved_cpus
-        if reserved:
+        kept = c.hs.host.reserved_cpus
+        if kept and not (kept.isdisjoint(c.pcpus) and kept.isdisjoint(c.p.emulator_pcpus)):
+            reserved = (c.pcpus | frozenset(c.p.emulator_pcpus)) & kept
             return Refusal(f"host {c.hs.name!r}: CPU(s) {format_cpuset(reserved)} are reserved", REPLACE_HINT)
         return None
 
@@ -234,8 +235,11 @@ class CellIsolation:
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse a cell another tenant uses when either side isolates cells."""
-        for cell_id in sorted(c.cells):
-            cell = c.hs.cell_by_id[cell_id]
+        by_id = c.hs.cell_by_id
+        if all(by_id[i].usable_by(c.p.tenant, c.tenant.isolation, c.isolations) for i in c.cells):
+            return None
+        for cell_id in sorted(c.cells):  # the first cell (by id) that refuses is named
+            cell = by_id[cell_id]
             if cell.usable_by(c.p.tenant, c.tenant.isolation, c.isolations):
                 continue
             other = cell.cell_isolation_clash(c.p.tenant, c.tenant.isolation, c.isolations)
@@ -294,6 +298,8 @@ class Quota:
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse what would take the tenant over a quota."""
+        if c.tenant.max_vcpus is None and c.tenant.max_gpus is None:
+            return None
         problem = quota_problem(c.tenant, c.used, c.p.vcpus, gpu_count(c.p))
         return Refusal(problem.message, problem.hint) if problem is not None else None
 

@@ -61,7 +61,7 @@ class CellState:
     __slots__ = (
         "col",
         "copied",
-        "core_of",
+        "core_at",
         "cores",
         "free_core_pairs",
         "free_core_threads",
@@ -86,7 +86,8 @@ class CellState:
         self.id = cell.id
         self.col = 0  # position among the host's CPU cells (a column of the fleet arrays)
         self.cores: list[CoreState] = []
-        self.core_of: dict[int, CoreState] = {}
+        self.core_at: dict[int, int] = {}
+        """pCPU -> its core's index in ``cores`` (never changes: copies share it)."""
         seen: set[int] = set()
         mine = placeable & cell.cpu_ids
         for cpu in cell.cpus:
@@ -97,7 +98,7 @@ class CellState:
             core = CoreState(len(self.cores), group)
             self.cores.append(core)
             for t in group:
-                self.core_of[t] = core
+                self.core_at[t] = core.index
         self.threads_total = sum(len(c.cpus) for c in self.cores)
         self.width = max((len(c.cpus) for c in self.cores), default=1)
         """The widest core's thread count (2 on SMT hosts, 1 without SMT)."""
@@ -125,7 +126,7 @@ class CellState:
         new.col = self.col
         # Copy on write: the new cell shares this cell's (unclaimed) cores until it changes one (own()).
         new.cores = list(self.cores)
-        new.core_of = self.core_of
+        new.core_at = self.core_at
         new.copied = set()
         new.threads_total = self.threads_total
         new.width = self.width
@@ -150,14 +151,13 @@ class CellState:
         copied = self.copied
         if copied is None or core.index in copied:
             return core
-        if not copied:
-            self.core_of = dict(self.core_of)
-        mine = CoreState(core.index, core.cpus)
-        self.cores[core.index] = mine
-        for t in mine.cpus:
-            self.core_of[t] = mine
+        mine = self.cores[core.index] = CoreState(core.index, core.cpus)
         copied.add(core.index)
         return mine
+
+    def core(self, cpu: int) -> CoreState:
+        """The core of placeable pCPU ``cpu``."""
+        return self.cores[self.core_at[cpu]]
 
     # --- aggregates -------------------------------------------------------------------------
 
@@ -243,7 +243,6 @@ class CellState:
             2 * (self.free_core_pairs + best_pairs),
             self.free_core_threads + best_shared,
         )
-
 
 
 def bucket_of(owners: Mapping[str, int], isolation: Mapping[str, Isolation]) -> str | None:

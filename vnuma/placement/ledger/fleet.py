@@ -274,7 +274,7 @@ class Fleet:
                 hs.own_cell(cell)
         for cpu, i in where:
             cell = hs.cells[i]
-            core = cell.core_of[cpu]
+            core = cell.cores[cell.core_at[cpu]]
             entry = plan.cores.get(core)
             if entry is None:
                 entry = plan.cores[core] = (cell, [], [])

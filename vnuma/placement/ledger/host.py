@@ -49,7 +49,7 @@ class HostShape:
     def __init__(self, host: Host) -> None:
         self.host = host
         self.cells: tuple[CellState, ...] = cell_states(host)
-        self.cpu_index: dict[int, int] = {cpu: i for i, c in enumerate(self.cells) for cpu in c.core_of}
+        self.cpu_index: dict[int, int] = {cpu: i for i, c in enumerate(self.cells) for cpu in c.core_at}
         """Placeable CPU -> the position of its cell in ``cells`` (every host of the shape alike)."""
         self.cell_cpus: dict[int, frozenset[int]] = {c.id: c.cpu_ids for c in host.cells}
         """Every cell's CPUs, reserved ones included (admission's ``topology`` check)."""
@@ -203,12 +203,13 @@ class HostState:
     def held_pcpus(self, p: Placement) -> frozenset[int]:
         """Every pCPU ``p`` keeps from other VMs: dedicated pins, an isolated emulator pCPU and, under the
         ``isolate`` thread policy, the other placeable threads of their cores (kept empty)."""
+        if p.thread_policy is not ThreadPolicy.ISOLATE:
+            return p.dedicated_pcpus
         held = set(p.dedicated_pcpus)
-        if p.thread_policy is ThreadPolicy.ISOLATE:
-            for cpu in list(held):
-                cell = self.cell_of(cpu)
-                if cell is not None:
-                    held.update(cell.core_of[cpu].cpus)
+        for cpu in p.dedicated_pcpus:
+            cell = self.cell_of(cpu)
+            if cell is not None:
+                held.update(cell.core(cpu).cpus)
         return frozenset(held)
 
     def cell_of(self, cpu: int) -> CellState | None:
