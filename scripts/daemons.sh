@@ -39,10 +39,12 @@ start_postgres() {
   bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
   PG_DIR=$(mktemp -d /tmp/vnuma-pg.XXXXXX)
   chown postgres:postgres "$PG_DIR"
-  su postgres -s /bin/sh -c "$bin/initdb -D '$PG_DIR/data' -A trust -U postgres" >"$RUN/pg-init.log" 2>&1
+  # Callers test this function with ||, which switches set -e off inside it: every step is checked.
+  su postgres -s /bin/sh -c "$bin/initdb -D '$PG_DIR/data' -A trust -U postgres" >"$RUN/pg-init.log" 2>&1 || return 1
   su postgres -s /bin/sh -c "$bin/pg_ctl -D '$PG_DIR/data' -w -l '$PG_DIR/log' \
-      -o \"-p 54329 -k '$PG_DIR' -c listen_addresses=127.0.0.1 -c fsync=off -c huge_pages=off\" start" >/dev/null
-  PG_PID=$(head -n 1 "$PG_DIR/data/postmaster.pid")
+      -o \"-p 54329 -k '$PG_DIR' -c listen_addresses=127.0.0.1 -c fsync=off -c huge_pages=off\" start" \
+      >>"$RUN/pg-init.log" 2>&1 || { cat "$PG_DIR/log" >>"$RUN/pg-init.log" 2>/dev/null; rm -rf "$PG_DIR"; return 1; }
+  PG_PID=$(head -n 1 "$PG_DIR/data/postmaster.pid") || return 1
   export VNUMA_TEST_PG="postgresql+psycopg://postgres@127.0.0.1:54329/postgres"
   echo "test: postgres up (pid $PG_PID)" >&2
 }

@@ -3,7 +3,8 @@
 Settings (``--db``, ``VNUMA_DB``, ``XDG_DATA_HOME``, ``VNUMA_TEMPLATES``) are
 read here once and passed down. One handler maps every :class:`VnumaError`
 to ``error: ...`` (+ ``hint: ...``) on stderr and its exit code; anything
-else is a bug: exit 70 (``--debug`` shows the traceback). A reader that
+else is a bug: exit 70. ``--debug`` prints the traceback first and keeps
+the exit code. A reader that
 closes the pipe early (``vnuma stats --json | head``) ends the command
 quietly with exit 141, what a shell reports for a writer killed by SIGPIPE:
 no message, and the closed stream is pointed at /dev/null so that Python's
@@ -20,6 +21,7 @@ from __future__ import annotations
 import os
 import select
 import sys
+import traceback
 from importlib import import_module
 from typing import Annotated, Any, NoReturn, TextIO
 
@@ -46,7 +48,7 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except VnumaError as err:
             if _debug(ctx):
-                raise
+                _traceback(err)
             message = " ".join(str(err).split("\n"))
             _complain(f"error: {message}" + (f"\nhint: {err.hint}" if err.hint else ""))
             raise typer.Exit(err.exit_code) from err
@@ -67,9 +69,17 @@ class _Group(TyperGroup):
 
 def _internal_error(ctx: typer.Context, err: Exception) -> NoReturn:
     if _debug(ctx):
-        raise err
+        _traceback(err)
     _complain(f"error: internal error (bug): {type(err).__name__}: {err}; rerun with --debug")
     raise typer.Exit(EXIT_INTERNAL) from err
+
+
+def _traceback(err: BaseException) -> None:
+    """``--debug``: the traceback on stderr; the error line and its exit code follow as without it."""
+    try:
+        traceback.print_exception(err, file=sys.stderr)
+    except BrokenPipeError:
+        _silence_closed_streams()
 
 
 def _complain(text: str) -> None:

@@ -74,9 +74,11 @@ def place(
     and then places the VM. JSON adds "rebalance": the plan document (and its
     "run" when applied).
     """
-    from vnuma.services.placing import place_vm, require_chosen
+    from vnuma.services.placing import check_vm_name, place_vm, require_chosen
     from vnuma.topology import parse_page_size, parse_size_kib
 
+    if name is not None:
+        check_vm_name(name)  # an empty --name is refused, not taken as "generate one"
     request = VmRequest(
         name=name or "",
         tenant=tenant,

@@ -44,7 +44,16 @@ def get_vm(session: Session, name: str) -> tuple[Placement, VmState]:
 def list_vms(
     session: Session, tenant: str | None = None, host: str | None = None
 ) -> list[tuple[Placement, VmState]]:
-    """VMs sorted by name, optionally only one tenant's and/or one host's."""
+    """VMs sorted by name, optionally only one tenant's and/or one host's.
+
+    Raises:
+        NotFoundError: a filter names a tenant or host the inventory does not have
+            (an empty list would read as "it has no VMs").
+    """
+    if tenant is not None:
+        named_row(session, TenantRow, tenant, "tenant")
+    if host is not None:
+        hosts.host_row(session, host)
     stmt = (
         select(VmRow.name, VmRow.placement, VmRow.state)
         .join(HostRow, HostRow.id == VmRow.host_id)

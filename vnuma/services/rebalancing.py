@@ -31,8 +31,7 @@ def parse_shape(text: str) -> VmRequest:
                 hint='use e.g. "vcpus=32,memory=256GiB,gpus=2" (keys: vcpus, memory, gpus, numa_nodes, page_size)',
             )
         values[key] = value.strip()
-    if "vcpus" not in values or "memory" not in values:
-        raise InvalidInputError(f"bad --make-room-for {text!r}: vcpus and memory are required")
+    # Bad values first, so that "vcpus=abc" is told about "abc", not about the missing memory.
     numbers = {}
     for key in ("vcpus", "gpus", "numa_nodes"):
         raw = values.get(key, "0")
@@ -41,11 +40,19 @@ def parse_shape(text: str) -> VmRequest:
                 f"bad --make-room-for {text!r}: {key} must be a whole number, got {raw!r}"
             )
         numbers[key] = int(raw)
+    memory_kib = parse_size_kib(values["memory"]) if "memory" in values else None
+    missing = [key for key in ("vcpus", "memory") if key not in values]
+    if missing:
+        raise InvalidInputError(
+            f"bad --make-room-for {text!r}: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required",
+            hint='use e.g. "vcpus=32,memory=256GiB,gpus=2"',
+        )
+    assert memory_kib is not None
     return VmRequest(
         name="room",
         tenant=None,
         vcpus=numbers["vcpus"],
-        memory_kib=parse_size_kib(values["memory"]),
+        memory_kib=memory_kib,
         gpus=numbers["gpus"],
         numa_nodes=numbers["numa_nodes"] or None,
         page_size_kib=parse_page_size(values.get("page_size", "large")),

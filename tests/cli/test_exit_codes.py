@@ -1,0 +1,81 @@
+"""Every refusal exits as the README's table says, with one line on stderr, and changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.builders import make_host
+from tests.cli.conftest import Cli
+from tests.sources.capswriter import capabilities_xml
+
+
+@pytest.fixture
+def small(cli: Cli, tmp_path: Path) -> Cli:
+    """One host (2 cells x 4 cores x 2 threads, 1 GiB pages), tenant a with one VM."""
+    caps = tmp_path / "caps.xml"
+    host = make_host("h", cells=2, cores_per_cell=4, smt=2, memory_gib=16, hugepages_2m_gib=2, hugepages_1g_gib=8)
+    caps.write_text(capabilities_xml(host))
+    cli.ok("host", "import", "h", "--capabilities", str(caps))
+    cli.ok("tenant", "create", "a")
+    cli.ok("place", "a", "--vcpus", "2", "--memory", "1GiB", "--name", "a1")
+    return cli
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if not line.startswith("hint: ")]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("option", ["--host", "--tenant"])
+def test_vm_list_filtered_by_an_unknown_name_is_exit_3(small: Cli, option: str) -> None:
+    res = small("vm", "list", option, "nosuch")
+    assert res.exit_code == 3, res.stderr
+    assert "'nosuch' is not in the inventory" in _one_error_line(res.stderr)
+    assert res.stdout == ""
+    # The known names still filter.
+    assert [v["vm"] for v in small.ok("vm", "list", "--host", "h", "--json").json()] == ["a1"]
+    assert [v["vm"] for v in small.ok("vm", "list", "--tenant", "a", "--json").json()] == ["a1"]
+
+
+@pytest.mark.parametrize("name", ["", " ", "a b", "x" * 64])
+def test_an_empty_or_invalid_vm_name_is_refused_not_replaced(
+    small: Cli, dumped: Callable[[Path], list[str]], name: str
+) -> None:
+    before = dumped(small.db)
+    res = small("place", "a", "--vcpus", "1", "--memory", "1GiB", "--name", name)
+    assert res.exit_code == 4, res.stderr
+    assert "bad VM name" in _one_error_line(res.stderr)
+    assert dumped(small.db) == before
+
+
+@pytest.mark.parametrize(
+    ("shape", "said"),
+    [
+        ("vcpus=abc", "vcpus must be a whole number, got 'abc'"),
+        ("vcpus=4,memory=lots", "lots"),
+        ("vcpus=4", "memory is required"),
+        ("gpus=1", "vcpus and memory are required"),
+        ("vcpus=4,memory=1GiB,gpus=-1", "gpus must be a whole number, got '-1'"),
+    ],
+)
+def test_make_room_for_names_the_bad_value(small: Cli, shape: str, said: str) -> None:
+    res = small("rebalance", "--make-room-for", shape)
+    assert res.exit_code == 4, res.stderr
+    assert said in _one_error_line(res.stderr)
+
+
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(small: Cli) -> None:
+    plain = small.process("place", "a", "--vcpus", "1", "--memory", "12XB")
+    debug = small.process("--debug", "place", "a", "--vcpus", "1", "--memory", "12XB")
+    assert plain.exit_code == debug.exit_code == 4, (plain.stderr, debug.stderr)
+    assert "Traceback" not in plain.stderr
+    assert "Traceback (most recent call last)" in debug.stderr
+    # The error line and its hint follow the traceback, as without --debug.
+    assert debug.stderr.endswith(plain.stderr), (debug.stderr, plain.stderr)
+    unknown = small.process("--debug", "vm", "show", "nosuch")
+    assert unknown.exit_code == 3 and "Traceback" in unknown.stderr
