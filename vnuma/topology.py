@@ -272,6 +272,11 @@ def parse_size_kib(text: str) -> int:
     return int(match.group(1)) * _UNIT_KIB[match.group(2).upper()]
 
 
+def count_of(n: int, noun: str) -> str:
+    """``1 GPU``, ``2 GPUs``: a count with its noun, singular for one."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def format_size_kib(kib: int) -> str:
     """Format KiB with the largest binary unit that divides it exactly."""
     for unit, factor in (("TiB", 1024**3), ("GiB", 1024**2), ("MiB", 1024)):

@@ -79,3 +79,40 @@ def test_debug_shows_the_traceback_and_keeps_the_exit_code(small: Cli) -> None:
     assert debug.stderr.endswith(plain.stderr), (debug.stderr, plain.stderr)
     unknown = small.process("--debug", "vm", "show", "nosuch")
     assert unknown.exit_code == 3 and "Traceback" in unknown.stderr
+
+
+def _quota_tenant(cli: Cli, name: str, *quota: str, used_vcpus: int = 0) -> None:
+    cli.ok("tenant", "create", name, *quota)
+    if used_vcpus:
+        cli.ok("place", name, "--vcpus", str(used_vcpus), "--memory", "1GiB", "--name", f"{name}-1")
+
+
+@pytest.mark.parametrize(
+    ("quota", "used", "asked", "said"),
+    [
+        # Alone over the GPU quota: that quota is named even when the vCPU quota is used up too
+        # (no release makes room for it).
+        (("--max-vcpus", "2", "--max-gpus", "0"), 2, ("--gpus", "1"), "asks for 1 GPU, more than the quota of 0"),
+        (("--max-gpus", "0"), 0, ("--gpus", "1"), "asks for 1 GPU, more than the quota of 0"),
+        (("--max-gpus", "0"), 0, ("--gpus", "1", "--host", "gpu"), "asks for 1 GPU, more than the quota of 0"),
+        # A GPU-only VM counts at least one vCPU up front...
+        (("--max-vcpus", "2"), 2, ("--gpus", "1"), "2 vCPUs in use"),
+        # ... and the size the host gives it (16 vCPUs: one GPU's share of its cell).
+        (("--max-vcpus", "8"), 0, ("--gpus", "1"), "asks for 16 vCPUs, more than the quota of 8"),
+        (("--max-vcpus", "8"), 0, ("--gpus", "1", "--host", "gpu"), "asks for 16 vCPUs, more than the quota of 8"),
+        (("--max-vcpus", "4"), 0, ("--vcpus", "5", "--memory", "1GiB"), "asks for 5 vCPUs"),
+        (("--max-vcpus", "4"), 2, ("--vcpus", "3", "--memory", "1GiB"), "2 vCPUs in use + 3 asked"),
+    ],
+)
+def test_every_quota_refusal_is_exit_9_and_names_the_quota(
+    cli: Cli, dumped: Callable[[Path], list[str]], quota: tuple[str, ...], used: int,
+    asked: tuple[str, ...], said: str,
+) -> None:
+    cli.ok("host", "add", "gpu", "--demo")  # 4 cells x 32 threads, 2 GPUs per cell
+    _quota_tenant(cli, "q", *quota, used_vcpus=used)
+    before = dumped(cli.db)
+    res = cli("place", "q", *asked)
+    assert res.exit_code == 9, res.stderr
+    assert said in _one_error_line(res.stderr)
+    assert "quota" in res.stderr and "vnuma tenant update q" in res.stderr
+    assert dumped(cli.db) == before

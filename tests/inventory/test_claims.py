@@ -291,7 +291,7 @@ def test_quotas_are_rechecked_inside_the_claim(hv: Inventory) -> None:
         ConflictError, match="2 vCPUs in use \\+ 2 asked would exceed the quota of 3"
     ):
         hv.claim(placement("vm2", (2, 3), tenant="q"), Isolation.NONE)
-    with pytest.raises(ConflictError, match=r"1 GPUs in use \+ 1 asked would exceed the quota of 1"):
+    with pytest.raises(ConflictError, match=r"1 GPU in use \+ 1 asked would exceed the quota of 1"):
         hv.claim(placement("vm2", (2,), tenant="q", gpus=(GPU1,)), Isolation.NONE)
     hv.claim(placement("vm2", (2,), tenant="q"), Isolation.NONE)
     assert hv.tenant_usage("q") == (3, 1)

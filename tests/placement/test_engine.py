@@ -217,7 +217,7 @@ QUOTAS = [
     # (id, tenant, usage vcpus, usage gpus, asked vcpus, asked gpus, error or None)
     ("unlimited", Tenant("t"), 100, 10, 100, 10, None),
     ("within", Tenant("t", max_vcpus=8, max_gpus=2), 4, 1, 4, 1, None),
-    ("vm-alone-too-big", Tenant("t", max_vcpus=8), 0, 0, 16, 0, InvalidInputError),
+    ("vm-alone-too-big", Tenant("t", max_vcpus=8), 0, 0, 16, 0, ConflictError),
     ("usage-plus-vm", Tenant("t", max_vcpus=8), 6, 0, 4, 0, ConflictError),
     ("gpus", Tenant("t", max_gpus=1), 1, 1, 0, 1, ConflictError),
     # A lowered quota blocks growth, not a VM that asks for none of the resource.

@@ -41,6 +41,7 @@ from typing import TypeVar, cast
 
 import numpy as np
 
+from vnuma.errors import ConflictError
 from vnuma.placement.build import build_placement
 from vnuma.placement.filters import HOST_FILTERS, STAGE
 from vnuma.placement.fit import HostFit, fit_host, further
@@ -71,18 +72,28 @@ def place(
 ) -> PlacementResult:
     """Place one VM on the ledger; claims nothing (``fleet.add`` the chosen placement for that).
 
+    Quotas are checked before any host is looked at: a GPU-only request (vCPUs
+    sized per host) counts at least one vCPU per guest cell there; when the
+    size every fitting host gives it breaks a quota, that too is the quota's
+    refusal, not "no host fits".
+
     Raises:
-        InvalidInputError: a malformed request (see :func:`validate_request`), or a
-            VM that alone exceeds its tenant's quota.
-        ConflictError: the VM would take its tenant over a quota.
+        InvalidInputError: a malformed request (see :func:`validate_request`).
+        ConflictError: the VM would take its tenant over a quota (alone or with what it holds).
         NotFoundError: ``request.host`` is not in the fleet.
     """
     validate_request(request, fleet)
     tenant = fleet.tenant(request.tenant)
-    if tenant.max_vcpus is not None or tenant.max_gpus is not None:
-        check_quota(tenant, fleet.used(request.tenant), request.vcpus or 0, request.gpus)
+    quotas = tenant.max_vcpus is not None or tenant.max_gpus is not None
+    if quotas:
+        least = request.vcpus if request.vcpus is not None else (request.numa_nodes or 1)
+        check_quota(tenant, fleet.used(request.tenant), least, request.gpus)
     if request.vcpus is None or request.memory_kib is None:
-        return _place_explained(request, fleet, strategy, sized=True)
+        result = _place_explained(request, fleet, strategy, sized=True)
+        refusals = result.rejections
+        if quotas and result.chosen is None and refusals and all(r.check == "quota" for r in refusals):
+            raise ConflictError(refusals[0].reason, hint=refusals[0].hint)
+        return result
     if explain or request.host is not None:
         return _place_explained(request, fleet, strategy, sized=False)
     return _place_fast(request, fleet, strategy, memory)

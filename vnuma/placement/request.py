@@ -29,7 +29,7 @@ from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
-from vnuma.topology import PAGE_4K, format_size_kib
+from vnuma.topology import PAGE_4K, count_of, format_size_kib
 
 
 def _numbers_problem(request: VmRequest) -> str | None:
@@ -102,7 +102,8 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
     if problem is not None:
         raise InvalidInputError(f"VM {name!r}: {problem}")
     if request.gpus > fleet.gpus_total:
-        raise InvalidInputError(f"VM {name!r}: asks for {request.gpus} GPUs, the whole fleet has {fleet.gpus_total}")
+        asked = count_of(request.gpus, "GPU")
+        raise InvalidInputError(f"VM {name!r}: asks for {asked}, the whole fleet has {fleet.gpus_total}")
     if request.host is not None:
         fleet.state(request.host)
 

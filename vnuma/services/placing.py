@@ -84,7 +84,7 @@ def place_vm(
 
     Raises:
         NotFoundError: unknown tenant or host.
-        InvalidInputError: a malformed request, or a VM alone over its tenant's quota.
+        InvalidInputError: a malformed request.
         ConflictError: the VM name is taken, a quota would be exceeded, or every
             attempt lost its claim ("inventory busy").
     """
