@@ -116,3 +116,25 @@ def test_every_quota_refusal_is_exit_9_and_names_the_quota(
     assert said in _one_error_line(res.stderr)
     assert "quota" in res.stderr and "vnuma tenant update q" in res.stderr
     assert dumped(cli.db) == before
+
+
+def test_version_comes_from_the_package_metadata(cli: Cli) -> None:
+    from importlib.metadata import version
+
+    res = cli.process("--version")
+    assert (res.exit_code, res.stdout, res.stderr) == (0, f"vnuma {version('vnuma')}\n", "")
+
+
+def test_sub_groups_list_every_command_and_no_completion_options(cli: Cli) -> None:
+    from vnuma.cli import COMMANDS, _load
+
+    for name, (_module, _attribute, help_text) in COMMANDS.items():
+        if help_text is None:
+            continue
+        res = cli.ok(name, "--help")
+        assert "--install-completion" not in res.stdout, name
+        commands = _load(name).commands  # type: ignore[union-attr]
+        for sub in commands:
+            assert sub in res.stdout, (name, sub)
+        if name == "vm":
+            assert all(sub in help_text for sub in commands), help_text

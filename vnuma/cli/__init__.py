@@ -128,6 +128,14 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"vnuma {version('vnuma')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
@@ -136,6 +144,9 @@ def _root(
         typer.Option("--db", metavar="URL", help="Inventory: SQLAlchemy URL or SQLite file path [env VNUMA_DB]."),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print vnuma's version.")
+    ] = False,
 ) -> None:
     """NUMA-aware placement of tenant VMs on libvirt hypervisors."""
     ctx.obj = {"db": db}
@@ -155,7 +166,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve."),
     "tenant": ("vnuma.cli.tenants", "app", "Tenants: isolation level and quotas."),
     "place": ("vnuma.cli.placing", "place", None),
-    "vm": ("vnuma.cli.vms", "app", "VMs: list, show, release."),
+    "vm": ("vnuma.cli.vms", "app", "VMs: list, show, stop, undefine, release."),
     "simulate": ("vnuma.cli.simulating", "simulate", None),
     "trace": ("vnuma.cli.traces", "app", "Example workload traces: list the scenarios, generate one."),
     "render": ("vnuma.cli.applying", "render", None),

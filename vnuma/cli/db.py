@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from vnuma.cli import output, settings
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True, add_completion=False)
 
 
 @app.command("status")
-def status(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def status(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
     """Show the inventory URL, its schema revision and the revision this vnuma needs."""
     from vnuma.services.queries import db_status
 

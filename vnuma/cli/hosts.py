@@ -15,11 +15,10 @@ from vnuma.cli import output, settings
 if TYPE_CHECKING:
     from vnuma.services.discovery import Batch, Outcome
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True, add_completion=False)
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 JobsOpt = Annotated[
-    int, typer.Option("--jobs", "-j", min=1, max=64, help="Hosts discovered at once (with --from-file / --all).")
+    int, typer.Option("--jobs", "-j", min=1, max=64, help="Hosts discovered at once (add --from-file, refresh --all).")
 ]
 
 
@@ -43,7 +42,7 @@ def add(
         ),
     ] = None,
     jobs: JobsOpt = 8,
-    as_json: JsonOpt = False,
+    as_json: output.JsonOpt = False,
 ) -> None:
     """Discover a host's NUMA topology and PCI devices through libvirt and record it (or many: --from-file)."""
     if from_file is not None:
@@ -72,7 +71,7 @@ def import_(
         typer.Option("--nodedev", help="`virsh nodedev-dumpxml` output (repeatable; a file may hold many)."),
     ] = None,
     hwloc: Annotated[Path | None, typer.Option("--hwloc", help="`lstopo --of xml` output.")] = None,
-    as_json: JsonOpt = False,
+    as_json: output.JsonOpt = False,
 ) -> None:
     """Record a host from files: capabilities (+ node devices), or an hwloc XML dump."""
     from vnuma.services.hosts import import_host
@@ -106,7 +105,7 @@ def refresh(
         bool, typer.Option("--all", help="Every libvirt host, concurrently; file-imported hosts are skipped.")
     ] = False,
     jobs: JobsOpt = 8,
-    as_json: JsonOpt = False,
+    as_json: output.JsonOpt = False,
 ) -> None:
     """Rediscover a host (or --all) through its libvirt URI and report what changed.
 
@@ -132,7 +131,7 @@ def refresh(
 
 
 @app.command("list")
-def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
     """List hosts with their size."""
     from vnuma.services.queries import host_summaries
 
@@ -151,7 +150,7 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 
 @app.command("show")
-def show(ctx: typer.Context, name: str, as_json: JsonOpt = False) -> None:
+def show(ctx: typer.Context, name: str, as_json: output.JsonOpt = False) -> None:
     """Show a host: per-cell CPUs, cores, memory, pages, devices and distances."""
     from vnuma.codec import host_to_dict
     from vnuma.services.queries import get_host

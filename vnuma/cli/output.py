@@ -6,9 +6,12 @@ import errno
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import typer
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+"""The ``--json`` option of every command that prints."""
 
 
 def echo_json(obj: Any) -> None:

@@ -18,8 +18,7 @@ from vnuma.placement.model import (
     VmRequest,
 )
 
-vm_app = typer.Typer(no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+vm_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
 
 def parse_numa_nodes(text: str) -> int | None:
@@ -53,7 +52,7 @@ def place(
     strategy: Annotated[Strategy, typer.Option("--strategy")] = Strategy.PACK,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide, but claim nothing.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show every host's rejection and score.")] = False,
-    as_json: JsonOpt = False,
+    as_json: output.JsonOpt = False,
     rebalance: Annotated[
         bool, typer.Option("--rebalance", help="When nothing fits, show moves after which the VM would fit.")
     ] = False,
@@ -187,7 +186,7 @@ def vm_list(
     ctx: typer.Context,
     tenant: Annotated[str | None, typer.Option("--tenant")] = None,
     host: Annotated[str | None, typer.Option("--host")] = None,
-    as_json: JsonOpt = False,
+    as_json: output.JsonOpt = False,
 ) -> None:
     """List VMs (optionally of one tenant or on one host)."""
     from vnuma.services.queries import list_vms
@@ -214,7 +213,7 @@ def _vm_dict(p: Placement, state: str) -> dict[str, Any]:
 
 
 @vm_app.command("show")
-def vm_show(ctx: typer.Context, vm: str, as_json: JsonOpt = False) -> None:
+def vm_show(ctx: typer.Context, vm: str, as_json: output.JsonOpt = False) -> None:
     """Show one VM's placement and state."""
     from vnuma.services.queries import get_vm
 

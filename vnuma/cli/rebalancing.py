@@ -29,7 +29,7 @@ def rebalance(
     ] = None,
     max_moves: Annotated[int, typer.Option("--max-moves", help="Most moves in the plan.")] = 3,
     time_limit: Annotated[float, typer.Option("--time-limit", metavar="S", help="Seconds to search.")] = 10.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: output.JsonOpt = False,
     apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out through libvirt (journaled).")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask before --apply changes domains.")] = False,
     allow_restart: Annotated[

@@ -18,7 +18,7 @@ def stats(
     """Show per-cell use, fragmentation and per-VM locality.
 
     Per cell: pCPUs claimed/free/reserved, pages claimed of each pool, GPUs
-    free, and the largest free block (the largest one-cell dedicated VM the
+    used of the cell's total, and the largest free block (the largest one-cell dedicated VM the
     cell could still take). Per host, for k = 1..4 cells: the largest VM the
     placement engine could still place on k cells (most vCPUs, then memory,
     then GPUs). Per VM: the share of its vCPUs, memory and devices on its own
@@ -140,7 +140,7 @@ def _print(doc: dict[str, Any]) -> None:
             )
         output.echo_table(
             f"host {h['host']}",
-            ["CELL", "PCPUS USED/FREE/RSVD", "PAGES USED/TOTAL", "GPUS USED", "LARGEST FREE BLOCK"],
+            ["CELL", "PCPUS USED/FREE/RSVD", "PAGES USED/TOTAL", "GPUS USED/TOTAL", "LARGEST FREE BLOCK"],
             rows,
         )
         output.echo_table(

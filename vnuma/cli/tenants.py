@@ -9,7 +9,7 @@ import typer
 from vnuma.cli import output, settings
 from vnuma.placement.model import Isolation
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True, add_completion=False)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 

@@ -9,7 +9,7 @@ import typer
 
 from vnuma.cli import output
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True, add_completion=False)
 
 
 @app.command("list")
