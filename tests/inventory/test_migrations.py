@@ -214,3 +214,37 @@ def test_topology_override_is_added_empty_and_dropped_again_keeping_the_hosts(db
     upgrade(db_url)
     assert hosts() == [("h", "test:///default", None)]
     assert _drift(db_url) == []
+
+
+def test_0006_keeps_no_checkout_path_in_the_demo_hosts_uri(db_path: Path, db_url: str) -> None:
+    engine = make_engine(db_url)
+    with writer(engine).begin() as conn:
+        command.upgrade(alembic_config(conn), "0005")
+    engine.dispose()
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.executemany(
+            "INSERT INTO hosts (id, name, uri, source, topology, topology_override, n_cells, n_cpus, n_gpus, "
+            "memory_kib) VALUES (?, ?, ?, 'libvirt', '{}', ?, 1, 2, 0, 1024)",
+            [
+                (1, "demo", "test:///old/checkout/vnuma/data/demo-node.xml", "demo"),
+                (2, "lab", "test:///default", None),
+            ],
+        )
+    conn.close()
+
+    def hosts() -> list[tuple[object, ...]]:
+        c = sqlite3.connect(db_path)
+        try:
+            columns = [row[1] for row in c.execute("PRAGMA table_info(hosts)")]
+            wanted = ", ".join(col for col in ("name", "uri", "embedded_domains") if col in columns)
+            return c.execute(f"SELECT {wanted} FROM hosts ORDER BY name").fetchall()
+        finally:
+            c.close()
+
+    upgrade(db_url)
+    assert hosts() == [("demo", "test:///vnuma-demo", None), ("lab", "test:///default", None)]
+    _downgrade(db_url, "0005")
+    assert hosts() == [("demo", "test:///vnuma-demo"), ("lab", "test:///default")]
+    upgrade(db_url)
+    assert _drift(db_url) == []

@@ -166,7 +166,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve."),
     "tenant": ("vnuma.cli.tenants", "app", "Tenants: isolation level and quotas."),
     "place": ("vnuma.cli.placing", "place", None),
-    "vm": ("vnuma.cli.vms", "app", "VMs: list, show, stop, undefine, release."),
+    "vm": ("vnuma.cli.vms", "app", "VMs: list, show, start, stop, undefine, release."),
     "simulate": ("vnuma.cli.simulating", "simulate", None),
     "trace": ("vnuma.cli.traces", "app", "Example workload traces: list the scenarios, generate one."),
     "render": ("vnuma.cli.applying", "render", None),

@@ -70,6 +70,14 @@ def apply(
         typer.echo(f"VM {vm}: {result.state}")
 
 
+@vm_app.command("start")
+def start(ctx: typer.Context, vm: str) -> None:
+    """Start the VM's defined domain (`vnuma apply VM` defines it)."""
+    from vnuma.services.applying import start_vm
+
+    typer.echo(f"VM {vm}: {start_vm(settings(ctx), vm)}")
+
+
 @vm_app.command("stop")
 def stop(ctx: typer.Context, vm: str) -> None:
     """Power the VM's domain off (its claims stay)."""

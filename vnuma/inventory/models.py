@@ -18,6 +18,9 @@ instead of the host's libvirt capabilities: NULL for libvirt's own, the
 marker ``demo`` for the shipped demo host (found in the package at refresh
 time, so an inventory survives moving the checkout), else the absolute path
 of a capabilities file. The inventory stores it; ``services.hosts`` reads it.
+``embedded_domains`` keeps what libvirt's test driver holds for a
+``test://`` host between connections (a JSON document written and read by
+``services.hypervisors``; NULL until a command first saw the domains).
 Claims carry database constraints so that double booking is impossible even
 if the checks in Python were wrong: an exclusive pCPU, a device and a VM's
 (cell, page size) can each be claimed once.
@@ -88,6 +91,7 @@ class HostRow(Base):
     topology_digest: Mapped[str] = mapped_column(String(64), index=True, server_default="")
     reserved_cpuset: Mapped[str] = mapped_column(Text, default="", server_default="")
     topology_override: Mapped[str | None] = mapped_column(Text)
+    embedded_domains: Mapped[str | None] = mapped_column(Text)
     n_cells: Mapped[int]
     n_cpus: Mapped[int]
     n_gpus: Mapped[int]

@@ -88,6 +88,14 @@ class Inventory:
         """Where a refresh reads the host's topology; None: libvirt's capabilities (NotFoundError if unknown)."""
         return self._read(hosts.topology_override, name)
 
+    def embedded_domains(self, name: str) -> str | None:
+        """What a ``test://`` host's driver held when last seen (a JSON document), None if never kept."""
+        return self._read(hosts.embedded_domains, name)
+
+    def keep_embedded_domains(self, name: str, document: str) -> None:
+        """Keep what a ``test://`` host's driver holds now, for the next connection."""
+        self._write(hosts.keep_embedded_domains, name, document)
+
     def topology_overrides(self) -> dict[str, str]:
         """Host name -> topology override, for the hosts that have one."""
         return self._read(hosts.topology_overrides)

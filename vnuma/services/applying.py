@@ -13,13 +13,13 @@ from pathlib import Path
 
 from vnuma.errors import ConflictError, InvalidInputError, InventoryError
 from vnuma.hypervisor.base import DomainState, Hypervisor
-from vnuma.hypervisor.libvirt_driver import connect
 from vnuma.inventory.db import open_inventory
 from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement
 from vnuma.render.domain import render_domain
 from vnuma.render.view import RenderOptions
 from vnuma.services import Settings
+from vnuma.services.hypervisors import open_hypervisor
 from vnuma.topology import Host
 
 PLACED, DEFINED, RUNNING, STOPPED = "placed", "defined", "running", "stopped"
@@ -56,8 +56,8 @@ def rendering_of(doc: dict[str, object] | None) -> tuple[RenderOptions, Path | N
     return RenderOptions(**raw), Path(template) if template is not None else None
 
 
-def hypervisor_of(host: Host) -> Hypervisor:
-    """A connection to the host's libvirt.
+def hypervisor_of(inventory: Inventory, host: Host) -> Hypervisor:
+    """A connection to the host's libvirt (:func:`vnuma.services.hypervisors.open_hypervisor`).
 
     Raises:
         InvalidInputError: the host was imported from files and has no URI.
@@ -68,7 +68,7 @@ def hypervisor_of(host: Host) -> Hypervisor:
             f"host {host.name!r} was imported from files and has no libvirt URI to apply to",
             hint=f"add it through libvirt: vnuma host add {host.name} --uri URI",
         )
-    return connect(host.uri)
+    return open_hypervisor(inventory, host.name, host.uri)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +91,7 @@ def apply_vm(
     inventory = open_inventory(settings.db_url)
     placement, state, host = _load(inventory, vm)
     xml = render_domain(host, placement, options=options, template=template, templates_dir=settings.templates_dir)
-    hv = hypervisor_of(host)
+    hv = hypervisor_of(inventory, host)
     try:
         if dry_run:
             current = hv.domain_xml(vm, inactive=True) or ""
@@ -119,11 +119,29 @@ def apply_vm(
         hv.close()
 
 
+def start_vm(settings: Settings, vm: str) -> str:
+    """Start the VM's defined domain; state becomes running (already running: nothing to do).
+
+    Raises:
+        HypervisorError: libvirt holds no domain for the VM (hint: apply it), or refuses to start it.
+    """
+    inventory = open_inventory(settings.db_url)
+    _placement, _state, host = _load(inventory, vm)
+    hv = hypervisor_of(inventory, host)
+    try:
+        if hv.domain_state(vm) is not DomainState.RUNNING:
+            hv.start(vm)
+    finally:
+        hv.close()
+    inventory.set_vm_state(vm, RUNNING)
+    return RUNNING
+
+
 def stop_vm(settings: Settings, vm: str) -> str:
     """Power the VM off; state becomes stopped."""
     inventory = open_inventory(settings.db_url)
     _placement, _state, host = _load(inventory, vm)
-    hv = hypervisor_of(host)
+    hv = hypervisor_of(inventory, host)
     try:
         hv.stop(vm)
     finally:
@@ -136,7 +154,7 @@ def undefine_vm(settings: Settings, vm: str) -> str:
     """Stop and undefine the domain; the VM keeps its claims (state placed)."""
     inventory = open_inventory(settings.db_url)
     _placement, _state, host = _load(inventory, vm)
-    hv = hypervisor_of(host)
+    hv = hypervisor_of(inventory, host)
     try:
         if hv.domain_state(vm) is not DomainState.MISSING:
             hv.undefine(vm)
@@ -151,7 +169,7 @@ def release_vm(settings: Settings, vm: str, *, undefine: bool) -> None:
     inventory = open_inventory(settings.db_url)
     _placement, state, host = _load(inventory, vm)
     if state != PLACED and host.uri:
-        hv = connect(host.uri)
+        hv = hypervisor_of(inventory, host)
         try:
             if hv.domain_state(vm) is not DomainState.MISSING:
                 if not undefine:

@@ -8,13 +8,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
-from vnuma.hypervisor.libvirt_driver import connect
 from vnuma.inventory.db import open_inventory
 from vnuma.inventory.repo import Inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
+from vnuma.services.hypervisors import connect_uri
 from vnuma.sources.capabilities import parse_capabilities
-from vnuma.sources.demo import DEMO_OVERRIDE, demo_capabilities_path, demo_uri
+from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
 from vnuma.sources.hwloc import parse_hwloc
 from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
 from vnuma.topology import Host, PciDevice, Source, check_host, format_cpuset, format_size_kib
@@ -31,7 +31,7 @@ def discover(name: str, uri: str, capabilities: Path | None) -> Host:
         HypervisorError: libvirt cannot be reached or refuses.
         InvalidInputError: the topology cannot be read.
     """
-    hv = connect(uri)
+    hv = connect_uri(uri)
     try:
         caps_xml = hv.capabilities_xml() if capabilities is None else None
         device_xmls = hv.pci_device_xmls()
@@ -101,7 +101,7 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
     if demo:
         if uri or capabilities:
             raise InvalidInputError("--demo brings its own URI and capabilities; drop --uri/--capabilities")
-        uri, capabilities, override = demo_uri(), demo_capabilities_path(), DEMO_OVERRIDE
+        uri, capabilities, override = DEMO_URI, demo_capabilities_path(), DEMO_OVERRIDE
     if not uri:
         raise InvalidInputError("a libvirt URI is needed", hint="vnuma host add NAME --uri qemu:///system")
     with open_inventory(settings.db_url) as inventory:
@@ -120,7 +120,7 @@ def refresh_source(name: str, uri: str, override: str | None) -> tuple[str, Path
     """The libvirt URI and capabilities file a refresh reads for a host with this topology override.
 
     ``demo`` is the demo host of this vnuma's package: its capabilities and
-    its test-driver URI, whatever paths the inventory recorded at ``add``.
+    its test-driver URI (resolved when connecting), whatever the inventory recorded at ``add``.
 
     Raises:
         InvalidInputError: the recorded capabilities file is missing or not a file.
@@ -128,7 +128,7 @@ def refresh_source(name: str, uri: str, override: str | None) -> tuple[str, Path
     if override is None:
         return uri, None
     if override == DEMO_OVERRIDE:
-        return demo_uri(), demo_capabilities_path()
+        return DEMO_URI, demo_capabilities_path()
     path = Path(override)
     if not (path.is_absolute() and path.is_file()):
         state = "not a file" if path.exists() else "missing"

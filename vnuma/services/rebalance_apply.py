@@ -75,12 +75,13 @@ class RunReport:
 class _Conns:
     """libvirt connections by host, opened on first use and closed together."""
 
+    inventory: Inventory
     hosts: dict[str, Host]
     open: dict[str, Hypervisor] = field(default_factory=dict)
 
     def __call__(self, host: str) -> Hypervisor:
         if host not in self.open:
-            self.open[host] = hypervisor_of(self.hosts[host])
+            self.open[host] = hypervisor_of(self.inventory, self.hosts[host])
         return self.open[host]
 
     def close(self) -> None:
@@ -90,7 +91,7 @@ class _Conns:
 
 @contextmanager
 def _connections(inventory: Inventory) -> Iterator[_Conns]:
-    conns = _Conns({h.name: h for h in inventory.list_hosts()})
+    conns = _Conns(inventory, {h.name: h for h in inventory.list_hosts()})
     try:
         yield conns
     finally:

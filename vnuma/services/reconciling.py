@@ -40,12 +40,12 @@ from enum import StrEnum
 
 from vnuma.errors import ConflictError, HypervisorError, InvalidInputError, NotFoundError
 from vnuma.hypervisor.base import DomainState, Hypervisor
-from vnuma.hypervisor.libvirt_driver import connect
 from vnuma.inventory.db import open_inventory
 from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
 from vnuma.services.adoption import Difference, differences, placement_from_domain
+from vnuma.services.hypervisors import open_hypervisor
 from vnuma.sources.domainxml import Domain, parse_domain
 from vnuma.topology import Host
 
@@ -167,7 +167,7 @@ def _check_host(inventory: Inventory, host: Host, adopt: bool, tenant: str | Non
     if not host.uri:
         return HostReport(host.name, None, "skipped", "imported from files: no libvirt URI")
     try:
-        hv = connect(host.uri)
+        hv = open_hypervisor(inventory, host.name, host.uri)
     except HypervisorError as err:
         return HostReport(host.name, host.uri, "unreachable", str(err))
     try:
@@ -335,7 +335,7 @@ def _carry_host(inventory: Inventory, report: HostReport) -> HostReport:
     if not pending or report.uri is None:
         return report
     try:
-        hv = connect(report.uri)
+        hv = open_hypervisor(inventory, report.host, report.uri)
     except HypervisorError as err:
         return replace(report, findings=tuple(_unreached(f, err) for f in report.findings))
     try:

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from vnuma.errors import HypervisorError, NotFoundError
 from vnuma.hypervisor.base import Hypervisor
-from vnuma.hypervisor.libvirt_driver import connect
 from vnuma.inventory.db import open_inventory
+from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement
 from vnuma.report.usage import HostUse, Locality, host_use, locality
 from vnuma.services import Settings, hostprobe
+from vnuma.services.hypervisors import open_hypervisor
 from vnuma.sources.mbm import local_share, parse_memory_bandwidth
 from vnuma.topology import Host
 
@@ -66,7 +67,8 @@ class StatsReport:
 class _Bandwidths:
     """MBM counters of running VMs, one libvirt connection per host, opened when first needed."""
 
-    def __init__(self) -> None:
+    def __init__(self, inventory: Inventory) -> None:
+        self.inventory = inventory
         self.conns: dict[str, Hypervisor | None] = {}
         self.warnings: list[str] = []
 
@@ -75,7 +77,7 @@ class _Bandwidths:
             return None
         if host.name not in self.conns:
             try:
-                self.conns[host.name] = connect(host.uri)
+                self.conns[host.name] = open_hypervisor(self.inventory, host.name, host.uri)
             except HypervisorError as err:
                 self.conns[host.name] = None
                 self.warnings.append(f"host {host.name}: no memory-bandwidth figures: {err}")
@@ -135,19 +137,19 @@ def collect(
         placements = tuple(inventory.placements_on([h.name for h in hosts]))
         isolation = {name: t.isolation for name, t in inventory.tenants().items()}
         listed = inventory.list_vms(host=host)
-    by_name = {h.name: h for h in hosts}
-    vms: list[VmStats] = []
-    bandwidths = _Bandwidths()
-    try:
-        for p, state in listed:
-            if vm is not None and p.vm != vm:
-                continue
-            running = state == "running"
-            probe = hostprobe.is_local_uri(by_name[p.host].uri) and running
-            measured = measure(p, run_dir, proc) if probe else None
-            bandwidth = bandwidths.of(p.vm, by_name[p.host]) if running else None
-            vms.append(VmStats(locality(p, by_name[p.host]), str(state), measured, bandwidth))
-    finally:
-        bandwidths.close()
+        by_name = {h.name: h for h in hosts}
+        vms: list[VmStats] = []
+        bandwidths = _Bandwidths(inventory)
+        try:
+            for p, state in listed:
+                if vm is not None and p.vm != vm:
+                    continue
+                running = state == "running"
+                probe = hostprobe.is_local_uri(by_name[p.host].uri) and running
+                measured = measure(p, run_dir, proc) if probe else None
+                bandwidth = bandwidths.of(p.vm, by_name[p.host]) if running else None
+                vms.append(VmStats(locality(p, by_name[p.host]), str(state), measured, bandwidth))
+        finally:
+            bandwidths.close()
     uses = tuple(host_use(h, placements, isolation) for h in hosts)
     return StatsReport(uses, tuple(vms), tuple(bandwidths.warnings))

@@ -3,8 +3,7 @@
 Pure: no I/O (paths only; callers read the files). ``demo-capabilities.xml``
 is its ``virsh capabilities`` (2 sockets, SNC2: 4 NUMA cells x 16 cores x 2
 threads, 256 GiB per cell with 2 MiB and 1 GiB pages, distances 10/12/21).
-``demo-node.xml`` is a libvirt test-driver node file
-(``test:///ABS/PATH/demo-node.xml``) holding its node devices: 8 NVIDIA H100
+``demo-node.xml`` is a libvirt test-driver node file holding its node devices: 8 NVIDIA H100
 GPUs and 4 ConnectX-7 NICs (2 GPUs + 1 NIC per cell), each behind its own
 PCIe root port. The test driver ignores NUMA topology in node files, hence
 the separate capabilities document.
@@ -34,6 +33,12 @@ def demo_node_path() -> Path:
     return data_dir() / DEMO_NODE
 
 
-def demo_uri() -> str:
-    """The ``test:///...`` URI that opens the demo node file in libvirt's test driver."""
-    return f"test://{demo_node_path().resolve()}"
+DEMO_URI = "test:///vnuma-demo"
+"""The demo host's URI as the inventory stores it: never the checkout's path, so an inventory
+outlives a moved or re-cloned checkout. :func:`libvirt_uri` turns it into the node file's."""
+
+
+def libvirt_uri(uri: str) -> str:
+    """The URI to open for a host's stored ``uri``: the demo host's is the shipped node file
+    (``test:///ABS/PATH/demo-node.xml``) of this vnuma; every other URI is itself."""
+    return f"test://{demo_node_path().resolve()}" if uri == DEMO_URI else uri
