@@ -1,5 +1,7 @@
-"""CLI speed as whole processes: `vnuma --help`, and import + `host show --json`
-of a 64-cell, 1,024-CPU host. Prints a table (best and median of N runs).
+"""CLI speed as whole processes: `vnuma --help`, import + `host show --json`
+of a 64-cell, 1,024-CPU host, and the read commands `host list` / `vm list`
+on a 100-host inventory with 10 VMs (split into interpreter + CLI import and
+the rest). Prints a table (best and median of N runs).
 
     .venv/bin/python bench/bench_cli.py [--runs 7]
 """
@@ -14,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from _proc import timed
+from bench_fleet import build
 
 VNUMA = [sys.executable, "-m", "vnuma.cli"]
 
@@ -59,9 +62,16 @@ def main() -> None:
         rows.append(("host import (64 cells, 1024 CPUs)", imports, 0.5))
         show = [*VNUMA, "--db", db, "host", "show", "big-0", "--json"]
         rows.append(("host show --json (64 cells)", timed(show, runs), 0.5))
+        fleet = Path(tmp) / "fleet100.db"
+        build(fleet, 100)
+        cli_import = timed([sys.executable, "-c", "import vnuma.cli"], runs)
+        rows.append(("import vnuma.cli (interpreter + CLI)", cli_import, 0.0))
+        for args in (["host", "list"], ["host", "list", "--json"], ["vm", "list"], ["vm", "list", "--json"]):
+            rows.append((f"{' '.join(args)} (100 hosts)", timed([*VNUMA, "--db", str(fleet), *args], runs), 0.3))
     print(f"{'command':40} {'best s':>8} {'median s':>9} {'target s':>9}")
     for name, times, target in rows:
-        print(f"{name:40} {min(times):8.3f} {statistics.median(times):9.3f} {target:9.1f}")
+        goal = f"{target:9.1f}" if target else f"{'-':>9}"
+        print(f"{name:40} {min(times):8.3f} {statistics.median(times):9.3f} {goal}")
 
 
 if __name__ == "__main__":

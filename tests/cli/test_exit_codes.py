@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -138,3 +140,23 @@ def test_sub_groups_list_every_command_and_no_completion_options(cli: Cli) -> No
             assert sub in res.stdout, (name, sub)
         if name == "vm":
             assert all(sub in help_text for sub in commands), help_text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("host", "list"), ("host", "list", "--json"), ("vm", "list"), ("vm", "list", "--tenant", "a", "--json")],
+)
+def test_read_commands_load_neither_the_orm_nor_the_engine(small: Cli, args: tuple[str, ...]) -> None:
+    """``host list`` and ``vm list`` read through sqlite3 (vnuma.inventory.reading): no SQLAlchemy, no numpy."""
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['vnuma', '--db', {str(small.db)!r}, *{list(args)!r}]\n"
+        "try:\n    runpy.run_module('vnuma.cli', run_name='__main__')\n"
+        "except SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic', 'numpy'))\n"
+        "print(heavy, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "[]"
+    assert ("a1" in proc.stdout) == (args[0] == "vm")

@@ -14,7 +14,7 @@ import pytest
 from tests.builders import make_host
 from tests.inventory.conftest import dump, placement
 from vnuma.errors import ConflictError, InventoryError
-from vnuma.inventory import Inventory, open_inventory, placer
+from vnuma.inventory import Inventory, access, open_inventory
 from vnuma.inventory.placer import open_placer
 from vnuma.inventory.schema import SCHEMA_REVISION
 from vnuma.placement.model import Isolation, Strategy, Tenant, VmRequest
@@ -63,7 +63,7 @@ class _Traced:
 
 def test_a_place_reads_one_snapshot_and_claims_once(filled: str, monkeypatch: pytest.MonkeyPatch) -> None:
     traced = _Traced()
-    monkeypatch.setattr(placer.sqlite3, "connect", traced.connect)
+    monkeypatch.setattr(access.sqlite3, "connect", traced.connect)
     request = VmRequest("", "acme", vcpus=None, memory_kib=None, gpus=2)
     _request, result = place_vm(Settings(filled), request, Strategy.PACK, dry_run=False)
     assert result.chosen is not None
@@ -130,7 +130,7 @@ def test_a_new_file_is_created_then_placed_on_through_sqlite3(tmp_path: Path) ->
     url = f"sqlite:///{tmp_path}/new/inventory.db"
     with open_placer(url) as p:
         assert p.snapshot().hosts == []
-    assert placer.sqlite_file(url) is not None
+    assert access.sqlite_file(url) is not None
 
 
 @pytest.fixture(params=sorted(p.name for p in UPSTREAM.glob("*.xml")))

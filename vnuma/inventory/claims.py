@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.placement.ledger.admit import page_needs
-from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement
+
+if TYPE_CHECKING:
+    from vnuma.placement.ledger.fleet import Fleet  # decoding a placement needs no ledger (nor numpy)
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,23 +85,6 @@ def get_host(session: Session, name: str) -> Host:
     return decode_host(*row)
 
 
-_SUMMARY_KEYS = ("name", "uri", "source", "cells", "cpus", "gpus", "memory_kib")
-
-
-def host_summaries(session: Session) -> list[dict[str, Any]]:
-    """``codec.host_summary`` of every host, from the summary columns (no topology parsing)."""
-    stmt = select(
-        HostRow.name,
-        HostRow.uri,
-        HostRow.source,
-        HostRow.n_cells,
-        HostRow.n_cpus,
-        HostRow.n_gpus,
-        HostRow.memory_kib,
-    ).order_by(HostRow.name)
-    return [dict(zip(_SUMMARY_KEYS, row, strict=True)) for row in session.execute(stmt)]
-
-
 def topology_override(session: Session, name: str) -> str | None:
     """Where a refresh of host ``name`` reads its topology; None: its libvirt capabilities.
 

@@ -2,56 +2,27 @@
 
 ``vnuma place`` is one process per decision; it reads one snapshot
 (:func:`.placing.read_snapshot`) in one transaction and claims
-(:func:`.placing.claim`) in one more. :func:`open_placer` picks the executor:
-
-* an SQLite file at :data:`SCHEMA_REVISION` (a plain ``sqlite:///PATH``):
-  the stdlib ``sqlite3`` module, set up as ``db.make_engine`` sets up
-  SQLite (busy timeout, foreign keys, WAL, ``BEGIN`` issued by us, writers
-  ``BEGIN IMMEDIATE``), and SQLAlchemy is never imported (it costs
-  0.3-0.5 s, more than deciding on 1,000 hosts);
-* a PostgreSQL database at head given by a plain ``postgresql[+psycopg]://``
-  URL: psycopg 3 directly, with the same queries (no SQLAlchemy either);
-  the snapshot reads in one ``REPEATABLE READ`` transaction, and the
-  connection stays open for the process's next placement;
-* anything else (URL options, a new file to create, a schema to refuse, a
-  server that cannot be reached): a SQLAlchemy Core engine after the schema check every command
-  makes; the ORM is not loaded. A server database's engine and its pool of
-  connections stay for the next opening in the same process (a worker or a
-  long-running caller places warm, see ``db.open_engine``).
-
-The queries, the checks and the rows are the same on both (:mod:`.placing`).
+(:func:`.placing.claim`) in one more, through :func:`.access.open_access`
+(``sqlite3`` or psycopg directly at head, SQLAlchemy Core otherwise). The
+queries, the checks and the rows are the same on every backend (:mod:`.placing`).
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
-from typing import Any
-from urllib.parse import unquote, urlsplit
 
-from vnuma.errors import ConflictError, InventoryError
-from vnuma.inventory.executor import AlchemyExecutor, Executor, PsycopgExecutor, SqliteExecutor
-from vnuma.inventory.guard import cause_of, hint_for_text
+from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, Access, open_access
 from vnuma.inventory.placing import Snapshot, claim, read_snapshot
-from vnuma.inventory.schema import SCHEMA_REVISION
 from vnuma.placement.model import Isolation, Placement
-
-DEFAULT_BUSY_TIMEOUT_MS = 5000
-_PREFIX = "sqlite:///"
-
-Begin = Callable[[bool], AbstractContextManager[Executor]]
 
 
 class Placer:
     """A snapshot to decide on and a claim, each one transaction."""
 
-    def __init__(self, url: str, begin: Begin, close: Callable[[], None]) -> None:
-        self.url = url
-        self._begin = begin
-        self._close = close
+    def __init__(self, access: Access) -> None:
+        self.url = access.url
+        self._access = access
+        self._begin = access.begin
 
     def snapshot(self) -> Snapshot:
         """Tenants, hosts and placements, read in one transaction."""
@@ -65,7 +36,7 @@ class Placer:
 
     def close(self) -> None:
         """Close the connection(s)."""
-        self._close()
+        self._access.close()
 
     def __enter__(self) -> Placer:
         return self
@@ -77,169 +48,10 @@ class Placer:
 
 
 def open_placer(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Placer:
-    """The inventory at ``url`` for placing (see the module docstring for which executor).
+    """The inventory at ``url`` for placing (see :mod:`.access` for which executor).
 
     Raises:
         InventoryError: as ``open_inventory`` raises it (unreachable, not a vnuma
             inventory, a schema other than head).
     """
-    path = sqlite_file(url)
-    if path is not None:
-        conn = _sqlite_at_head(path, busy_timeout_ms)
-        if conn is not None:
-            return Placer(url, _sqlite_begin(conn, url), conn.close)
-    conninfo = postgres_conninfo(url)
-    if conninfo is not None:
-        pg = _postgres_at_head(conninfo)
-        if pg is not None:
-            return Placer(url, _postgres_begin(pg, url), lambda: None)
-    from vnuma.inventory.db import open_engine, writer
-    from vnuma.inventory.guard import guarded
-
-    engine, shared = open_engine(url, busy_timeout_ms=busy_timeout_ms)
-    # On PostgreSQL the snapshot's statements see one state (SQLite's BEGIN gives that already).
-    reader = engine.execution_options(isolation_level="REPEATABLE READ") if shared else engine
-
-    @contextmanager
-    def begin(write: bool) -> Iterator[Executor]:
-        with guarded(url), (writer(engine) if write else reader).begin() as conn:
-            yield AlchemyExecutor(conn)
-
-    return Placer(url, begin, (lambda: None) if shared else engine.dispose)
-
-
-def sqlite_file(url: str) -> str | None:
-    """The file of a plain ``sqlite:///PATH`` URL naming an existing file, else None."""
-    if not url.startswith(_PREFIX):
-        return None
-    path = url[len(_PREFIX) :]
-    # Query options, %-escapes, URI filenames and in-memory databases: leave them to SQLAlchemy.
-    if not path or path == ":memory:" or path.startswith("file:") or any(ch in path for ch in "?%"):
-        return None
-    return path if os.path.isfile(path) else None
-
-
-def postgres_conninfo(url: str) -> str | None:
-    """The psycopg connection string of a plain ``postgresql[+psycopg]://`` URL (no query options), else None."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("postgresql", "postgresql+psycopg") or parts.query or parts.fragment:
-        return None
-    from psycopg.conninfo import make_conninfo
-
-    fields = {
-        "host": parts.hostname,
-        "port": parts.port,
-        "user": unquote(parts.username) if parts.username else None,
-        "password": unquote(parts.password) if parts.password else None,
-        "dbname": unquote(parts.path.lstrip("/")) or None,
-    }
-    return make_conninfo(**{k: v for k, v in fields.items() if v is not None})
-
-
-def _postgres_at_head(conninfo: str) -> Any | None:
-    """A psycopg connection when the database is a vnuma inventory at :data:`SCHEMA_REVISION`, else None
-    (the SQLAlchemy path then says what is wrong: unreachable, never upgraded, behind)."""
-    import psycopg
-
-    conn = _CONNECTIONS.pop(conninfo, None)
-    try:
-        if conn is None or conn.closed:
-            conn = psycopg.connect(conninfo)
-        conn.autocommit = True
-        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
-        # From here transactions begin with their first statement, BEGIN sent along with it.
-        conn.autocommit = False
-    except (psycopg.Error, ValueError):
-        rows = []
-    if conn is not None and rows == [(SCHEMA_REVISION,)]:
-        _CONNECTIONS[conninfo] = conn  # kept for the next placement of this process
-        return conn
-    if conn is not None:
-        conn.close()
-    return None
-
-
-_CONNECTIONS: dict[str, Any] = {}
-
-
-def _forget_connections() -> None:
-    # A forked child must not use its parent's connection (the parent still does).
-    _CONNECTIONS.clear()
-
-
-os.register_at_fork(after_in_child=_forget_connections)
-
-
-def _postgres_begin(conn: Any, url: str) -> Begin:
-    import psycopg
-
-    @contextmanager
-    def begin(write: bool) -> Iterator[Executor]:
-        try:
-            # Set before the transaction: psycopg sends its BEGIN with them, and with the first query.
-            conn.isolation_level = None if write else psycopg.IsolationLevel.REPEATABLE_READ
-            conn.read_only = None if write else True
-            try:
-                yield PsycopgExecutor(conn)
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
-        except psycopg.Error as err:
-            raise _translated(mask(url), err, psycopg.errors.IntegrityError) from err
-
-    return begin
-
-
-def _translated(shown_url: str, err: Exception, integrity: type[Exception]) -> ConflictError | InventoryError:
-    """A driver's error as the vnuma error to raise: a refused change (a constraint) or database trouble."""
-    if isinstance(err, integrity):
-        return ConflictError(
-            f"inventory {shown_url} refused a conflicting change: {cause_of(err)}",
-            hint="another command claimed the same resource first; run the command again",
-        )
-    return InventoryError(f"inventory {shown_url}: {cause_of(err)}", hint=hint_for_text(cause_of(err)))
-
-
-def mask(url: str) -> str:
-    """The URL with its password replaced by ``***``, for messages (no SQLAlchemy needed)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return url.replace(f":{parts.password}@", ":***@", 1)
-
-
-def _sqlite_at_head(path: str, busy_timeout_ms: int) -> sqlite3.Connection | None:
-    """A connection to ``path`` when it is a vnuma inventory at :data:`SCHEMA_REVISION`, else None."""
-    conn: sqlite3.Connection | None = None
-    try:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA journal_mode = WAL")
-        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
-    except sqlite3.Error:
-        rows = []
-    if conn is not None and rows == [(SCHEMA_REVISION,)]:
-        return conn
-    if conn is not None:
-        conn.close()
-    return None
-
-
-def _sqlite_begin(conn: sqlite3.Connection, url: str) -> Begin:
-    @contextmanager
-    def begin(write: bool) -> Iterator[Executor]:
-        try:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield SqliteExecutor(conn)
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        except sqlite3.Error as err:
-            raise _translated(url, err, sqlite3.IntegrityError) from err
-
-    return begin
+    return Placer(open_access(url, busy_timeout_ms=busy_timeout_ms))

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from vnuma.inventory import hosts, journal, placing, tenants, vms
+from vnuma.inventory import hosts, journal, placing, reading, tenants, vms
 from vnuma.inventory.executor import AlchemyExecutor, Executor
 from vnuma.inventory.guard import guarded
 from vnuma.inventory.journal import NewStep, RunRecord
@@ -114,7 +114,7 @@ class Inventory:
 
     def host_summaries(self) -> list[dict[str, Any]]:
         """``codec.host_summary`` of every host, without parsing topologies."""
-        return self._read(hosts.host_summaries)
+        return self._read_x(reading.host_summaries)
 
     def remove_host(self, name: str) -> None:
         """Remove a host (ConflictError while VMs are placed on it)."""
@@ -188,7 +188,7 @@ class Inventory:
 
     def list_vms(self, tenant: str | None = None, host: str | None = None) -> list[tuple[Placement, VmState]]:
         """VMs sorted by name, optionally filtered by tenant and/or host."""
-        return self._read(vms.list_vms, tenant, host)
+        return self._read_x(lambda x: reading.list_vms(x, tenant, host))
 
     def set_vm_state(self, name: str, state: str) -> None:
         """Record a VM's state: placed, defined, running or stopped."""

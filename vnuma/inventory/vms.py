@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.inventory import hosts
 from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.lookup import named_row
-from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, TenantRow, VmRow, VmState
+from vnuma.inventory.models import CpuClaim, DeviceClaim, PageClaim, VmRow, VmState
 from vnuma.placement.model import Placement
 
 _LIST_HINT = "see `vnuma vm list`"
@@ -39,32 +39,6 @@ def get_vm(session: Session, name: str) -> tuple[Placement, VmState]:
     """A VM's placement and state."""
     row = _vm_row(session, name)
     return decode_placement(row.name, row.placement), VmState(row.state)
-
-
-def list_vms(
-    session: Session, tenant: str | None = None, host: str | None = None
-) -> list[tuple[Placement, VmState]]:
-    """VMs sorted by name, optionally only one tenant's and/or one host's.
-
-    Raises:
-        NotFoundError: a filter names a tenant or host the inventory does not have
-            (an empty list would read as "it has no VMs").
-    """
-    if tenant is not None:
-        named_row(session, TenantRow, tenant, "tenant")
-    if host is not None:
-        hosts.host_row(session, host)
-    stmt = (
-        select(VmRow.name, VmRow.placement, VmRow.state)
-        .join(HostRow, HostRow.id == VmRow.host_id)
-        .join(TenantRow, TenantRow.id == VmRow.tenant_id)
-        .order_by(VmRow.name)
-    )
-    if tenant is not None:
-        stmt = stmt.where(TenantRow.name == tenant)
-    if host is not None:
-        stmt = stmt.where(HostRow.name == host)
-    return [(decode_placement(name, doc), VmState(state)) for name, doc, state in session.execute(stmt)]
 
 
 def set_vm_state(session: Session, name: str, state: str) -> None:

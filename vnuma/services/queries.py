@@ -11,9 +11,11 @@ from vnuma.topology import Host
 
 
 def host_summaries(settings: Settings) -> list[dict[str, Any]]:
-    """One summary dict per host (``host list --json``)."""
-    with open_inventory(settings.db_url) as inventory:
-        return inventory.host_summaries()
+    """One summary dict per host (``host list --json``), without the ORM (:mod:`vnuma.inventory.reading`)."""
+    from vnuma.inventory.reading import open_reader
+
+    with open_reader(settings.db_url) as reader:
+        return reader.host_summaries()
 
 
 def get_host(settings: Settings, name: str) -> Host:
@@ -41,9 +43,11 @@ def remove_tenant(settings: Settings, name: str) -> None:
 
 
 def list_vms(settings: Settings, tenant: str | None, host: str | None) -> list[tuple[Placement, str]]:
-    """(placement, state) of VMs, optionally filtered."""
-    with open_inventory(settings.db_url) as inventory:
-        return inventory.list_vms(tenant=tenant, host=host)
+    """(placement, state) of VMs, optionally filtered (NotFoundError: a filter names nothing known)."""
+    from vnuma.inventory.reading import open_reader
+
+    with open_reader(settings.db_url) as reader:
+        return reader.list_vms(tenant=tenant, host=host)
 
 
 def get_vm(settings: Settings, name: str) -> tuple[Placement, str]:
