@@ -57,6 +57,12 @@ class NoPlacementError(VnumaError):
         self.rejections = rejections
 
 
+class NoRoomError(VnumaError):
+    """No plan of at most the allowed moves makes room for a VM shape (exit 5, as for a VM no host takes)."""
+
+    exit_code = 5
+
+
 class InventoryError(VnumaError):
     """The database is unreachable, locked, or its schema is behind."""
 

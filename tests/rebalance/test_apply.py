@@ -203,5 +203,24 @@ def test_place_rebalance_shows_the_plan_and_apply_makes_room_then_places(
 
 def test_place_rebalance_without_a_plan_says_so(cli: Cli, conn: Any, tmp_path: Path) -> None:
     _fragmented(cli, tmp_path)
-    res = cli("place", "a", "--vcpus", "8", "--memory", "1GiB", *ONE_CELL, "--rebalance", "--max-moves", "1")
-    assert res.exit_code == 5 and "no plan of at most 1 moves" in res.stdout
+    big = ("place", "a", "--vcpus", "8", "--memory", "1GiB", *ONE_CELL, "--rebalance", "--max-moves", "1")
+    res = cli(*big)
+    assert res.exit_code == 5 and "no plan of at most 1 move(s) makes room for VM 'a-vm1'" in res.stdout
+    doc = cli(*big, "--json").json()
+    assert doc["rebalance"]["found"] is False and doc["rebalance"]["moves"] == []
+    assert doc["rebalance"]["reason"] == "no plan of at most 1 move(s) makes room for VM 'a-vm1'"
+    on_host = cli(*big, "--host", "h")
+    assert on_host.exit_code == 5 and "no plan of at most 1 move(s) on host h makes room" in on_host.stdout
+
+
+def test_make_room_for_says_already_fits_finds_moves_or_exits_5(cli: Cli, conn: Any, tmp_path: Path) -> None:
+    _fragmented(cli, tmp_path)
+    fits = cli("rebalance", "--make-room-for", "vcpus=2,memory=1GiB,page_size=4K,numa_nodes=1")
+    assert (fits.exit_code, fits.stdout) == (0, "the shape already fits: nothing to do\n")
+    moves = cli.ok("rebalance", *ROOM)
+    assert "room: 1 -> 0" in moves.stdout
+    none = cli("rebalance", "--make-room-for", "vcpus=8,memory=1GiB,page_size=4K,numa_nodes=1", "--max-moves", "1")
+    assert none.exit_code == 5
+    assert none.stderr.startswith("error: no plan of at most 1 move(s) makes room for the shape\nhint: ")
+    as_json = cli("rebalance", "--make-room-for", "vcpus=8,memory=1GiB,page_size=4K,numa_nodes=1", "--json")
+    assert as_json.exit_code == 5 and as_json.json()["moves"] == [] and as_json.json()["before"] == 1

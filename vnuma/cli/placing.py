@@ -70,8 +70,10 @@ def place(
     --max-moves moves (as `vnuma rebalance --make-room-for` would make)
     after which it fits; the plan is shown and the command still exits 5,
     unless --apply carries the moves out (journaled, see `vnuma rebalance`)
-    and then places the VM. JSON adds "rebalance": the plan document (and its
-    "run" when applied).
+    and then places the VM. With --host the plan moves VMs on that host only
+    (and says so). JSON adds "rebalance": the plan document plus "host" (the
+    --host or null) and "found"; without a plan "found" is false and
+    "reason" says why (with "run" when applied).
     """
     from vnuma.services.placing import check_vm_name, place_vm, require_chosen
     from vnuma.topology import parse_page_size, parse_size_kib
@@ -100,7 +102,7 @@ def place(
     moved: dict[str, Any] | None = None
     if result.chosen is None and rebalance:
         moved = _make_room(ctx, request, max_moves, apply, yes, allow_restart, allow_migrate, as_json)
-        if moved is not None and "run" in moved:
+        if "run" in moved:
             request, result = place_vm(settings(ctx), request, strategy, dry_run=False)
     if result.chosen is None and as_json:
         from vnuma.placement.engine import best_reason
@@ -127,19 +129,24 @@ def place(
 def _make_room(
     ctx: typer.Context, request: VmRequest, max_moves: int, apply: bool, yes: bool,
     allow_restart: bool, allow_migrate: bool, as_json: bool,
-) -> dict[str, Any] | None:
-    """The room plan for a VM that fits nowhere (None when no plan within the limit), applied with --apply."""
-    from vnuma.cli.rebalancing import confirm_apply, plan_to_dict, print_plan, progress, run_to_dict
+) -> dict[str, Any]:
+    """The room plan for a VM that fits nowhere, applied with --apply; without a plan, why none was found
+    (``"found": false`` and the ``"reason"``). With ``--host`` the plan moves VMs on that host only, and says so."""
+    from vnuma.cli.rebalancing import confirm_apply, plan_to_dict, print_plan, progress, room_words, run_to_dict
     from vnuma.services.rebalancing import plan_room_for
 
     plan = plan_room_for(settings(ctx), request, max_moves=max_moves, for_apply=apply)
-    if not plan.moves:
-        if not as_json:
-            output.echo_lines([f"no plan of at most {max_moves} moves makes room for VM {request.name}"])
-        return None
     doc = plan_to_dict(plan)
+    doc["host"] = request.host
+    if not plan.moves:
+        reason = room_words(max_moves, request.host, f"VM {request.name!r}")
+        if not as_json:
+            output.echo_lines([reason])
+        return {**doc, "found": False, "reason": reason}
+    doc["found"] = True
     if not as_json:
-        output.echo_lines([f"VM {request.name} fits after {len(plan.moves)} move(s):"])
+        where = f" on host {request.host} (--host: moves there only)" if request.host is not None else ""
+        output.echo_lines([f"VM {request.name} fits after {len(plan.moves)} move(s){where}:"])
         print_plan(doc)
     if apply:
         from vnuma.services.rebalance_apply import apply_plan

@@ -51,6 +51,10 @@ def rebalance(
     "from": {"host", "cells"}, "to": {"host", "cells"}, "reason",
     "cost_kib"}]}; "optimal" says the search finished within the limits.
 
+    --make-room-for says what it found: "already fits, nothing to do" (exit
+    0), the moves after which the shape fits, or "no plan of at most N moves
+    makes room" (exit 5; JSON is printed first, with "moves": []).
+
     --apply journals the plan in the inventory and runs it step by step
     (claims moved, then libvirt changed: live re-pin of running VMs where
     possible, redefinition of stopped ones); running VMs that would need a
@@ -75,6 +79,9 @@ def rebalance(
         time_limit_s=time_limit, for_apply=apply,
     )
     doc = plan_to_dict(plan)
+    if shape is not None and not plan.moves:
+        _no_room_moves(doc, max_moves, host, as_json)
+        return
     if apply and plan.moves:
         if not as_json:
             print_plan(doc)
@@ -95,6 +102,28 @@ def rebalance(
         output.echo_json(doc)
         return
     print_plan(doc)
+
+
+def room_words(max_moves: int, host: str | None, what: str) -> str:
+    """The sentence for a room search that found no plan."""
+    where = f" on host {host}" if host is not None else ""
+    return f"no plan of at most {max_moves} move(s){where} makes room for {what}"
+
+
+def _no_room_moves(doc: dict[str, Any], max_moves: int, host: str | None, as_json: bool) -> None:
+    """--make-room-for without moves: the shape already fits (exit 0), or no plan makes room (exit 5)."""
+    from vnuma.errors import NoRoomError
+
+    if as_json:
+        output.echo_json(doc)
+    if doc["before"] == 0:
+        if not as_json:
+            output.echo_lines(["the shape already fits: nothing to do"])
+        return
+    raise NoRoomError(
+        room_words(max_moves, host, "the shape"),
+        hint="allow more moves (--max-moves N), release VMs, or ask for a smaller shape",
+    )
 
 
 def print_plan(doc: dict[str, Any]) -> None:
