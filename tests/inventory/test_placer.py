@@ -157,3 +157,25 @@ def test_hwloc_machines_without_page_counts_are_placed_on_with_4k_pages(upstream
         if result.chosen is None:
             assert {r.check for r in result.rejections} <= {"cell-cpus", "cell-pages", "numa-nodes"}
             break
+
+
+def test_the_read_queries_filter_alike_on_every_backend(url: str) -> None:
+    """``host list``/``vm list`` (inventory/reading.py) on SQLite and PostgreSQL, directly and through the ORM."""
+    from vnuma.errors import NotFoundError
+    from vnuma.inventory import upgrade
+    from vnuma.inventory.reading import open_reader
+
+    upgrade(url)
+    with open_inventory(url) as inv:
+        _fill(inv)
+    cases = [(None, None, ["vm1", "vm2", "vm3"]), ("acme", None, ["vm1"]), (None, "host-b", ["vm2"]),
+             ("rival", "host-b", ["vm2"]), ("acme", "host-b", [])]
+    with open_reader(url) as reader, open_inventory(url) as inv:
+        assert [h["name"] for h in reader.host_summaries()] == ["big-1", "host-a", "host-b", "host-c"]
+        assert reader.host_summaries() == inv.host_summaries()
+        for tenant, host, names in cases:
+            assert [p.vm for p, _state in reader.list_vms(tenant, host)] == names, (tenant, host)
+            assert inv.list_vms(tenant, host) == reader.list_vms(tenant, host)
+        for tenant, host in (("nobody", None), (None, "nowhere")):
+            with pytest.raises(NotFoundError, match="is not in the inventory"):
+                reader.list_vms(tenant, host)

@@ -27,9 +27,9 @@ HOST_SUMMARIES = (
 NAMED = {"host": "SELECT 1 FROM hosts WHERE name = :name", "tenant": "SELECT 1 FROM tenants WHERE name = :name"}
 VMS = (
     "SELECT v.name, v.placement, v.state FROM vms v JOIN hosts h ON h.id = v.host_id "
-    "JOIN tenants t ON t.id = v.tenant_id "
-    "WHERE (:tenant IS NULL OR t.name = :tenant) AND (:host IS NULL OR h.name = :host) ORDER BY v.name"
+    "JOIN tenants t ON t.id = v.tenant_id WHERE {filters} ORDER BY v.name"
 )
+VM_FILTERS = {"tenant": "t.name = :tenant", "host": "h.name = :host"}
 
 
 def host_summaries(x: Executor) -> list[dict[str, Any]]:
@@ -47,7 +47,10 @@ def list_vms(x: Executor, tenant: str | None = None, host: str | None = None) ->
     for what, name in (("tenant", tenant), ("host", host)):
         if name is not None and x.one(NAMED[what], {"name": name}) is None:
             raise NotFoundError(f"{what} {name!r} is not in the inventory", hint=f"see `vnuma {what} list`")
-    rows = x.rows(VMS, {"tenant": tenant, "host": host})
+    given = {key: value for key, value in (("tenant", tenant), ("host", host)) if value is not None}
+    # Only the filters given (PostgreSQL cannot type a parameter that is only compared with NULL).
+    filters = " AND ".join(VM_FILTERS[key] for key in given) or "1 = 1"
+    rows = x.rows(VMS.format(filters=filters), given)
     return [(decode_placement(name, doc), VmState(state)) for name, doc, state in rows]
 
 
