@@ -31,14 +31,16 @@ class Result:
 
 
 class Cli:
-    """Runs ``vnuma --db FILE ...`` in-process (CliRunner) or as a real process."""
+    """Runs ``vnuma --db FILE --create ...`` in-process (CliRunner) or as a real process (the file is a
+    fresh inventory, created by the first command; ``create=False`` runs without ``--create``)."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, *, create: bool = True) -> None:
         self.db = db
         self.runner = CliRunner()
+        self.options = ["--db", str(db), *(["--create"] if create else [])]
 
     def __call__(self, *args: str) -> Result:
-        res = self.runner.invoke(app, ["--db", str(self.db), *args], catch_exceptions=False)
+        res = self.runner.invoke(app, [*self.options, *args], catch_exceptions=False)
         return Result(res.exit_code, res.stdout, res.stderr)
 
     def ok(self, *args: str) -> Result:
@@ -49,7 +51,7 @@ class Cli:
     def process(self, *args: str, env: dict[str, str] | None = None) -> Result:
         """Run vnuma as a separate process: real exit codes, real stderr."""
         proc = subprocess.run(
-            [sys.executable, "-m", "vnuma.cli", "--db", str(self.db), *args],
+            [sys.executable, "-m", "vnuma.cli", *self.options, *args],
             capture_output=True,
             text=True,
             env={**os.environ, **(env or {})},

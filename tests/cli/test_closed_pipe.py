@@ -52,7 +52,7 @@ def _read_a_little_then_close(cli: Cli, *args: str) -> tuple[int, str]:
     fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vnuma.cli", "--db", str(cli.db), *args],
+        [sys.executable, "-m", "vnuma.cli", *cli.options, *args],
         stdout=write_end, stderr=subprocess.PIPE, cwd=REPO, env=env,
     )
     os.close(write_end)

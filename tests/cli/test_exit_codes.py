@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -160,3 +161,36 @@ def test_read_commands_load_neither_the_orm_nor_the_engine(small: Cli, args: tup
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == "[]"
     assert ("a1" in proc.stdout) == (args[0] == "vm")
+
+
+def test_an_explicit_inventory_path_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    where = tmp_path / "no" / "such" / "dir" / "inv.db"
+    bare = Cli(where, create=False)
+    for args in (("host", "list"), ("tenant", "create", "t"), ("vm", "list", "--json")):
+        res = bare.process(*args)
+        assert res.exit_code == 6, res.stderr
+        assert _one_error_line(res.stderr) == f"error: inventory {where} does not exist"
+        assert "db upgrade" in res.stderr and "--create" in res.stderr
+        assert not (tmp_path / "no").exists()
+    env = Cli(tmp_path / "env.db", create=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "vnuma.cli", "host", "list"], capture_output=True, text=True,
+        env={**os.environ, "VNUMA_DB": str(tmp_path / "env.db")}, timeout=60,
+    )
+    assert res.returncode == 6 and "does not exist" in res.stderr
+    status = env.process("db", "status", "--json")  # reads a missing file as new, creates nothing
+    assert status.exit_code == 0 and not env.db.exists()
+    assert env.process("db", "upgrade").exit_code == 0 and env.db.exists()
+    assert env.process("host", "list", "--json").stdout == "[]\n"
+    created = Cli(tmp_path / "made" / "inv.db", create=True)
+    assert created.process("host", "list", "--json").stdout == "[]\n"
+
+
+def test_the_default_inventory_is_created_on_first_use(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "vnuma.cli", "host", "list", "--json"], capture_output=True, text=True,
+        env={**{k: v for k, v in os.environ.items() if k != "VNUMA_DB"}, "XDG_DATA_HOME": str(tmp_path)},
+        timeout=60,
+    )
+    assert (res.returncode, res.stdout) == (0, "[]\n"), res.stderr
+    assert (tmp_path / "vnuma" / "inventory.db").is_file()

@@ -107,7 +107,7 @@ def test_the_first_failure_in_file_order_decides_the_exit_code(cli: Cli, tmp_pat
 def test_hosts_can_come_from_stdin(cli: Cli) -> None:
     res = cli.runner.invoke(
         app,
-        ["--db", str(cli.db), "host", "add", "--from-file", "-"],
+        [*cli.options, "host", "add", "--from-file", "-"],
         input=f"# from a pipe\nalpha {GOOD}\nbravo {GOOD}\n",
         catch_exceptions=False,
     )
@@ -233,7 +233,7 @@ def test_progress_bar_goes_to_a_terminal_stderr_only(cli: Cli, tmp_path: Path) -
     primary, secondary = pty.openpty()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "vnuma.cli", "--db", str(cli.db), "host", "add", "--from-file", hosts],
+            [sys.executable, "-m", "vnuma.cli", *cli.options, "host", "add", "--from-file", hosts],
             stdout=subprocess.PIPE, stderr=secondary, text=True, cwd=REPO, timeout=120,
             env={**os.environ, "TERM": "xterm", "COLUMNS": "100"},
         )

@@ -58,6 +58,9 @@ def _assert_refused_as_behind(res: Result) -> None:
 def test_only_a_sqlite_file_is_created_on_first_use_a_postgres_database_waits_for_db_upgrade(url: str) -> None:
     res = _process(url, "host", "list", "--json")
     if url.startswith("sqlite"):
+        # A file named with --db is created only when asked (the default location on first use).
+        assert res.exit_code == 6 and "does not exist" in res.stderr
+        res = _process(url, "--create", "host", "list", "--json")
         assert (res.exit_code, res.json()) == (0, [])
         assert _tables(url) == TABLES
     else:

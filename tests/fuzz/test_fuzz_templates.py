@@ -156,7 +156,7 @@ def inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["tenant", "create", "a"],
         ["place", "a", "--vcpus", "2", "--memory", "1GiB", "--page-size", "4K", "--name", "v"],
     ):
-        res = runner.invoke(app, ["--db", str(db), *args], catch_exceptions=False)
+        res = runner.invoke(app, ["--db", str(db), "--create", *args], catch_exceptions=False)
         assert res.exit_code == 0, res.stderr
     return db
 

@@ -305,7 +305,7 @@ def _trial(server: ForkServer, cli: Cli, daemon: Daemon, step: Step, kill: Calla
            tally: Tally, err: Path) -> float:
     """One trial, checked; the command's duration."""
     url = f"sqlite:///{cli.db}"
-    status, seconds = _run(server, ["--db", str(cli.db), *step.argv()], err, kill)
+    status, seconds = _run(server, [*cli.options, *step.argv()], err, kill)
     tally.commands[step.kind] += 1
     if not daemon.settle():
         tally.settle_timeouts += 1

@@ -165,7 +165,7 @@ def _steps_done(db: Path) -> int:
 
 def _apply_process(cli: Cli) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "vnuma.cli", "--db", str(cli.db), "rebalance", "--max-moves", "4", "--apply", "--yes"],
+        [sys.executable, "-m", "vnuma.cli", *cli.options, "rebalance", "--max-moves", "4", "--apply", "--yes"],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
 

@@ -144,19 +144,28 @@ def _root(
         typer.Option("--db", metavar="URL", help="Inventory: SQLAlchemy URL or SQLite file path [env VNUMA_DB]."),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    create: Annotated[
+        bool,
+        typer.Option(
+            "--create", help="Create the inventory file --db/VNUMA_DB names if it does not exist (refused otherwise)."
+        ),
+    ] = False,
     version: Annotated[
         bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print vnuma's version.")
     ] = False,
 ) -> None:
     """NUMA-aware placement of tenant VMs on libvirt hypervisors."""
-    ctx.obj = {"db": db}
+    ctx.obj = {"db": db, "create": create}
 
 
 def settings(ctx: typer.Context) -> Any:
     """Resolve the settings once, from the global options and the environment."""
     from vnuma.services import make_settings
 
-    return make_settings((ctx.find_root().obj or {}).get("db"), os.environ)
+    root = ctx.find_root().obj or {}
+    # `db upgrade` creates the inventory; `db status` reads a missing file as a new one, creating nothing.
+    creates = ctx.command_path.split()[-2:] in (["db", "upgrade"], ["db", "status"])
+    return make_settings(root.get("db"), os.environ, create=bool(root.get("create")) or creates)
 
 
 # The command tree, loaded lazily: a command imports and builds only what it runs (building

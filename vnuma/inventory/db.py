@@ -63,6 +63,17 @@ def resolve_url(option: str | None, env: Mapping[str, str]) -> str:
     return f"sqlite:///{_absolute(value, env)}"
 
 
+def missing_sqlite_file(url: str) -> str | None:
+    """The file of a ``sqlite:///PATH`` URL when it does not exist (None for other URLs and existing files)."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return None
+    path = url[len(prefix) :].split("?", 1)[0]
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    return None if os.path.exists(path) else path
+
+
 def _home(env: Mapping[str, str]) -> Path:
     home = env.get("HOME")
     return Path(home) if home else Path(pwd.getpwuid(os.getuid()).pw_dir)

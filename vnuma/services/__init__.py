@@ -21,9 +21,27 @@ class Settings:
     templates_dir: Path | None = None
 
 
-def make_settings(db_option: str | None, env: Mapping[str, str]) -> Settings:
-    """Resolve settings from the ``--db`` option and the environment (read once by the CLI)."""
-    from vnuma.inventory.db import resolve_url
+def make_settings(db_option: str | None, env: Mapping[str, str], *, create: bool = True) -> Settings:
+    """Resolve settings from the ``--db`` option and the environment (read once by the CLI).
 
+    An inventory file named explicitly (``--db`` or ``VNUMA_DB``) must exist
+    unless ``create``: a mistyped path is refused, not silently created (with
+    its directories) as an empty inventory. The default location is created
+    on first use.
+
+    Raises:
+        InventoryError: an explicit SQLite path that does not exist, and not ``create``.
+    """
+    from vnuma.errors import InventoryError
+    from vnuma.inventory.db import missing_sqlite_file, resolve_url
+
+    url = resolve_url(db_option, env)
+    explicit = db_option or env.get("VNUMA_DB")
+    missing = missing_sqlite_file(url) if explicit and not create else None
+    if missing is not None:
+        raise InventoryError(
+            f"inventory {missing} does not exist",
+            hint=f"create it: vnuma --db {missing} db upgrade (or add --create before the command)",
+        )
     templates = env.get("VNUMA_TEMPLATES")
-    return Settings(db_url=resolve_url(db_option, env), templates_dir=Path(templates) if templates else None)
+    return Settings(db_url=url, templates_dir=Path(templates) if templates else None)
