@@ -28,7 +28,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
 from vnuma.errors import ConflictError, InventoryError
@@ -55,6 +55,27 @@ class Access:
         self._close()
 
     def __enter__(self) -> Access:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class OverAccess:
+    """Base of what runs its queries over an :class:`Access` (:class:`.placer.Placer`,
+    :class:`.reading.Reader`): closing and the ``with`` statement."""
+
+    def __init__(self, access: Access) -> None:
+        self.url = access.url
+        self._access = access
+
+    def close(self) -> None:
+        """Close the connection(s)."""
+        self._access.close()
+
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

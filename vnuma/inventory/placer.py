@@ -9,42 +9,23 @@ queries, the checks and the rows are the same on every backend (:mod:`.placing`)
 
 from __future__ import annotations
 
-from types import TracebackType
-
-from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, Access, open_access
+from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, OverAccess, open_access
 from vnuma.inventory.placing import Snapshot, claim, read_snapshot
 from vnuma.placement.model import Isolation, Placement
 
 
-class Placer:
+class Placer(OverAccess):
     """A snapshot to decide on and a claim, each one transaction."""
-
-    def __init__(self, access: Access) -> None:
-        self.url = access.url
-        self._access = access
-        self._begin = access.begin
 
     def snapshot(self) -> Snapshot:
         """Tenants, hosts and placements, read in one transaction."""
-        with self._begin(False) as x:
+        with self._access.begin(False) as x:
             return read_snapshot(x)
 
     def claim(self, placement: Placement, isolation: Isolation | None = None) -> None:
         """Claim the placement in one write transaction (see :func:`.placing.claim`)."""
-        with self._begin(True) as x:
+        with self._access.begin(True) as x:
             claim(x, placement, isolation)
-
-    def close(self) -> None:
-        """Close the connection(s)."""
-        self._access.close()
-
-    def __enter__(self) -> Placer:
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def open_placer(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Placer:

@@ -10,11 +10,10 @@ one. Each read is one transaction.
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 from vnuma.errors import NotFoundError
-from vnuma.inventory.access import Access, open_access
+from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.executor import Executor
 from vnuma.inventory.schema import VmState
@@ -54,11 +53,8 @@ def list_vms(x: Executor, tenant: str | None = None, host: str | None = None) ->
     return [(decode_placement(name, doc), VmState(state)) for name, doc, state in rows]
 
 
-class Reader:
+class Reader(OverAccess):
     """The read commands' queries on one inventory, each in its own transaction."""
-
-    def __init__(self, access: Access) -> None:
-        self._access = access
 
     def host_summaries(self) -> list[dict[str, Any]]:
         """See :func:`host_summaries`."""
@@ -69,18 +65,6 @@ class Reader:
         """See :func:`list_vms`."""
         with self._access.begin(False) as x:
             return list_vms(x, tenant, host)
-
-    def close(self) -> None:
-        """Close the connection(s)."""
-        self._access.close()
-
-    def __enter__(self) -> Reader:
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def open_reader(url: str) -> Reader:

@@ -8,6 +8,7 @@ after libvirt succeeded, so a libvirt failure leaves the previous state.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -125,43 +126,40 @@ def start_vm(settings: Settings, vm: str) -> str:
     Raises:
         HypervisorError: libvirt holds no domain for the VM (hint: apply it), or refuses to start it.
     """
-    inventory = open_inventory(settings.db_url)
-    _placement, _state, host = _load(inventory, vm)
-    hv = hypervisor_of(inventory, host)
-    try:
+
+    def start(hv: Hypervisor) -> None:
         if hv.domain_state(vm) is not DomainState.RUNNING:
             hv.start(vm)
-    finally:
-        hv.close()
-    inventory.set_vm_state(vm, RUNNING)
-    return RUNNING
+
+    return _change_domain(settings, vm, start, RUNNING)
 
 
 def stop_vm(settings: Settings, vm: str) -> str:
     """Power the VM off; state becomes stopped."""
-    inventory = open_inventory(settings.db_url)
-    _placement, _state, host = _load(inventory, vm)
-    hv = hypervisor_of(inventory, host)
-    try:
-        hv.stop(vm)
-    finally:
-        hv.close()
-    inventory.set_vm_state(vm, STOPPED)
-    return STOPPED
+    return _change_domain(settings, vm, lambda hv: hv.stop(vm), STOPPED)
 
 
 def undefine_vm(settings: Settings, vm: str) -> str:
     """Stop and undefine the domain; the VM keeps its claims (state placed)."""
+
+    def undefine(hv: Hypervisor) -> None:
+        if hv.domain_state(vm) is not DomainState.MISSING:
+            hv.undefine(vm)
+
+    return _change_domain(settings, vm, undefine, PLACED)
+
+
+def _change_domain(settings: Settings, vm: str, change: Callable[[Hypervisor], None], state: str) -> str:
+    """``change`` the VM's domain on its host's libvirt, then record ``state`` (returned)."""
     inventory = open_inventory(settings.db_url)
     _placement, _state, host = _load(inventory, vm)
     hv = hypervisor_of(inventory, host)
     try:
-        if hv.domain_state(vm) is not DomainState.MISSING:
-            hv.undefine(vm)
+        change(hv)
     finally:
         hv.close()
-    inventory.set_vm_state(vm, PLACED)
-    return PLACED
+    inventory.set_vm_state(vm, state)
+    return state
 
 
 def release_vm(settings: Settings, vm: str, *, undefine: bool) -> None:
