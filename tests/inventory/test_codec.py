@@ -127,6 +127,14 @@ def test_optional_keys_may_be_omitted() -> None:
         }
     )
     assert p.cells[0].memory_kib == 2048 and p.devices == () and p.threads_per_core == 1
+    assert p.numa_nodes == 1  # written before the shape was recorded: the cell count it has is kept
+
+
+def test_placement_records_the_guest_shape_asked_for() -> None:
+    d = placement_to_dict(placement("vm1", (0, 1)))
+    assert d["numa_nodes"] == "auto" and placement_from_dict(d).numa_nodes is None
+    d["numa_nodes"] = 1
+    assert placement_from_dict(d).numa_nodes == 1
 
 
 def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
@@ -226,6 +234,8 @@ PLACEMENT_ERRORS = [
     ("pcpus-str", _set(("cells", 0, "pcpus"), "0-3"), "cells[0].pcpus: expected a list, got str"),
     ("policy", _set(("cpu_policy",), "pinned"), "cpu_policy: 'pinned' is not one of dedicated|shared"),
     ("device-cell", _set(("devices", 0, "guest_cell"), "0"), "devices[0].guest_cell: expected an integer"),
+    ("shape-word", _set(("numa_nodes",), "two"), "numa_nodes: expected an integer"),
+    ("shape-count", _set(("numa_nodes",), 3), "numa_nodes: says 3 guest cells but the placement has 1"),
 ]
 
 

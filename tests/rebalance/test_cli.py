@@ -17,9 +17,17 @@ MOVE_KEYS = {"vm", "from", "to", "reason", "cost_kib"}
 
 
 def test_split_vm_plan_is_printed_and_nothing_changes(cli: Cli, dumped: Callable[[Path], list[str]]) -> None:
-    cli.ok("host", "add", "gpu-node-1", "--demo")
+    """A VM placed with auto that had to split is brought onto one cell; one that asked for two cells
+    keeps them (a move never changes the guest shape asked for)."""
+    cli.ok("host", "add", "gpu-node-1", "--demo")  # 4 cells x 32 pCPUs
     cli.ok("tenant", "create", "a")
-    cli.ok("place", "a", "--vcpus", "4", "--memory", "8GiB", "--numa-nodes", "2", "--name", "split")
+    fillers = [f"fill{i}" for i in range(4)]
+    for name in fillers:  # leave one free core on every cell
+        cli.ok("place", "a", "--vcpus", "30", "--memory", "8GiB", "--name", name)
+    cli.ok("place", "a", "--vcpus", "4", "--memory", "8GiB", "--name", "split")
+    cli.ok("place", "a", "--vcpus", "4", "--memory", "8GiB", "--numa-nodes", "2", "--name", "asked")
+    for name in fillers:
+        cli.ok("vm", "release", name)
     before = dumped(cli.db)
     plan = cli.ok("rebalance", "--json").json()
     assert set(plan) == {"objective", "before", "after", "optimal", "moves"}
@@ -27,9 +35,11 @@ def test_split_vm_plan_is_printed_and_nothing_changes(cli: Cli, dumped: Callable
     (move,) = plan["moves"]
     assert set(move) == MOVE_KEYS and move["vm"] == "split"
     assert len(move["from"]["cells"]) == 2 and len(move["to"]["cells"]) == 1
-    assert move["cost_kib"] == 4 * KIB_PER_GIB
+    assert move["cost_kib"] == 8 * KIB_PER_GIB
     assert "split" in cli.ok("rebalance").stdout
     assert dumped(cli.db) == before
+    asked = cli.ok("vm", "show", "asked", "--json").json()
+    assert asked["numa_nodes"] == 2 and len(asked["cells"]) == 2
     room = cli.ok("rebalance", "--make-room-for", "vcpus=2,memory=2GiB", "--json").json()
     assert (room["objective"], room["before"], room["moves"]) == ("room", 0, [])
 

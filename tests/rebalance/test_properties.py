@@ -65,9 +65,19 @@ def _replay(state: FleetState, plan: Plan) -> list[Placement]:
     for move in plan.moves:
         old = fleet.remove(move.vm)
         assert (old.host, old.host_cells) == (move.from_host, move.from_cells)
+        _assert_shape_kept(old, move.placement)
         fleet.add(move.placement, state.isolation[move.placement.tenant])  # raises if not free at this step
         check_fleet(list(state.hosts), list(fleet.placements()), state.isolation)
     return list(fleet.placements())
+
+
+def _assert_shape_kept(old: Placement, new: Placement) -> None:
+    """A move keeps what the VM asked for: its size, and its guest cells and their sizes unless auto."""
+    assert (new.vcpus, new.memory_kib, new.numa_nodes) == (old.vcpus, old.memory_kib, old.numa_nodes)
+    if old.numa_nodes is not None:
+        sizes = [(len(c.vcpus), c.memory_kib) for c in old.cells]
+        assert len(old.cells) == old.numa_nodes
+        assert [(len(c.vcpus), c.memory_kib) for c in new.cells] == sizes
 
 
 def _hosts(state: FleetState) -> list[Host]:

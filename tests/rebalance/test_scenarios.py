@@ -70,20 +70,33 @@ def test_room_that_already_exists_needs_no_moves() -> None:
     assert (plan.moves, plan.before, plan.after) == ((), 0, 0)
 
 
-def test_split_vm_is_consolidated_onto_one_cell() -> None:
+def _split_when_placed(numa_nodes: int | None) -> tuple[Host, Placement]:
+    """A 2-vCPU VM placed on a 2x4-core host while fillers left one free core per cell (then gone)."""
     host = make_host("h", cells=2, cores_per_cell=4, smt=1)
     fleet = Fleet([host])
-    filler = place(request("filler", vcpus=2, memory_gib=1, numa_nodes=1), fleet).chosen
-    assert filler is not None
-    fleet.add(filler)
-    split = place(request("split", vcpus=4, memory_gib=2, numa_nodes=2), fleet).chosen
-    assert split is not None and len(split.cells) == 2
-    state = FleetState((host,), (filler, split), {})
-    plan = plan_moves(state, Objective.LOCALITY, 2)
+    for i in range(2):
+        filler = place(request(f"filler{i}", vcpus=3, memory_gib=1, numa_nodes=1), fleet).chosen
+        assert filler is not None
+        fleet.add(filler)
+    split = place(request("split", vcpus=2, memory_gib=2, numa_nodes=numa_nodes), fleet).chosen
+    assert split is not None and len(split.cells) == 2 and split.numa_nodes == numa_nodes
+    return host, split
+
+
+def test_split_vm_is_consolidated_onto_one_cell() -> None:
+    host, split = _split_when_placed(None)
+    plan = plan_moves(FleetState((host,), (split,), {}), Objective.LOCALITY, 2)
     assert (plan.before, plan.after, plan.optimal) == (1, 0, True)
     (move,) = plan.moves
     assert move.vm == "split" and len(move.to_cells) == 1 and move.cost_kib == GIB
-    check_fleet([host], _replay([host], [filler, split], plan.moves), {})
+    assert move.placement.numa_nodes is None
+    check_fleet([host], _replay([host], [split], plan.moves), {})
+
+
+def test_vm_that_asked_for_two_cells_keeps_them() -> None:
+    host, split = _split_when_placed(2)
+    plan = plan_moves(FleetState((host,), (split,), {}), Objective.LOCALITY, 2)
+    assert (plan.before, plan.after, plan.moves) == (0, 0, ())
 
 
 def test_room_without_a_shape_is_refused() -> None:

@@ -45,6 +45,18 @@ def test_a_rendered_placement_adopts_back_to_itself(request_: VmRequest) -> None
     assert set(adopted.emulator_pcpus) == set(p.emulator_pcpus or (x for c in p.cells for x in c.pcpus))
 
 
+def test_a_domain_without_a_recorded_shape_keeps_its_cell_count() -> None:
+    p = _placed(REQUESTS["gpu"])
+    assert p.numa_nodes is None
+    xml = render_domain(HOST, p)
+    bare = xml.replace("<vnuma:numa-nodes>auto</vnuma:numa-nodes>", "")
+    assert bare != xml
+    foreign = xml.split("<metadata>")[0] + xml.split("</metadata>")[1]  # no vnuma metadata at all
+    for text in (bare, foreign):
+        d = parse_domain(text)
+        assert placement_from_domain(d, d, HOST, p.tenant).numa_nodes == len(p.cells)
+
+
 def test_differences_name_each_changed_pin_and_shape() -> None:
     p = _placed(REQUESTS["two-cells"])
     xml = render_domain(HOST, p)

@@ -46,6 +46,7 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         "cpu_policy": p.cpu_policy.value,
         "thread_policy": p.thread_policy.value,
         "threads_per_core": p.threads_per_core,
+        "numa_nodes": "auto" if p.numa_nodes is None else p.numa_nodes,
         "cells": [
             {
                 "guest_cell": c.guest_cell,
@@ -69,6 +70,10 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
 def placement_from_dict(d: Mapping[str, Any]) -> Placement:
     """Build a placement from its dict form (``memory_kib`` wins over ``memory_mib``).
 
+    ``numa_nodes`` is ``"auto"`` or the guest cell count the VM asked for;
+    a document without it (written before vnuma recorded the shape) keeps
+    the cell count it has: a move must not change a shape nobody recorded.
+
     Raises:
         InvalidInputError: a missing key or wrong type, named by its key path.
     """
@@ -76,17 +81,27 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
     d = as_mapping(d, at)
     vm = take(d, "vm", at, as_str)
     at = At(f"placement of VM {vm!r}")
+    cells = take(d, "cells", at, _ASSIGNMENTS)
+    nodes = get_key(d, "numa_nodes", at, len(cells))
     return Placement(
         vm=vm,
         tenant=take(d, "tenant", at, as_str),
         host=take(d, "host", at, as_str),
-        cells=take(d, "cells", at, _ASSIGNMENTS),
+        cells=cells,
+        numa_nodes=None if nodes == "auto" else _node_count(nodes, at.key("numa_nodes"), len(cells)),
         emulator_pcpus=take(d, "emulator_pcpus", at, as_ints, []),
         devices=take(d, "devices", at, _DEVICE_ASSIGNMENTS, []),
         cpu_policy=take(d, "cpu_policy", at, _CPU_POLICY, CpuPolicy.DEDICATED.value),
         thread_policy=take(d, "thread_policy", at, _THREAD_POLICY, ThreadPolicy.PREFER.value),
         threads_per_core=take(d, "threads_per_core", at, as_int, 1),
     )
+
+
+def _node_count(value: object, at: At, cells: int) -> int:
+    count = as_int(value, at)
+    if count != cells:
+        raise at.fail(f"says {count} guest cells but the placement has {cells}; use \"auto\" or {cells}")
+    return count
 
 
 def _assignment_from_dict(value: object, parent: At, i: int) -> CellAssignment:

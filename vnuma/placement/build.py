@@ -71,6 +71,7 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         cpu_policy=req.cpu_policy,
         thread_policy=req.thread_policy,
         threads_per_core=2 if paired and v % 2 == 0 else 1,
+        numa_nodes=req.numa_nodes,
     )
 
 

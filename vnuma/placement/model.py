@@ -158,6 +158,10 @@ class Placement:
     ``threads_per_core`` is the guest topology's threads value decided by
     the engine (2 when vCPUs sit on sibling pairs, else 1). ``tenant`` is
     None only for a newcomer's probe, which is never claimed.
+    ``numa_nodes`` is the guest shape the VM asked for: None when it was
+    placed with ``auto`` (a move may change its cell count), else the count
+    it asked for, which every move keeps (cells split evenly, so the count
+    fixes each cell's vCPUs and memory too).
     """
 
     vm: str
@@ -169,6 +173,7 @@ class Placement:
     cpu_policy: CpuPolicy = CpuPolicy.DEDICATED
     thread_policy: ThreadPolicy = ThreadPolicy.PREFER
     threads_per_core: int = 1
+    numa_nodes: int | None = None
     # Worked out once from the fields above (the ledger and admission read them many times).
     dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""

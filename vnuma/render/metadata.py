@@ -37,7 +37,8 @@ def read_metadata(domain_xml: str) -> dict[str, Any] | None:
     """vnuma's placement record in ``domain_xml``, or None when the domain has none.
 
     The dict holds ``tenant``, ``vm``, ``host``, ``cpu_policy``,
-    ``thread_policy``, ``emulator_pcpus`` (frozenset), ``cells`` (list of
+    ``thread_policy``, ``numa_nodes`` (``"auto"``, a count, or None in
+    domains rendered before vnuma recorded it), ``emulator_pcpus`` (frozenset), ``cells`` (list of
     dicts: ``guest_cell``, ``host_cell``, ``vcpus``, ``pcpus``,
     ``memory_kib``, ``page_size_kib``) and ``devices`` (list of dicts:
     ``address``, ``kind``, ``guest_cell``, ``host_cell`` or None).
@@ -63,6 +64,7 @@ def metadata_of(root: etree._Element) -> dict[str, Any] | None:
         "host": _text(found, "host"),
         "cpu_policy": _text(found, "cpu-policy"),
         "thread_policy": _text(found, "thread-policy"),
+        "numa_nodes": _optional_text(found, "numa-nodes"),
         "emulator_pcpus": _cpuset(found, "emulator", "pcpus", optional=True),
         "cells": [
             {
@@ -96,6 +98,11 @@ def _text(parent: etree._Element, tag: str) -> str:
     if child is None:
         raise _bad(f"missing <vnuma:{tag}>")
     return child.text or ""
+
+
+def _optional_text(parent: etree._Element, tag: str) -> str | None:
+    child = parent.find(f"{{{VNUMA_NS}}}{tag}")
+    return None if child is None else child.text or ""
 
 
 def _attr(element: etree._Element, name: str) -> str:

@@ -130,6 +130,7 @@ class DomainView:
     namespace: str
     cpu_policy: str
     thread_policy: str
+    numa_nodes: str
     memory_kib: str
     vcpus: str
     vcpupins: tuple[Pin, ...]
@@ -183,6 +184,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         namespace=VNUMA_NS,
         cpu_policy=str(placement.cpu_policy),
         thread_policy=str(placement.thread_policy),
+        numa_nodes="auto" if placement.numa_nodes is None else str(placement.numa_nodes),
         memory_kib=str(placement.memory_kib),
         vcpus=str(placement.vcpus),
         vcpupins=_vcpupins(placement, cells),

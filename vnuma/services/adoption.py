@@ -6,7 +6,9 @@ persistent (and live) domain the way vnuma's template renders it: vCPU
 (``shared``), the emulator to its own pCPUs or else every vCPU pCPU,
 ``<numatune><memory>`` to the host cells and each memnode to its guest
 cell's host cell. :func:`placement_from_domain` builds the placement a
-foreign domain's real pinning amounts to, for ``vnuma reconcile --adopt``.
+foreign domain's real pinning amounts to, for ``vnuma reconcile --adopt``;
+its guest shape is the cell count the domain has (a move keeps it) unless
+vnuma's metadata says the VM was placed with ``auto``.
 """
 
 from __future__ import annotations
@@ -160,6 +162,7 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
         emulator_pcpus=tuple(sorted(d.emulatorpin or ())),
         devices=_devices(d, host, assignments), cpu_policy=policy,
         thread_policy=ThreadPolicy(thread), threads_per_core=d.threads_per_core or 1,
+        numa_nodes=None if mark is not None and mark.numa_nodes == "auto" else len(assignments),
     )
 
 

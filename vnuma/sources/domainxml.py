@@ -64,13 +64,15 @@ class HugePages:
 
 @dataclass(frozen=True, slots=True)
 class VnumaMark:
-    """The identity vnuma wrote into the domain's metadata (policies may be empty strings)."""
+    """The identity vnuma wrote into the domain's metadata (policies and shape may be empty strings:
+    ``numa_nodes`` is ``auto``, the guest cell count asked for, or empty when not recorded)."""
 
     tenant: str
     vm: str
     host: str
     cpu_policy: str
     thread_policy: str
+    numa_nodes: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,4 +267,7 @@ def _mark(root: etree._Element, what: str) -> VnumaMark | None:
             )
         return value
 
-    return VnumaMark(text("tenant"), text("vm"), text("host"), text("cpu-policy", False), text("thread-policy", False))
+    return VnumaMark(
+        text("tenant"), text("vm"), text("host"), text("cpu-policy", False), text("thread-policy", False),
+        text("numa-nodes", False),
+    )

@@ -9,12 +9,15 @@ construction: replaying the moves in order (remove the VM, add its new
 placement) never needs capacity that is not free at that step. Only VMs
 whose devices are all GPUs move (:func:`is_movable`); each VM moves at most
 once per plan in ``room``, and a greedy step may move a VM again only if
-that gains again.
+that gains again. A move keeps the guest shape the VM asked for
+(:func:`request_of`): a VM placed with ``numa_nodes`` N keeps N guest cells
+of the same size; only one placed with ``auto`` may change its cell count.
 
 Objectives (lower is better; ``Plan.before``/``after`` are their values):
 
 * ``locality``: per VM, the cells it uses beyond the fewest the engine gives
-  it on an empty host of its shape (with its GPUs on those cells when that
+  it (with its own guest shape, so an explicit N is never charged) on an
+  empty host of its shape (with its GPUs on those cells when that
   fits, so a 2-GPU VM on one-GPU cells is not charged for needing two
   cells), plus its GPUs off its own cells. Greedy:
   each step tries only the VMs with a positive cost, highest cost first, as

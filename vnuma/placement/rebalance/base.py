@@ -55,7 +55,8 @@ class Plan:
 
 
 def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAffinity.REQUIRED) -> VmRequest:
-    """The request that re-places a VM with its size, policies and page size (cells left to the engine)."""
+    """The request that re-places a VM with its size, guest shape, policies and page size: the cell
+    count stays what the VM asked for (left to the engine only for a VM placed with ``auto``)."""
     pins = {x for c in p.cells for x in c.pcpus}
     return VmRequest(
         name=p.vm,
@@ -63,6 +64,7 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
         vcpus=p.vcpus,
         memory_kib=p.memory_kib,
         gpus=sum(1 for d in p.devices if d.kind is DeviceKind.GPU),
+        numa_nodes=p.numa_nodes,
         cpu_policy=p.cpu_policy,
         thread_policy=p.thread_policy,
         page_size_kib=p.cells[0].page_size_kib,
