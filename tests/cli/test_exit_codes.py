@@ -145,10 +145,18 @@ def test_sub_groups_list_every_command_and_no_completion_options(cli: Cli) -> No
 
 @pytest.mark.parametrize(
     "args",
-    [("host", "list"), ("host", "list", "--json"), ("vm", "list"), ("vm", "list", "--tenant", "a", "--json")],
+    [
+        ("host", "list"),
+        ("host", "list", "--json"),
+        ("vm", "list"),
+        ("vm", "list", "--tenant", "a", "--json"),
+        ("host", "show", "h"),
+        ("vm", "show", "a1", "--json"),
+    ],
 )
 def test_read_commands_load_neither_the_orm_nor_the_engine(small: Cli, args: tuple[str, ...]) -> None:
-    """``host list`` and ``vm list`` read through sqlite3 (vnuma.inventory.reading): no SQLAlchemy, no numpy."""
+    """``host list/show`` and ``vm list/show`` read through sqlite3 (vnuma.inventory.reading): no SQLAlchemy,
+    no numpy."""
     code = (
         "import runpy, sys\n"
         f"sys.argv = ['vnuma', '--db', {str(small.db)!r}, *{list(args)!r}]\n"
@@ -161,6 +169,7 @@ def test_read_commands_load_neither_the_orm_nor_the_engine(small: Cli, args: tup
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == "[]"
     assert ("a1" in proc.stdout) == (args[0] == "vm")
+    assert args[:2] != ("host", "show") or "host h " in proc.stdout
 
 
 def test_an_explicit_inventory_path_that_does_not_exist_is_refused(tmp_path: Path) -> None:

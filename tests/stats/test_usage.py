@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.builders import make_host
 from tests.placement.helpers import GIB, request
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import GpuAffinity, Isolation, Placement
-from vnuma.report.usage import cell_use, host_use, largest_vm, locality
+from vnuma.report.usage import UsageCache, cell_use, host_use, largest_vm, locality
 from vnuma.topology import PAGE_1G
 
 
@@ -34,7 +36,7 @@ def test_cell_use_counts_claims_reservations_and_pages() -> None:
     assert used.pcpus_claimed == 4
     assert used.pcpus_claimed + used.pcpus_free + used.pcpus_reserved == used.pcpus_total == 8
     assert {p.size_kib: p.claimed for p in used.pools}[PAGE_1G] == 4
-    assert used.gpus_free == 0 and used.largest_free.gpus == 0
+    assert used.gpus_free == 0 and used.largest_free is not None and used.largest_free.gpus == 0
     other = cells[1 - vm.host_cells[0]]
     assert other.pcpus_claimed == 0 and other.gpus_free == 1
     assert sum(c.pcpus_reserved for c in cells.values()) == 1
@@ -97,5 +99,58 @@ def test_full_host_has_no_fragment_and_empty_cells_report_none() -> None:
     _placed(fleet, request("all", vcpus=4, memory_gib=2, numa_nodes=2))
     use = host_use(host, tuple(fleet.placements()), {"t1": Isolation.CORE})
     assert [s for _k, s in use.fragmentation] == [None, None]
-    assert all(c.largest_free.vcpus == 0 for c in use.cells)
+    assert all(c.largest_free is None for c in use.cells)
     assert GIB  # the helper's unit, used above through request()
+
+
+def test_cell_blocks_and_one_cell_fragment_agree_with_the_host_wide_search() -> None:
+    """The one-cell row is the largest cell block, and equals the engine's search over the whole host;
+    a full cell has no block (it does not claim a VM of 0 vCPUs fits)."""
+    host = make_host(cells=3, cores_per_cell=4, gpus_per_cell=1, memory_gib=16, hugepages_1g_gib=8)
+    fleet = Fleet([host])
+    _placed(fleet, request("full", vcpus=8, memory_gib=2, numa_nodes=1), request("y", vcpus=2, memory_gib=2, gpus=1))
+    use = host_use(host, tuple(fleet.placements()), {"t1": Isolation.CORE})
+    blocks = {c.cell: c.largest_free for c in use.cells}
+    assert sum(b is None for b in blocks.values()) == 1
+    assert use.fragmentation[0] == (1, largest_vm(fleet, host.name, 1))
+    for cell, block in blocks.items():
+        if block is not None:
+            probe = request("p", vcpus=block.vcpus, memory_gib=None, gpus=block.gpus, numa_nodes=1,
+                            page_size_kib=block.page_size_kib)
+            others = frozenset((host.name, c.id) for c in host.cells if c.id != cell)
+            on_cell = replace(probe, memory_kib=block.memory_kib, avoid_cells=others)
+            assert place(on_cell, fleet).chosen is not None
+            assert place(replace(on_cell, vcpus=block.vcpus + 1), fleet).chosen is None
+
+
+def test_hosts_in_the_same_state_share_their_figures_and_keep_their_names() -> None:
+    a, b = make_host("a", cells=2, cores_per_cell=4), make_host("b", cells=2, cores_per_cell=4)
+    fleet = Fleet([a, b])
+    _placed(fleet, request("v1", vcpus=2, memory_gib=2, host="a"), request("v2", vcpus=2, memory_gib=2, host="b"))
+    placements = tuple(fleet.placements())
+    iso = {"t1": Isolation.CORE}
+    cache = UsageCache(iso)
+    for host in (a, b):
+        assert cache.host_use(host, placements) == host_use(host, placements, iso)
+    assert len(cache._seen) == 1
+
+
+@settings(max_examples=25)
+@given(
+    cells=st.integers(1, 4),
+    smt=st.sampled_from([1, 2]),
+    gpus=st.integers(0, 2),
+    vms=st.lists(st.tuples(st.sampled_from([1, 2, 3, 4]), st.integers(1, 3), st.integers(0, 1)), max_size=6),
+)
+def test_one_cell_fragment_is_the_host_wide_search_on_random_hosts(
+    cells: int, smt: int, gpus: int, vms: list[tuple[int, int, int]]
+) -> None:
+    host = make_host(cells=cells, cores_per_cell=3, smt=smt, gpus_per_cell=gpus, memory_gib=8, hugepages_1g_gib=4)
+    fleet = Fleet([host])
+    for i, (vcpus, memory, want_gpus) in enumerate(vms):
+        chosen = place(request(f"v{i}", vcpus=vcpus, memory_gib=memory, gpus=min(want_gpus, gpus)), fleet).chosen
+        if chosen is not None:
+            fleet.add(chosen)
+    use = host_use(host, tuple(fleet.placements()), {"t1": Isolation.CORE})
+    assert use.fragmentation[0] == (1, largest_vm(fleet, host.name, 1))
+    assert all(s is None or s.vcpus >= 1 for _k, s in use.fragmentation)

@@ -1,10 +1,8 @@
-"""Printing: JSON for scripts, rich tables for people. No policy here."""
+"""Printing: JSON for scripts, aligned tables for people. No policy here."""
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -19,23 +17,29 @@ def echo_json(obj: Any) -> None:
     typer.echo(json.dumps(obj, indent=2))
 
 
+def table_lines(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """A table as aligned text: the title, the header, one line per row (None shows as ``-``).
+
+    Columns are two spaces apart and padded to their widest value as a
+    terminal shows it (``rich.cells.cell_len``: wide characters count 2);
+    line ends are not padded. Written here rather than with ``rich.table``:
+    rendering hundreds of small tables through rich took seconds (``vnuma
+    stats`` on 100 hosts: 1.5 s of 1.9 s).
+    """
+    from rich.cells import cell_len
+
+    text = [list(columns)] + [[" ".join(("-" if v is None else str(v)).split()) or "-" for v in row] for row in rows]
+    widths = [max(cell_len(line[i]) for line in text) for i in range(len(columns))]
+    out = [] if title is None else [title]
+    for line in text:
+        padded = [value + " " * (width - cell_len(value)) for value, width in zip(line, widths, strict=True)]
+        out.append("  ".join(padded).rstrip())
+    return out
+
+
 def echo_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Print a table (plain text when stdout is not a terminal)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:
-            # rich would exit 1 on its own; the CLI's one handler ends a closed pipe.
-            self.quiet = True
-            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
-
-    table = Table(title=title, title_justify="left", show_lines=False, box=None, pad_edge=False)
-    for col in columns:
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(*("-" if v is None else str(v) for v in row))
-    _Console(width=200, highlight=False, soft_wrap=False).print(table)
+    """Print a table (see :func:`table_lines`)."""
+    typer.echo("\n".join(table_lines(title, columns, rows)))
 
 
 def echo_lines(lines: Sequence[str]) -> None:

@@ -18,10 +18,12 @@ def stats(
     """Show per-cell use, fragmentation and per-VM locality.
 
     Per cell: pCPUs claimed/free/reserved, pages claimed of each pool, GPUs
-    used of the cell's total, and the largest free block (the largest one-cell dedicated VM the
-    cell could still take). Per host, for k = 1..4 cells: the largest VM the
-    placement engine could still place on k cells (most vCPUs, then memory,
-    then GPUs). Per VM: the share of its vCPUs, memory and devices on its own
+    used of the cell's total, and the largest free block (the largest
+    one-cell dedicated VM of a new tenant the placement engine could still
+    place on that cell; "nothing fits" when not one vCPU with one page does).
+    Per host, for k = 1..4 cells: the largest VM the engine could still
+    place on k cells (most vCPUs, then memory, then GPUs); for one cell, the
+    largest of the cells' free blocks. Per VM: the share of its vCPUs, memory and devices on its own
     cells; for running VMs on a local host (qemu:///...) also the memory its
     QEMU process really has on each node (/proc/PID/numa_maps); for running
     VMs with resctrl memory-bandwidth monitors (an operator template's
@@ -30,7 +32,7 @@ def stats(
 
     JSON: {"hosts": [{"host", "cells": [{"cell", "pcpus": {"total",
     "claimed", "free", "reserved"}, "pages": [{"size_kib", "total",
-    "claimed", "free"}], "gpus": {"total", "free"}, "largest_free": SHAPE}],
+    "claimed", "free"}], "gpus": {"total", "free"}, "largest_free": SHAPE or null}],
     "fragmentation": [{"cells", "largest": SHAPE or null}]}], "vms": [{"vm",
     "tenant", "host", "state", "cells", "vcpus_local", "memory_local",
     "devices_local", "measured": null or {"pid", "node_kib": {NODE: KiB},

@@ -74,15 +74,6 @@ def add_host(session: Session, host: Host, topology_override: str | None = None)
     session.flush()
 
 
-_ROW_COLUMNS = (HostRow.name, HostRow.uri, HostRow.source, HostRow.topology, HostRow.reserved_cpuset)
-
-
-def get_host(session: Session, name: str) -> Host:
-    """One host."""
-    row = session.execute(select(*_ROW_COLUMNS).where(HostRow.name == name)).one_or_none()
-    if row is None:
-        raise NotFoundError(f"host {name!r} is not in the inventory", hint=_LIST_HINT)
-    return decode_host(*row)
 
 
 def topology_override(session: Session, name: str) -> str | None:

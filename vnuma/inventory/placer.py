@@ -1,7 +1,7 @@
 """The inventory as ``vnuma place`` uses it: one snapshot to decide on, one claim, on either backend.
 
 ``vnuma place`` is one process per decision; it reads one snapshot
-(:func:`.placing.read_snapshot`) in one transaction and claims
+(:func:`.reading.read_snapshot`) in one transaction and claims
 (:func:`.placing.claim`) in one more, through :func:`.access.open_access`
 (``sqlite3`` or psycopg directly at head, SQLAlchemy Core otherwise). The
 queries, the checks and the rows are the same on every backend (:mod:`.placing`).
@@ -9,18 +9,14 @@ queries, the checks and the rows are the same on every backend (:mod:`.placing`)
 
 from __future__ import annotations
 
-from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, OverAccess, open_access
-from vnuma.inventory.placing import Snapshot, claim, read_snapshot
+from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, open_access
+from vnuma.inventory.placing import claim
+from vnuma.inventory.reading import Reader
 from vnuma.placement.model import Isolation, Placement
 
 
-class Placer(OverAccess):
-    """A snapshot to decide on and a claim, each one transaction."""
-
-    def snapshot(self) -> Snapshot:
-        """Tenants, hosts and placements, read in one transaction."""
-        with self._access.begin(False) as x:
-            return read_snapshot(x)
+class Placer(Reader):
+    """The reads (a snapshot to decide on) and a claim, each one transaction."""
 
     def claim(self, placement: Placement, isolation: Isolation | None = None) -> None:
         """Claim the placement in one write transaction (see :func:`.placing.claim`)."""

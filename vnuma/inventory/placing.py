@@ -1,12 +1,10 @@
-"""The placing queries, written once, and what places with them: the snapshot, the claim, the move.
+"""The placing queries, written once, and what places with them: the claim and the move.
 
 Every query is SQL text with ``:name`` parameters, run by an
 :class:`~vnuma.inventory.executor.Executor` (``sqlite3`` or SQLAlchemy) in
 a transaction its opener began; nothing here begins or commits.
 
-* :func:`read_snapshot` (one read transaction): tenants, hosts (each
-  distinct topology text read once) and every placement: all a ``place``
-  decides on.
+* the snapshot a ``place`` decides on is :func:`.reading.read_snapshot`.
 * :func:`claim` (one write transaction): lock the host, re-read what its
   VMs hold and what the tenant holds elsewhere, build the host's ledger
   and ask admission (:meth:`Fleet.admit`, the engine's own rule), then
@@ -18,26 +16,17 @@ a transaction its opener began; nothing here begins or commits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
 from vnuma.inventory.executor import Executor, Params, Refused, Row
+from vnuma.inventory.reading import HOST, host_of, tenant_of
 from vnuma.inventory.schema import VmState
-from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host
 from vnuma.placement.ledger.admit import REPLACE_HINT, gpu_count
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Rejection, Tenant
 from vnuma.placement.quota import Usage
 from vnuma.topology import Host
 
-TENANTS = "SELECT name, isolation, max_vcpus, max_gpus FROM tenants ORDER BY name"
-FLEET_HOSTS = "SELECT name, uri, source, reserved_cpuset, topology_digest FROM hosts ORDER BY name"
-OWN_TOPOLOGIES = "SELECT name, topology FROM hosts WHERE topology_digest = ''"  # rows written behind our back
-TOPOLOGY = "SELECT topology FROM hosts WHERE topology_digest = :digest LIMIT 1"
-PLACEMENTS = "SELECT name, placement FROM vms ORDER BY name"
-
-HOST = "SELECT id, name, uri, source, topology, reserved_cpuset FROM hosts WHERE name = :name"
 VM = "SELECT id, placement, tenant_id FROM vms WHERE name = :name"
 TENANT = "SELECT id, name, isolation, max_vcpus, max_gpus FROM tenants WHERE name = :name"
 TENANT_BY_ID = "SELECT id, name, isolation, max_vcpus, max_gpus FROM tenants WHERE id = :id"
@@ -72,77 +61,10 @@ NEW_DEVICES = f"INSERT INTO device_claims (vm_id, host_id, address) VALUES ({_VM
 DROP_CLAIMS = tuple(f"DELETE FROM {t} WHERE vm_id = :vm" for t in ("cpu_claims", "page_claims", "device_claims"))
 BUMP = "UPDATE hosts SET host_generation = host_generation + 1, updated_at = CURRENT_TIMESTAMP WHERE id = :host"
 
-_HOST_HINT = "see `vnuma host list`"
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """What a placement decides on, read in one transaction."""
-
-    hosts: list[Host]
-    placements: list[Placement]
-    tenants: dict[str, Tenant]
-
-
-def _tenant(row: tuple[object, ...]) -> Tenant:
-    name, isolation, max_vcpus, max_gpus = row
-    return Tenant(str(name), Isolation(str(isolation)), _int(max_vcpus), _int(max_gpus))
-
-
-def _int(value: object) -> int | None:
-    return None if value is None else int(value)  # type: ignore[call-overload]
-
-
-def read_tenants(x: Executor) -> dict[str, Tenant]:
-    """Every tenant, by name."""
-    return _tenants(x.rows(TENANTS))
-
-
-def _tenants(rows: list[Row]) -> dict[str, Tenant]:
-    return {t.name: t for t in map(_tenant, rows)}
-
-
-def read_hosts(x: Executor) -> list[Host]:
-    """Every host, sorted by name; each distinct topology text is read and decoded once."""
-    rows, own = x.batch([(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None)])
-    return _hosts(x, rows, own)
-
-
-def _hosts(x: Executor, rows: list[Row], own: list[Row]) -> list[Host]:
-    texts_of = dict(own)
-    host_rows: list[HostRowTuple] = [(*r, texts_of.get(r[0]) if not r[4] else None) for r in rows]  # type: ignore[misc]
-    digests = sorted({r[4] for r in host_rows if r[5] is None})
-    found = x.batch([(TOPOLOGY, {"digest": d}) for d in digests])
-    texts = {d: str(rows[0][0]) for d, rows in zip(digests, found, strict=True)}
-    return assemble_hosts(host_rows, texts.__getitem__)
-
-
-def read_placements(x: Executor) -> list[Placement]:
-    """Every VM's placement, sorted by VM name."""
-    return _placements(x.rows(PLACEMENTS))
-
-
-def _placements(rows: list[Row]) -> list[Placement]:
-    return [decode_placement(name, doc) for name, doc in rows]
-
-
-def read_snapshot(x: Executor) -> Snapshot:
-    """Tenants, hosts and placements, as one transaction sees them (two batches of queries)."""
-    hosts, own, placements, tenants = x.batch(
-        [(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PLACEMENTS, None), (TENANTS, None)]
-    )
-    return Snapshot(_hosts(x, hosts, own), _placements(placements), _tenants(tenants))
 
 
 def _locked_host(x: Executor, name: str) -> tuple[int, Host]:
-    return _host_of(name, x.rows(HOST + x.lock, {"name": name}))
-
-
-def _host_of(name: str, rows: list[Row]) -> tuple[int, Host]:
-    if not rows:
-        raise NotFoundError(f"host {name!r} is not in the inventory", hint=_HOST_HINT)
-    row = rows[0]
-    return int(row[0]), decode_host(*row[1:])
+    return host_of(name, x.rows(HOST + x.lock, {"name": name}))
 
 
 def _claimant(x: Executor, name: str, isolation: Isolation | None, rows: list[Row]) -> tuple[int, Tenant]:
@@ -154,7 +76,7 @@ def _claimant(x: Executor, name: str, isolation: Isolation | None, rows: list[Ro
         x.run(NEW_TENANT, {"name": name, "isolation": isolation.value})
         row = x.one(TENANT + x.lock, {"name": name})
         assert row is not None
-    return int(row[0]), _tenant(row[1:])
+    return int(row[0]), tenant_of(row[1:])
 
 
 def host_ledger(x: Executor, host_id: int, host: Host, tenant_id: int, tenant: Tenant, vm_id: int = -1) -> Fleet:
@@ -163,7 +85,7 @@ def host_ledger(x: Executor, host_id: int, host: Host, tenant_id: int, tenant: T
     on_host, used = x.batch([(ON_HOST, params), (USED_ELSEWHERE, {**params, "tenant": tenant_id})])
     placements, tenants = [], {tenant.name: tenant}
     for vm, doc, *tenant_row in on_host:
-        owner = _tenant(tuple(tenant_row))
+        owner = tenant_of(tuple(tenant_row))
         tenants.setdefault(owner.name, owner)
         placements.append(decode_placement(vm, doc))
     elsewhere = {tenant.name: Usage(int(used[0][0]), int(used[0][1]))}
@@ -211,7 +133,7 @@ def claim(x: Executor, p: Placement, isolation: Isolation | None = None) -> None
     host_rows, vm_rows, tenant_rows = x.batch(
         [(HOST + x.lock, {"name": p.host}), (VM, {"name": p.vm}), (TENANT + x.lock, {"name": p.tenant})]
     )
-    host_id, host = _host_of(p.host, host_rows)
+    host_id, host = host_of(p.host, host_rows)
     if vm_rows:
         raise ConflictError(f"VM {p.vm!r} already exists", hint=f"release it first with `vnuma vm release {p.vm}`")
     tenant_id, tenant = _claimant(x, p.tenant, isolation, tenant_rows)
@@ -247,7 +169,7 @@ def update_tenant(x: Executor, new: Tenant) -> Tenant:
     row = x.one(TENANT + x.lock, {"name": new.name})
     if row is None:
         raise NotFoundError(f"tenant {new.name!r} is not in the inventory", hint="see `vnuma tenant list`")
-    tenant_id, old = int(row[0]), _tenant(row[1:])
+    tenant_id, old = int(row[0]), tenant_of(row[1:])
     if new.isolation is not old.isolation:
         for host_id, host_name in x.rows(TENANT_HOSTS, {"tenant": tenant_id}):
             _, host = _locked_host(x, str(host_name))
@@ -299,7 +221,7 @@ def move(x: Executor, name: str, before: Placement, after: Placement) -> None:
         )
     tenant_row = x.one(TENANT_BY_ID, {"id": tenant_id})
     assert tenant_row is not None
-    tenant = _tenant(tenant_row[1:])
+    tenant = tenant_of(tenant_row[1:])
     host_id, host = hosts[after.host]
     ledger = host_ledger(x, host_id, host, tenant_id, tenant, vm_id)
     refusal = ledger.admit(after)

@@ -1,6 +1,7 @@
 """What the read commands ask the inventory, as SQL text written once.
 
-``host list`` and ``vm list`` answer from these queries on any executor
+``host list``, ``host show``, ``vm list``, ``vm show`` and ``stats``
+answer from these queries on any executor
 (:mod:`.executor`): through :func:`open_reader` (``sqlite3`` or psycopg
 directly at head, :mod:`.access`), so a read command loads neither
 SQLAlchemy nor the placement engine; and through the ORM repository's
@@ -10,15 +11,25 @@ one. Each read is one transaction.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from vnuma.errors import NotFoundError
 from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.claims import decode_placement
-from vnuma.inventory.executor import Executor
+from vnuma.inventory.executor import Executor, Row
 from vnuma.inventory.schema import VmState
-from vnuma.placement.model import Placement
+from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host
+from vnuma.placement.model import Isolation, Placement, Tenant
+from vnuma.topology import Host
 
+HOST_HINT = "see `vnuma host list`"
+TENANTS = "SELECT name, isolation, max_vcpus, max_gpus FROM tenants ORDER BY name"
+FLEET_HOSTS = "SELECT name, uri, source, reserved_cpuset, topology_digest FROM hosts ORDER BY name"
+OWN_TOPOLOGIES = "SELECT name, topology FROM hosts WHERE topology_digest = ''"  # rows written behind our back
+TOPOLOGY = "SELECT topology FROM hosts WHERE topology_digest = :digest LIMIT 1"
+PLACEMENTS = "SELECT name, placement FROM vms ORDER BY name"
+HOST = "SELECT id, name, uri, source, topology, reserved_cpuset FROM hosts WHERE name = :name"
 SUMMARY_KEYS = ("name", "uri", "source", "cells", "cpus", "gpus", "memory_kib")
 HOST_SUMMARIES = (
     "SELECT name, uri, source, n_cells, n_cpus, n_gpus, memory_kib FROM hosts ORDER BY name"
@@ -29,6 +40,81 @@ VMS = (
     "JOIN tenants t ON t.id = v.tenant_id WHERE {filters} ORDER BY v.name"
 )
 VM_FILTERS = {"tenant": "t.name = :tenant", "host": "h.name = :host"}
+VM = "SELECT name, placement, state FROM vms WHERE name = :name"
+STATES = "SELECT name, state FROM vms ORDER BY name"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a placement decides on, read in one transaction."""
+
+    hosts: list[Host]
+    placements: list[Placement]
+    tenants: dict[str, Tenant]
+
+
+def tenant_of(row: tuple[object, ...]) -> Tenant:
+    """A tenant from its (name, isolation, max_vcpus, max_gpus) row."""
+    name, isolation, max_vcpus, max_gpus = row
+    return Tenant(str(name), Isolation(str(isolation)), _int(max_vcpus), _int(max_gpus))
+
+
+def _int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def read_tenants(x: Executor) -> dict[str, Tenant]:
+    """Every tenant, by name."""
+    return _tenants(x.rows(TENANTS))
+
+
+def _tenants(rows: list[Row]) -> dict[str, Tenant]:
+    return {t.name: t for t in map(tenant_of, rows)}
+
+
+def read_hosts(x: Executor) -> list[Host]:
+    """Every host, sorted by name; each distinct topology text is read and decoded once."""
+    rows, own = x.batch([(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None)])
+    return _hosts(x, rows, own)
+
+
+def _hosts(x: Executor, rows: list[Row], own: list[Row]) -> list[Host]:
+    texts_of = dict(own)
+    host_rows: list[HostRowTuple] = [(*r, texts_of.get(r[0]) if not r[4] else None) for r in rows]  # type: ignore[misc]
+    digests = sorted({r[4] for r in host_rows if r[5] is None})
+    found = x.batch([(TOPOLOGY, {"digest": d}) for d in digests])
+    texts = {d: str(rows[0][0]) for d, rows in zip(digests, found, strict=True)}
+    return assemble_hosts(host_rows, texts.__getitem__)
+
+
+def read_placements(x: Executor) -> list[Placement]:
+    """Every VM's placement, sorted by VM name."""
+    return _placements(x.rows(PLACEMENTS))
+
+
+def _placements(rows: list[Row]) -> list[Placement]:
+    return [decode_placement(name, doc) for name, doc in rows]
+
+
+def read_snapshot(x: Executor) -> Snapshot:
+    """Tenants, hosts and placements, as one transaction sees them (two batches of queries)."""
+    hosts, own, placements, tenants = x.batch(
+        [(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PLACEMENTS, None), (TENANTS, None)]
+    )
+    return Snapshot(_hosts(x, hosts, own), _placements(placements), _tenants(tenants))
+
+
+def read_host(x: Executor, name: str) -> Host:
+    """One host (NotFoundError if unknown)."""
+    return host_of(name, x.rows(HOST, {"name": name}))[1]
+
+
+def host_of(name: str, rows: list[Row]) -> tuple[int, Host]:
+    """The id and host of the first of the rows :data:`HOST` returned (NotFoundError: none)."""
+    if not rows:
+        raise NotFoundError(f"host {name!r} is not in the inventory", hint=HOST_HINT)
+    row = rows[0]
+    return int(row[0]), decode_host(*row[1:])
 
 
 def host_summaries(x: Executor) -> list[dict[str, Any]]:
@@ -53,8 +139,49 @@ def list_vms(x: Executor, tenant: str | None = None, host: str | None = None) ->
     return [(decode_placement(name, doc), VmState(state)) for name, doc, state in rows]
 
 
+def get_vm(x: Executor, name: str) -> tuple[Placement, VmState]:
+    """A VM's placement and state (NotFoundError if unknown)."""
+    row = x.one(VM, {"name": name})
+    if row is None:
+        raise NotFoundError(f"VM {name!r} is not in the inventory", hint="see `vnuma vm list`")
+    return decode_placement(str(row[0]), row[1]), VmState(row[2])
+
+
+@dataclass(frozen=True, slots=True)
+class FleetView:
+    """Hosts, placements and tenants (the engine's snapshot) and each VM's state, as one transaction saw them."""
+
+    snapshot: Snapshot
+    states: dict[str, VmState]
+
+
+def fleet_view(x: Executor) -> FleetView:
+    """:func:`read_snapshot` and every VM's state, in the caller's transaction."""
+    return FleetView(read_snapshot(x), {str(name): VmState(state) for name, state in x.rows(STATES)})
+
+
 class Reader(OverAccess):
     """The read commands' queries on one inventory, each in its own transaction."""
+
+    def host(self, name: str) -> Host:
+        """One host (NotFoundError if unknown)."""
+        with self._access.begin(False) as x:
+            return read_host(x, name)
+
+    def vm(self, name: str) -> tuple[Placement, VmState]:
+        """See :func:`get_vm`."""
+        with self._access.begin(False) as x:
+            return get_vm(x, name)
+
+    def snapshot(self) -> Snapshot:
+        """Tenants, hosts and placements, read in one transaction (what a placement decides on)."""
+        with self._access.begin(False) as x:
+            return read_snapshot(x)
+
+    def fleet_view(self) -> FleetView:
+        """See :func:`fleet_view`."""
+        with self._access.begin(False) as x:
+            return fleet_view(x)
 
     def host_summaries(self) -> list[dict[str, Any]]:
         """See :func:`host_summaries`."""

@@ -21,7 +21,7 @@ from vnuma.inventory import hosts, journal, placing, reading, tenants, vms
 from vnuma.inventory.executor import AlchemyExecutor, Executor
 from vnuma.inventory.guard import guarded
 from vnuma.inventory.journal import NewStep, RunRecord
-from vnuma.inventory.placing import Snapshot
+from vnuma.inventory.reading import Snapshot
 from vnuma.inventory.schema import WRITE_OPTION, RunStatus, VmState
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.topology import Host
@@ -102,15 +102,15 @@ class Inventory:
 
     def get_host(self, name: str) -> Host:
         """One host (NotFoundError if unknown)."""
-        return self._read(hosts.get_host, name)
+        return self._read_x(lambda x: reading.read_host(x, name))
 
     def list_hosts(self) -> list[Host]:
         """Every host, sorted by name."""
-        return self._read_x(placing.read_hosts)
+        return self._read_x(reading.read_hosts)
 
     def snapshot(self) -> Snapshot:
         """Tenants, hosts and placements in one transaction: what the engine decides on."""
-        return self._read_x(placing.read_snapshot)
+        return self._read_x(reading.read_snapshot)
 
     def host_summaries(self) -> list[dict[str, Any]]:
         """``codec.host_summary`` of every host, without parsing topologies."""
@@ -158,7 +158,7 @@ class Inventory:
 
     def tenants(self) -> dict[str, Tenant]:
         """Every tenant with its isolation and quotas, by name."""
-        return self._read_x(placing.read_tenants)
+        return self._read_x(reading.read_tenants)
 
     # --- VMs and claims ---------------------------------------------------------------------
 
@@ -184,7 +184,7 @@ class Inventory:
 
     def get_vm(self, name: str) -> tuple[Placement, VmState]:
         """A VM's placement and state (NotFoundError if unknown)."""
-        return self._read(vms.get_vm, name)
+        return self._read_x(lambda x: reading.get_vm(x, name))
 
     def list_vms(self, tenant: str | None = None, host: str | None = None) -> list[tuple[Placement, VmState]]:
         """VMs sorted by name, optionally filtered by tenant and/or host."""
@@ -196,7 +196,7 @@ class Inventory:
 
     def placements_on(self, host_names: Iterable[str] | None = None) -> list[Placement]:
         """Placements of all VMs (or those on the named hosts), sorted by host, then VM."""
-        found = sorted(self._read_x(placing.read_placements), key=lambda p: (p.host, p.vm))
+        found = sorted(self._read_x(reading.read_placements), key=lambda p: (p.host, p.vm))
         if host_names is None:
             return found
         wanted = set(host_names)

@@ -14,10 +14,8 @@ from sqlalchemy.orm import Session
 
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.inventory import hosts
-from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import CpuClaim, DeviceClaim, PageClaim, VmRow, VmState
-from vnuma.placement.model import Placement
 
 _LIST_HINT = "see `vnuma vm list`"
 
@@ -33,12 +31,6 @@ def release(session: Session, name: str) -> None:
         session.execute(delete(table).where(table.vm_id == row.id))
     session.execute(delete(VmRow).where(VmRow.id == row.id))
     hosts.bump_generation(session, row.host_id)
-
-
-def get_vm(session: Session, name: str) -> tuple[Placement, VmState]:
-    """A VM's placement and state."""
-    row = _vm_row(session, name)
-    return decode_placement(row.name, row.placement), VmState(row.state)
 
 
 def set_vm_state(session: Session, name: str, state: str) -> None:

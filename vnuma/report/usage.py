@@ -9,9 +9,12 @@ Definitions:
 
 * claimed pCPUs of a cell: its CPUs that are neither reserved nor free
   (pins, isolated emulator pCPUs, siblings kept empty, the shared pool);
-* largest free block of a cell: the largest one-cell dedicated VM that cell
-  could still take, ignoring tenants: the threads of its whole free cores,
-  the free memory of its biggest free page pool, its free GPUs;
+* largest free block of a cell: the largest one-cell dedicated VM of a new
+  tenant the engine could still place on that cell (:func:`largest_vm`),
+  None when not even one vCPU with one page fits;
+* fragmentation of a host, per cell count k = 1..4: the largest k-cell VM
+  the engine could still place there; for k = 1 the largest of the cells'
+  free blocks;
 * locality of a VM: the share of its vCPUs pinned inside their guest cell's
   host cell, of its memory on its own host cells, and of its devices whose
   NUMA node is one of its host cells (devices with no node are not counted).
@@ -20,7 +23,7 @@ Definitions:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
@@ -66,7 +69,7 @@ class CellUse:
     pools: tuple[PoolUse, ...]
     gpus_total: int
     gpus_free: int
-    largest_free: Shape
+    largest_free: Shape | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,17 +117,10 @@ def cell_use(fleet: Fleet, host: str) -> tuple[CellUse, ...]:
                 pools=pools,
                 gpus_total=len(cs.gpus),
                 gpus_free=len(cs.gpus_free),
-                largest_free=_largest_block(cs.free_core_threads, pools, len(cs.gpus_free)),
+                largest_free=largest_vm(fleet, host, 1, cs.id),
             )
         )
     return tuple(out)
-
-
-def _largest_block(threads: int, pools: tuple[PoolUse, ...], gpus: int) -> Shape:
-    best = max(pools, key=lambda p: (p.free * p.size_kib, p.size_kib), default=None)
-    if best is None:
-        return Shape(threads, 0, 0, gpus)
-    return Shape(threads, best.free * best.size_kib, best.size_kib, gpus)
 
 
 def locality(placement: Placement, host: Host) -> Locality:
@@ -151,19 +147,60 @@ def locality(placement: Placement, host: Host) -> Locality:
 
 
 def host_use(host: Host, placements: tuple[Placement, ...], isolation: dict[str, Isolation]) -> HostUse:
-    """Per-cell use and fragmentation figures of one host.
+    """Per-cell use and fragmentation figures of one host (see :class:`UsageCache` for many hosts).
 
-    Work: per cell count k <= 4, a binary search over vCPUs, then over pages
-    for each page size, then a scan over GPUs: O(log(threads) + sizes x
-    log(pages) + gpus) engine calls on a one-host fleet.
+    Each cell's largest free block is :func:`largest_vm` on that cell alone;
+    the one-cell fragmentation row is the largest of them (a one-cell VM
+    lands on exactly one cell), so the two can never disagree. Work: per
+    search, one probe per candidate bound (:func:`_max_true` tries the
+    bound first) and a binary search only when the bound does not fit:
+    O(log(threads) + sizes x log(pages) + gpus) engine calls at worst, per
+    CPU cell and per cell count 2..4, on a one-host fleet.
     """
     fleet = Fleet([host], [p for p in placements if p.host == host.name], isolation)
-    ncells = len(fleet.state(host.name).cells)
-    frag = tuple((k, largest_vm(fleet, host.name, k)) for k in range(1, min(MAX_FRAGMENT_CELLS, ncells) + 1))
-    return HostUse(host.name, cell_use(fleet, host.name), frag)
+    hs = fleet.state(host.name)
+    cells = cell_use(fleet, host.name)
+    blocks = [c.largest_free for c in cells if c.largest_free is not None]
+    frag = [(1, max(blocks, key=_rank) if blocks else None)]
+    frag += [(k, largest_vm(fleet, host.name, k)) for k in range(2, min(MAX_FRAGMENT_CELLS, len(hs.cells)) + 1)]
+    return HostUse(host.name, cells, tuple(frag))
 
 
-def _probe(fleet: Fleet, host: str, k: int, vcpus: int, memory_kib: int, size: int, gpus: int) -> bool:
+class UsageCache:
+    """:func:`host_use` of many hosts, computed once per distinct host state.
+
+    Hosts of one shape holding the same claims (most often: empty hosts of
+    one model) have the same figures: the key is the host's topology and
+    reserved CPUs, and what each of its VMs holds with its tenant and
+    isolation (VM names do not matter to a newcomer's probe).
+    """
+
+    def __init__(self, isolation: dict[str, Isolation]) -> None:
+        self.isolation = isolation
+        self._seen: dict[tuple[object, ...], HostUse] = {}
+
+    def host_use(self, host: Host, placements: tuple[Placement, ...]) -> HostUse:
+        """As :func:`host_use`, for the VMs of ``placements`` on ``host``."""
+        mine = [p for p in placements if p.host == host.name]
+        held = sorted(
+            repr((p.tenant, self.isolation.get(p.tenant or ""), p.cells, p.emulator_pcpus, p.devices,
+                  p.cpu_policy, p.thread_policy))
+            for p in mine
+        )
+        key = (host.cells, host.devices, host.reserved_cpus, tuple(held))
+        found = self._seen.get(key)
+        if found is None:
+            found = self._seen[key] = host_use(host, tuple(mine), self.isolation)
+        return replace(found, host=host.name)
+
+
+def _rank(shape: Shape) -> tuple[int, int, int, int]:
+    """The order :func:`largest_vm` maximises in: vCPUs, then memory (larger pages first), then GPUs."""
+    return (shape.vcpus, shape.memory_kib, shape.page_size_kib, shape.gpus)
+
+
+def _probe(fleet: Fleet, host: str, k: int, vcpus: int, memory_kib: int, size: int, gpus: int,
+           avoid: frozenset[tuple[str, int]] = frozenset()) -> bool:
     req = VmRequest(
         name="probe",
         tenant=None,
@@ -174,12 +211,17 @@ def _probe(fleet: Fleet, host: str, k: int, vcpus: int, memory_kib: int, size: i
         page_size_kib=size,
         host=host,
         isolation=Isolation.CORE,
+        avoid_cells=avoid,
     )
     return place(req, fleet, Strategy.PACK).chosen is not None
 
 
 def _max_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
-    """Largest n in [lo, hi] with ok(n), assuming ok is monotone and ok(lo) holds."""
+    """Largest n in [lo, hi] with ok(n), assuming ok is monotone and ok(lo) holds; ``hi`` (a bound
+    that is often reached) is tried first."""
+    if lo < hi and ok(hi):
+        return hi
+    hi -= 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if ok(mid):
@@ -189,33 +231,38 @@ def _max_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     return lo
 
 
-def _memory_probe(fleet: Fleet, host: str, k: int, vcpus: int, size: int) -> Callable[[int], bool]:
-    return lambda n: _probe(fleet, host, k, vcpus, k * n * size, size, 0)
+def _kth_largest(values: list[int], k: int) -> int:
+    """The most each of k distinct cells can give (0 when fewer than k cells)."""
+    return sorted(values, reverse=True)[k - 1] if len(values) >= k else 0
 
 
-def largest_vm(fleet: Fleet, host: str, k: int) -> Shape | None:
-    """The largest k-cell dedicated VM the engine could still place on ``host``: most vCPUs,
-    then most memory (any page size), then most GPUs; None when not even the smallest fits."""
+def largest_vm(fleet: Fleet, host: str, k: int, cell: int | None = None) -> Shape | None:
+    """The largest k-cell dedicated VM the engine could still place on ``host`` (on ``cell`` alone when
+    given, k = 1): most vCPUs, then most memory (any page size), then most GPUs; None when not even
+    one vCPU with one page fits. Bounds: each of k cells gives at most the k-th largest free threads,
+    free pages of a size, free GPUs; the engine decides."""
     hs = fleet.state(host)
-    sizes = sorted({s for c in hs.cells for s, n in c.pages_free.items() if n > 0})
-    if not sizes:
+    cells = [c for c in hs.cells if cell is None or c.id == cell]
+    avoid = frozenset((host, c.id) for c in hs.cells if cell is not None and c.id != cell)
+    sizes = sorted({s for c in cells for s, n in c.pages_free.items() if n > 0})
+    if not sizes or len(cells) < k:
         return None
+
+    def fits(vcpus: int, memory_kib: int, size: int, gpus: int = 0) -> bool:
+        return _probe(fleet, host, k, vcpus, memory_kib, size, gpus, avoid)
+
     small = sizes[0]
-    threads = max(c.free_core_threads + sum(c.partial_free.values()) for c in hs.cells)
-    if threads < 1 or not _probe(fleet, host, k, k, k * small, small, 0):
+    threads = _kth_largest([c.free_core_threads + sum(c.partial_free.values()) for c in cells], k)
+    if threads < 1 or not fits(k, k * small, small):
         return None
-    per_cell = _max_true(1, threads, lambda v: _probe(fleet, host, k, v * k, k * small, small, 0))
-    vcpus = per_cell * k
+    vcpus = k * _max_true(1, threads, lambda v: fits(v * k, k * small, small))
     best: tuple[int, int] = (k * small, small)
     for size in sizes:
-        most = max(c.pages_free.get(size, 0) for c in hs.cells)
-        if most < 1 or most * size * k <= best[0] or not _probe(fleet, host, k, vcpus, k * size, size, 0):
+        most = _kth_largest([c.pages_free.get(size, 0) for c in cells], k)
+        if most < 1 or most * size * k <= best[0] or not fits(vcpus, k * size, size):
             continue
-        pages = _max_true(1, most, _memory_probe(fleet, host, k, vcpus, size))
+        pages = _max_true(1, most, lambda n, size=size: fits(vcpus, k * n * size, size))
         best = max(best, (k * pages * size, size))
-    gpus = 0
-    for g in range(len(fleet.free_gpus(host)), 0, -1):
-        if _probe(fleet, host, k, vcpus, best[0], best[1], g):
-            gpus = g
-            break
+    free_gpus = sum(len(c.gpus_free) for c in cells) + len(hs.loose_gpus_free)
+    gpus = next((g for g in range(free_gpus, 0, -1) if fits(vcpus, best[0], best[1], g)), 0)
     return Shape(vcpus, best[0], best[1], gpus)

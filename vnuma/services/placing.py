@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from vnuma.errors import ConflictError, InvalidInputError, NoPlacementError, NotFoundError
 from vnuma.inventory.placer import Placer, open_placer
-from vnuma.inventory.placing import Snapshot
+from vnuma.inventory.reading import Snapshot
 from vnuma.placement.engine import best_reason, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, PlacementResult, Strategy, VmRequest

@@ -19,9 +19,11 @@ def host_summaries(settings: Settings) -> list[dict[str, Any]]:
 
 
 def get_host(settings: Settings, name: str) -> Host:
-    """One host (NotFoundError if unknown)."""
-    with open_inventory(settings.db_url) as inventory:
-        return inventory.get_host(name)
+    """One host (NotFoundError if unknown), without the ORM."""
+    from vnuma.inventory.reading import open_reader
+
+    with open_reader(settings.db_url) as reader:
+        return reader.host(name)
 
 
 def remove_host(settings: Settings, name: str) -> None:
@@ -51,9 +53,11 @@ def list_vms(settings: Settings, tenant: str | None, host: str | None) -> list[t
 
 
 def get_vm(settings: Settings, name: str) -> tuple[Placement, str]:
-    """(placement, state) of one VM (NotFoundError if unknown)."""
-    with open_inventory(settings.db_url) as inventory:
-        return inventory.get_vm(name)
+    """(placement, state) of one VM (NotFoundError if unknown), without the ORM."""
+    from vnuma.inventory.reading import open_reader
+
+    with open_reader(settings.db_url) as reader:
+        return reader.vm(name)
 
 
 def db_status(settings: Settings) -> dict[str, Any]:
