@@ -75,7 +75,8 @@ def place(
     --host or null) and "found"; without a plan "found" is false and
     "reason" says why (with "run" when applied).
     """
-    from vnuma.services.placing import check_vm_name, place_vm, require_chosen
+    from vnuma.services.names import check_vm_name
+    from vnuma.services.placing import place_vm, require_chosen
     from vnuma.topology import parse_page_size, parse_size_kib
 
     if name is not None:

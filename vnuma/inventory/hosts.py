@@ -88,26 +88,6 @@ def topology_override(session: Session, name: str) -> str | None:
     return found[0]
 
 
-def embedded_domains(session: Session, name: str) -> str | None:
-    """The document of domains kept for a ``test://`` host; None when none was kept yet.
-
-    Raises:
-        NotFoundError: no such host.
-    """
-    return host_row(session, name).embedded_domains
-
-
-def keep_embedded_domains(session: Session, name: str, document: str) -> None:
-    """Replace the document of domains kept for a ``test://`` host (unchanged: nothing written).
-
-    Raises:
-        NotFoundError: no such host.
-    """
-    row = host_row(session, name, lock=True)
-    if row.embedded_domains != document:
-        session.execute(update(HostRow).where(HostRow.id == row.id).values(embedded_domains=document))
-
-
 def topology_overrides(session: Session) -> dict[str, str]:
     """Host name -> topology override, for the hosts that have one."""
     stmt = select(HostRow.name, HostRow.topology_override).where(HostRow.topology_override.is_not(None))

@@ -42,6 +42,8 @@ VMS = (
 VM_FILTERS = {"tenant": "t.name = :tenant", "host": "h.name = :host"}
 VM = "SELECT name, placement, state FROM vms WHERE name = :name"
 STATES = "SELECT name, state FROM vms ORDER BY name"
+EMBEDDED = "SELECT embedded_domains FROM hosts WHERE name = :name"
+KEEP_EMBEDDED = "UPDATE hosts SET embedded_domains = :document WHERE name = :name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +149,24 @@ def get_vm(x: Executor, name: str) -> tuple[Placement, VmState]:
     return decode_placement(str(row[0]), row[1]), VmState(row[2])
 
 
+def embedded_domains(x: Executor, name: str) -> str | None:
+    """The document of domains kept for a ``test://`` host (see :mod:`vnuma.services.hypervisors`); None
+    when none was kept yet (NotFoundError: no such host)."""
+    row = x.one(EMBEDDED, {"name": name})
+    if row is None:
+        raise NotFoundError(f"host {name!r} is not in the inventory", hint=HOST_HINT)
+    return None if row[0] is None else str(row[0])
+
+
+def keep_embedded_domains(x: Executor, name: str, document: str) -> None:
+    """Replace the document of domains kept for a ``test://`` host; unchanged, nothing is written."""
+    row = x.one(EMBEDDED + x.lock, {"name": name})
+    if row is None:
+        raise NotFoundError(f"host {name!r} is not in the inventory", hint=HOST_HINT)
+    if row[0] != document:
+        x.run(KEEP_EMBEDDED, {"name": name, "document": document})
+
+
 @dataclass(frozen=True, slots=True)
 class FleetView:
     """Hosts, placements and tenants (the engine's snapshot) and each VM's state, as one transaction saw them."""
@@ -182,6 +202,17 @@ class Reader(OverAccess):
         """See :func:`fleet_view`."""
         with self._access.begin(False) as x:
             return fleet_view(x)
+
+    def embedded_domains(self, name: str) -> str | None:
+        """See :func:`embedded_domains`."""
+        with self._access.begin(False) as x:
+            return embedded_domains(x, name)
+
+    def keep_embedded_domains(self, name: str, document: str) -> None:
+        """See :func:`keep_embedded_domains`: the one write a reader makes, for the embedded hypervisor
+        a read command opens (it keeps what that connection changed; a read changes nothing)."""
+        with self._access.begin(True) as x:
+            keep_embedded_domains(x, name, document)
 
     def host_summaries(self) -> list[dict[str, Any]]:
         """See :func:`host_summaries`."""

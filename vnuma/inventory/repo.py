@@ -67,6 +67,11 @@ class Inventory:
         with self._session() as s:
             return fn(AlchemyExecutor(s.connection()))
 
+    def _write_x(self, fn: Callable[[Executor], T]) -> T:
+        """``fn`` on an executor in one write transaction."""
+        with self._session(write=True) as s:
+            return fn(AlchemyExecutor(s.connection()))
+
     def _write(self, fn: Callable[..., T], *args: Any) -> T:
         with self._session(write=True) as s:
             return fn(s, *args)
@@ -90,11 +95,11 @@ class Inventory:
 
     def embedded_domains(self, name: str) -> str | None:
         """What a ``test://`` host's driver held when last seen (a JSON document), None if never kept."""
-        return self._read(hosts.embedded_domains, name)
+        return self._read_x(lambda x: reading.embedded_domains(x, name))
 
     def keep_embedded_domains(self, name: str, document: str) -> None:
         """Keep what a ``test://`` host's driver holds now, for the next connection."""
-        self._write(hosts.keep_embedded_domains, name, document)
+        self._write_x(lambda x: reading.keep_embedded_domains(x, name, document))
 
     def topology_overrides(self) -> dict[str, str]:
         """Host name -> topology override, for the hosts that have one."""

@@ -25,7 +25,7 @@ from vnuma.placement.model import (
     emulator_pins,
     vcpu_pins,
 )
-from vnuma.services.placing import check_vm_name
+from vnuma.services.names import check_vm_name
 from vnuma.sources.domainxml import Domain, GuestCell
 from vnuma.topology import PAGE_4K, DeviceKind, Host, format_cpuset
 

@@ -35,7 +35,8 @@ from vnuma.errors import InvalidInputError, VnumaError
 from vnuma.inventory.db import open_inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
-from vnuma.services.hosts import check_name, discover, record_refresh, refresh_source
+from vnuma.services.hosts import discover, record_refresh, refresh_source
+from vnuma.services.names import check_host_name
 from vnuma.topology import Host
 
 DEFAULT_JOBS = 8
@@ -178,7 +179,7 @@ def _entry(fields: list[str], number: int, what: str) -> Entry:
         return Entry(name, uri, number)
     name, uri = fields
     try:
-        check_name(name)
+        check_host_name(name)
     except InvalidInputError as err:
         raise InvalidInputError(f"{where}: {err}", hint="a line is `NAME URI` (or a bare URI)") from err
     return Entry(name, uri, number)

@@ -13,6 +13,7 @@ from vnuma.inventory.repo import Inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.services.hypervisors import connect_uri
+from vnuma.services.names import check_host_name
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
 from vnuma.sources.hwloc import parse_hwloc
@@ -96,7 +97,7 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
         raise InvalidInputError(
             "a host NAME is needed", hint="vnuma host add NAME --uri URI, or vnuma host add --from-file FILE"
         )
-    check_name(name)
+    check_host_name(name)
     override = _file_override(capabilities)
     if demo:
         if uri or capabilities:
@@ -143,7 +144,7 @@ def import_host(
     settings: Settings, name: str, capabilities: Path | None, nodedevs: Sequence[Path], hwloc: Path | None
 ) -> Host:
     """Parse files and record the host."""
-    check_name(name)
+    check_host_name(name)
     with open_inventory(settings.db_url) as inventory:
         _ensure_absent(inventory, name)
         host = import_files(name, capabilities, nodedevs, hwloc)
@@ -242,18 +243,6 @@ def diff_hosts(old: Host, new: Host) -> list[str]:
         if old_devs[addr] != new_devs[addr]:
             out.append(f"device {addr} changed")
     return out
-
-
-def check_name(name: str) -> None:
-    """Refuse a host name the inventory and the CLI cannot show cleanly.
-
-    Raises:
-        InvalidInputError: empty, longer than 255 characters, or holding '/', NUL, tabs or newlines.
-    """
-    if not name.strip() or len(name) > 255 or any(ch in name for ch in "/\x00\n\r\t"):
-        raise InvalidInputError(
-            f"bad host name {name!r}: 1-255 characters, no '/', tabs or newlines"
-        )
 
 
 def _ensure_absent(inventory: Inventory, name: str) -> None:

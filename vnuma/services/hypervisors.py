@@ -29,15 +29,12 @@ new process; vnuma keeps nothing for it.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from vnuma.errors import InventoryError
 from vnuma.hypervisor.base import DomainState, Hypervisor
 from vnuma.hypervisor.libvirt_driver import connect
 from vnuma.sources.demo import libvirt_uri
-
-if TYPE_CHECKING:
-    from vnuma.inventory.repo import Inventory
 
 EMBEDDED_SCHEME = "test://"
 SHARED_TEST_URI = "test:///default"
@@ -49,12 +46,22 @@ def is_embedded(uri: str) -> bool:
     return uri.startswith(EMBEDDED_SCHEME) and uri.rstrip("/") != SHARED_TEST_URI
 
 
+class KeptDomains(Protocol):
+    """Where an embedded host's domains are kept: the inventory (its ORM repository or a reader)."""
+
+    def embedded_domains(self, name: str) -> str | None:
+        """The kept document (None: never kept)."""
+
+    def keep_embedded_domains(self, name: str, document: str) -> None:
+        """Replace the kept document."""
+
+
 def connect_uri(uri: str) -> Hypervisor:
     """A connection to ``uri`` for reading the host itself (capabilities, node devices), no domains restored."""
     return connect(libvirt_uri(uri))
 
 
-def open_hypervisor(inventory: Inventory, host: str, uri: str) -> Hypervisor:
+def open_hypervisor(inventory: KeptDomains, host: str, uri: str) -> Hypervisor:
     """A connection to host ``host`` at its stored ``uri``; a ``test://`` host's kept domains restored.
 
     Raises:
@@ -78,7 +85,7 @@ class _Embedded:
     libvirt refuses changed nothing, and nothing is written).
     """
 
-    def __init__(self, hv: Hypervisor, inventory: Inventory, host: str) -> None:
+    def __init__(self, hv: Hypervisor, inventory: KeptDomains, host: str) -> None:
         self._hv, self._inventory, self._host = hv, inventory, host
         self.uri = hv.uri
         self._kept = inventory.embedded_domains(host)

@@ -13,38 +13,22 @@ is explained).
 from __future__ import annotations
 
 import random
-import re
 import time
 from dataclasses import replace
 
-from vnuma.errors import ConflictError, InvalidInputError, NoPlacementError, NotFoundError
+from vnuma.errors import ConflictError, NoPlacementError, NotFoundError
 from vnuma.inventory.placer import Placer, open_placer
 from vnuma.inventory.reading import Snapshot
 from vnuma.placement.engine import best_reason, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, PlacementResult, Strategy, VmRequest
 from vnuma.services import Settings
+from vnuma.services.names import check_vm_name
 from vnuma.topology import gc_paused
 
 CLAIM_ATTEMPTS = 5
 RETRY_PAUSE_S = 0.02
 _BUSY_HINT = "other commands are claiming on the same hosts right now; run the command again"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}$")
-
-
-def check_vm_name(name: str, what: str = "VM") -> None:
-    """VM and tenant names become libvirt domain names and file names: keep them plain.
-
-    Raises:
-        InvalidInputError: empty, too long, or characters outside ``A-Za-z0-9_.+-``.
-    """
-    if not _NAME.match(name):
-        raise InvalidInputError(
-            f"bad {what} name {name!r}: 1-63 characters from A-Z a-z 0-9 _ . + -, "
-            "starting with a letter or digit"
-        )
-
-
 def _named(request: VmRequest, snap: Snapshot) -> VmRequest:
     """The request with its tenant's isolation and a name (``TENANT-vmN`` when none was given)."""
     assert request.tenant is not None

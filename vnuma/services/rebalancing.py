@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from vnuma.errors import ConflictError, InvalidInputError
-from vnuma.inventory.db import open_inventory
-from vnuma.placement.model import Isolation, VmRequest
+from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.inventory.reading import open_reader
+from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.rebalance import FleetState, Objective, Plan, plan_moves
 from vnuma.services import Settings
 from vnuma.topology import parse_page_size, parse_size_kib
@@ -77,25 +77,49 @@ def plan_rebalance(
 
     Raises:
         ConflictError: ``for_apply`` and a run is unfinished.
-        NotFoundError: unknown host.
+        NotFoundError: unknown host, or the shape's tenant is unknown.
         InvalidInputError: a bad limit, or ``room`` without a shape.
     """
     if time_limit_s <= 0:
         raise InvalidInputError(f"--time-limit must be positive, got {time_limit_s}")
-    with open_inventory(settings.db_url) as inventory:
-        run = inventory.unfinished_run() if for_apply else None
-        if run is not None:
-            raise ConflictError(
-                f"rebalance run {run.id} is unfinished ({run.status})",
-                hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
-            )
-        hosts = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
-        names = [h.name for h in hosts]
-        isolation = {name: t.isolation for name, t in inventory.tenants().items()}
-        state = FleetState(tuple(hosts), tuple(inventory.placements_on(names)), isolation)
-    if make_room_for is not None and make_room_for.host is None and host is not None:
-        make_room_for = replace(make_room_for, host=host)
+    if for_apply:
+        _refuse_unfinished_run(settings)
+    with open_reader(settings.db_url) as reader:
+        snap = reader.snapshot()
+    if host is not None and host not in {h.name for h in snap.hosts}:
+        raise NotFoundError(f"host {host!r} is not in the inventory", hint="see `vnuma host list`")
+    hosts = tuple(h for h in snap.hosts if host is None or h.name == host)
+    placements = tuple(sorted((p for p in snap.placements if host is None or p.host == host), key=_by_host))
+    isolation = {name: t.isolation for name, t in snap.tenants.items()}
+    if make_room_for is not None:
+        if make_room_for.tenant is not None:
+            tenant = snap.tenants.get(make_room_for.tenant)
+            if tenant is None:
+                raise NotFoundError(
+                    f"tenant {make_room_for.tenant!r} is not in the inventory", hint="see `vnuma tenant list`"
+                )
+            make_room_for = replace(make_room_for, isolation=tenant.isolation)
+        if make_room_for.host is None and host is not None:
+            make_room_for = replace(make_room_for, host=host)
+    state = FleetState(hosts, placements, isolation)
     return plan_moves(state, objective, max_moves, make_room_for, time_limit_s, clock=time.monotonic)
+
+
+def _by_host(p: Placement) -> tuple[str, str]:
+    return (p.host, p.vm)
+
+
+def _refuse_unfinished_run(settings: Settings) -> None:
+    """A plan to apply must not start while a run's claims are half-way between two placements."""
+    from vnuma.inventory.db import open_inventory
+
+    with open_inventory(settings.db_url) as inventory:
+        run = inventory.unfinished_run()
+    if run is not None:
+        raise ConflictError(
+            f"rebalance run {run.id} is unfinished ({run.status})",
+            hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
+        )
 
 
 def plan_room_for(
@@ -110,9 +134,7 @@ def plan_room_for(
         NotFoundError: unknown tenant or host.
         ConflictError: ``for_apply`` and a rebalance run is unfinished.
     """
-    with open_inventory(settings.db_url) as inventory:
-        isolation = inventory.get_tenant(request.tenant).isolation
     return plan_rebalance(
         settings, Objective.ROOM, host=request.host, max_moves=max_moves,
-        make_room_for=replace(request, isolation=isolation), time_limit_s=time_limit_s, for_apply=for_apply,
+        make_room_for=request, time_limit_s=time_limit_s, for_apply=for_apply,
     )

@@ -37,17 +37,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from vnuma.errors import ConflictError, HypervisorError, InvalidInputError, NotFoundError
 from vnuma.hypervisor.base import DomainState, Hypervisor
 from vnuma.inventory.db import open_inventory
-from vnuma.inventory.repo import Inventory
+from vnuma.inventory.reading import FleetView, open_reader
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
 from vnuma.services.adoption import Difference, differences, placement_from_domain
-from vnuma.services.hypervisors import open_hypervisor
+from vnuma.services.hypervisors import KeptDomains, open_hypervisor
 from vnuma.sources.domainxml import Domain, parse_domain
 from vnuma.topology import Host
+
+if TYPE_CHECKING:
+    from vnuma.inventory.repo import Inventory
 
 PLACED, DEFINED, RUNNING, STOPPED = "placed", "defined", "running", "stopped"
 _SINCE = " since the check"
@@ -145,33 +149,39 @@ class Report:
 def check(settings: Settings, host: str | None = None, *, adopt: bool = False, tenant: str | None = None) -> Report:
     """Compare the inventory with libvirt on ``host`` (every host with a URI when None); changes nothing.
 
+    The inventory side is one read transaction (:meth:`Reader.fleet_view`), without the ORM.
+
     Raises:
         NotFoundError: an unknown host, or an unknown ``tenant``.
         InvalidInputError: the named host has no libvirt URI.
     """
-    with open_inventory(settings.db_url) as inventory:
-        hosts = [inventory.get_host(host)] if host is not None else inventory.list_hosts()
+    with open_reader(settings.db_url) as reader:
+        view = reader.fleet_view()
+        known = {h.name: h for h in view.snapshot.hosts}
+        if host is not None and host not in known:
+            raise NotFoundError(f"host {host!r} is not in the inventory", hint="see `vnuma host list`")
+        hosts = [known[host]] if host is not None else list(known.values())
         if host is not None and not hosts[0].uri:
             raise InvalidInputError(
                 f"host {host!r} was imported from files and has no libvirt URI to reconcile with",
                 hint=f"add it through libvirt: vnuma host add {host} --uri URI",
             )
-        if tenant is not None:
-            inventory.get_tenant(tenant)
-        found = Report(tuple(_check_host(inventory, h, adopt, tenant) for h in hosts))
+        if tenant is not None and tenant not in view.snapshot.tenants:
+            raise NotFoundError(f"tenant {tenant!r} is not in the inventory", hint="see `vnuma tenant list`")
+        found = Report(tuple(_check_host(reader, view, h, adopt, tenant) for h in hosts))
     found = Report(tuple(replace(h, findings=tuple(map(_advice, h.findings))) for h in found.hosts))
     return _each(found, lambda f: replace(f, outcome=Outcome.PROPOSED, note=_would(f)))
 
 
-def _check_host(inventory: Inventory, host: Host, adopt: bool, tenant: str | None) -> HostReport:
+def _check_host(keeper: KeptDomains, view: FleetView, host: Host, adopt: bool, tenant: str | None) -> HostReport:
     if not host.uri:
         return HostReport(host.name, None, "skipped", "imported from files: no libvirt URI")
     try:
-        hv = open_hypervisor(inventory, host.name, host.uri)
+        hv = open_hypervisor(keeper, host.name, host.uri)
     except HypervisorError as err:
         return HostReport(host.name, host.uri, "unreachable", str(err))
     try:
-        findings = _compare(inventory, hv, host, adopt, tenant)
+        findings = _compare(view, hv, host, adopt, tenant)
     except HypervisorError as err:
         return HostReport(host.name, host.uri, "unreachable", str(err))
     finally:
@@ -184,15 +194,15 @@ def _read(hv: Hypervisor, name: str, *, inactive: bool) -> Domain | None:
     return None if xml is None else parse_domain(xml, what=f"{hv.uri} domain {name!r}")
 
 
-def _compare(inventory: Inventory, hv: Hypervisor, host: Host, adopt: bool, tenant: str | None) -> list[Finding]:
-    vms = inventory.list_vms(host=host.name)
+def _compare(view: FleetView, hv: Hypervisor, host: Host, adopt: bool, tenant: str | None) -> list[Finding]:
+    vms = [p for p in view.snapshot.placements if p.host == host.name]
     domains = set(hv.domain_names())
     findings: list[Finding] = []
-    for placement, state in vms:
-        findings += _check_vm(hv, placement, str(state), placement.vm in domains)
-    known = {p.vm for p, _ in vms}
+    for placement in vms:
+        findings += _check_vm(hv, placement, str(view.states[placement.vm]), placement.vm in domains)
+    known = {p.vm for p in vms}
     for name in sorted(domains - known):
-        findings.append(_check_unknown(inventory, hv, host, name, adopt, tenant))
+        findings.append(_check_unknown(view, hv, host, name, adopt, tenant))
     return findings
 
 
@@ -245,22 +255,22 @@ def _observed(state: str, actual: DomainState) -> str:
     return DEFINED if state == PLACED else STOPPED
 
 
-def _mark_detail(inventory: Inventory, host: Host, domain: Domain) -> str:
+def _mark_detail(view: FleetView, host: Host, domain: Domain) -> str:
     mark = domain.mark
     if mark is None:
         return "no inventory VM; no vnuma metadata"
     text = f"no inventory VM; vnuma metadata names VM {mark.vm!r} of tenant {mark.tenant!r} on host {mark.host!r}"
     if mark.vm != domain.name or mark.host != host.name:
-        try:
-            p, state = inventory.get_vm(mark.vm)
-            text += f"; the inventory has VM {mark.vm!r} on host {p.host!r} ({state})"
-        except NotFoundError:
+        p = next((p for p in view.snapshot.placements if p.vm == mark.vm), None)
+        if p is None:
             text += f"; the inventory has no VM {mark.vm!r}"
+        else:
+            text += f"; the inventory has VM {mark.vm!r} on host {p.host!r} ({view.states[p.vm]})"
     return text
 
 
 def _check_unknown(
-    inventory: Inventory, hv: Hypervisor, host: Host, name: str, adopt: bool, tenant: str | None
+    view: FleetView, hv: Hypervisor, host: Host, name: str, adopt: bool, tenant: str | None
 ) -> Finding:
     try:
         persistent = _read(hv, name, inactive=True)
@@ -269,14 +279,15 @@ def _check_unknown(
         return Finding(name, Drift.UNREADABLE, f"no inventory VM; {err}")
     if persistent is None:  # gone since it was listed
         return Finding(name, Drift.UNKNOWN, "no inventory VM; the domain vanished while being read")
-    detail = _mark_detail(inventory, host, persistent)
+    detail = _mark_detail(view, host, persistent)
     if not adopt:
         return Finding(name, Drift.UNKNOWN, detail)
     owner = persistent.mark.tenant if persistent.mark is not None else tenant
     try:
         if owner is None:
             raise InvalidInputError("it carries no vnuma metadata naming its tenant; pass --tenant TENANT")
-        inventory.get_tenant(owner)
+        if owner not in view.snapshot.tenants:
+            raise NotFoundError(f"tenant {owner!r} is not in the inventory", hint="see `vnuma tenant list`")
         placement = placement_from_domain(persistent, live, host, owner)
     except (InvalidInputError, NotFoundError) as err:
         return Finding(name, Drift.UNKNOWN, detail, action=Action.ADOPT, outcome=Outcome.REFUSED,

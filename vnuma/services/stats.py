@@ -14,21 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from vnuma.errors import HypervisorError, NotFoundError
 from vnuma.hypervisor.base import Hypervisor
-from vnuma.inventory.db import open_inventory
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Placement
 from vnuma.report.usage import HostUse, Locality, UsageCache, locality
 from vnuma.services import Settings, hostprobe
-from vnuma.services.hypervisors import open_hypervisor
+from vnuma.services.hypervisors import KeptDomains, open_hypervisor
 from vnuma.sources.mbm import local_share, parse_memory_bandwidth
 from vnuma.topology import Host
-
-if TYPE_CHECKING:
-    from vnuma.inventory.repo import Inventory
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +64,10 @@ class StatsReport:
 
 
 class _Bandwidths:
-    """MBM counters of running VMs, one libvirt connection per host, opened when first needed.
+    """MBM counters of running VMs, one libvirt connection per host, opened when first needed."""
 
-    Opening a host's hypervisor needs the ORM inventory (an embedded host's kept domains are restored
-    from it); it is opened only then, so stats of VMs that are not running never load it.
-    """
-
-    def __init__(self, db_url: str) -> None:
-        self.db_url = db_url
-        self.inventory: Inventory | None = None
+    def __init__(self, keeper: KeptDomains) -> None:
+        self.keeper = keeper
         self.conns: dict[str, Hypervisor | None] = {}
         self.warnings: list[str] = []
 
@@ -85,10 +75,8 @@ class _Bandwidths:
         if not host.uri:
             return None
         if host.name not in self.conns:
-            if self.inventory is None:
-                self.inventory = open_inventory(self.db_url)
             try:
-                self.conns[host.name] = open_hypervisor(self.inventory, host.name, host.uri)
+                self.conns[host.name] = open_hypervisor(self.keeper, host.name, host.uri)
             except HypervisorError as err:
                 self.conns[host.name] = None
                 self.warnings.append(f"host {host.name}: no memory-bandwidth figures: {err}")
@@ -108,8 +96,6 @@ class _Bandwidths:
         for hv in self.conns.values():
             if hv is not None:
                 hv.close()
-        if self.inventory is not None:
-            self.inventory.close()
 
 
 def measure(
@@ -142,33 +128,33 @@ def collect(
     """
     with open_reader(settings.db_url) as reader:
         view = reader.fleet_view()
-    snap = view.snapshot
-    by_name = {h.name: h for h in snap.hosts}
-    if vm is not None:
-        placement = next((p for p in snap.placements if p.vm == vm), None)
-        if placement is None:
-            raise NotFoundError(f"VM {vm!r} is not in the inventory", hint="see `vnuma vm list`")
-        if host is not None and placement.host != host:
-            raise NotFoundError(f"VM {vm!r} is on host {placement.host!r}, not {host!r}")
-        host = placement.host
-    if host is not None and host not in by_name:
-        raise NotFoundError(f"host {host!r} is not in the inventory", hint="see `vnuma host list`")
-    hosts = [by_name[host]] if host is not None else list(snap.hosts)
-    placements = tuple(p for p in snap.placements if host is None or p.host == host)
-    vms: list[VmStats] = []
-    bandwidths = _Bandwidths(settings.db_url)
-    try:
-        for p in placements:
-            if vm is not None and p.vm != vm:
-                continue
-            state = view.states[p.vm]
-            running = state == "running"
-            probe = hostprobe.is_local_uri(by_name[p.host].uri) and running
-            measured = measure(p, run_dir, proc) if probe else None
-            bandwidth = bandwidths.of(p.vm, by_name[p.host]) if running else None
-            vms.append(VmStats(locality(p, by_name[p.host]), str(state), measured, bandwidth))
-    finally:
-        bandwidths.close()
+        snap = view.snapshot
+        by_name = {h.name: h for h in snap.hosts}
+        if vm is not None:
+            placement = next((p for p in snap.placements if p.vm == vm), None)
+            if placement is None:
+                raise NotFoundError(f"VM {vm!r} is not in the inventory", hint="see `vnuma vm list`")
+            if host is not None and placement.host != host:
+                raise NotFoundError(f"VM {vm!r} is on host {placement.host!r}, not {host!r}")
+            host = placement.host
+        if host is not None and host not in by_name:
+            raise NotFoundError(f"host {host!r} is not in the inventory", hint="see `vnuma host list`")
+        hosts = [by_name[host]] if host is not None else list(snap.hosts)
+        placements = tuple(p for p in snap.placements if host is None or p.host == host)
+        vms: list[VmStats] = []
+        bandwidths = _Bandwidths(reader)
+        try:
+            for p in placements:
+                if vm is not None and p.vm != vm:
+                    continue
+                state = view.states[p.vm]
+                running = state == "running"
+                probe = hostprobe.is_local_uri(by_name[p.host].uri) and running
+                measured = measure(p, run_dir, proc) if probe else None
+                bandwidth = bandwidths.of(p.vm, by_name[p.host]) if running else None
+                vms.append(VmStats(locality(p, by_name[p.host]), str(state), measured, bandwidth))
+        finally:
+            bandwidths.close()
     cache = UsageCache({name: t.isolation for name, t in snap.tenants.items()})
     uses = tuple(cache.host_use(h, placements) for h in hosts)
     return StatsReport(uses, tuple(vms), tuple(bandwidths.warnings))

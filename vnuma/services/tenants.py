@@ -8,7 +8,7 @@ from vnuma.errors import InvalidInputError
 from vnuma.inventory.db import open_inventory
 from vnuma.placement.model import Isolation, Tenant
 from vnuma.services import Settings
-from vnuma.services.placing import check_vm_name
+from vnuma.services.names import check_vm_name
 
 KEEP = object()
 """An :func:`update_tenant` argument left as it is."""
