@@ -1,7 +1,9 @@
 """CLI speed as whole processes: `vnuma --help`, import + `host show --json`
-of a 64-cell, 1,024-CPU host, and the read commands `host list` / `vm list`
-on a 100-host inventory with 10 VMs (split into interpreter + CLI import and
-the rest). Prints a table (best and median of N runs).
+of a 64-cell, 1,024-CPU host, and the read commands (`host list/show`,
+`vm list/show`, `stats`, `rebalance`, `reconcile`) on a 100-host inventory
+with 10 VMs, next to the interpreter + CLI import alone; `stats` also on a
+busy 100-host inventory where every host holds different VMs. Prints a
+table (best and median of N runs).
 
     .venv/bin/python bench/bench_cli.py [--runs 7]
 """
@@ -45,6 +47,26 @@ def big_capabilities(cells: int = 64, cores_per_cell: int = 8, smt: int = 2) -> 
     return "\n".join(out)
 
 
+def _fill_differently(db: Path) -> None:
+    """Two more VMs on every host, sized by the host's number: no two hosts in the same state."""
+    from vnuma.inventory.db import open_inventory
+    from vnuma.placement.engine import place
+    from vnuma.placement.ledger.fleet import Fleet
+    from vnuma.placement.model import Isolation, VmRequest
+    from vnuma.topology import PAGE_1G
+
+    with open_inventory(f"sqlite:///{db}") as inv:
+        snap = inv.snapshot()
+        fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
+        for i, host in enumerate(h.name for h in snap.hosts):
+            for name, vcpus, gib in ((f"busy-{i}-a", 2 * (1 + i % 10), 2), (f"busy-{i}-b", 2, 1 + i // 10)):
+                req = VmRequest(name, "acme", vcpus, gib * PAGE_1G, host=host, isolation=Isolation.CORE)
+                chosen = place(req, fleet).chosen
+                assert chosen is not None, name
+                fleet.add(chosen)
+                inv.claim(chosen)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
@@ -66,8 +88,17 @@ def main() -> None:
         build(fleet, 100)
         cli_import = timed([sys.executable, "-c", "import vnuma.cli"], runs)
         rows.append(("import vnuma.cli (interpreter + CLI)", cli_import, 0.0))
-        for args in (["host", "list"], ["host", "list", "--json"], ["vm", "list"], ["vm", "list", "--json"]):
+        reads = (
+            ["host", "list"], ["host", "list", "--json"], ["host", "show", "host-00001"], ["vm", "list"],
+            ["vm", "list", "--json"], ["vm", "show", "base-00010"], ["stats"], ["stats", "--json"],
+            ["rebalance"], ["reconcile"],
+        )
+        for args in reads:
             rows.append((f"{' '.join(args)} (100 hosts)", timed([*VNUMA, "--db", str(fleet), *args], runs), 0.3))
+        busy = Path(tmp) / "busy100.db"
+        build(busy, 100)
+        _fill_differently(busy)
+        rows.append(("stats (100 hosts, all different)", timed([*VNUMA, "--db", str(busy), "stats"], runs), 0.3))
     print(f"{'command':40} {'best s':>8} {'median s':>9} {'target s':>9}")
     for name, times, target in rows:
         goal = f"{target:9.1f}" if target else f"{'-':>9}"

@@ -216,11 +216,17 @@ def _probe(fleet: Fleet, host: str, k: int, vcpus: int, memory_kib: int, size: i
     return place(req, fleet, Strategy.PACK).chosen is not None
 
 
-def _max_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
-    """Largest n in [lo, hi] with ok(n), assuming ok is monotone and ok(lo) holds; ``hi`` (a bound
-    that is often reached) is tried first."""
-    if lo < hi and ok(hi):
+def _max_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
+    """Largest n in [lo, hi] with ok(n), assuming ok is monotone; None when not even ok(lo).
+
+    ``hi`` (a bound that is often reached) is tried first, then ``lo``, then a binary search.
+    """
+    if hi < lo:
+        return None
+    if ok(hi):
         return hi
+    if hi == lo or not ok(lo):
+        return None
     hi -= 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -253,16 +259,18 @@ def largest_vm(fleet: Fleet, host: str, k: int, cell: int | None = None) -> Shap
 
     small = sizes[0]
     threads = _kth_largest([c.free_core_threads + sum(c.partial_free.values()) for c in cells], k)
-    if threads < 1 or not fits(k, k * small, small):
+    per_cell = _max_true(1, threads, lambda v: fits(v * k, k * small, small))
+    if per_cell is None:
         return None
-    vcpus = k * _max_true(1, threads, lambda v: fits(v * k, k * small, small))
+    vcpus = per_cell * k
     best: tuple[int, int] = (k * small, small)
-    for size in sizes:
+    for size in reversed(sizes):  # largest pages first: a smaller pool that cannot beat them is not searched
         most = _kth_largest([c.pages_free.get(size, 0) for c in cells], k)
-        if most < 1 or most * size * k <= best[0] or not fits(vcpus, k * size, size):
+        if most * size * k <= best[0]:
             continue
         pages = _max_true(1, most, lambda n, size=size: fits(vcpus, k * n * size, size))
-        best = max(best, (k * pages * size, size))
-    free_gpus = sum(len(c.gpus_free) for c in cells) + len(hs.loose_gpus_free)
+        if pages is not None:
+            best = max(best, (k * pages * size, size))
+    free_gpus = sum(sorted((len(c.gpus_free) for c in cells), reverse=True)[:k]) + len(hs.loose_gpus_free)
     gpus = next((g for g in range(free_gpus, 0, -1) if fits(vcpus, best[0], best[1], g)), 0)
     return Shape(vcpus, best[0], best[1], gpus)
