@@ -277,12 +277,31 @@ def count_of(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+_UNITS = (("TiB", 1024**3), ("GiB", 1024**2), ("MiB", 1024))
+
+
 def format_size_kib(kib: int) -> str:
-    """Format KiB with the largest binary unit that divides it exactly."""
-    for unit, factor in (("TiB", 1024**3), ("GiB", 1024**2), ("MiB", 1024)):
+    """A size as people read it, the one style of every table and message: ``160 GiB``.
+
+    The largest binary unit that divides it exactly; a size no unit from MiB
+    up divides (a host cell's memory as the kernel reports it) is rounded
+    to one decimal in the largest unit it reaches (``125.7 GiB``). The
+    size parser reads every exact form back (``--memory 160 GiB``).
+    """
+    for unit, factor in _UNITS:
         if kib and kib % factor == 0:
-            return f"{kib // factor}{unit}"
-    return f"{kib}KiB"
+            return f"{kib // factor} {unit}"
+    for unit, factor in _UNITS:
+        if kib >= factor:
+            return f"{kib / factor:.1f} {unit}"
+    return f"{kib} KiB"
+
+
+def shape_text(vcpus: int | None, memory_kib: int | None, gpus: int) -> str:
+    """A VM's size in words: ``16 vCPUs, 64 GiB, 1 GPU`` (a missing size: ``sized by its GPUs``)."""
+    cpus = count_of(vcpus, "vCPU") if vcpus is not None else "vCPUs sized by its GPUs"
+    memory = format_size_kib(memory_kib) if memory_kib is not None else "memory sized by its GPUs"
+    return f"{cpus}, {memory}, {count_of(gpus, 'GPU')}"
 
 
 def parse_page_size(text: str) -> int | None:

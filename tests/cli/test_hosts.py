@@ -52,7 +52,7 @@ def test_host_list_json_has_the_documented_keys(cli: Cli) -> None:
 def test_host_show_table_names_cells_devices_and_distances(cli: Cli) -> None:
     cli.ok("host", "add", "gpu-node-1", "--demo")
     text = cli.ok("host", "show", "gpu-node-1").stdout
-    for word in ("cells", "devices", "distances", "HUGEPAGES", "1GiB", "gpu"):
+    for word in ("cells", "devices", "distances", "HUGEPAGES", "x 1 GiB", "gpu"):
         assert word in text
 
 

@@ -165,9 +165,9 @@ REFUSALS: list[tuple[str, Placement, type[VnumaError], str]] = [
         "pages-over",
         placement("vm3", (6,), memory_gib=32),
         ConflictError,
-        "cell 0 has 31 free pages of 1GiB",
+        "cell 0 has 31 free pages of 1 GiB",
     ),
-    ("no-pool", placement("vm3", (6,), page_size_kib=16), ConflictError, "has 0 free pages of 16KiB"),
+    ("no-pool", placement("vm3", (6,), page_size_kib=16), ConflictError, "has 0 free pages of 16 KiB"),
     ("no-such-cell", placement("vm3", (6,), host_cell=5), ConflictError, "host 'host-a' has no NUMA cell 5"),
     ("cpu-not-in-cell", placement("vm3", (5,), host_cell=1), ConflictError, "cell 1 has no CPU(s) 5"),
     (
@@ -223,7 +223,7 @@ def test_pages_fill_exactly_to_capacity(hv: Inventory) -> None:
 def test_two_guest_cells_on_one_host_cell_add_up(hv: Inventory) -> None:
     p = placement("wide", (2, 3), memory_gib=20)
     wide = replace(p, cells=(p.cells[0], replace(p.cells[0], guest_cell=1, vcpus=(2,), pcpus=(4,))))
-    with pytest.raises(ConflictError, match="cell 0 has 32 free pages of 1GiB, VM 'wide' needs 40"):
+    with pytest.raises(ConflictError, match="cell 0 has 32 free pages of 1 GiB, VM 'wide' needs 40"):
         hv.claim(wide, Isolation.CORE)
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from vnuma.cli import output, settings
+from vnuma.topology import format_size_kib
 
 if TYPE_CHECKING:
     from vnuma.services.discovery import Batch, Outcome
@@ -81,16 +82,13 @@ def import_(
 
 
 def _print_added(host: Any, as_json: bool) -> None:
-    from vnuma.codec import host_summary
+    from vnuma.codec import host_summary, summary_text
 
     summary = host_summary(host)
     if as_json:
         output.echo_json(summary)
     else:
-        typer.echo(
-            f"added host {host.name}: {summary['cells']} cells, {summary['cpus']} CPUs, "
-            f"{summary['gpus']} GPUs, {summary['memory_kib'] // 1048576} GiB"
-        )
+        typer.echo(f"added host {host.name}: {summary_text(summary)}")
 
 
 @app.command("refresh")
@@ -143,7 +141,8 @@ def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
         None,
         ["HOST", "CELLS", "CPUS", "GPUS", "MEMORY", "SOURCE", "URI"],
         [
-            (r["name"], r["cells"], r["cpus"], r["gpus"], _gib(r["memory_kib"]), r.get("source"), r.get("uri"))
+            (r["name"], r["cells"], r["cpus"], r["gpus"], format_size_kib(r["memory_kib"]), r.get("source"),
+             r.get("uri"))
             for r in rows
         ],
     )
@@ -242,7 +241,3 @@ def _progress(what: str) -> Iterator[_Bar | None]:
     )
     with progress:
         yield _Bar(progress, what)
-
-
-def _gib(kib: int) -> str:
-    return f"{kib / 1048576:.0f} GiB"

@@ -15,7 +15,7 @@ def host_tables(host: Host) -> None:
         cores = {(c.socket, c.die, c.core) if c.core is not None else frozenset(c.siblings) for c in cell.cpus}
         sockets = sorted({c.socket for c in cell.cpus if c.socket is not None})
         pages = ", ".join(
-            f"{format_size_kib(p.size_kib)}:{p.count}" for p in cell.pages if p.size_kib != 4 and p.count
+            f"{p.count} x {format_size_kib(p.size_kib)}" for p in cell.pages if p.size_kib != 4 and p.count
         )
         gpus = sum(1 for d in host.devices if d.numa_node == cell.id and d.kind == "gpu")
         nics = sum(1 for d in host.devices if d.numa_node == cell.id and d.kind == "nic")

@@ -17,6 +17,7 @@ from vnuma.placement.model import (
     ThreadPolicy,
     VmRequest,
 )
+from vnuma.topology import format_size_kib
 
 vm_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -171,7 +172,7 @@ def _print_explain(result: PlacementResult) -> None:
 
 def print_placement(p: Placement, title: str, state: str | None = None) -> None:
     """A placement as a table of guest cells plus devices."""
-    from vnuma.topology import format_cpuset, format_size_kib
+    from vnuma.topology import format_cpuset
 
     head = [title] + ([f"state: {state}"] if state else [])
     output.echo_lines(head)
@@ -207,7 +208,7 @@ def vm_list(
         None,
         ["VM", "TENANT", "HOST", "STATE", "VCPUS", "MEMORY", "CELLS", "GPUS"],
         [
-            (p.vm, p.tenant, p.host, s, p.vcpus, f"{p.memory_kib // 1048576} GiB",
+            (p.vm, p.tenant, p.host, s, p.vcpus, format_size_kib(p.memory_kib),
              ",".join(map(str, p.host_cells)), sum(1 for d in p.devices if d.kind == "gpu"))
             for p, s in vms
         ],

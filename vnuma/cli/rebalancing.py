@@ -8,6 +8,7 @@ import typer
 
 from vnuma.cli import output, settings
 from vnuma.placement.model import Objective
+from vnuma.topology import format_size_kib
 
 if TYPE_CHECKING:
     from vnuma.placement.rebalance import Plan
@@ -141,7 +142,7 @@ def print_plan(doc: dict[str, Any]) -> None:
         None,
         ["#", "VM", "FROM", "TO", "MIGRATES", "REASON"],
         [
-            (i, m["vm"], _where(m["from"]), _where(m["to"]), f"{m['cost_kib'] // 1024} MiB", m["reason"])
+            (i, m["vm"], _where(m["from"]), _where(m["to"]), format_size_kib(m["cost_kib"]), m["reason"])
             for i, m in enumerate(doc["moves"], 1)
         ],
     )

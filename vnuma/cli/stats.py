@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from vnuma.cli import output, settings
+from vnuma.topology import format_size_kib, shape_text
 
 
 def stats(
@@ -110,15 +111,13 @@ def report_to_dict(report: Any) -> dict[str, Any]:
 
 
 def _size(kib: int) -> str:
-    from vnuma.topology import format_size_kib
-
     return format_size_kib(kib) if kib else "0"
 
 
 def _shape_text(s: dict[str, int] | None) -> str:
     if s is None:
         return "nothing fits"
-    return f"{s['vcpus']} vCPUs, {_size(s['memory_kib'])}, {s['gpus']} GPUs"
+    return shape_text(s["vcpus"], s["memory_kib"], s["gpus"])
 
 
 def _share(x: float | None) -> str:
@@ -130,7 +129,7 @@ def _print(doc: dict[str, Any]) -> None:
         rows = []
         for c in h["cells"]:
             pcpus = c["pcpus"]
-            pages = " ".join(f"{_size(p['size_kib'])}:{p['claimed']}/{p['total']}" for p in c["pages"])
+            pages = ", ".join(f"{_size(p['size_kib'])} {p['claimed']}/{p['total']}" for p in c["pages"])
             rows.append(
                 (
                     c["cell"],

@@ -24,7 +24,18 @@ from vnuma.codec.checks import (
     take,
 )
 from vnuma.errors import InvalidInputError
-from vnuma.topology import Cell, Cpu, DeviceKind, Host, PagePool, PciDevice, Source, check_host
+from vnuma.topology import (
+    Cell,
+    Cpu,
+    DeviceKind,
+    Host,
+    PagePool,
+    PciDevice,
+    Source,
+    check_host,
+    count_of,
+    format_size_kib,
+)
 
 _SOURCE = enum_of(Source)
 _KIND = enum_of(DeviceKind)
@@ -166,6 +177,12 @@ def _device_from_dict(value: object, parent: At, i: int) -> PciDevice:
 _CPUS = list_of(_cpu_from_dict)
 _CELLS = list_of(_cell_from_dict)
 _DEVICES = list_of(_device_from_dict)
+
+
+def summary_text(summary: Mapping[str, Any]) -> str:
+    """A :func:`host_summary` in words: ``4 cells, 128 CPUs, 8 GPUs, 1 TiB``."""
+    counts = (count_of(summary["cells"], "cell"), count_of(summary["cpus"], "CPU"), count_of(summary["gpus"], "GPU"))
+    return f"{', '.join(counts)}, {format_size_kib(summary['memory_kib'])}"
 
 
 def host_summary(host: Host) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Rejection, Strategy, VmRequest
-from vnuma.topology import format_size_kib
+from vnuma.topology import shape_text
 
 Entry = tuple[int, int, int, Rejection]
 
@@ -40,7 +40,7 @@ class RefusalMemory:
             if (vcpus, memory, gpus) == (request.vcpus, request.memory_kib, request.gpus):
                 return rejection
             if _bigger(request, vcpus, memory, gpus, strategy):
-                smaller = f"{vcpus} vCPUs, {format_size_kib(memory)}, {gpus} GPUs"
+                smaller = shape_text(vcpus, memory, gpus)
                 return Rejection(
                     rejection.host,
                     rejection.check,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 from urllib.parse import urlsplit
 
-from vnuma.codec import host_summary
+from vnuma.codec import host_summary, summary_text
 from vnuma.errors import InvalidInputError, VnumaError
 from vnuma.inventory.db import open_inventory
 from vnuma.services import Settings
@@ -371,8 +371,7 @@ def _failure(entry: Entry, err: VnumaError) -> Outcome:
 
 
 def _describe(host: Host) -> str:
-    s = host_summary(host)
-    return f"{s['cells']} cells, {s['cpus']} CPUs, {s['gpus']} GPUs, {s['memory_kib'] // 1048576} GiB"
+    return summary_text(host_summary(host))
 
 
 def outcome_to_dict(outcome: Outcome) -> dict[str, object]:

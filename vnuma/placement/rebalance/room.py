@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from vnuma.placement.model import CpuPolicy, GpuAffinity, Objective, Placement, VmRequest
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, request_of
 from vnuma.placement.rebalance.search import Deadline, Search
-from vnuma.topology import DeviceKind, format_size_kib
+from vnuma.topology import DeviceKind, shape_text
 
 Seen = set[frozenset[tuple[str, str, tuple[int, ...], tuple[int, ...]]]]
 
@@ -167,7 +167,6 @@ def _candidates(search: Search, want: VmRequest, left: int, moved: set[str]) -> 
 
 
 def _reason(want: VmRequest, old: Placement, new: Placement) -> str:
-    memory = format_size_kib(want.memory_kib) if want.memory_kib is not None else "memory sized by its GPUs"
-    shape = f"{want.vcpus or 'sized'} vCPUs, {memory}, {want.gpus} GPUs"
+    shape = shape_text(want.vcpus, want.memory_kib, want.gpus)
     to = f"cells {list(new.host_cells)}" if new.host == old.host else f"host {new.host} cells {list(new.host_cells)}"
     return f"frees cells {list(old.host_cells)} of {old.host} (to {to}) to make room for {shape}"
