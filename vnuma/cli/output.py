@@ -20,7 +20,8 @@ def echo_json(obj: Any) -> None:
 def table_lines(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     """A table as aligned text: the title, the header, one line per row (None shows as ``-``).
 
-    Columns are two spaces apart and padded to their widest value as a
+    Columns are two spaces apart (no header line when every column name is
+    empty) and padded to their widest value as a
     terminal shows it (``rich.cells.cell_len``: wide characters count 2);
     line ends are not padded. Written here rather than with ``rich.table``:
     rendering hundreds of small tables through rich took seconds (``vnuma
@@ -28,7 +29,8 @@ def table_lines(title: str | None, columns: Sequence[str], rows: Sequence[Sequen
     """
     from rich.cells import cell_len
 
-    text = [list(columns)] + [[" ".join(("-" if v is None else str(v)).split()) or "-" for v in row] for row in rows]
+    header = [list(columns)] if any(columns) else []  # a key/value table has no header line
+    text = header + [[" ".join(("-" if v is None else str(v)).split()) or "-" for v in row] for row in rows]
     widths = [max(cell_len(line[i]) for line in text) for i in range(len(columns))]
     out = [] if title is None else [title]
     for line in text:
