@@ -179,3 +179,32 @@ def test_the_read_queries_filter_alike_on_every_backend(url: str) -> None:
         for tenant, host in (("nobody", None), (None, "nowhere")):
             with pytest.raises(NotFoundError, match="is not in the inventory"):
                 reader.list_vms(tenant, host)
+
+
+def test_host_vm_view_and_kept_domains_read_alike_on_every_backend(url: str) -> None:
+    """``host show``/``vm show``/stats' view and the embedded hypervisor's kept domains (reading.py) on SQLite
+    and PostgreSQL, through the reader and through the ORM repository."""
+    from vnuma.errors import NotFoundError
+    from vnuma.inventory import upgrade
+    from vnuma.inventory.reading import open_reader
+
+    upgrade(url)
+    with open_inventory(url) as inv:
+        _fill(inv)
+        inv.set_vm_state("vm2", "running")
+    with open_reader(url) as reader, open_inventory(url) as inv:
+        assert reader.host("host-b") == inv.get_host("host-b")
+        assert reader.vm("vm2") == inv.get_vm("vm2") and str(reader.vm("vm2")[1]) == "running"
+        view = reader.fleet_view()
+        assert [p.vm for p in view.snapshot.placements] == ["vm1", "vm2", "vm3"]
+        assert {name: str(s) for name, s in view.states.items()} == {"vm1": "placed", "vm2": "running", "vm3": "placed"}
+        assert view.snapshot == inv.snapshot()
+        assert reader.embedded_domains("host-a") is None
+        reader.keep_embedded_domains("host-a", "[]")
+        assert inv.embedded_domains("host-a") == "[]"
+        inv.keep_embedded_domains("host-a", '[{"x": 1}]')
+        assert reader.embedded_domains("host-a") == '[{"x": 1}]'
+        for call in (lambda: reader.host("nowhere"), lambda: reader.vm("nothing"),
+                     lambda: reader.keep_embedded_domains("nowhere", "[]")):
+            with pytest.raises(NotFoundError, match="is not in the inventory"):
+                call()
