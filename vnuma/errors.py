@@ -58,7 +58,8 @@ class NoPlacementError(VnumaError):
 
 
 class NoRoomError(VnumaError):
-    """No plan of at most the allowed moves makes room for a VM shape (exit 5, as for a VM no host takes)."""
+    """No plan of at most the allowed moves does what was asked: make room for a VM shape, or empty a
+    host (exit 5, as for a VM no host takes)."""
 
     exit_code = 5
 

@@ -132,7 +132,11 @@ class PciDevice:
 
 @dataclass(frozen=True, slots=True)
 class Host:
-    """A hypervisor host: cells sorted by id, devices sorted by address."""
+    """A hypervisor host: cells sorted by id, devices sorted by address.
+
+    ``reserved_cpus`` are kept for the host itself; a ``cordoned`` host takes
+    no new placements and no incoming moves (its VMs stay until moved away).
+    """
 
     name: str
     cells: tuple[Cell, ...]
@@ -140,6 +144,7 @@ class Host:
     uri: str | None = None
     source: Source = Source.CAPABILITIES
     reserved_cpus: frozenset[int] = field(default_factory=frozenset)
+    cordoned: bool = False
 
     @property
     def cpu_ids(self) -> frozenset[int]:

@@ -117,17 +117,25 @@ def _host(cli: Cli) -> Any:
 
 
 def _setup(tmp_path: Path, libvirtd: str, prefix: str) -> Cli:
-    """Four VMs split over both cells of a 2 x 8-CPU host, defined in libvirtd (not started)."""
+    """Four VMs (placed with auto) split over both cells of a 2 x 8-CPU host, defined in libvirtd (not started)."""
     caps = tmp_path / "caps.xml"
     host = make_host(cells=2, cores_per_cell=8, smt=1, memory_gib=16, hugepages_2m_gib=0, hugepages_1g_gib=0)
     caps.write_text(capabilities_xml(host))
     cli = Cli(tmp_path / f"{prefix}inventory.db")
     cli.ok("host", "add", "fake", "--uri", libvirtd, "--capabilities", str(caps))
     cli.ok("tenant", "create", "t")
-    for vm in SPLIT_VMS:
+    mem = ("--memory", "256MiB", "--page-size", "4K")
+    for i, vm in enumerate(SPLIT_VMS):
+        # Fillers leave one free CPU per cell, so the VM (placed with auto, free to change its cell count
+        # later) splits over both cells; then they go.
+        fillers = [f"{prefix}fill{i}-{cell}" for cell in (0, 1)]
+        for filler in fillers:
+            cli.ok("place", "t", "--vcpus", str(7 - i), *mem, "--numa-nodes", "1", "--name", filler)
         name = prefix + vm
-        cli.ok("place", "t", "--vcpus", "2", "--memory", "256MiB", "--page-size", "4K", "--numa-nodes", "2",
-               "--name", name)
+        placed = cli.ok("place", "t", "--vcpus", "2", *mem, "--name", name, "--json").json()
+        assert len(placed["cells"]) == 2, placed
+        for filler in fillers:
+            cli.ok("vm", "release", filler)
         cli.ok("apply", name, "--domain-type", "qemu")
     return cli
 

@@ -272,8 +272,11 @@ def admissible(
     The independent oracle for admission: every pCPU held once, floating sets
     clear of held pCPUs, pins in their guest cell's host cell, whole pages
     within each pool, no reserved CPU, cores and cells shared only as the
-    tenants' isolation allows, devices the host has, each given once.
+    tenants' isolation allows, devices the host has, each given once; nothing
+    on a cordoned host.
     """
+    if host.cordoned:
+        return False
     mine = [q for q in placements if q.host == host.name] + [p]
     try:
         u = usage(host, mine)

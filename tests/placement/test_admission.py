@@ -150,8 +150,11 @@ def test_admission_accepts_exactly_what_the_independent_checker_accepts(
     fleet = _fill(hosts, history, Strategy.PACK)
     placed = list(fleet.placements())
     check_fleet(hosts, placed, ISOLATION)
-    unplaced = Fleet(hosts, placed, ISOLATION)
     host = data.draw(st.sampled_from(hosts))
+    if data.draw(st.integers(0, 7)) == 0:  # cordoned after its VMs were placed: they stay, nothing new comes
+        host = replace(host, cordoned=True)
+        hosts = [host if h.name == host.name else h for h in hosts]
+    unplaced = Fleet(hosts, placed, ISOLATION)
     cpus = sorted(host.cpu_ids - host.reserved_cpus)
     if not cpus:
         return
@@ -208,6 +211,22 @@ def test_a_placement_for_another_host_is_refused() -> None:
     hs = Fleet([HOST]).state("h")
     refusal = admit(replace(_one("x", "a", (0,)), host="elsewhere"), hs, Tenant("a"), {}, Usage())
     assert refusal is not None and refusal.check == "topology"
+
+
+def test_a_cordoned_host_admits_nothing_and_the_engine_filters_it_first() -> None:
+    """One cordon rule: admission refuses any claim there (a re-pin too); the engine's host filter says the same
+    before looking at cells, and ranks it as far from fitting; the host's VMs stay recorded."""
+    cordoned = replace(HOST, cordoned=True)
+    fleet = Fleet([cordoned], [_one("y", "a", (0,))])
+    refusal = fleet.admit(_one("x", "a", (1,)))
+    assert refusal is not None and refusal.check == "cordoned" and "uncordon h" in (refusal.hint or "")
+    assert fleet.placement("y") is not None
+    result = place(request("z", "a", vcpus=1, memory_gib=1), fleet, explain=True)
+    assert result.chosen is None and [r.check for r in result.rejections] == ["cordoned"]
+    other = make_host("other", cells=2, cores_per_cell=2, smt=2, memory_gib=4, hugepages_1g_gib=2)
+    both = Fleet([cordoned, other])
+    chosen = place(request("z", "a", vcpus=1, memory_gib=1), both).chosen
+    assert chosen is not None and chosen.host == "other"
 
 
 def test_reserved_and_quota_refusals() -> None:

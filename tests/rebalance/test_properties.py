@@ -175,3 +175,21 @@ def test_room_bound_never_rules_out_what_departures_would_allow(state: FleetStat
     left = [p for p in state.placements if p.vm not in gone]
     if place(want, Fleet(_hosts(state), left, state.isolation)).chosen is not None:
         assert could_fit(Search(state, 10.0, None), want, host.name, len(gone), set())
+
+
+@settings(max_examples=60)
+@given(state=fleets(), max_moves=st.integers(0, 4), data=st.data())
+def test_drain_plan_replays_validly_and_leaves_only_what_it_names(
+    state: FleetState, max_moves: int, data: st.DataObject
+) -> None:
+    host = data.draw(st.sampled_from([h.name for h in state.hosts]))
+    on_host = sorted(p.vm for p in state.placements if p.host == host)
+    plan = plan_moves(state, Objective.DRAIN, max_moves, drain=host)
+    assert len(plan.moves) <= max_moves and len({m.vm for m in plan.moves}) == len(plan.moves)
+    assert all(m.from_host == host and m.to_host != host for m in plan.moves)
+    after = _replay(state, plan)
+    stays = sorted(p.vm for p in after if p.host == host)
+    assert stays == sorted(vm for vm, _why in plan.left) and all(why for _vm, why in plan.left)
+    assert (plan.before, plan.after, plan.optimal) == (len(on_host), len(stays), not stays)
+    if len(state.hosts) == 1:
+        assert stays == on_host

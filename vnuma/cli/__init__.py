@@ -172,7 +172,7 @@ def settings(ctx: typer.Context) -> Any:
 # every command took ~0.06 s of each `vnuma place`); `vnuma --help` builds them all.
 # name -> (module, attribute, help): a help text marks a sub-app (a group), None a command.
 COMMANDS: dict[str, tuple[str, str, str | None]] = {
-    "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve."),
+    "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve, cordon, drain."),
     "tenant": ("vnuma.cli.tenants", "app", "Tenants: isolation level and quotas."),
     "place": ("vnuma.cli.placing", "place", None),
     "vm": ("vnuma.cli.vms", "app", "VMs: list, show, start, stop, undefine, release."),

@@ -1,4 +1,4 @@
-"""``vnuma host``: add (libvirt), import (files), refresh, list, show, remove, reserve."""
+"""``vnuma host``: add (libvirt), import (files), refresh, list, show, remove, reserve, cordon, drain, uncordon."""
 
 from __future__ import annotations
 
@@ -130,7 +130,10 @@ def refresh(
 
 @app.command("list")
 def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
-    """List hosts with their size."""
+    """List hosts with their size and whether they take placements (cordoned hosts do not).
+
+    JSON: [{"name", "uri", "source", "cells", "cpus", "gpus", "memory_kib", "cordoned"}].
+    """
     from vnuma.services.queries import host_summaries
 
     rows = host_summaries(settings(ctx))
@@ -139,13 +142,111 @@ def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
         return
     output.echo_table(
         None,
-        ["HOST", "CELLS", "CPUS", "GPUS", "MEMORY", "SOURCE", "URI"],
+        ["HOST", "CELLS", "CPUS", "GPUS", "MEMORY", "SCHEDULING", "SOURCE", "URI"],
         [
-            (r["name"], r["cells"], r["cpus"], r["gpus"], format_size_kib(r["memory_kib"]), r.get("source"),
-             r.get("uri"))
+            (r["name"], r["cells"], r["cpus"], r["gpus"], format_size_kib(r["memory_kib"]),
+             "cordoned" if r["cordoned"] else "enabled", r.get("source"), r.get("uri"))
             for r in rows
         ],
     )
+
+
+@app.command("cordon")
+def cordon(ctx: typer.Context, name: str) -> None:
+    """Stop placing on a host: no new VMs, no incoming moves; its VMs stay until moved (see host drain)."""
+    from vnuma.services.queries import set_cordoned
+
+    before = set_cordoned(settings(ctx), name, True)
+    typer.echo(f"host {name}: {'already ' if before else ''}cordoned")
+
+
+@app.command("drain")
+def drain(
+    ctx: typer.Context,
+    name: str,
+    max_moves: Annotated[
+        int | None, typer.Option("--max-moves", help="Most moves (default: every VM on the host).")
+    ] = None,
+    partial: Annotated[
+        bool, typer.Option("--partial", help="Move what can move even if some VMs must stay.")
+    ] = False,
+    time_limit: Annotated[float, typer.Option("--time-limit", metavar="S", help="Seconds to plan.")] = 10.0,
+    as_json: output.JsonOpt = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out through libvirt (journaled).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask before --apply changes domains.")] = False,
+    allow_restart: Annotated[
+        bool, typer.Option("--allow-restart", help="Let --apply stop and start running VMs on their new host.")
+    ] = False,
+    allow_migrate: Annotated[
+        bool, typer.Option("--allow-migrate", help="Let --apply live-migrate running VMs.")
+    ] = False,
+) -> None:
+    """Empty a host for maintenance: cordon it, then plan (and with --apply carry out) moving every VM off.
+
+    The host is cordoned first, as `kubectl drain` does, also when only a
+    plan is printed (`vnuma host uncordon` undoes it). Each VM moves once,
+    largest first, to where the placement engine puts it on the other hosts,
+    keeping its guest shape. A VM that cannot move stays and the plan says
+    why; then the command exits 5 and nothing is moved, unless --partial.
+    --apply runs the plan as a journaled rebalance run (`vnuma rebalance
+    --resume` or `--abort` finishes or rolls back an interrupted one).
+
+    JSON: the rebalance plan document ({"objective": "drain", "before",
+    "after", "optimal", "moves", "left": [{"vm", "reason"}]}); with --apply
+    also "run" as `vnuma rebalance --apply` prints it.
+    """
+    from vnuma.cli.rebalancing import confirm_apply, plan_to_dict, print_plan, progress, run_to_dict
+    from vnuma.errors import NoRoomError
+    from vnuma.services.rebalancing import drain_plan
+    from vnuma.topology import count_of
+
+    if (allow_restart or allow_migrate or yes) and not apply:
+        raise typer.BadParameter("--yes, --allow-restart and --allow-migrate go with --apply")
+    plan = drain_plan(settings(ctx), name, max_moves=max_moves, time_limit_s=time_limit, for_apply=apply)
+    doc = plan_to_dict(plan)
+    if not as_json:
+        output.echo_lines([f"host {name}: cordoned"])
+    if plan.left and not partial:
+        if as_json:
+            output.echo_json(doc)
+        else:
+            print_plan(doc)
+        raise NoRoomError(
+            f"host {name}: {count_of(len(plan.left), 'VM')} cannot leave ({plan.left[0][0]}: {plan.left[0][1]}); "
+            "nothing was moved",
+            hint="--partial moves the others; or release, resize or make room for what stays",
+        )
+    if not apply or not plan.moves:
+        if as_json:
+            output.echo_json(doc)
+        elif plan.before == 0:
+            output.echo_lines([f"host {name}: no VMs, nothing to move"])
+        else:
+            print_plan(doc)
+        return
+    from vnuma.services.rebalance_apply import apply_plan
+
+    if not as_json:
+        print_plan(doc)
+    confirm_apply(yes, len(plan.moves))
+    report = apply_plan(
+        settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
+        progress=None if as_json else progress,
+    )
+    doc["run"] = run_to_dict(report)
+    if as_json:
+        output.echo_json(doc)
+    else:
+        output.echo_lines([f"run {report.run_id}: {report.status}"])
+
+
+@app.command("uncordon")
+def uncordon(ctx: typer.Context, name: str) -> None:
+    """Let a cordoned host take placements again."""
+    from vnuma.services.queries import set_cordoned
+
+    before = set_cordoned(settings(ctx), name, False)
+    typer.echo(f"host {name}: {'' if before else 'already '}uncordoned")
 
 
 @app.command("show")

@@ -73,6 +73,8 @@ def rebalance(
     if (allow_restart or allow_migrate or yes) and not apply:
         raise typer.BadParameter("--yes, --allow-restart and --allow-migrate go with --apply")
     shape = parse_shape(make_room_for) if make_room_for is not None else None
+    if objective is Objective.DRAIN:
+        raise typer.BadParameter("a host is drained with `vnuma host drain HOST`", param_hint="--objective")
     if shape is not None:
         objective = Objective.ROOM
     plan = plan_rebalance(
@@ -135,6 +137,8 @@ def print_plan(doc: dict[str, Any]) -> None:
             f" ({'search finished' if doc['optimal'] else 'best found within the limits'})"
         ]
     )
+    if doc.get("left"):
+        output.echo_table(None, ["STAYS", "WHY"], [(x["vm"], x["reason"]) for x in doc["left"]])
     if not doc["moves"]:
         output.echo_lines(["no moves"])
         return
@@ -198,8 +202,8 @@ def _where(w: dict[str, Any]) -> str:
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    """The ``rebalance --json`` document."""
-    return {
+    """The ``rebalance --json`` document (a drain's adds ``"left": [{"vm", "reason"}]``)."""
+    doc: dict[str, Any] = {
         "objective": str(plan.objective),
         "before": plan.before,
         "after": plan.after,
@@ -215,3 +219,6 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             for m in plan.moves
         ],
     }
+    if plan.objective is Objective.DRAIN:
+        doc["left"] = [{"vm": vm, "reason": reason} for vm, reason in plan.left]
+    return doc

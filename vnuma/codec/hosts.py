@@ -48,6 +48,7 @@ def host_to_dict(host: Host) -> dict[str, Any]:
         "uri": host.uri,
         "source": host.source.value,
         "reserved_cpus": sorted(host.reserved_cpus),
+        "cordoned": host.cordoned,
         "cells": [_cell_to_dict(c) for c in host.cells],
         "devices": [_device_to_dict(d) for d in host.devices],
     }
@@ -100,6 +101,7 @@ def host_from_dict(d: Mapping[str, Any]) -> Host:
         uri=take(d, "uri", at, as_opt_str, None),
         source=take(d, "source", at, _SOURCE, Source.CAPABILITIES.value),
         reserved_cpus=frozenset(take(d, "reserved_cpus", at, as_ints, [])),
+        cordoned=take(d, "cordoned", at, as_bool, False),
     )
     return check_host(host)
 
@@ -195,4 +197,5 @@ def host_summary(host: Host) -> dict[str, Any]:
         "cpus": sum(len(c.cpus) for c in host.cells),
         "gpus": len(host.devices_of(DeviceKind.GPU)),
         "memory_kib": host.memory_kib,
+        "cordoned": host.cordoned,
     }

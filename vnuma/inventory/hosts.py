@@ -32,7 +32,7 @@ def host_row(session: Session, name: str, *, lock: bool = False) -> HostRow:
 
 def row_host(row: HostRow) -> Host:
     """The Host of a row."""
-    return decode_host(row.name, row.uri, row.source, row.topology, row.reserved_cpuset)
+    return decode_host(row.name, row.uri, row.source, row.topology, row.reserved_cpuset, row.cordoned)
 
 
 def _columns(host: Host) -> dict[str, Any]:
@@ -43,6 +43,7 @@ def _columns(host: Host) -> dict[str, Any]:
         "topology": topology,
         "topology_digest": digest_topology(topology),
         "reserved_cpuset": format_cpuset(host.reserved_cpus),
+        "cordoned": host.cordoned,
         "n_cells": len(host.cells),
         "n_cpus": len(host.cpu_ids),
         "n_gpus": len(host.devices_of(DeviceKind.GPU)),
@@ -153,8 +154,23 @@ def reserve_cpus(session: Session, name: str, cpus: frozenset[int]) -> None:
     bump_generation(session, row.id)
 
 
+def set_cordoned(session: Session, name: str, cordoned: bool) -> bool:
+    """Cordon or uncordon a host; returns whether it was cordoned before.
+
+    Raises:
+        NotFoundError: no such host.
+    """
+    row = host_row(session, name, lock=True)
+    before = row.cordoned
+    if before != cordoned:
+        row.cordoned = cordoned
+        session.flush()
+        bump_generation(session, row.id)
+    return before
+
+
 def replace_host(session: Session, host: Host, topology_override: str | None = None) -> None:
-    """Refresh a host's topology, keeping its reserved CPUs, and record where it was read (None: libvirt).
+    """Refresh a host's topology, keeping its reserved CPUs and cordon, and record where it was read (None: libvirt).
 
     Raises:
         NotFoundError: no such host.
@@ -164,7 +180,7 @@ def replace_host(session: Session, host: Host, topology_override: str | None = N
     """
     check_host(replace(host, reserved_cpus=frozenset()))
     row = host_row(session, host.name, lock=True)
-    new = replace(host, reserved_cpus=parse_cpuset(row.reserved_cpuset))
+    new = replace(host, reserved_cpus=parse_cpuset(row.reserved_cpuset), cordoned=row.cordoned)
     lost_reserved = new.reserved_cpus - new.cpu_ids
     if lost_reserved:
         raise ConflictError(

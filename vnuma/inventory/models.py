@@ -40,6 +40,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     func,
     text,
 )
@@ -80,8 +81,10 @@ class HostRow(Base):
     """One hypervisor host: its topology document plus cheap summary columns."""
 
     __tablename__ = "hosts"
-    # The fleet read of every placement (vnuma.inventory.placing.FLEET_HOSTS) from the index alone.
-    __table_args__ = (Index("ix_hosts_fleet", "name", "topology_digest", "reserved_cpuset", "uri", "source"),)
+    # The fleet read of every placement (vnuma.inventory.reading.FLEET_HOSTS) from the index alone.
+    __table_args__ = (
+        Index("ix_hosts_fleet", "name", "topology_digest", "reserved_cpuset", "uri", "source", "cordoned"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(255), unique=True)
@@ -92,6 +95,8 @@ class HostRow(Base):
     reserved_cpuset: Mapped[str] = mapped_column(Text, default="", server_default="")
     topology_override: Mapped[str | None] = mapped_column(Text)
     embedded_domains: Mapped[str | None] = mapped_column(Text)
+    # A cordoned host takes no new placements and no incoming moves; its VMs stay until moved.
+    cordoned: Mapped[bool] = mapped_column(default=False, server_default=false())
     n_cells: Mapped[int]
     n_cpus: Mapped[int]
     n_gpus: Mapped[int]

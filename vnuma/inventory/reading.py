@@ -25,14 +25,14 @@ from vnuma.topology import Host
 
 HOST_HINT = "see `vnuma host list`"
 TENANTS = "SELECT name, isolation, max_vcpus, max_gpus FROM tenants ORDER BY name"
-FLEET_HOSTS = "SELECT name, uri, source, reserved_cpuset, topology_digest FROM hosts ORDER BY name"
+FLEET_HOSTS = "SELECT name, uri, source, reserved_cpuset, topology_digest, cordoned FROM hosts ORDER BY name"
 OWN_TOPOLOGIES = "SELECT name, topology FROM hosts WHERE topology_digest = ''"  # rows written behind our back
 TOPOLOGY = "SELECT topology FROM hosts WHERE topology_digest = :digest LIMIT 1"
 PLACEMENTS = "SELECT name, placement FROM vms ORDER BY name"
-HOST = "SELECT id, name, uri, source, topology, reserved_cpuset FROM hosts WHERE name = :name"
-SUMMARY_KEYS = ("name", "uri", "source", "cells", "cpus", "gpus", "memory_kib")
+HOST = "SELECT id, name, uri, source, topology, reserved_cpuset, cordoned FROM hosts WHERE name = :name"
+SUMMARY_KEYS = ("name", "uri", "source", "cells", "cpus", "gpus", "memory_kib", "cordoned")
 HOST_SUMMARIES = (
-    "SELECT name, uri, source, n_cells, n_cpus, n_gpus, memory_kib FROM hosts ORDER BY name"
+    "SELECT name, uri, source, n_cells, n_cpus, n_gpus, memory_kib, cordoned FROM hosts ORDER BY name"
 )
 NAMED = {"host": "SELECT 1 FROM hosts WHERE name = :name", "tenant": "SELECT 1 FROM tenants WHERE name = :name"}
 VMS = (
@@ -83,7 +83,7 @@ def read_hosts(x: Executor) -> list[Host]:
 def _hosts(x: Executor, rows: list[Row], own: list[Row]) -> list[Host]:
     texts_of = dict(own)
     host_rows: list[HostRowTuple] = [(*r, texts_of.get(r[0]) if not r[4] else None) for r in rows]  # type: ignore[misc]
-    digests = sorted({r[4] for r in host_rows if r[5] is None})
+    digests = sorted({r[4] for r in host_rows if r[6] is None})
     found = x.batch([(TOPOLOGY, {"digest": d}) for d in digests])
     texts = {d: str(rows[0][0]) for d, rows in zip(digests, found, strict=True)}
     return assemble_hosts(host_rows, texts.__getitem__)
@@ -121,7 +121,7 @@ def host_of(name: str, rows: list[Row]) -> tuple[int, Host]:
 
 def host_summaries(x: Executor) -> list[dict[str, Any]]:
     """``codec.host_summary`` of every host, from the summary columns (no topology parsing)."""
-    return [dict(zip(SUMMARY_KEYS, row, strict=True)) for row in x.rows(HOST_SUMMARIES)]
+    return [{**dict(zip(SUMMARY_KEYS, row, strict=True)), "cordoned": bool(row[-1])} for row in x.rows(HOST_SUMMARIES)]
 
 
 def list_vms(x: Executor, tenant: str | None = None, host: str | None = None) -> list[tuple[Placement, VmState]]:

@@ -101,6 +101,10 @@ class Inventory:
         """Keep what a ``test://`` host's driver holds now, for the next connection."""
         self._write_x(lambda x: reading.keep_embedded_domains(x, name, document))
 
+    def set_cordoned(self, name: str, cordoned: bool) -> bool:
+        """Cordon or uncordon a host (NotFoundError if unknown); returns whether it was cordoned before."""
+        return self._write(hosts.set_cordoned, name, cordoned)
+
     def topology_overrides(self) -> dict[str, str]:
         """Host name -> topology override, for the hosts that have one."""
         return self._read(hosts.topology_overrides)

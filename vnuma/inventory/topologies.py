@@ -2,7 +2,7 @@
 
 The ``hosts.topology`` column holds ``codec.host_to_dict(host)`` without the
 keys that have columns of their own (``name``, ``uri``, ``source``,
-``reserved_cpus``). Hosts of one hardware model therefore store the same
+``reserved_cpus``, ``cordoned``). Hosts of one hardware model therefore store the same
 text, and :class:`ShapeDecoder` parses and checks each distinct text once:
 loading a fleet of 10,000 hosts costs a few distinct decodes plus a cheap
 assembly per host. ``hosts.topology_digest`` (:func:`digest_topology`) names
@@ -22,16 +22,16 @@ from vnuma.codec import host_from_dict, host_to_dict
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.topology import Cell, Host, PciDevice, Source, format_cpuset, gc_paused, parse_cpuset
 
-_OWN_COLUMNS = ("name", "uri", "source", "reserved_cpus")
+_OWN_COLUMNS = ("name", "uri", "source", "reserved_cpus", "cordoned")
 
-HostRowTuple = tuple[str, str | None, str, str, str, str | None]
-"""A fleet-load row: name, uri, source, reserved cpuset, topology digest, topology text or None.
+HostRowTuple = tuple[str, str | None, str, str, str, object, str | None]
+"""A fleet-load row: name, uri, source, reserved cpuset, topology digest, cordoned, topology text or None.
 
 The text is read only for rows without a digest (written behind vnuma's back)."""
 
 
 def encode_topology(host: Host) -> str:
-    """The topology column's text for a host (its shape only: no name, URI, source or reservation)."""
+    """The topology column's text for a host (its shape only: no name, URI, source, reservation or cordon)."""
     doc: dict[str, Any] = host_to_dict(host)
     for key in _OWN_COLUMNS:
         del doc[key]
@@ -55,12 +55,12 @@ def assemble_hosts(rows: Iterable[HostRowTuple], text_of: Callable[[str], str]) 
     texts: dict[str, str] = {}
     hosts = []
     with gc_paused():
-        for name, uri, source, reserved, digest, own_text in rows:
+        for name, uri, source, reserved, digest, cordoned, own_text in rows:
             if own_text is None:
                 own_text = texts.get(digest)
                 if own_text is None:
                     own_text = texts[digest] = text_of(digest)
-            hosts.append(decoder.host(name, uri, source, own_text, reserved))
+            hosts.append(decoder.host(name, uri, source, own_text, reserved, bool(cordoned)))
     return hosts
 
 
@@ -74,8 +74,10 @@ class ShapeDecoder:
         self._shapes: dict[str, tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int]]] = {}
         self._parts: dict[tuple[str, str, str], _Parts] = {}
 
-    def host(self, name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str) -> Host:
-        """The Host of one row (rows of one topology, source and reservation share all but name and URI).
+    def host(
+        self, name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str, cordoned: bool = False
+    ) -> Host:
+        """The Host of one row (rows of one topology, source and reservation share all but name, URI and cordon).
 
         Raises:
             InventoryError: the stored row cannot be read back (hint: refresh the host).
@@ -87,7 +89,7 @@ class ShapeDecoder:
                     name, topology, source, reserved_cpuset
                 )
             cells, devices, kind, reserved = parts
-            return Host(name, cells, devices, uri, kind, reserved)
+            return Host(name, cells, devices, uri, kind, reserved, cordoned)
         except (ValueError, TypeError, InvalidInputError) as err:
             raise InventoryError(
                 f"inventory: stored topology of host {name!r} is unreadable: {err}",
@@ -117,6 +119,8 @@ class ShapeDecoder:
 
 
 
-def decode_host(name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str) -> Host:
+def decode_host(
+    name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str, cordoned: object = False
+) -> Host:
     """One host from its stored columns."""
-    return ShapeDecoder().host(name, uri, source, topology, reserved_cpuset)
+    return ShapeDecoder().host(name, uri, source, topology, reserved_cpuset, bool(cordoned))

@@ -5,7 +5,8 @@ on one host with ``n`` guest cells; each filter narrows its candidate
 cells (or page sizes) and returns a :class:`Rejection` tagged with its
 name when too few are left, or None. :data:`PIPELINE` lists them:
 
-1. per host: ``host`` (the one asked for), ``avoid`` (hosts the request must avoid);
+1. per host: ``host`` (the one asked for), ``avoid`` (hosts the request must avoid),
+   ``cordoned`` (admission's cordon rule, asked before any cell is looked at);
 2. per guest-cell count ``n``: ``numa-nodes`` (enough CPU cells), ``smt``
    (sibling pairs for ``require``), ``cell-isolation`` (cells the tenant may
    use at all), ``cell-cpus`` (``n`` cells with the vCPUs per cell),
@@ -28,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from vnuma.placement.ledger.admit import ADMISSION
+from vnuma.placement.ledger.admit import ADMISSION, cordon_refusal
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, Rejection, ThreadPolicy, VmRequest
@@ -96,6 +97,17 @@ class AvoidedHost:
         if hs.name in req.avoid_hosts:
             return Rejection(hs.name, self.name, "the request avoids this host")
         return None
+
+
+class Cordoned:
+    """``cordoned``: a cordoned host takes nothing (:func:`~vnuma.placement.ledger.admit.cordon_refusal`)."""
+
+    name = "cordoned"
+
+    def apply(self, hs: HostState, req: VmRequest) -> Rejection | None:
+        """Reject a cordoned host."""
+        refusal = cordon_refusal(hs)
+        return None if refusal is None else Rejection(hs.name, self.name, refusal.reason, refusal.hint)
 
 
 class NumaNodes:
@@ -275,7 +287,7 @@ def _short(a: Attempt, check: str, caps: dict[int, int]) -> Rejection:
     )
 
 
-HOST_FILTERS: tuple[HostFilter, ...] = (RequestedHost(), AvoidedHost())
+HOST_FILTERS: tuple[HostFilter, ...] = (RequestedHost(), AvoidedHost(), Cordoned())
 """Run once per host."""
 CELL_FILTERS: tuple[Filter, ...] = (
     NumaNodes(),
@@ -300,5 +312,7 @@ PIPELINE: tuple[str, ...] = (
     *(unit.name for unit in ADMISSION),
 )
 """Every check name in the order a request meets it: the filters, then admission's checks."""
-STAGE = {name: i for i, name in enumerate(PIPELINE)}
+STAGE: dict[str, int] = {}
+for _i, _name in enumerate(PIPELINE):
+    STAGE.setdefault(_name, _i)  # a rule both filtered and admitted (cordoned) ranks where the filter meets it
 """How far a request got on a host, by the check that stopped it (higher: closer to fitting)."""

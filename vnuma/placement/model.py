@@ -58,12 +58,13 @@ class EmulatorThreads(StrEnum):
 
 
 class Objective(StrEnum):
-    """What a rebalance plan improves: locality of split VMs, room for a VM shape, or a
-    tenant's VMs spread over more memory controllers (host cells)."""
+    """What a plan improves: locality of split VMs, room for a VM shape, a tenant's VMs spread
+    over more memory controllers (host cells), or one host emptied (``vnuma host drain``)."""
 
     LOCALITY = "locality"
     ROOM = "room"
     SPREAD_TENANTS = "spread-tenants"
+    DRAIN = "drain"
 
 
 class Strategy(StrEnum):

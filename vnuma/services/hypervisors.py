@@ -56,6 +56,14 @@ class KeptDomains(Protocol):
         """Replace the kept document."""
 
 
+def same_hypervisor(host_a: str, uri_a: str | None, host_b: str, uri_b: str | None) -> bool:
+    """Do two inventory hosts reach one libvirt? Two names with one URI do, except on the embedded
+    hypervisor, where every host keeps its own domains (two demo hosts share a node file, not domains)."""
+    if uri_a != uri_b:
+        return False
+    return host_a == host_b if uri_a is not None and is_embedded(uri_a) else True
+
+
 def connect_uri(uri: str) -> Hypervisor:
     """A connection to ``uri`` for reading the host itself (capabilities, node devices), no domains restored."""
     return connect(libvirt_uri(uri))

@@ -38,6 +38,12 @@ def reserve_cpus(settings: Settings, name: str, cpus: frozenset[int]) -> None:
         inventory.reserve_cpus(name, cpus)
 
 
+def set_cordoned(settings: Settings, name: str, cordoned: bool) -> bool:
+    """Cordon or uncordon a host (NotFoundError if unknown); returns whether it was cordoned before."""
+    with open_inventory(settings.db_url) as inventory:
+        return inventory.set_cordoned(name, cordoned)
+
+
 def remove_tenant(settings: Settings, name: str) -> None:
     """Forget a tenant (ConflictError while it has VMs)."""
     with open_inventory(settings.db_url) as inventory:

@@ -17,7 +17,9 @@ restart    running, same host, not live-capable: stop, define, start
 move       another host, not running: undefine on the source, define on
            the destination
 migrate    another host, running, ``allow_migrate``: libvirt live migration
-           with the destination XML rendered from the new placement
+           with the destination XML rendered from the new placement (between
+           two hosts of the embedded hypervisor, which runs no guests: stop,
+           undefine, define and start there, as move-restart)
 move-restart another host, running, ``allow_restart`` (no ``allow_migrate``):
            stop and undefine on the source, define and start on the destination
 ========== =================================================================
@@ -52,6 +54,7 @@ from vnuma.placement.rebalance import Plan
 from vnuma.render.domain import render_domain
 from vnuma.services import Settings
 from vnuma.services.applying import hypervisor_of, rendering_of
+from vnuma.services.hypervisors import is_embedded, same_hypervisor
 from vnuma.topology import PAGE_4K, Host
 
 CLAIMS, REDEFINE, LIVE, RESTART, MOVE, MIGRATE, MOVE_RESTART = (
@@ -212,14 +215,15 @@ class _Executor:
             dst.stop(vm)
             dst.define(xml)
             dst.start(vm)
-        elif kind in (MOVE, MOVE_RESTART):
+        elif kind in (MOVE, MOVE_RESTART) or (kind == MIGRATE and self._embedded(old.host, new.host)):
+            # libvirt's test driver migrates nothing: between embedded hosts a migration is a stop and start.
             src = self.conns(old.host)
             if src.domain_state(vm) is not DomainState.MISSING and self._separate(old.host, new.host):
                 src.undefine(vm)
             if dst.domain_state(vm) is DomainState.RUNNING:
                 dst.stop(vm)
             dst.define(xml)
-            if kind == MOVE_RESTART:
+            if kind != MOVE:
                 dst.start(vm)
         elif kind == MIGRATE:
             # Already there (a resumed step), or both host names reach one libvirt: only redefine.
@@ -230,9 +234,13 @@ class _Executor:
         else:  # pragma: no cover - kinds come from _kind
             raise AssertionError(kind)
 
+    def _embedded(self, a: str, b: str) -> bool:
+        """Both hosts on the embedded hypervisor (see :mod:`vnuma.services.hypervisors`)."""
+        return all(is_embedded(self.conns.hosts[h].uri or "") for h in (a, b))
+
     def _separate(self, a: str, b: str) -> bool:
         """False when two host names reach the same libvirt (then there is nothing to undefine)."""
-        return self.conns.hosts[a].uri != self.conns.hosts[b].uri
+        return not same_hypervisor(a, self.conns.hosts[a].uri, b, self.conns.hosts[b].uri)
 
 
 def _annotated(err: VnumaError, context: str, hint: str) -> VnumaError:

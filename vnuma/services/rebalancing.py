@@ -8,7 +8,7 @@ from dataclasses import replace
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Placement, VmRequest
-from vnuma.placement.rebalance import FleetState, Objective, Plan, plan_moves
+from vnuma.placement.rebalance import FleetState, Objective, Plan, check_limits, plan_moves
 from vnuma.services import Settings
 from vnuma.topology import parse_page_size, parse_size_kib
 
@@ -80,8 +80,7 @@ def plan_rebalance(
         NotFoundError: unknown host, or the shape's tenant is unknown.
         InvalidInputError: a bad limit, or ``room`` without a shape.
     """
-    if time_limit_s <= 0:
-        raise InvalidInputError(f"--time-limit must be positive, got {time_limit_s}")
+    check_limits(max_moves, time_limit_s)
     if for_apply:
         _refuse_unfinished_run(settings)
     with open_reader(settings.db_url) as reader:
@@ -103,6 +102,35 @@ def plan_rebalance(
             make_room_for = replace(make_room_for, host=host)
     state = FleetState(hosts, placements, isolation)
     return plan_moves(state, objective, max_moves, make_room_for, time_limit_s, clock=time.monotonic)
+
+
+def drain_plan(
+    settings: Settings, host: str, *, max_moves: int | None = None, time_limit_s: float = 10.0,
+    for_apply: bool = False,
+) -> Plan:
+    """Cordon ``host`` (as ``kubectl drain`` does, also for a plan only), then plan moving every VM off it.
+
+    ``max_moves`` None: as many as the host has VMs. The plan's ``left`` names each VM that stays and why.
+
+    Raises:
+        NotFoundError: unknown host.
+        ConflictError: ``for_apply`` and a rebalance run is unfinished (the host is not cordoned then).
+        InvalidInputError: a bad limit.
+    """
+    from vnuma.services.queries import set_cordoned
+
+    check_limits(max_moves, time_limit_s)
+    if for_apply:
+        _refuse_unfinished_run(settings)
+    set_cordoned(settings, host, True)
+    with open_reader(settings.db_url) as reader:
+        snap = reader.snapshot()
+    state = FleetState(
+        tuple(snap.hosts), tuple(sorted(snap.placements, key=_by_host)),
+        {name: t.isolation for name, t in snap.tenants.items()},
+    )
+    most = max_moves if max_moves is not None else sum(1 for p in snap.placements if p.host == host)
+    return plan_moves(state, Objective.DRAIN, most, None, time_limit_s, clock=time.monotonic, drain=host)
 
 
 def _by_host(p: Placement) -> tuple[str, str]:

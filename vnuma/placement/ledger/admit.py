@@ -11,6 +11,10 @@ Checks, in order; each is a named unit and its name tags the refusal:
 
 ``topology``
     the placement names this host, and only cells, CPUs and devices it has;
+``cordoned``
+    the host is not cordoned (a cordoned host takes no new placement, not
+    even a re-pin of its own VMs: they only leave it); the engine's host
+    filter of the same name asks :func:`cordon_refusal` too;
 ``shape``
     it is well formed in itself: at least one guest cell, each with at
     least one vCPU and a whole number (at least one) of pages; no vCPU in
@@ -122,6 +126,26 @@ class Topology:
             if dev.address not in shape.addresses:
                 return Refusal(f"host {name!r} has no device {dev.address}", REPLACE_HINT)
         return None
+
+
+def cordon_refusal(hs: HostState) -> Refusal | None:
+    """Why a cordoned host takes nothing (the one cordon rule: admission and the engine's filter)."""
+    if hs.host.cordoned:
+        return Refusal(
+            f"host {hs.name!r} is cordoned: it takes no new placements or incoming moves",
+            hint=f"`vnuma host uncordon {hs.name}` to place there again",
+        )
+    return None
+
+
+class Cordoned:
+    """``cordoned``: the host takes placements (see :func:`cordon_refusal`)."""
+
+    name = "cordoned"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse any claim on a cordoned host."""
+        return cordon_refusal(c.hs)
 
 
 class Shape:
@@ -306,6 +330,7 @@ class Quota:
 
 ADMISSION: tuple[Check, ...] = (
     Topology(),
+    Cordoned(),
     Shape(),
     Reserved(),
     Pcpus(),

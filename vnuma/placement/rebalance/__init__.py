@@ -48,6 +48,13 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   plan within ``max_moves`` exists there). Not considered: chains through
   other hosts (a VM leaving another host so one of the target's VMs can
   move there).
+* ``drain``: the VMs on one host, to be 0. Each VM moves once, largest
+  first (vCPUs, then memory, then devices), to where the engine places it
+  with that host avoided (its guest shape kept, as every move); a VM that
+  fits on no other host, holds devices other than GPUs, comes after
+  ``max_moves`` or is not reached within the time limit stays, with the
+  reason (``Plan.left``). Work: one explained engine call per VM on the
+  host. ``optimal``: every VM leaves.
 * ``spread-tenants``: for each tenant and host where the tenant has n >= 2
   VMs, its *crowded* VMs (those sharing a host cell, i.e. a memory
   controller, with another VM of the same tenant) minus the unavoidable
@@ -74,6 +81,7 @@ from collections.abc import Callable
 from vnuma.errors import InvalidInputError
 from vnuma.placement.model import Objective, VmRequest
 from vnuma.placement.rebalance.base import FleetState, Move, Plan, is_movable, move_cost_kib, request_of
+from vnuma.placement.rebalance.drain import plan_drain
 from vnuma.placement.rebalance.locality import plan_locality
 from vnuma.placement.rebalance.room import plan_room
 from vnuma.placement.rebalance.search import Search
@@ -84,11 +92,20 @@ __all__ = [
     "Move",
     "Objective",
     "Plan",
+    "check_limits",
     "is_movable",
     "move_cost_kib",
     "plan_moves",
     "request_of",
 ]
+
+
+def check_limits(max_moves: int | None, time_limit_s: float) -> None:
+    """Refuse a negative move limit or a time limit that is not positive (InvalidInputError)."""
+    if max_moves is not None and max_moves < 0:
+        raise InvalidInputError(f"--max-moves must be 0 or more, got {max_moves}")
+    if time_limit_s <= 0:
+        raise InvalidInputError(f"--time-limit must be positive, got {time_limit_s}")
 
 
 def plan_moves(
@@ -99,19 +116,25 @@ def plan_moves(
     time_limit_s: float = 10.0,
     *,
     clock: Callable[[], float] | None = None,
+    drain: str | None = None,
 ) -> Plan:
     """Plan at most ``max_moves`` moves improving ``objective``; the best found within the time limit.
 
     ``clock`` (seconds, e.g. ``time.monotonic``) enforces ``time_limit_s``;
     without it the search runs to its work bound (see the module docstring).
+    ``drain`` names the host the ``drain`` objective empties.
 
     Raises:
-        InvalidInputError: ``room`` without ``make_room_for``, or a negative ``max_moves``.
+        InvalidInputError: ``room`` without ``make_room_for``, ``drain`` without a
+            host the fleet has, or bad limits (:func:`check_limits`).
         NotFoundError: ``make_room_for.host`` is not in the fleet.
     """
-    if max_moves < 0:
-        raise InvalidInputError(f"--max-moves must be 0 or more, got {max_moves}")
+    check_limits(max_moves, time_limit_s)
     search = Search(fleet_state, time_limit_s, clock)
+    if objective is Objective.DRAIN:
+        if drain is None or drain not in search.on_host:
+            raise InvalidInputError(f"objective drain needs a host of the fleet, got {drain!r}")
+        return plan_drain(search, drain, max_moves)
     if objective is Objective.LOCALITY:
         return plan_locality(search, max_moves)
     if objective is Objective.SPREAD_TENANTS:

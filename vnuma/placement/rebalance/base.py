@@ -45,13 +45,15 @@ class Move:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Ordered moves, the objective before and after them, and whether the search finished."""
+    """Ordered moves, the objective before and after them, and whether the search finished;
+    ``left``: (VM, why) for each VM a drain leaves where it is."""
 
     objective: Objective
     before: int
     after: int
     optimal: bool
     moves: tuple[Move, ...]
+    left: tuple[tuple[str, str], ...] = ()
 
 
 def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAffinity.REQUIRED) -> VmRequest:

@@ -1,0 +1,107 @@
+"""``vnuma host cordon|uncordon|drain`` on the embedded hypervisor: what a cordoned host refuses, what a drain
+plans, refuses and carries out, and that a refused drain moves nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.conftest import Cli
+
+pytestmark = pytest.mark.libvirt
+
+
+@pytest.fixture
+def two(cli: Cli) -> Cli:
+    """Hosts a and b (the demo shape: 4 cells x 32 pCPUs, 2 GPUs per cell), tenant x."""
+    cli.ok("host", "add", "a", "--demo")
+    cli.ok("host", "add", "b", "--demo")
+    cli.ok("tenant", "create", "x")
+    return cli
+
+
+def _hosts(cli: Cli) -> dict[str, str]:
+    return {p["vm"]: p["host"] for p in cli.ok("vm", "list", "--json").json()}
+
+
+def test_a_cordoned_host_takes_nothing_until_uncordoned(two: Cli) -> None:
+    assert two.ok("host", "cordon", "a").stdout.strip() == "host a: cordoned"
+    assert two.ok("host", "cordon", "a").stdout.strip() == "host a: already cordoned"
+    listed = {h["name"]: h["cordoned"] for h in two.ok("host", "list", "--json").json()}
+    assert listed == {"a": True, "b": False}
+    assert "cordoned" in two.ok("host", "list").stdout
+    assert two.ok("host", "show", "a", "--json").json()["cordoned"] is True
+    refused = two("place", "x", "--vcpus", "2", "--memory", "2GiB", "--host", "a")
+    assert refused.exit_code == 5 and "cordoned" in refused.stderr
+    assert two.ok("place", "x", "--vcpus", "2", "--memory", "2GiB", "--json").json()["host"] == "b"
+    assert two.ok("host", "uncordon", "a").stdout.strip() == "host a: uncordoned"
+    assert two.ok("place", "x", "--vcpus", "2", "--memory", "2GiB", "--host", "a", "--json").json()["host"] == "a"
+
+
+def test_cordon_of_an_unknown_host_is_not_found(two: Cli) -> None:
+    for command in ("cordon", "uncordon", "drain"):
+        res = two("host", command, "nosuch")
+        assert res.exit_code == 3 and "not in the inventory" in res.stderr, command
+
+
+def test_drain_plan_cordons_and_moves_every_vm_with_its_shape(two: Cli) -> None:
+    two.ok("place", "x", "--vcpus", "8", "--memory", "16GiB", "--numa-nodes", "2", "--host", "a", "--name", "w")
+    two.ok("place", "x", "--gpus", "2", "--host", "a", "--name", "g")
+    plan = two.ok("host", "drain", "a", "--json").json()
+    assert set(plan) == {"objective", "before", "after", "optimal", "moves", "left"}
+    assert (plan["objective"], plan["before"], plan["after"], plan["optimal"], plan["left"]) == (
+        "drain", 2, 0, True, []
+    )
+    assert {m["vm"]: (m["from"]["host"], m["to"]["host"]) for m in plan["moves"]} == {
+        "g": ("a", "b"), "w": ("a", "b")
+    }
+    assert [len(m["to"]["cells"]) for m in plan["moves"] if m["vm"] == "w"] == [2]
+    assert _hosts(two) == {"g": "a", "w": "a"}  # a plan moves nothing
+    assert two.ok("host", "show", "a", "--json").json()["cordoned"] is True
+
+
+def test_a_drain_that_cannot_empty_the_host_moves_nothing_unless_partial(two: Cli) -> None:
+    for i in range(3):  # b keeps one free cell of 32 pCPUs
+        two.ok("place", "x", "--vcpus", "32", "--memory", "8GiB", "--host", "b", "--name", f"fill{i}")
+    two.ok("place", "x", "--vcpus", "24", "--memory", "8GiB", "--host", "a", "--name", "v1")
+    two.ok("place", "x", "--vcpus", "24", "--memory", "8GiB", "--host", "a", "--name", "v2")
+    before = _hosts(two)
+    refused = two("host", "drain", "a", "--json")
+    assert refused.exit_code == 5 and "cannot leave" in refused.stderr and "nothing was moved" in refused.stderr
+    plan = refused.json()
+    assert (plan["after"], [x["vm"] for x in plan["left"]], [m["vm"] for m in plan["moves"]]) == (1, ["v2"], ["v1"])
+    assert "fits on no other host" in plan["left"][0]["reason"]
+    again = two("host", "drain", "a", "--apply", "--yes")
+    assert again.exit_code == 5 and _hosts(two) == before
+    done = two("host", "drain", "a", "--partial", "--apply", "--yes", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert done.json()["run"]["status"] == "done"
+    assert _hosts(two) == {**before, "v1": "b"}
+
+
+def test_drain_apply_moves_defined_domains_and_reconcile_agrees(two: Cli) -> None:
+    two.ok("place", "x", "--vcpus", "4", "--memory", "4GiB", "--host", "a", "--name", "d")
+    two.ok("apply", "d")
+    done = two.ok("host", "drain", "a", "--apply", "--yes", "--json").json()
+    assert [(s["vm"], s["kind"], s["status"]) for s in done["run"]["steps"]] == [("d", "move", "done")]
+    assert _hosts(two) == {"d": "b"}
+    assert two.ok("vm", "show", "d", "--json").json()["state"] == "defined"
+    report = two("reconcile", "--json")
+    assert report.exit_code == 0, report.stdout
+    assert two("host", "drain", "a").stdout.splitlines()[-1] == "host a: no VMs, nothing to move"
+
+
+def test_rebalance_refuses_the_drain_objective(two: Cli) -> None:
+    res = two("rebalance", "--objective", "drain")
+    assert res.exit_code == 2 and "host drain" in res.stderr
+
+
+def test_a_running_vm_needs_a_permission_and_moves_running(two: Cli) -> None:
+    two.ok("place", "x", "--vcpus", "4", "--memory", "4GiB", "--host", "a", "--name", "r")
+    two.ok("apply", "r", "--start")
+    refused = two("host", "drain", "a", "--apply", "--yes")
+    assert refused.exit_code == 9 and "--allow-migrate" in refused.stderr
+    assert _hosts(two) == {"r": "a"}
+    done = two.ok("host", "drain", "a", "--apply", "--yes", "--allow-migrate", "--json").json()
+    assert [(s["kind"], s["status"]) for s in done["run"]["steps"]] == [("migrate", "done")]
+    assert _hosts(two) == {"r": "b"} and two.ok("vm", "show", "r", "--json").json()["state"] == "running"
+    assert two("reconcile").exit_code == 0
