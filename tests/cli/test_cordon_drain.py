@@ -90,9 +90,11 @@ def test_drain_apply_moves_defined_domains_and_reconcile_agrees(two: Cli) -> Non
     assert two("host", "drain", "a").stdout.splitlines()[-1] == "host a: no VMs, nothing to move"
 
 
-def test_rebalance_refuses_the_drain_objective(two: Cli) -> None:
-    res = two("rebalance", "--objective", "drain")
-    assert res.exit_code == 2 and "host drain" in res.stderr
+def test_rebalance_offers_only_the_objectives_it_searches(two: Cli) -> None:
+    assert two("rebalance", "--objective", "drain").exit_code == 2
+    assert two("rebalance", "--objective", "repin").exit_code == 2
+    for objective in ("locality", "spread-tenants"):
+        assert two.ok("rebalance", "--objective", objective, "--json").json()["objective"] == objective
 
 
 def test_a_running_vm_needs_a_permission_and_moves_running(two: Cli) -> None:

@@ -86,6 +86,9 @@ OPENING = {
     ("host", "remove"): ["host", "remove", "h1"],
     ("host", "reserve"): ["host", "reserve", "h1", "--cpus", "0"],
     ("host", "show"): ["host", "show", "h1"],
+    ("host", "cordon"): ["host", "cordon", "h1"],
+    ("host", "uncordon"): ["host", "uncordon", "h1"],
+    ("host", "drain"): ["host", "drain", "h1"],
     ("place",): ["place", "acme", "--vcpus", "1", "--memory", "1GiB"],
     ("rebalance",): ["rebalance"],
     ("reconcile",): ["reconcile"],
@@ -102,6 +105,8 @@ OPENING = {
     ("vm", "start"): ["vm", "start", "vm1"],
     ("vm", "stop"): ["vm", "stop", "vm1"],
     ("vm", "undefine"): ["vm", "undefine", "vm1"],
+    ("vm", "repin"): ["vm", "repin", "vm1"],
+    ("vm", "migrate"): ["vm", "migrate", "vm1", "--to", "h1"],
 }
 # `db status` reads the revision without opening; `db upgrade` is the way out; `simulate`
 # and `trace` have no inventory.

@@ -115,7 +115,9 @@ def _mutate(doc: Any, data: st.DataObject) -> Any:
     elif action == "duplicate" and isinstance(parent, list):
         parent.insert(key, json.loads(json.dumps(parent[key])))
     else:
-        parent[key] = data.draw(_EDGE if action == "edge" else _JSON, label="value")
+        # A copy: _EDGE's lists and dicts are the same objects in every test case, and a later
+        # mutation edits in place (sharing them made the generation flaky under shrinking).
+        parent[key] = json.loads(json.dumps(data.draw(_EDGE if action == "edge" else _JSON, label="value")))
     return doc
 
 

@@ -102,6 +102,7 @@ def test_host_summary_counts() -> None:
         "cpus": 16,
         "gpus": 4,
         "memory_kib": 2 * 64 * 1024 * 1024,
+        "cordoned": False,
     }
 
 

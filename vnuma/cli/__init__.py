@@ -175,7 +175,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve, cordon, drain."),
     "tenant": ("vnuma.cli.tenants", "app", "Tenants: isolation level and quotas."),
     "place": ("vnuma.cli.placing", "place", None),
-    "vm": ("vnuma.cli.vms", "app", "VMs: list, show, start, stop, undefine, release."),
+    "vm": ("vnuma.cli.vms", "app", "VMs: list, show, start, stop, undefine, release, repin, migrate."),
     "simulate": ("vnuma.cli.simulating", "simulate", None),
     "trace": ("vnuma.cli.traces", "app", "Example workload traces: list the scenarios, generate one."),
     "render": ("vnuma.cli.applying", "render", None),

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from vnuma.cli import output, settings
-from vnuma.placement.model import Objective
+from vnuma.placement.model import SEARCHED, Objective
 from vnuma.topology import format_size_kib
 
 if TYPE_CHECKING:
     from vnuma.placement.rebalance import Plan
+
+RebalanceObjective = StrEnum("RebalanceObjective", [(o.name, o.value) for o in SEARCHED])  # type: ignore[misc]
+"""The choices of ``--objective``: the objectives the planner searches."""
 
 
 def rebalance(
     ctx: typer.Context,
     host: Annotated[str | None, typer.Option("--host", help="Only plan moves on this host.")] = None,
     objective: Annotated[
-        Objective, typer.Option("--objective", help="locality, room or spread-tenants.")
-    ] = Objective.LOCALITY,
+        RebalanceObjective, typer.Option("--objective", help="What the plan improves.")
+    ] = RebalanceObjective.LOCALITY,  # type: ignore[attr-defined]
     make_room_for: Annotated[
         str | None,
         typer.Option(
@@ -73,12 +77,9 @@ def rebalance(
     if (allow_restart or allow_migrate or yes) and not apply:
         raise typer.BadParameter("--yes, --allow-restart and --allow-migrate go with --apply")
     shape = parse_shape(make_room_for) if make_room_for is not None else None
-    if objective is Objective.DRAIN:
-        raise typer.BadParameter("a host is drained with `vnuma host drain HOST`", param_hint="--objective")
-    if shape is not None:
-        objective = Objective.ROOM
+    goal = Objective.ROOM if shape is not None else Objective(objective.value)
     plan = plan_rebalance(
-        settings(ctx), objective, host=host, max_moves=max_moves, make_room_for=shape,
+        settings(ctx), goal, host=host, max_moves=max_moves, make_room_for=shape,
         time_limit_s=time_limit, for_apply=apply,
     )
     doc = plan_to_dict(plan)

@@ -1,12 +1,13 @@
 """``vnuma vm``: one group, its commands defined beside the use cases they print.
 
-``list`` and ``show`` live in :mod:`.placing`, ``stop``, ``undefine`` and
-``release`` in :mod:`.applying`; importing both registers them all on the group.
+``list`` and ``show`` live in :mod:`.placing`, ``start``, ``stop``,
+``undefine`` and ``release`` in :mod:`.applying`, ``repin`` and ``migrate``
+in :mod:`.moving`; importing them registers them all on the group.
 """
 
 from __future__ import annotations
 
-from vnuma.cli import applying
+from vnuma.cli import applying, moving
 from vnuma.cli.placing import vm_app as app
 
-__all__ = ["app", "applying"]
+__all__ = ["app", "applying", "moving"]

@@ -47,7 +47,12 @@ class At:
             node = node.parent
         text = ""
         for step in reversed(steps):
-            text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else step)
+            if isinstance(step, int):
+                text += f"[{step}]"
+            elif not step.isprintable() or not step or any(ch in step for ch in ".[] "):
+                text += f"[{step!r}]"  # a key from the document is data: quoted, on one line
+            else:
+                text += f".{step}" if text else step
         return text
 
     def fail(self, problem: str) -> InvalidInputError:

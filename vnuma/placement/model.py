@@ -59,12 +59,20 @@ class EmulatorThreads(StrEnum):
 
 class Objective(StrEnum):
     """What a plan improves: locality of split VMs, room for a VM shape, a tenant's VMs spread
-    over more memory controllers (host cells), or one host emptied (``vnuma host drain``)."""
+    over more memory controllers (host cells), one host emptied (``vnuma host drain``), or one VM
+    moved as the operator asks (``vnuma vm repin``, ``vnuma vm migrate``). The rebalance planner
+    searches the first three (:data:`SEARCHED`)."""
 
     LOCALITY = "locality"
     ROOM = "room"
     SPREAD_TENANTS = "spread-tenants"
     DRAIN = "drain"
+    REPIN = "repin"
+    MIGRATE = "migrate"
+
+
+SEARCHED = (Objective.LOCALITY, Objective.ROOM, Objective.SPREAD_TENANTS)
+"""The objectives ``vnuma rebalance --objective`` offers."""
 
 
 class Strategy(StrEnum):

@@ -16,7 +16,8 @@ restart    running, same host, not live-capable: stop, define, start
            (only with ``allow_restart``)
 move       another host, not running: undefine on the source, define on
            the destination
-migrate    another host, running, ``allow_migrate``: libvirt live migration
+migrate    another host, running, ``allow_migrate``, no passed-through devices
+           (a VM with them needs ``allow_restart``): libvirt live migration
            with the destination XML rendered from the new placement (between
            two hosts of the embedded hypervisor, which runs no guests: stop,
            undefine, define and start there, as move-restart)
@@ -143,10 +144,16 @@ def _kind(
             f"{list(after.host_cells)} live (guest NUMA shape, page size or {memnode_mode} numatune)",
             hint="allow stopping and starting it: --allow-restart",
         )
-    if allow_migrate:
+    if allow_migrate and not before.devices:
         return MIGRATE
     if allow_restart:
         return MOVE_RESTART
+    if allow_migrate:
+        raise ConflictError(
+            f"VM {vm!r} passes devices through ({', '.join(d.address for d in before.devices)}): "
+            "libvirt cannot migrate it live",
+            hint="move it with a stop and start instead: --allow-restart (vnuma vm migrate --cold)",
+        )
     raise ConflictError(
         f"VM {vm!r} is running and would move from host {before.host!r} to {after.host!r}",
         hint="allow live migration (--allow-migrate) or a stop and start (--allow-restart)",

@@ -57,6 +57,9 @@ class _At:
         self.what, self.path = what, path
 
     def key(self, name: str) -> _At:
+        # A key from the file is data: one that is not a plain printable word is shown quoted, on one line.
+        if not name.isprintable() or not name or any(ch in name for ch in ".[] "):
+            return _At(self.what, f"{self.path}[{name!r}]")
         return _At(self.what, f"{self.path}.{name}" if self.path else name)
 
     def index(self, i: int) -> _At:

@@ -1,0 +1,100 @@
+"""``vnuma vm repin`` and ``vnuma vm migrate``: move one VM, journaled like a one-step rebalance."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from vnuma.cli import output, settings
+from vnuma.cli.placing import vm_app
+from vnuma.cli.rebalancing import plan_to_dict, print_plan, progress, run_to_dict
+
+if TYPE_CHECKING:
+    from vnuma.placement.rebalance import Plan
+
+
+@vm_app.command("repin")
+def repin(
+    ctx: typer.Context,
+    vm: str,
+    cells: Annotated[
+        str | None, typer.Option("--cells", metavar="LIST", help="Only these host cells, e.g. 2,3.")
+    ] = None,
+    live: Annotated[
+        bool, typer.Option("--live", help="Only a live re-pin of a running VM; never stop and start it.")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the move, change nothing.")] = False,
+    as_json: output.JsonOpt = False,
+) -> None:
+    """Re-fit a VM on its own host (optionally on the given host cells), keeping its guest shape.
+
+    A running VM is re-pinned live where the domain allows it (same guest
+    NUMA shape, page size and devices; memory staying on its cells, or 4 KiB
+    pages under restrictive numatune), else stopped and started (refused
+    with --live). "already placed so: nothing to do" when the engine keeps
+    it where it is. JSON: the rebalance plan document ("objective":
+    "repin"), with "run" when carried out.
+    """
+    from vnuma.services.lifecycle import plan_repin
+    from vnuma.topology import parse_cpuset
+
+    plan = plan_repin(settings(ctx), vm, parse_cpuset(cells) if cells is not None else None)
+    _carry(ctx, vm, plan, dry_run, as_json, allow_restart=not live, allow_migrate=False)
+
+
+@vm_app.command("migrate")
+def migrate(
+    ctx: typer.Context,
+    vm: str,
+    to: Annotated[str, typer.Option("--to", metavar="HOST", help="The host to move the VM to.")],
+    live: Annotated[bool, typer.Option("--live", help="Live migration of a running VM (the default).")] = False,
+    cold: Annotated[bool, typer.Option("--cold", help="Stop it, define it there, start it, undefine it here.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the move, change nothing.")] = False,
+    as_json: output.JsonOpt = False,
+) -> None:
+    """Move a VM to another host: re-fit there under the same claim rules, then move its domain.
+
+    A running VM migrates live (libvirt migration with the destination XML
+    rendered from the new placement), or with --cold is stopped, defined on
+    the destination, started there and undefined here; a VM that is not
+    running is undefined here and defined there. Live migration of a VM with
+    passed-through devices is refused (exit 9): use --cold. A migrate to an
+    unknown host is exit 3, to its own host exit 4, to a cordoned host exit
+    9, and a VM that does not fit there exit 5. JSON: the rebalance plan
+    document ("objective": "migrate"), with "run" when carried out.
+    """
+    from vnuma.services.lifecycle import plan_migrate
+
+    if live and cold:
+        raise typer.BadParameter("give --live or --cold, not both")
+    plan = plan_migrate(settings(ctx), vm, to)
+    _carry(ctx, vm, plan, dry_run, as_json, allow_restart=cold, allow_migrate=not cold)
+
+
+def _carry(
+    ctx: typer.Context, vm: str, plan: Plan, dry_run: bool, as_json: bool, *, allow_restart: bool,
+    allow_migrate: bool,
+) -> None:
+    doc = plan_to_dict(plan)
+    if dry_run or not plan.moves:
+        if as_json:
+            output.echo_json(doc)
+        elif plan.moves:
+            print_plan(doc)
+        else:
+            output.echo_lines([f"VM {vm}: already placed so: nothing to do"])
+        return
+    from vnuma.services.rebalance_apply import apply_plan
+
+    if not as_json:
+        print_plan(doc)
+    report = apply_plan(
+        settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
+        progress=None if as_json else progress,
+    )
+    doc["run"] = run_to_dict(report)
+    if as_json:
+        output.echo_json(doc)
+    else:
+        output.echo_lines([f"run {report.run_id}: {report.status}"])
