@@ -1,0 +1,128 @@
+"""A state machine over the VM and host lifecycle: place, release, repin, migrate, cordon, uncordon and drain
+in any order, with every invariant checked after each step and every move keeping the guest shape."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from tests.placement.helpers import check_fleet
+from tests.placement.strategies import ISOLATION, host_lists, vm_requests
+from vnuma.placement.engine import place
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
+from vnuma.placement.rebalance import FleetState, plan_moves, request_of
+from vnuma.topology import Host
+
+
+class Lifecycle(RuleBasedStateMachine):
+    """VMs come, go and move; hosts are cordoned, drained and uncordoned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hosts: dict[str, Host] = {}
+        self.fleet = Fleet([])
+        self.count = 0
+
+    @initialize(hosts=host_lists(max_hosts=3), reqs=st.lists(vm_requests(), min_size=2, max_size=8))
+    def start(self, hosts: list[Host], reqs: list[VmRequest]) -> None:
+        self.hosts = {h.name: h for h in hosts}
+        self.fleet = Fleet(hosts)
+        for req in reqs:  # a fleet with VMs from the first step, so moves have something to move
+            self.place_vm(req)
+
+    def _rebuild(self) -> None:
+        """The ledger after a host changed (cordon): the same VMs, recorded as they are."""
+        self.fleet = Fleet(list(self.hosts.values()), self.fleet.placements(), ISOLATION)
+
+    @rule(req=vm_requests())
+    def place_another(self, req: VmRequest) -> None:
+        self.place_vm(req)
+
+    @rule(req=vm_requests())
+    def place_vm(self, req: VmRequest) -> None:
+        if req.gpus > self.fleet.gpus_total:
+            return
+        self.count += 1
+        chosen = place(replace(req, name=f"vm{self.count}"), self.fleet, Strategy.PACK).chosen
+        if chosen is not None:
+            assert not self.hosts[chosen.host].cordoned
+            self.fleet.add(chosen, req.isolation)
+
+    @precondition(lambda self: bool(self.fleet.placements()))
+    @rule(data=st.data())
+    def release_vm(self, data: st.DataObject) -> None:
+        self.fleet.remove(data.draw(st.sampled_from([p.vm for p in self.fleet.placements()])))
+
+    def _refit(self, old: Placement, host: str) -> None:
+        """What `vm repin`/`vm migrate` do: the engine's re-fit with the VM left out, or it stays."""
+        req = replace(request_of(old, ISOLATION[str(old.tenant)]), host=host)
+        self.fleet.remove(old.vm)
+        chosen = place(req, self.fleet, Strategy.PACK).chosen
+        if chosen is None:
+            self.fleet.record(old)
+            event("refit: stays")
+            return
+        event("refit: moved" if chosen.host_cells != old.host_cells or chosen.host != old.host else "refit: same cells")
+        assert chosen.host == host and not self.hosts[host].cordoned
+        _assert_shape_kept(old, chosen)
+        self.fleet.add(chosen, ISOLATION[str(old.tenant)])
+
+    @precondition(lambda self: bool(self.fleet.placements()))
+    @rule(data=st.data())
+    def repin_vm(self, data: st.DataObject) -> None:
+        old = data.draw(st.sampled_from(list(self.fleet.placements())))
+        self._refit(old, old.host)
+
+    @precondition(lambda self: bool(self.fleet.placements()) and len(self.hosts) > 1)
+    @rule(data=st.data())
+    def migrate_vm(self, data: st.DataObject) -> None:
+        old = data.draw(st.sampled_from(list(self.fleet.placements())))
+        self._refit(old, data.draw(st.sampled_from(sorted(set(self.hosts) - {old.host}))))
+
+    @rule(data=st.data(), cordoned=st.booleans())
+    def cordon(self, data: st.DataObject, cordoned: bool) -> None:
+        name = data.draw(st.sampled_from(sorted(self.hosts)))
+        self.hosts[name] = replace(self.hosts[name], cordoned=cordoned)
+        self._rebuild()
+
+    @rule(data=st.data(), most=st.integers(0, 4))
+    def drain(self, data: st.DataObject, most: int) -> None:
+        name = data.draw(st.sampled_from(sorted(self.hosts)))
+        self.hosts[name] = replace(self.hosts[name], cordoned=True)
+        self._rebuild()
+        before = {p.vm: p for p in self.fleet.placements()}
+        state = FleetState(tuple(self.hosts.values()), tuple(before.values()), ISOLATION)
+        plan = plan_moves(state, Objective.DRAIN, most, drain=name)
+        for move in plan.moves:  # carried out as the apply step does: claims leave, then arrive
+            old = self.fleet.remove(move.vm)
+            _assert_shape_kept(old, move.placement)
+            assert move.to_host != name and not self.hosts[move.to_host].cordoned
+            self.fleet.add(move.placement, ISOLATION[str(old.tenant)])
+        event(f"drain: {'moved' if plan.moves else 'nothing moved'}, {'some left' if plan.left else 'emptied'}")
+        left = {vm for vm, _why in plan.left}
+        assert {p.vm for p in self.fleet.placements() if p.host == name} == left
+        assert {p.vm for p in self.fleet.placements()} == set(before)
+        if data.draw(st.booleans()):  # the maintenance is over
+            self.hosts[name] = replace(self.hosts[name], cordoned=False)
+            self._rebuild()
+
+    @invariant()
+    def nothing_is_held_twice_and_tenants_keep_their_cores(self) -> None:
+        check_fleet(list(self.hosts.values()), self.fleet.placements(), ISOLATION)
+
+
+def _assert_shape_kept(old: Placement, new: Placement) -> None:
+    assert (new.vm, new.tenant, new.vcpus, new.memory_kib, new.numa_nodes) == (
+        old.vm, old.tenant, old.vcpus, old.memory_kib, old.numa_nodes
+    )
+    assert sum(1 for d in new.devices if d.kind == "gpu") == sum(1 for d in old.devices if d.kind == "gpu")
+    if old.numa_nodes is not None:
+        assert [(len(c.vcpus), c.memory_kib) for c in new.cells] == [(len(c.vcpus), c.memory_kib) for c in old.cells]
+
+
+Lifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=25, deadline=None)
+TestLifecycle = Lifecycle.TestCase
