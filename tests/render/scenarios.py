@@ -46,6 +46,7 @@ def _gib(n: int) -> int:
 def _build() -> tuple[Scenario, ...]:
     host = make_host()
     gpu_host = make_host("gpu-host", gpus_per_cell=2)
+    snc_host = make_host("snc-host", cells=4, cells_per_socket=2)
     two_2m = [CellSpec(0, 4, _gib(4), PAGE_2M), CellSpec(1, 4, _gib(4), PAGE_2M)]
     return (
         Scenario("one-cell-2m", host, make_placement(host, [CellSpec(0, 4, _gib(4), PAGE_2M)], threads=2)),
@@ -54,6 +55,13 @@ def _build() -> tuple[Scenario, ...]:
             host,
             make_placement(
                 host, [CellSpec(0, 8, _gib(8), PAGE_1G), CellSpec(1, 8, _gib(8), PAGE_1G)], threads=2
+            ),
+        ),
+        Scenario(
+            "two-cells-one-socket",  # an SNC/NPS host: two NUMA cells of one socket make one guest socket
+            snc_host,
+            make_placement(
+                snc_host, [CellSpec(2, 8, _gib(8), PAGE_1G), CellSpec(3, 8, _gib(8), PAGE_1G)], threads=2
             ),
         ),
         Scenario(

@@ -52,6 +52,35 @@ def test_topology_table(threads: int, cells: tuple[int, ...], expected: tuple[st
     assert (topo.sockets, topo.dies, topo.cores, topo.threads) == expected
 
 
+@pytest.mark.parametrize(
+    ("cells", "sockets", "expected"),
+    [
+        ((8, 8), (0, 0), ("1", "1", "8", "2")),
+        ((8, 8), (0, 1), ("2", "1", "4", "2")),
+        ((4, 4, 4, 4), (0, 0, 1, 1), ("2", "1", "4", "2")),
+        ((4, 4, 4), (0, 0, 1), ("3", "1", "2", "2")),
+        ((8, 8), (0, None), ("2", "1", "4", "2")),
+        ((8, 4), (0, 0), ("1", "1", "6", "2")),
+    ],
+    ids=["one-socket-two-cells", "two-sockets", "two-per-socket", "unequal-shares", "socket-unknown", "unequal-cells"],
+)
+def test_topology_follows_the_host_sockets(
+    cells: tuple[int, ...], sockets: tuple[int | None, ...], expected: tuple[str, ...]
+) -> None:
+    topo = guest_topology(2, cells, sockets)
+    assert (topo.sockets, topo.dies, topo.cores, topo.threads) == expected
+
+
+def test_a_vm_on_two_cells_of_one_socket_renders_one_socket() -> None:
+    host = make_host(cells=4, cores_per_cell=4, cells_per_socket=2)
+    placement = make_placement(host, [CellSpec(0, 4), CellSpec(1, 4)], threads=2)
+    topo = build_view(host, placement, RenderOptions()).topology
+    assert (topo.sockets, topo.cores, topo.threads) == ("1", "4", "2")
+    across = make_placement(host, [CellSpec(1, 4), CellSpec(2, 4)], threads=2)
+    topo = build_view(host, across, RenderOptions()).topology
+    assert (topo.sockets, topo.cores, topo.threads) == ("2", "2", "2")
+
+
 def test_distances_mirror_the_chosen_host_cells() -> None:
     host = make_host(cells=4, cores_per_cell=4, cells_per_socket=2)
     placement = make_placement(host, [CellSpec(3, 2), CellSpec(2, 2), CellSpec(0, 2)], threads=2)

@@ -196,7 +196,9 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         memory_nodeset=format_cpuset(c.host_cell for c in cells),
         memnodes=tuple(MemNode(str(c.guest_cell), memnode_mode, str(c.host_cell)) for c in cells),
         cpu_mode=_CPU_MODE[options.domain_type],
-        topology=guest_topology(placement.threads_per_core, tuple(len(c.vcpus) for c in cells)),
+        topology=guest_topology(
+            placement.threads_per_core, tuple(len(c.vcpus) for c in cells), _sockets(host, cells)
+        ),
         cells=_guest_cells(host, cells),
         pages=_pages(cells),
         pcie=layout_devices(placement.vm, placement.devices, guest_ids, options.machine),
@@ -211,12 +213,18 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     )
 
 
-def guest_topology(threads_per_core: int, cell_vcpus: tuple[int, ...]) -> Topology:
-    """Sockets/dies/cores/threads whose product is ``sum(cell_vcpus)``.
+def guest_topology(
+    threads_per_core: int, cell_vcpus: tuple[int, ...], cell_sockets: tuple[int | None, ...] | None = None
+) -> Topology:
+    """Sockets/dies/cores/threads whose product is ``sum(cell_vcpus)``, following the host.
 
-    One socket per guest cell with vCPUs when the cells are equal and split
-    into whole cores, else one socket; ``threads_per_core`` falls back to 1
-    when some cell's vCPUs do not split into whole cores of that size.
+    When the guest cells with vCPUs are equal: one guest socket per host
+    socket they span (``cell_sockets``, the host socket of each guest cell's
+    host cell), provided each of those sockets holds as many of the guest's
+    cells (two cells of one SNC/NPS socket make one guest socket, not two);
+    without socket facts, or when the sockets hold unequal shares, one socket
+    per guest cell. Unequal cells make one socket. ``threads_per_core`` falls
+    back to 1 when some cell's vCPUs do not split into whole cores of that size.
     """
     total = sum(cell_vcpus)
     cpu_cells = [n for n in cell_vcpus if n]
@@ -224,8 +232,23 @@ def guest_topology(threads_per_core: int, cell_vcpus: tuple[int, ...]) -> Topolo
         threads_per_core if threads_per_core > 0 and all(n % threads_per_core == 0 for n in cpu_cells) else 1
     )
     sockets = len(cpu_cells) if cpu_cells and len(set(cpu_cells)) == 1 else 1
+    if sockets > 1 and cell_sockets is not None:
+        spanned = [s for n, s in zip(cell_vcpus, cell_sockets, strict=True) if n]
+        shares = {s: spanned.count(s) for s in spanned}
+        if None not in shares and len(set(shares.values())) == 1:
+            sockets = len(shares)
     cores = total // (sockets * threads)
     return Topology(str(sockets), "1", str(cores), str(threads))
+
+
+def _sockets(host: Host, cells: tuple[CellAssignment, ...]) -> tuple[int | None, ...]:
+    """The host socket of each guest cell's host cell (None: not known, or its CPUs span several); the
+    host cells exist (:func:`_check_placement` ran)."""
+    out: list[int | None] = []
+    for c in cells:
+        found = {cpu.socket for cpu in host.cell(c.host_cell).cpus}
+        out.append(found.pop() if len(found) == 1 else None)
+    return tuple(out)
 
 
 def _check_options(options: RenderOptions) -> None:
