@@ -208,3 +208,24 @@ def test_host_vm_view_and_kept_domains_read_alike_on_every_backend(url: str) -> 
                      lambda: reader.keep_embedded_domains("nowhere", "[]")):
             with pytest.raises(NotFoundError, match="is not in the inventory"):
                 call()
+
+
+def test_hosts_added_without_the_orm_read_back_alike_on_every_backend(url: str) -> None:
+    """``host add|import`` (inventory/hostwrite.py, no ORM) and the repository insert the same row."""
+    from vnuma.errors import ConflictError
+    from vnuma.inventory import upgrade
+    from vnuma.inventory.hostwrite import open_registrar
+
+    upgrade(url)
+    host = make_host("r1", cells=2, gpus_per_cell=1, reserved_cpus=frozenset({0}))
+    with open_registrar(url) as registrar:
+        assert not registrar.has_host("r1")
+        registrar.add_host(host, "/some/caps.xml")
+        assert registrar.has_host("r1")
+        with pytest.raises(ConflictError, match="already in the inventory"):
+            registrar.add_host(host)
+    with open_inventory(url) as inv:
+        assert inv.get_host("r1") == host
+        assert inv.topology_overrides() == {"r1": "/some/caps.xml"}
+        inv.add_host(make_host("r2"))
+        assert [h["name"] for h in inv.host_summaries()] == ["r1", "r2"]

@@ -7,16 +7,16 @@ return dataclasses; ORM rows never leave ``vnuma.inventory``.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.inventory.hostwrite import host_columns
 from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
-from vnuma.inventory.topologies import decode_host, digest_topology, encode_topology
-from vnuma.topology import DeviceKind, Host, check_host, format_cpuset, parse_cpuset
+from vnuma.inventory.topologies import decode_host
+from vnuma.topology import Host, check_host, format_cpuset, parse_cpuset
 
 _LIST_HINT = "see `vnuma host list`"
 
@@ -35,46 +35,11 @@ def row_host(row: HostRow) -> Host:
     return decode_host(row.name, row.uri, row.source, row.topology, row.reserved_cpuset, row.cordoned)
 
 
-def _columns(host: Host) -> dict[str, Any]:
-    topology = encode_topology(host)
-    return {
-        "uri": host.uri,
-        "source": host.source.value,
-        "topology": topology,
-        "topology_digest": digest_topology(topology),
-        "reserved_cpuset": format_cpuset(host.reserved_cpus),
-        "cordoned": host.cordoned,
-        "n_cells": len(host.cells),
-        "n_cpus": len(host.cpu_ids),
-        "n_gpus": len(host.devices_of(DeviceKind.GPU)),
-        "memory_kib": host.memory_kib,
-    }
-
-
 def bump_generation(session: Session, host_id: int) -> None:
     """Count one more change to the host's claims or reservations."""
     session.execute(
         update(HostRow).where(HostRow.id == host_id).values(host_generation=HostRow.host_generation + 1)
     )
-
-
-def add_host(session: Session, host: Host, topology_override: str | None = None) -> None:
-    """Insert a new host, with where a refresh reads its topology (None: libvirt's capabilities).
-
-    Raises:
-        InvalidInputError: an inconsistent topology.
-        ConflictError: a host of that name exists.
-    """
-    check_host(host)
-    if session.scalar(select(HostRow.id).where(HostRow.name == host.name)) is not None:
-        raise ConflictError(
-            f"host {host.name!r} is already in the inventory",
-            hint=f"update it with `vnuma host refresh {host.name}`, or `vnuma host remove {host.name}` first",
-        )
-    session.add(HostRow(name=host.name, topology_override=topology_override, **_columns(host)))
-    session.flush()
-
-
 
 
 def topology_override(session: Session, name: str) -> str | None:
@@ -188,7 +153,7 @@ def replace_host(session: Session, host: Host, topology_override: str | None = N
             hint=f"change the reservation first with `vnuma host reserve {host.name} CPUS`",
         )
     _check_claims_survive(session, row.id, new)
-    for key, value in _columns(new).items():
+    for key, value in host_columns(new).items():
         setattr(row, key, value)
     row.topology_override = topology_override
     session.flush()

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from vnuma.inventory import hosts, journal, placing, reading, tenants, vms
+from vnuma.inventory import hosts, hostwrite, journal, placing, reading, tenants, vms
 from vnuma.inventory.executor import AlchemyExecutor, Executor
 from vnuma.inventory.guard import guarded
 from vnuma.inventory.journal import NewStep, RunRecord
@@ -80,7 +80,7 @@ class Inventory:
 
     def add_host(self, host: Host, topology_override: str | None = None) -> None:
         """Add a new host and where a refresh reads its topology (ConflictError if the name exists)."""
-        self._write(hosts.add_host, host, topology_override)
+        self._write_x(lambda x: hostwrite.insert_host(x, host, topology_override))
 
     def replace_host(self, host: Host, topology_override: str | None = None) -> None:
         """Refresh a host's topology (read from ``topology_override``), keeping its reserved CPUs.

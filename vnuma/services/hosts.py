@@ -6,10 +6,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.errors import ConflictError, InvalidInputError
 from vnuma.inventory.db import open_inventory
-from vnuma.inventory.repo import Inventory
+from vnuma.inventory.hostwrite import Registrar, open_registrar
 from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.services.hypervisors import connect_uri
@@ -19,6 +20,9 @@ from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
 from vnuma.sources.hwloc import parse_hwloc
 from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
 from vnuma.topology import Host, PciDevice, Source, check_host, format_cpuset, format_size_kib
+
+if TYPE_CHECKING:
+    from vnuma.inventory.repo import Inventory
 
 
 def discover(name: str, uri: str, capabilities: Path | None) -> Host:
@@ -105,10 +109,10 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
         uri, capabilities, override = DEMO_URI, demo_capabilities_path(), DEMO_OVERRIDE
     if not uri:
         raise InvalidInputError("a libvirt URI is needed", hint="vnuma host add NAME --uri qemu:///system")
-    with open_inventory(settings.db_url) as inventory:
-        _ensure_absent(inventory, name)
+    with open_registrar(settings.db_url) as registrar:
+        _ensure_absent(registrar, name)
         host = discover(name, uri, capabilities)
-        inventory.add_host(host, override)
+        registrar.add_host(host, override)
     return host
 
 
@@ -145,10 +149,10 @@ def import_host(
 ) -> Host:
     """Parse files and record the host."""
     check_host_name(name)
-    with open_inventory(settings.db_url) as inventory:
-        _ensure_absent(inventory, name)
+    with open_registrar(settings.db_url) as registrar:
+        _ensure_absent(registrar, name)
         host = import_files(name, capabilities, nodedevs, hwloc)
-        inventory.add_host(host)
+        registrar.add_host(host)
     return host
 
 
@@ -245,11 +249,9 @@ def diff_hosts(old: Host, new: Host) -> list[str]:
     return out
 
 
-def _ensure_absent(inventory: Inventory, name: str) -> None:
+def _ensure_absent(registrar: Registrar, name: str) -> None:
     """Refuse a duplicate name before any slow discovery work."""
-    try:
-        inventory.get_host(name)
-    except NotFoundError:
+    if not registrar.has_host(name):
         return
     raise ConflictError(
         f"host {name!r} is already in the inventory",
