@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from vnuma.cli import output, settings
+from vnuma.cli.rebalancing import AllowMigrateOpt, AllowRestartOpt, ApplyOpt, YesOpt
 from vnuma.topology import format_size_kib
 
 if TYPE_CHECKING:
@@ -172,14 +173,10 @@ def drain(
     ] = False,
     time_limit: Annotated[float, typer.Option("--time-limit", metavar="S", help="Seconds to plan.")] = 10.0,
     as_json: output.JsonOpt = False,
-    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out through libvirt (journaled).")] = False,
-    yes: Annotated[bool, typer.Option("--yes", help="Do not ask before --apply changes domains.")] = False,
-    allow_restart: Annotated[
-        bool, typer.Option("--allow-restart", help="Let --apply stop and start running VMs on their new host.")
-    ] = False,
-    allow_migrate: Annotated[
-        bool, typer.Option("--allow-migrate", help="Let --apply live-migrate running VMs.")
-    ] = False,
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
+    allow_restart: AllowRestartOpt = False,
+    allow_migrate: AllowMigrateOpt = False,
 ) -> None:
     """Empty a host for maintenance: cordon it, then plan (and with --apply carry out) moving every VM off.
 
@@ -195,7 +192,7 @@ def drain(
     "after", "optimal", "moves", "left": [{"vm", "reason"}]}); with --apply
     also "run" as `vnuma rebalance --apply` prints it.
     """
-    from vnuma.cli.rebalancing import confirm_apply, plan_to_dict, print_plan, progress, run_to_dict
+    from vnuma.cli.rebalancing import carry_out, plan_to_dict, print_plan
     from vnuma.errors import NoRoomError
     from vnuma.services.rebalancing import drain_plan
     from vnuma.topology import count_of
@@ -224,20 +221,7 @@ def drain(
         else:
             print_plan(doc)
         return
-    from vnuma.services.rebalance_apply import apply_plan
-
-    if not as_json:
-        print_plan(doc)
-    confirm_apply(yes, len(plan.moves))
-    report = apply_plan(
-        settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
-        progress=None if as_json else progress,
-    )
-    doc["run"] = run_to_dict(report)
-    if as_json:
-        output.echo_json(doc)
-    else:
-        output.echo_lines([f"run {report.run_id}: {report.status}"])
+    carry_out(ctx, plan, doc, as_json, confirm=yes, allow_restart=allow_restart, allow_migrate=allow_migrate)
 
 
 @app.command("uncordon")

@@ -8,7 +8,7 @@ import typer
 
 from vnuma.cli import output, settings
 from vnuma.cli.placing import vm_app
-from vnuma.cli.rebalancing import plan_to_dict, print_plan, progress, run_to_dict
+from vnuma.cli.rebalancing import carry_out, plan_to_dict, print_plan
 
 if TYPE_CHECKING:
     from vnuma.placement.rebalance import Plan
@@ -85,16 +85,4 @@ def _carry(
         else:
             output.echo_lines([f"VM {vm}: already placed so: nothing to do"])
         return
-    from vnuma.services.rebalance_apply import apply_plan
-
-    if not as_json:
-        print_plan(doc)
-    report = apply_plan(
-        settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
-        progress=None if as_json else progress,
-    )
-    doc["run"] = run_to_dict(report)
-    if as_json:
-        output.echo_json(doc)
-    else:
-        output.echo_lines([f"run {report.run_id}: {report.status}"])
+    carry_out(ctx, plan, doc, as_json, confirm=None, allow_restart=allow_restart, allow_migrate=allow_migrate)

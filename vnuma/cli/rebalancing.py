@@ -14,6 +14,16 @@ from vnuma.topology import format_size_kib
 if TYPE_CHECKING:
     from vnuma.placement.rebalance import Plan
 
+ApplyOpt = Annotated[bool, typer.Option("--apply", help="Carry the plan out through libvirt (journaled).")]
+YesOpt = Annotated[bool, typer.Option("--yes", help="Do not ask before --apply changes domains.")]
+AllowRestartOpt = Annotated[
+    bool, typer.Option("--allow-restart", help="Let --apply stop and start running VMs that cannot move live.")
+]
+AllowMigrateOpt = Annotated[
+    bool, typer.Option("--allow-migrate", help="Let --apply live-migrate running VMs to another host.")
+]
+"""The options of every command that carries a plan out (rebalance, host drain)."""
+
 RebalanceObjective = StrEnum("RebalanceObjective", [(o.name, o.value) for o in SEARCHED])  # type: ignore[misc]
 """The choices of ``--objective``: the objectives the planner searches."""
 
@@ -35,14 +45,10 @@ def rebalance(
     max_moves: Annotated[int, typer.Option("--max-moves", help="Most moves in the plan.")] = 3,
     time_limit: Annotated[float, typer.Option("--time-limit", metavar="S", help="Seconds to search.")] = 10.0,
     as_json: output.JsonOpt = False,
-    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out through libvirt (journaled).")] = False,
-    yes: Annotated[bool, typer.Option("--yes", help="Do not ask before --apply changes domains.")] = False,
-    allow_restart: Annotated[
-        bool, typer.Option("--allow-restart", help="Let --apply stop and start running VMs that cannot move live.")
-    ] = False,
-    allow_migrate: Annotated[
-        bool, typer.Option("--allow-migrate", help="Let --apply live-migrate running VMs to another host.")
-    ] = False,
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
+    allow_restart: AllowRestartOpt = False,
+    allow_migrate: AllowMigrateOpt = False,
     resume: Annotated[bool, typer.Option("--resume", help="Carry an interrupted or failed --apply on.")] = False,
     abort: Annotated[bool, typer.Option("--abort", help="Roll an interrupted or failed --apply back.")] = False,
 ) -> None:
@@ -87,20 +93,7 @@ def rebalance(
         _no_room_moves(doc, max_moves, host, as_json)
         return
     if apply and plan.moves:
-        if not as_json:
-            print_plan(doc)
-        confirm_apply(yes, len(plan.moves))
-        from vnuma.services.rebalance_apply import apply_plan
-
-        report = apply_plan(
-            settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
-            progress=None if as_json else progress,
-        )
-        doc["run"] = run_to_dict(report)
-        if as_json:
-            output.echo_json(doc)
-        else:
-            output.echo_lines([f"run {report.run_id}: {report.status}"])
+        carry_out(ctx, plan, doc, as_json, confirm=yes, allow_restart=allow_restart, allow_migrate=allow_migrate)
         return
     if as_json:
         output.echo_json(doc)
@@ -151,6 +144,30 @@ def print_plan(doc: dict[str, Any]) -> None:
             for i, m in enumerate(doc["moves"], 1)
         ],
     )
+
+
+def carry_out(
+    ctx: typer.Context, plan: Plan, doc: dict[str, Any], as_json: bool, *, confirm: bool | None,
+    allow_restart: bool, allow_migrate: bool,
+) -> None:
+    """Print the plan, confirm (``confirm`` is --yes; None: the command itself is the confirmation), run it
+    journaled (:func:`vnuma.services.rebalance_apply.apply_plan`), then print the run: the plan document
+    with ``"run"`` as JSON, else one line per step on stderr and the run's status."""
+    from vnuma.services.rebalance_apply import apply_plan
+
+    if not as_json:
+        print_plan(doc)
+    if confirm is not None:
+        confirm_apply(confirm, len(plan.moves))
+    report = apply_plan(
+        settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
+        progress=None if as_json else progress,
+    )
+    doc["run"] = run_to_dict(report)
+    if as_json:
+        output.echo_json(doc)
+    else:
+        output.echo_lines([f"run {report.run_id}: {report.status}"])
 
 
 def confirm_apply(yes: bool, moves: int) -> None:
