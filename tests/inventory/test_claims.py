@@ -342,3 +342,24 @@ def test_without_an_isolation_the_tenant_must_exist(hv: Inventory, db_path: Path
     hv.claim(placement("vm1", (0,)))
     with pytest.raises(ConflictError, match="NUMA cell 0"):
         hv.claim(placement("vm2", (1,), tenant="rival"), Isolation.NONE)
+
+
+def test_the_claim_itself_keeps_a_replica_group_apart(hv: Inventory, db_path: Path) -> None:
+    """A placement built without the engine (or against a stale snapshot) is refused inside the claim
+    transaction when its group's other VM holds the host (check ``group``); a cell-scoped one on another cell
+    is not."""
+    from vnuma.placement.groups import AntiAffinity
+
+    first = replace(placement("r1", (2,)), group="web", anti_affinity=AntiAffinity.HOST)
+    hv.claim(first, Isolation.CORE)
+    before = dump(db_path)
+    with pytest.raises(ConflictError, match="group 'web'"):
+        hv.claim(replace(placement("r2", (4,)), group="web", anti_affinity=AntiAffinity.CELL), Isolation.CORE)
+    assert dump(db_path) == before
+    other = replace(placement("c1", (4,)), group="db", anti_affinity=AntiAffinity.CELL)
+    hv.claim(other, Isolation.CORE)
+    with pytest.raises(ConflictError, match="anti-affinity cell"):
+        hv.claim(replace(placement("c2", (6,)), group="db", anti_affinity=AntiAffinity.CELL), Isolation.CORE)
+    away = replace(placement("c3", (12,), host_cell=1), group="db", anti_affinity=AntiAffinity.CELL)
+    hv.claim(away, Isolation.CORE)
+    assert hv.get_vm("c3")[0].group == "db"

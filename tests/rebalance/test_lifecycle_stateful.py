@@ -12,6 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from tests.placement.helpers import check_fleet
 from tests.placement.strategies import ISOLATION, host_lists, vm_requests
 from vnuma.placement.engine import place
+from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
 from vnuma.placement.rebalance import FleetState, plan_moves, request_of
@@ -38,9 +39,9 @@ class Lifecycle(RuleBasedStateMachine):
         """The ledger after a host changed (cordon): the same VMs, recorded as they are."""
         self.fleet = Fleet(list(self.hosts.values()), self.fleet.placements(), ISOLATION)
 
-    @rule(req=vm_requests())
-    def place_another(self, req: VmRequest) -> None:
-        self.place_vm(req)
+    @rule(req=vm_requests(), group=st.sampled_from(["g1", "g2"]), apart=st.sampled_from(list(AntiAffinity)))
+    def place_replica(self, req: VmRequest, group: str, apart: AntiAffinity) -> None:
+        self.place_vm(replace(req, group=group, anti_affinity=apart))
 
     @rule(req=vm_requests())
     def place_vm(self, req: VmRequest) -> None:
@@ -66,7 +67,8 @@ class Lifecycle(RuleBasedStateMachine):
             self.fleet.record(old)
             event("refit: stays")
             return
-        event("refit: moved" if chosen.host_cells != old.host_cells or chosen.host != old.host else "refit: same cells")
+        event("refit: moved (grouped)" if chosen.group and chosen.host != old.host else
+              "refit: moved" if chosen.host_cells != old.host_cells or chosen.host != old.host else "refit: same cells")
         assert chosen.host == host and not self.hosts[host].cordoned
         _assert_shape_kept(old, chosen)
         self.fleet.add(chosen, ISOLATION[str(old.tenant)])
@@ -114,15 +116,27 @@ class Lifecycle(RuleBasedStateMachine):
     def nothing_is_held_twice_and_tenants_keep_their_cores(self) -> None:
         check_fleet(list(self.hosts.values()), self.fleet.placements(), ISOLATION)
 
+    @invariant()
+    def replica_groups_stay_apart(self) -> None:
+        """Two VMs of one group never share a host under ``host`` (either asked it), nor a cell under ``cell``."""
+        grouped = [p for p in self.fleet.placements() if p.group is not None]
+        for i, a in enumerate(grouped):
+            for b in grouped[i + 1 :]:
+                scopes = {a.anti_affinity, b.anti_affinity} - {None}
+                if a.group != b.group or a.host != b.host or not scopes:
+                    continue
+                assert AntiAffinity.HOST not in scopes, (a, b)
+                assert not set(a.host_cells) & set(b.host_cells), (a, b)
+
 
 def _assert_shape_kept(old: Placement, new: Placement) -> None:
-    assert (new.vm, new.tenant, new.vcpus, new.memory_kib, new.numa_nodes) == (
-        old.vm, old.tenant, old.vcpus, old.memory_kib, old.numa_nodes
+    assert (new.vm, new.tenant, new.vcpus, new.memory_kib, new.numa_nodes, new.group, new.anti_affinity) == (
+        old.vm, old.tenant, old.vcpus, old.memory_kib, old.numa_nodes, old.group, old.anti_affinity
     )
     assert sum(1 for d in new.devices if d.kind == "gpu") == sum(1 for d in old.devices if d.kind == "gpu")
     if old.numa_nodes is not None:
         assert [(len(c.vcpus), c.memory_kib) for c in new.cells] == [(len(c.vcpus), c.memory_kib) for c in old.cells]
 
 
-Lifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=25, deadline=None)
+Lifecycle.TestCase.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
 TestLifecycle = Lifecycle.TestCase

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from vnuma.cli import output, settings
+from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.model import (
     CpuPolicy,
     EmulatorThreads,
@@ -50,6 +51,11 @@ def place(
     gpu_affinity: Annotated[GpuAffinity, typer.Option("--gpu-affinity")] = GpuAffinity.REQUIRED,
     emulator_threads: Annotated[EmulatorThreads, typer.Option("--emulator-threads")] = EmulatorThreads.SHARE,
     host: Annotated[str | None, typer.Option("--host", help="Only consider this host.")] = None,
+    group: Annotated[str | None, typer.Option("--group", help="Replica group the VM belongs to.")] = None,
+    anti_affinity: Annotated[
+        AntiAffinity | None,
+        typer.Option("--anti-affinity", help="Keep the group's VMs on different hosts or host cells."),
+    ] = None,
     strategy: Annotated[Strategy, typer.Option("--strategy")] = Strategy.PACK,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide, but claim nothing.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show every host's rejection and score.")] = False,
@@ -75,6 +81,11 @@ def place(
     (and says so). JSON adds "rebalance": the plan document plus "host" (the
     --host or null) and "found"; without a plan "found" is false and
     "reason" says why (with "run" when applied).
+
+    --group G --anti-affinity host|cell: no two VMs of group G on one host
+    (or one host cell); every later move (repin, migrate, drain, rebalance)
+    keeps it. A VM the group leaves no room for is exit 5, each host's
+    reason naming the group's VM there.
     """
     from vnuma.services.names import check_vm_name
     from vnuma.services.placing import place_vm, require_chosen
@@ -82,6 +93,10 @@ def place(
 
     if name is not None:
         check_vm_name(name)  # an empty --name is refused, not taken as "generate one"
+    if group is not None:
+        check_vm_name(group, "group")
+    elif anti_affinity is not None:
+        raise typer.BadParameter("--anti-affinity needs --group G", param_hint="--anti-affinity")
     request = VmRequest(
         name=name or "",
         tenant=tenant,
@@ -95,6 +110,8 @@ def place(
         gpu_affinity=gpu_affinity,
         emulator_threads=emulator_threads,
         host=host,
+        group=group,
+        anti_affinity=anti_affinity,
     )
     if (apply or yes or allow_restart or allow_migrate) and not rebalance:
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
@@ -186,6 +203,8 @@ def print_placement(p: Placement, title: str, state: str | None = None) -> None:
         ],
     )
     extras = [f"emulator pCPUs: {format_cpuset(p.emulator_pcpus) or '-'}"]
+    if p.group is not None:
+        extras.append(f"group: {p.group}" + (f" (anti-affinity {p.anti_affinity})" if p.anti_affinity else ""))
     extras += [f"{d.kind} {d.address} -> guest cell {d.guest_cell} (host cell {d.host_cell})" for d in p.devices]
     output.echo_lines(extras)
 

@@ -20,6 +20,7 @@ from vnuma.codec.checks import (
     list_of,
     take,
 )
+from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.model import (
     CellAssignment,
     CpuPolicy,
@@ -35,6 +36,7 @@ _KIND = enum_of(DeviceKind)
 _CPU_POLICY = enum_of(CpuPolicy)
 _THREAD_POLICY = enum_of(ThreadPolicy)
 _ISOLATION = enum_of(Isolation)
+_ANTI = enum_of(AntiAffinity)
 
 
 def placement_to_dict(p: Placement) -> dict[str, Any]:
@@ -47,6 +49,7 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         "thread_policy": p.thread_policy.value,
         "threads_per_core": p.threads_per_core,
         "numa_nodes": "auto" if p.numa_nodes is None else p.numa_nodes,
+        "group": None if p.group is None else {"name": p.group, "anti_affinity": _opt(p.anti_affinity)},
         "cells": [
             {
                 "guest_cell": c.guest_cell,
@@ -83,18 +86,34 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
     at = At(f"placement of VM {vm!r}")
     cells = take(d, "cells", at, _ASSIGNMENTS)
     nodes = get_key(d, "numa_nodes", at, len(cells))
+    group, anti = _group(get_key(d, "group", at, None), at.key("group"))
     return Placement(
         vm=vm,
         tenant=take(d, "tenant", at, as_str),
         host=take(d, "host", at, as_str),
         cells=cells,
         numa_nodes=None if nodes == "auto" else _node_count(nodes, at.key("numa_nodes"), len(cells)),
+        group=group,
+        anti_affinity=anti,
         emulator_pcpus=take(d, "emulator_pcpus", at, as_ints, []),
         devices=take(d, "devices", at, _DEVICE_ASSIGNMENTS, []),
         cpu_policy=take(d, "cpu_policy", at, _CPU_POLICY, CpuPolicy.DEDICATED.value),
         thread_policy=take(d, "thread_policy", at, _THREAD_POLICY, ThreadPolicy.PREFER.value),
         threads_per_core=take(d, "threads_per_core", at, as_int, 1),
     )
+
+
+def _opt(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _group(value: object, at: At) -> tuple[str | None, AntiAffinity | None]:
+    """``{"name", "anti_affinity": "host"|"cell"|null}`` or null."""
+    if value is None:
+        return None, None
+    d = as_mapping(value, at)
+    anti = get_key(d, "anti_affinity", at, None)
+    return take(d, "name", at, as_str), None if anti is None else _ANTI(anti, at.key("anti_affinity"))
 
 
 def _node_count(value: object, at: At, cells: int) -> int:

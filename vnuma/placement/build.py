@@ -72,6 +72,8 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         thread_policy=req.thread_policy,
         threads_per_core=2 if paired and v % 2 == 0 else 1,
         numa_nodes=req.numa_nodes,
+        group=req.group,
+        anti_affinity=req.anti_affinity,
     )
 
 

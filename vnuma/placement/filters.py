@@ -6,7 +6,9 @@ cells (or page sizes) and returns a :class:`Rejection` tagged with its
 name when too few are left, or None. :data:`PIPELINE` lists them:
 
 1. per host: ``host`` (the one asked for), ``avoid`` (hosts the request must avoid),
-   ``cordoned`` (admission's cordon rule, asked before any cell is looked at);
+   ``cordoned`` (admission's cordon rule, asked before any cell is looked at),
+   ``group`` (a replica group's anti-affinity; under ``cell`` the host view
+   also drops the cells the group's other VMs hold);
 2. per guest-cell count ``n``: ``numa-nodes`` (enough CPU cells), ``smt``
    (sibling pairs for ``require``), ``cell-isolation`` (cells the tenant may
    use at all), ``cell-cpus`` (``n`` cells with the vCPUs per cell),
@@ -29,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from vnuma.placement.groups import group_cells, group_refusal
 from vnuma.placement.ledger.admit import ADMISSION, cordon_refusal
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.host import HostState
@@ -108,6 +111,22 @@ class Cordoned:
         """Reject a cordoned host."""
         refusal = cordon_refusal(hs)
         return None if refusal is None else Rejection(hs.name, self.name, refusal.reason, refusal.hint)
+
+
+class Group:
+    """``group``: a replica group's anti-affinity (:func:`~vnuma.placement.groups.group_refusal`): a host that
+    holds a member under ``host``, or under ``cell`` on every CPU cell."""
+
+    name = "group"
+
+    def apply(self, hs: HostState, req: VmRequest) -> Rejection | None:
+        """Reject a host the group's other VMs keep this one off."""
+        refused = group_refusal(hs, req.name, req.group, req.anti_affinity, None)
+        if refused is None and req.group is not None:
+            taken = group_cells(hs, req.name, req.group, req.anti_affinity)
+            if taken and all(c.id in taken for c in hs.cells):
+                refused = f"group {req.group!r} (anti-affinity cell) holds every CPU cell of host {hs.name!r}"
+        return None if refused is None else Rejection(hs.name, self.name, refused)
 
 
 class NumaNodes:
@@ -287,7 +306,7 @@ def _short(a: Attempt, check: str, caps: dict[int, int]) -> Rejection:
     )
 
 
-HOST_FILTERS: tuple[HostFilter, ...] = (RequestedHost(), AvoidedHost(), Cordoned())
+HOST_FILTERS: tuple[HostFilter, ...] = (RequestedHost(), AvoidedHost(), Cordoned(), Group())
 """Run once per host."""
 CELL_FILTERS: tuple[Filter, ...] = (
     NumaNodes(),

@@ -70,6 +70,8 @@ def _key(request: VmRequest, fleet: Fleet, strategy: Strategy) -> object:
         request.emulator_threads,
         request.avoid_hosts,
         request.avoid_cells,
+        request.group,
+        request.anti_affinity,
         request.host,
         strategy,
         request.gpus > 0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from vnuma.placement.groups import AntiAffinity
 from vnuma.topology import DeviceKind
 
 
@@ -107,7 +108,9 @@ class VmRequest:
     no tenant yet): only what no tenant holds, and never claimable.
     ``avoid_hosts`` and ``avoid_cells`` (host, cell id) keep the VM off those
     hosts and off those host cells as guest cells (the rebalance planner
-    moves a VM off its own cells or host with them).
+    moves a VM off its own cells or host with them). ``group`` with
+    ``anti_affinity`` keeps the VM away from the group's other VMs
+    (:mod:`vnuma.placement.groups`).
     """
 
     name: str
@@ -125,6 +128,8 @@ class VmRequest:
     isolation: Isolation = Isolation.CORE
     avoid_hosts: frozenset[str] = frozenset()
     avoid_cells: frozenset[tuple[str, int]] = frozenset()
+    group: str | None = None
+    anti_affinity: AntiAffinity | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +175,8 @@ class Placement:
     ``numa_nodes`` is the guest shape the VM asked for: None when it was
     placed with ``auto`` (a move may change its cell count), else the count
     it asked for, which every move keeps (cells split evenly, so the count
-    fixes each cell's vCPUs and memory too).
+    fixes each cell's vCPUs and memory too). ``group``/``anti_affinity``: the
+    replica group it belongs to (:mod:`vnuma.placement.groups`), kept by every move.
     """
 
     vm: str
@@ -183,6 +189,8 @@ class Placement:
     thread_policy: ThreadPolicy = ThreadPolicy.PREFER
     threads_per_core: int = 1
     numa_nodes: int | None = None
+    group: str | None = None
+    anti_affinity: AntiAffinity | None = None
     # Worked out once from the fields above (the ledger and admission read them many times).
     dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from vnuma.placement.groups import group_cells
 from vnuma.placement.ledger.cell import CellState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, Isolation, Strategy, ThreadPolicy, VmRequest
@@ -39,10 +40,11 @@ class HostView:
         self.raw: dict[int, int] = {}
         self.caps: dict[int, int] = {}
         avoid = req.avoid_cells
+        apart = group_cells(hs, req.name, req.group, req.anti_affinity)  # a replica group's other VMs' cells
         for cell in hs.cells:
             usable = cell.usable_by(req.tenant, req.isolation, isolations) and (
                 not avoid or (hs.name, cell.id) not in avoid
-            )
+            ) and cell.id not in apart
             raw = cell.capacity(self.bucket, req.cpu_policy, req.thread_policy) if usable else -1
             self.raw[cell.id] = raw
             self.caps[cell.id] = max(0, raw - self.reserved(cell)) if raw >= 0 and self.reserve else raw

@@ -35,6 +35,9 @@ Checks, in order; each is a named unit and its name tags the refusal:
     each (cell, page size) has the pages it takes;
 ``devices``
     each device is the host's and not passed through to another VM;
+``group``
+    a replica group's anti-affinity (:func:`vnuma.placement.groups.group_refusal`:
+    no other VM of the group on the host, or on the VM's cells);
 ``quota``
     the tenant's quotas (:mod:`vnuma.placement.quota`).
 """
@@ -45,6 +48,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from vnuma.placement.groups import group_refusal
 from vnuma.placement.ledger.cell import CoreState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, Isolation, Placement, Rejection, Tenant
@@ -315,6 +319,17 @@ class Devices:
         return None
 
 
+class Group:
+    """``group``: the replica group's other VMs on this host allow it (:mod:`vnuma.placement.groups`)."""
+
+    name = "group"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse a VM its group keeps off this host or these cells."""
+        refused = group_refusal(c.hs, c.p.vm, c.p.group, c.p.anti_affinity, c.p.host_cells)
+        return None if refused is None else Refusal(refused, "place it elsewhere, or leave the group")
+
+
 class Quota:
     """``quota``: the tenant's vCPU and GPU quotas."""
 
@@ -338,6 +353,7 @@ ADMISSION: tuple[Check, ...] = (
     CellIsolation(),
     CellPages(),
     Devices(),
+    Group(),
     Quota(),
 )
 """The admission checks in the order they run."""

@@ -228,6 +228,8 @@ class Fleet:
         hs.build()
         self._apply(hs, placement, self._plan(hs, placement), +1, touched)
         self._placed[placement.vm] = placement
+        if placement.group is not None:
+            hs.groups.setdefault(placement.group, []).append(placement)
 
     def remove(self, vm_name: str) -> Placement:
         """Release a VM's claims and return its placement.
@@ -240,6 +242,11 @@ class Fleet:
             raise NotFoundError(f"unknown VM {vm_name!r}")
         hs = self.by_name[placement.host]
         self._apply(hs, placement, self._plan(hs, placement), -1)
+        if placement.group is not None:
+            members = hs.groups[placement.group]
+            members.remove(placement)
+            if not members:
+                del hs.groups[placement.group]
         self.epoch += 1
         return placement
 

@@ -123,6 +123,7 @@ class HostState:
         "gpu_home",
         "gpus_free",
         "gpus_total",
+        "groups",
         "holders",
         "host",
         "hugepage_sizes",
@@ -145,6 +146,8 @@ class HostState:
         self.index = index
         self.shape = shape
         self.built = False
+        self.groups: dict[str, list[Placement]] = {}
+        """The VMs of each replica group on this host (:mod:`vnuma.placement.groups`)."""
         # Static tables are shared by every host of the shape and never changed.
         self.distance = shape.distance
         self.min_pair_distance = shape.min_pair_distance
