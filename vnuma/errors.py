@@ -47,11 +47,14 @@ class NoPlacementError(VnumaError):
 
     exit_code = 5
 
-    def __init__(self, vm: str, rejections: tuple[Any, ...], *, best: str | None = None) -> None:
+    def __init__(
+        self, vm: str, rejections: tuple[Any, ...], *, best: str | None = None, hint: str | None = None
+    ) -> None:
+        """``best``: the closest host's reason; ``hint``: what to do about it (default: ask for every reason)."""
         detail = f": {best}" if best else ""
         super().__init__(
             f"no host can take VM {vm!r}{detail}",
-            hint="rerun with --explain to see why each host was rejected",
+            hint=hint or "rerun with --explain to see why each host was rejected",
         )
         self.vm = vm
         self.rejections = rejections

@@ -31,7 +31,7 @@ def test_a_cordoned_host_takes_nothing_until_uncordoned(two: Cli) -> None:
     assert "cordoned" in two.ok("host", "list").stdout
     assert two.ok("host", "show", "a", "--json").json()["cordoned"] is True
     refused = two("place", "x", "--vcpus", "2", "--memory", "2GiB", "--host", "a")
-    assert refused.exit_code == 5 and "cordoned" in refused.stderr
+    assert refused.exit_code == 5 and "cordoned" in refused.stderr and "vnuma host uncordon a" in refused.stderr
     assert two.ok("place", "x", "--vcpus", "2", "--memory", "2GiB", "--json").json()["host"] == "b"
     assert two.ok("host", "uncordon", "a").stdout.strip() == "host a: uncordoned"
     assert two.ok("place", "x", "--vcpus", "2", "--memory", "2GiB", "--host", "a", "--json").json()["host"] == "a"

@@ -41,7 +41,7 @@ from typing import TypeVar, cast
 
 import numpy as np
 
-from vnuma.errors import ConflictError
+from vnuma.errors import ConflictError, NoPlacementError
 from vnuma.placement.build import build_placement
 from vnuma.placement.filters import HOST_FILTERS, STAGE
 from vnuma.placement.fit import HostFit, fit_host, further
@@ -99,14 +99,29 @@ def place(
     return _place_fast(request, fleet, strategy, memory)
 
 
+def closest(result: PlacementResult) -> Rejection | None:
+    """The rejection of the host that came closest to fitting (None: placed, or no hosts)."""
+    if result.chosen is not None or not result.rejections:
+        return None
+    return max(result.rejections, key=lambda r: STAGE.get(r.check, -1))
+
+
 def best_reason(result: PlacementResult) -> str:
     """One line for stderr: the rejection of the host that came closest to fitting."""
     if result.chosen is not None:
         return ""
-    if not result.rejections:
-        return "the inventory has no hosts"
-    best = max(result.rejections, key=lambda r: STAGE.get(r.check, -1))
-    return f"{best.host}: {best.reason}"
+    best = closest(result)
+    return "the inventory has no hosts" if best is None else f"{best.host}: {best.reason}"
+
+
+def no_placement(vm: str, result: PlacementResult) -> NoPlacementError:
+    """The error for a VM no host takes: the closest host's reason, and the hint of a host-level refusal
+    (``cordoned``: uncordon it) when that is what stopped it; else the advice to ask for every reason."""
+    best = closest(result)
+    host_level = best is not None and best.check in {unit.name for unit in HOST_FILTERS}
+    return NoPlacementError(
+        vm, result.rejections, best=best_reason(result), hint=best.hint if best and host_level else None
+    )
 
 
 def host_refusal(hs: HostState, request: VmRequest) -> Rejection | None:

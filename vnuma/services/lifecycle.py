@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vnuma.errors import ConflictError, InvalidInputError, NoPlacementError, NotFoundError
+from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import Snapshot, open_reader
-from vnuma.placement.engine import best_reason, place
+from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import GpuAffinity, Objective, Placement, PlacementResult, Strategy, VmRequest
 from vnuma.placement.rebalance.base import Plan, make_move, request_of
@@ -102,7 +102,7 @@ def _refit(snap: Snapshot, p: Placement, host: str, avoid: frozenset[tuple[str, 
         if not req.gpus:
             break
     assert first is not None
-    raise NoPlacementError(p.vm, first.rejections, best=best_reason(first))
+    raise no_placement(p.vm, first)
 
 
 def _same(old: Placement, new: Placement) -> bool:

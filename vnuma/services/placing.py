@@ -16,10 +16,10 @@ import random
 import time
 from dataclasses import replace
 
-from vnuma.errors import ConflictError, NoPlacementError, NotFoundError
+from vnuma.errors import ConflictError, NotFoundError
 from vnuma.inventory.placer import Placer, open_placer
 from vnuma.inventory.reading import Snapshot
-from vnuma.placement.engine import best_reason, place
+from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, PlacementResult, Strategy, VmRequest
 from vnuma.services import Settings
@@ -105,5 +105,5 @@ def _decide_and_claim(
 def require_chosen(request: VmRequest, result: PlacementResult) -> Placement:
     """The chosen placement, or NoPlacementError with the best reason."""
     if result.chosen is None:
-        raise NoPlacementError(request.name, result.rejections, best=best_reason(result))
+        raise no_placement(request.name, result)
     return result.chosen
