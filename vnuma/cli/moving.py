@@ -49,16 +49,18 @@ def migrate(
     vm: str,
     to: Annotated[str, typer.Option("--to", metavar="HOST", help="The host to move the VM to.")],
     live: Annotated[bool, typer.Option("--live", help="Live migration of a running VM (the default).")] = False,
-    cold: Annotated[bool, typer.Option("--cold", help="Stop it, define it there, start it, undefine it here.")] = False,
+    cold: Annotated[
+        bool, typer.Option("--cold", help="Define it there, stop and undefine it here, start it there.")
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the move, change nothing.")] = False,
     as_json: output.JsonOpt = False,
 ) -> None:
     """Move a VM to another host: re-fit there under the same claim rules, then move its domain.
 
     A running VM migrates live (libvirt migration with the destination XML
-    rendered from the new placement), or with --cold is stopped, defined on
-    the destination, started there and undefined here; a VM that is not
-    running is undefined here and defined there. Live migration of a VM with
+    rendered from the new placement), or with --cold is defined on the
+    destination, stopped and undefined here, and started there; a VM that is
+    not running is defined there and undefined here. Live migration of a VM with
     passed-through devices is refused (exit 9): use --cold. A migrate to an
     unknown host is exit 3, to its own host exit 4, to a cordoned host exit
     9, and a VM that does not fit there exit 5. JSON: the rebalance plan

@@ -14,15 +14,16 @@ live       running, same host, same guest NUMA shape, page size and
            persistent definition matches too)
 restart    running, same host, not live-capable: stop, define, start
            (only with ``allow_restart``)
-move       another host, not running: undefine on the source, define on
-           the destination
+move       another host, not running: define on the destination, then
+           undefine on the source (the domain always exists somewhere)
 migrate    another host, running, ``allow_migrate``, no passed-through devices
            (a VM with them needs ``allow_restart``): libvirt live migration
            with the destination XML rendered from the new placement (between
            two hosts of the embedded hypervisor, which runs no guests: stop,
            undefine, define and start there, as move-restart)
 move-restart another host, running, ``allow_restart`` (no ``allow_migrate``):
-           stop and undefine on the source, define and start on the destination
+           define on the destination, stop and undefine on the source, start
+           on the destination
 ========== =================================================================
 
 A plan with a move that needs a permission not given is refused whole and
@@ -224,14 +225,20 @@ class _Executor:
             dst.start(vm)
         elif kind in (MOVE, MOVE_RESTART) or (kind == MIGRATE and self._embedded(old.host, new.host)):
             # libvirt's test driver migrates nothing: between embedded hosts a migration is a stop and start.
-            src = self.conns(old.host)
-            if src.domain_state(vm) is not DomainState.MISSING and self._separate(old.host, new.host):
-                src.undefine(vm)
-            if dst.domain_state(vm) is DomainState.RUNNING:
-                dst.stop(vm)
-            dst.define(xml)
-            if kind != MOVE:
-                dst.start(vm)
+            if self._separate(old.host, new.host):
+                # Defined there before it goes from here: at every step the domain exists somewhere.
+                src = self.conns(old.host)
+                dst.define(xml)
+                if src.domain_state(vm) is not DomainState.MISSING:
+                    src.undefine(vm)  # stopped first when it runs
+                if kind != MOVE and dst.domain_state(vm) is not DomainState.RUNNING:
+                    dst.start(vm)
+            else:  # two host names, one libvirt: a restart applies the new pins
+                if dst.domain_state(vm) is DomainState.RUNNING:
+                    dst.stop(vm)
+                dst.define(xml)
+                if kind != MOVE:
+                    dst.start(vm)
         elif kind == MIGRATE:
             # Already there (a resumed step), or both host names reach one libvirt: only redefine.
             if not self._separate(old.host, new.host) or dst.domain_state(vm) is DomainState.RUNNING:
