@@ -78,10 +78,13 @@ SEARCHED = (Objective.LOCALITY, Objective.ROOM, Objective.SPREAD_TENANTS)
 
 class Strategy(StrEnum):
     """``pack``: fill partly used hosts and cells first; ``gpu-first``: keep
-    GPU cells' CPUs and memory for GPU VMs so GPUs are not stranded."""
+    GPU cells' CPUs and memory for GPU VMs so GPUs are not stranded;
+    ``first-fit``: the first host in name order that fits, under the same
+    rules (the classic baseline, kept as a reference)."""
 
     PACK = "pack"
     GPU_FIRST = "gpu-first"
+    FIRST_FIT = "first-fit"
 
 
 @dataclass(frozen=True, slots=True)

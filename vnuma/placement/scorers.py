@@ -15,6 +15,8 @@ Strategies map to explicit scorer tuples (:data:`POLICIES`):
 * ``gpu-first``: ``gpu-keep`` x3 + ``cpu-fill`` + ``memory-fill`` -- VMs
   without GPUs go to hosts whose GPUs are already taken (or that have
   none); GPU VMs go to the host whose GPUs they fill best.
+* ``first-fit``: ``in-order`` -- every host scores the same, so the tie-break
+  (:mod:`.order`: host name) decides: the first host that fits wins.
 """
 
 from __future__ import annotations
@@ -103,9 +105,21 @@ class GpuKeep:
         return _fill(taken, demand.gpus, totals.gpus_total, totals.gpus_safe)
 
 
+class InOrder:
+    """``in-order``: no preference; hosts are tried in name order (first fit)."""
+
+    name = "in-order"
+
+    def score(self, totals: Totals, demand: Demand) -> IntArray:
+        """0 for every host."""
+        flat: IntArray = np.zeros_like(totals.threads_total)
+        return flat
+
+
 POLICIES: dict[Strategy, tuple[tuple[Scorer, int], ...]] = {
     Strategy.PACK: ((CpuFill(), 2), (MemoryFill(), 1)),
     Strategy.GPU_FIRST: ((GpuKeep(), 3), (CpuFill(), 1), (MemoryFill(), 1)),
+    Strategy.FIRST_FIT: ((InOrder(), 1),),
 }
 
 
