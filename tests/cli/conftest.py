@@ -66,6 +66,16 @@ def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path / "inventory.db")
 
 
+@pytest.fixture
+def demo_pair(cli: Cli) -> Cli:
+    """Two hosts of the embedded hypervisor, a and b (the demo shape: 4 cells x 32 pCPUs, 2 GPUs per cell),
+    and tenant x."""
+    cli.ok("host", "add", "a", "--demo")
+    cli.ok("host", "add", "b", "--demo")
+    cli.ok("tenant", "create", "x")
+    return cli
+
+
 def dump(db: Path) -> list[str]:
     """Every row of every table, as SQL text, for before/after comparisons."""
     con = sqlite3.connect(db)

@@ -11,12 +11,9 @@ pytestmark = pytest.mark.libvirt
 
 
 @pytest.fixture
-def two(cli: Cli) -> Cli:
-    """Hosts a and b (the demo shape: 4 cells x 32 pCPUs, 2 GPUs per cell), tenant x."""
-    cli.ok("host", "add", "a", "--demo")
-    cli.ok("host", "add", "b", "--demo")
-    cli.ok("tenant", "create", "x")
-    return cli
+def two(demo_pair: Cli) -> Cli:
+    """Hosts a and b, tenant x (``demo_pair``)."""
+    return demo_pair
 
 
 def _hosts(cli: Cli) -> dict[str, str]:

@@ -15,12 +15,9 @@ SMALL = ("--vcpus", "4", "--memory", "4GiB")
 
 
 @pytest.fixture
-def two(cli: Cli) -> Cli:
-    """Hosts a and b (the demo shape: 4 cells x 32 pCPUs), tenant x."""
-    cli.ok("host", "add", "a", "--demo")
-    cli.ok("host", "add", "b", "--demo")
-    cli.ok("tenant", "create", "x")
-    return cli
+def two(demo_pair: Cli) -> Cli:
+    """Hosts a and b, tenant x (``demo_pair``)."""
+    return demo_pair
 
 
 def _where(cli: Cli) -> dict[str, tuple[str, list[int]]]:

@@ -15,13 +15,10 @@ pytestmark = pytest.mark.libvirt
 
 
 @pytest.fixture
-def two(cli: Cli) -> Cli:
-    """Hosts a and b (the demo shape: 4 cells x 32 pCPUs, 2 GPUs per cell), tenant x, VM d on a (4 vCPUs)."""
-    cli.ok("host", "add", "a", "--demo")
-    cli.ok("host", "add", "b", "--demo")
-    cli.ok("tenant", "create", "x")
-    cli.ok("place", "x", "--vcpus", "4", "--memory", "4GiB", "--host", "a", "--name", "d")
-    return cli
+def two(demo_pair: Cli) -> Cli:
+    """Hosts a and b, tenant x (``demo_pair``), VM d on a (4 vCPUs)."""
+    demo_pair.ok("place", "x", "--vcpus", "4", "--memory", "4GiB", "--host", "a", "--name", "d")
+    return demo_pair
 
 
 def _shown(cli: Cli, vm: str) -> dict[str, Any]:

@@ -53,6 +53,17 @@ def _downgrade(url: str, revision: str) -> None:
         engine.dispose()
 
 
+
+def _host_rows(db_path: Path, wanted: tuple[str, ...]) -> list[tuple[object, ...]]:
+    """The hosts' ``wanted`` columns that the schema at hand has, by name (read with the stdlib)."""
+    c = sqlite3.connect(db_path)
+    try:
+        columns = {row[1] for row in c.execute("PRAGMA table_info(hosts)")}
+        chosen = ", ".join(col for col in wanted if col in columns)
+        return c.execute(f"SELECT {chosen} FROM hosts ORDER BY name").fetchall()
+    finally:
+        c.close()
+
 def test_upgrade_creates_every_table_at_head(db_url: str) -> None:
     assert current_revision(db_url) is None
     upgrade(db_url)
@@ -195,13 +206,7 @@ def test_topology_override_is_added_empty_and_dropped_again_keeping_the_hosts(db
     conn.close()
 
     def hosts() -> list[tuple[object, ...]]:
-        c = sqlite3.connect(db_path)
-        try:
-            columns = [row[1] for row in c.execute("PRAGMA table_info(hosts)")]
-            wanted = ", ".join(col for col in ("name", "uri", "topology_override") if col in columns)
-            return c.execute(f"SELECT {wanted} FROM hosts").fetchall()
-        finally:
-            c.close()
+        return _host_rows(db_path, ("name", "uri", "topology_override"))
 
     upgrade(db_url)
     assert hosts() == [("h", "test:///default", None)]  # NULL: libvirt's capabilities, as refresh read them
@@ -234,13 +239,7 @@ def test_0006_keeps_no_checkout_path_in_the_demo_hosts_uri(db_path: Path, db_url
     conn.close()
 
     def hosts() -> list[tuple[object, ...]]:
-        c = sqlite3.connect(db_path)
-        try:
-            columns = [row[1] for row in c.execute("PRAGMA table_info(hosts)")]
-            wanted = ", ".join(col for col in ("name", "uri", "embedded_domains") if col in columns)
-            return c.execute(f"SELECT {wanted} FROM hosts ORDER BY name").fetchall()
-        finally:
-            c.close()
+        return _host_rows(db_path, ("name", "uri", "embedded_domains"))
 
     upgrade(db_url)
     assert hosts() == [("demo", "test:///vnuma-demo", None), ("lab", "test:///default", None)]

@@ -19,8 +19,8 @@ from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import Snapshot, open_reader
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import GpuAffinity, Objective, Placement, PlacementResult, Strategy, VmRequest
-from vnuma.placement.rebalance.base import Plan, make_move, request_of
+from vnuma.placement.model import Objective, Placement, PlacementResult, Strategy, VmRequest
+from vnuma.placement.rebalance.base import Plan, make_move, refit_affinities, request_of
 from vnuma.services import Settings
 from vnuma.topology import format_cpuset
 
@@ -93,14 +93,12 @@ def _refit(snap: Snapshot, p: Placement, host: str, avoid: frozenset[tuple[str, 
     fleet.remove(p.vm)
     isolation = snap.tenants[str(p.tenant)].isolation  # a tenant with VMs cannot be removed
     first: PlacementResult | None = None
-    for affinity in (GpuAffinity.REQUIRED, GpuAffinity.PREFERRED):
+    for affinity in refit_affinities(p):
         req: VmRequest = replace(request_of(p, isolation, affinity), host=host, avoid_cells=avoid)
         result = place(req, fleet, Strategy.PACK, explain=True)
         if result.chosen is not None:
             return result.chosen
         first = first or result
-        if not req.gpus:
-            break
     assert first is not None
     raise no_placement(p.vm, first)
 

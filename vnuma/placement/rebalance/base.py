@@ -78,6 +78,13 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
     )
 
 
+def refit_affinities(p: Placement) -> tuple[GpuAffinity, ...]:
+    """The GPU affinities a re-fit of ``p`` tries in turn: its GPUs on its own cells, then (a VM with GPUs)
+    anywhere on the host."""
+    has_gpus = any(d.kind is DeviceKind.GPU for d in p.devices)
+    return (GpuAffinity.REQUIRED, GpuAffinity.PREFERRED) if has_gpus else (GpuAffinity.REQUIRED,)
+
+
 def is_movable(p: Placement) -> bool:
     """VMs holding devices other than GPUs are left where they are (the engine places GPUs only)."""
     return bool(p.cells) and all(d.kind is DeviceKind.GPU for d in p.devices)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vnuma.placement.model import GpuAffinity, Objective, Placement
-from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, request_of
+from vnuma.placement.model import Objective, Placement
+from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, refit_affinities, request_of
 from vnuma.placement.rebalance.search import Search, greedy
 from vnuma.topology import DeviceKind
 
@@ -49,10 +49,9 @@ def _best_move(search: Search) -> tuple[int, Move] | None:
 def _targets(search: Search, p: Placement) -> list[Placement]:
     """A re-pin on the VM's host and, on a multi-host fleet, the engine's free choice; for each, GPUs
     ``required`` first, ``preferred`` only when ``required`` finds nothing."""
-    has_gpus = any(d.kind is DeviceKind.GPU for d in p.devices)
     found: list[Placement] = []
     for host in (p.host, None) if len(search.on_host) > 1 else (p.host,):
-        for affinity in (GpuAffinity.REQUIRED, GpuAffinity.PREFERRED) if has_gpus else (GpuAffinity.REQUIRED,):
+        for affinity in refit_affinities(p):
             req = replace(request_of(p, search.iso(p.tenant), affinity), host=host)
             new = search.replace_vm(p, req, frozenset())
             if new is not None:
