@@ -31,6 +31,75 @@ start_daemons() {
   echo "test: libvirtd up (pid $LIBVIRTD_PID)" >&2
 }
 
+# A second libvirtd on this machine, a migration peer that libvirt takes for another host:
+# its own mount namespace with private state directories (/run, /var/lib, /var/cache,
+# /var/log and /etc of libvirt), its own host UUID, its own hugetlbfs mount, its socket
+# under $PEER_DIR/sock (qemu+unix:///system?socket=...), and its own cgroup subtree
+# (each v1 controller's vnuma-peer directory bound over the controller), so its domains'
+# cgroups never meet the first daemon's (a migrated domain has the same name on both).
+# Exports VNUMA_TEST_PEER_URI. Needs start_daemons first (it copies the QEMU probe cache).
+start_peer_daemon() {
+  PEER_DIR=$(mktemp -d /tmp/vnuma-peer.XXXXXX)
+  mkdir -p "$PEER_DIR"/{run,lib,cache,log,etc,sock}
+  cp -a /etc/libvirt/. "$PEER_DIR/etc/"
+  cp -a /var/lib/libvirt/. "$PEER_DIR/lib/"
+  cp -a /var/cache/libvirt/. "$PEER_DIR/cache/" 2>/dev/null || true
+  rm -rf "$PEER_DIR"/lib/qemu/domain-* "$PEER_DIR"/etc/qemu/*.xml
+  {
+    echo "host_uuid = \"$(cat /proc/sys/kernel/random/uuid)\""
+    echo "unix_sock_dir = \"$PEER_DIR/sock\""
+  } >>"$PEER_DIR/etc/libvirtd.conf"
+  PEER_DIR="$PEER_DIR" unshare -m --propagation private /bin/bash -c '
+    set -eu
+    for d in run:/run/libvirt lib:/var/lib/libvirt cache:/var/cache/libvirt log:/var/log/libvirt etc:/etc/libvirt; do
+      mkdir -p "${d#*:}" && mount --bind "$PEER_DIR/${d%%:*}" "${d#*:}"
+    done
+    if mountpoint -q /dev/hugepages; then mount -t hugetlbfs hugetlbfs /dev/hugepages; fi
+    # cgroup v1 only (as on this kind of machine); on a unified (v2) hierarchy both daemons share /machine.
+    [[ -f /sys/fs/cgroup/cgroup.controllers ]] || for c in /sys/fs/cgroup/*/; do
+      c=${c%/}
+      [[ -f $c/cgroup.procs && ! -L $c && $(basename "$c") != systemd && $(basename "$c") != unified ]] || continue
+      mkdir -p "$c/vnuma-peer"
+      if [[ -f $c/cpuset.cpus ]]; then
+        cat "$c/cpuset.cpus" >"$c/vnuma-peer/cpuset.cpus"
+        cat "$c/cpuset.mems" >"$c/vnuma-peer/cpuset.mems"
+      fi
+      mount --bind "$c/vnuma-peer" "$c"
+    done
+    /usr/sbin/virtlogd -d -p "$PEER_DIR/virtlogd.pid"
+    /usr/sbin/libvirtd -d -p "$PEER_DIR/libvirtd.pid"
+  ' >"$RUN/peer.log" 2>&1 || { cat "$RUN/peer.log" >&2; return 1; }
+  export VNUMA_TEST_PEER_URI="qemu+unix:///system?socket=$PEER_DIR/sock/libvirt-sock"
+  export VNUMA_TEST_PEER_DIR="$PEER_DIR"
+  local i
+  for i in $(seq 1 60); do
+    virsh -c "$VNUMA_TEST_PEER_URI" version >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  virsh -c "$VNUMA_TEST_PEER_URI" version >/dev/null || { echo "test: the peer libvirtd did not come up" >&2; return 1; }
+  echo "test: peer libvirtd up (pid $(cat "$PEER_DIR/libvirtd.pid"), $VNUMA_TEST_PEER_URI)" >&2
+}
+
+stop_peer_daemon() {
+  [[ -n "${PEER_DIR:-}" ]] || return 0
+  local name f pid
+  for name in $(virsh -c "$VNUMA_TEST_PEER_URI" list --name 2>/dev/null); do
+    virsh -c "$VNUMA_TEST_PEER_URI" destroy "$name" >/dev/null 2>&1 || true
+  done
+  for f in "$PEER_DIR/libvirtd.pid" "$PEER_DIR/virtlogd.pid"; do
+    [[ -f "$f" ]] || continue
+    pid=$(cat "$f")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 20); do
+      kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]] || break
+      sleep 0.25
+    done
+  done
+  # Empty cgroups go deepest first; one still holding a process stays (rmdir refuses it).
+  find /sys/fs/cgroup/*/vnuma-peer -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  rm -rf "$PEER_DIR"
+}
+
 start_postgres() {
   # A throw-away cluster of our own (trust auth, loopback only), run as the postgres user.
   # huge_pages=off: its shared memory would otherwise take the 2 MiB pages the guests need.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,15 @@ def virsh(*args: str) -> str:
     """Run virsh against the system daemon; return stdout."""
     out = subprocess.run(["virsh", "-c", SYSTEM_URI, *args], capture_output=True, text=True, check=True, timeout=60)
     return out.stdout
+
+
+@pytest.fixture(scope="session")
+def peer(libvirtd: str) -> tuple[str, Path]:
+    """The second libvirtd scripts/test starts (its URI and state directory): a migration peer on this machine."""
+    uri, state = os.environ.get("VNUMA_TEST_PEER_URI"), os.environ.get("VNUMA_TEST_PEER_DIR")
+    if not uri or not state:
+        if os.environ.get("VNUMA_TEST_LIBVIRTD"):
+            pytest.fail("scripts/test starts a peer libvirtd (VNUMA_TEST_PEER_URI) but none is set")
+        pytest.skip("no peer libvirtd (scripts/test starts one)")
+    subprocess.run(["virsh", "-c", uri, "version"], capture_output=True, check=True, timeout=30)
+    return uri, Path(state)

@@ -172,6 +172,8 @@ def test_uuid_is_stable_and_per_vm_identity() -> None:
     b = make_placement(HOST, [CellSpec(1, 2)], vm="x", tenant="t1")
     c = make_placement(HOST, [CellSpec(0, 2)], vm="x", tenant="t2")
     assert domain_uuid(a) == domain_uuid(b) != domain_uuid(c)
+    # The same VM on another host is the same domain: libvirt migrates only onto its UUID.
+    assert domain_uuid(replace(a, host="elsewhere")) == domain_uuid(a)
     given_uuid = "0f0e0d0c-0b0a-4908-8706-050403020100"
     assert build_view(HOST, a, RenderOptions(uuid=given_uuid)).uuid == given_uuid
 

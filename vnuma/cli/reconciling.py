@@ -38,7 +38,9 @@ def reconcile(
     Only the inventory changes, never libvirt; pins, shape and metadata are
     reported for the operator to settle (`vnuma apply VM`, or release and
     adopt). Actions run with --yes, or after a confirmation on a terminal;
-    otherwise nothing changes. Hosts imported from files are skipped.
+    otherwise nothing changes. Hosts imported from files are skipped. A VM
+    an unfinished rebalance run is moving is found where the inventory
+    records it; its findings name the run and propose nothing.
 
     Exit: 0 in agreement (or every finding settled); 9 drift remains (an
     action not confirmed, an adoption refused, drift reconcile leaves to

@@ -51,6 +51,10 @@ class Hypervisor(Protocol):
         """The XML libvirt holds for ``name`` (None when no such domain)."""
         ...
 
+    def domain_uuid(self, name: str) -> str | None:
+        """The UUID libvirt holds for ``name`` (None when no such domain)."""
+        ...
+
     def domain_state(self, name: str) -> DomainState:
         """Where the domain is: missing, running or stopped (defined, not running)."""
         ...

@@ -141,6 +141,11 @@ class LibvirtHypervisor:
         flags = self._lv.VIR_DOMAIN_XML_INACTIVE if inactive else 0
         return self._call(f"reading XML of {name!r}", lambda: dom.XMLDesc(flags))
 
+    def domain_uuid(self, name: str) -> str | None:
+        """UUIDString() of ``name``, None when no such domain."""
+        dom = self._lookup(name)
+        return None if dom is None else self._call(f"reading the UUID of {name!r}", dom.UUIDString)
+
     def domain_state(self, name: str) -> DomainState:
         """missing / running / stopped."""
         dom = self._lookup(name)

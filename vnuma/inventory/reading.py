@@ -42,6 +42,10 @@ VMS = (
 VM_FILTERS = {"tenant": "t.name = :tenant", "host": "h.name = :host"}
 VM = "SELECT name, placement, state FROM vms WHERE name = :name"
 STATES = "SELECT name, state FROM vms ORDER BY name"
+IN_FLIGHT = (  # steps of the unfinished rebalance run whose claims moved and whose libvirt change is not done
+    "SELECT s.vm, r.id, s.seq, s.status FROM rebalance_steps s JOIN rebalance_runs r ON r.id = s.run_id"
+    " WHERE r.unfinished IS NOT NULL AND s.status IN ('started', 'undoing')"
+)
 EMBEDDED = "SELECT embedded_domains FROM hosts WHERE name = :name"
 KEEP_EMBEDDED = "UPDATE hosts SET embedded_domains = :document WHERE name = :name"
 
@@ -173,11 +177,15 @@ class FleetView:
 
     snapshot: Snapshot
     states: dict[str, VmState]
+    in_flight: dict[str, tuple[int, int, str]]
+    """VM -> (run id, step, step status) for the VMs an unfinished rebalance run is moving right now."""
 
 
 def fleet_view(x: Executor) -> FleetView:
-    """:func:`read_snapshot` and every VM's state, in the caller's transaction."""
-    return FleetView(read_snapshot(x), {str(name): VmState(state) for name, state in x.rows(STATES)})
+    """:func:`read_snapshot`, every VM's state and the moves in flight, in the caller's transaction."""
+    states = {str(name): VmState(state) for name, state in x.rows(STATES)}
+    moving = {str(vm): (int(run), int(seq), str(status)) for vm, run, seq, status in x.rows(IN_FLIGHT)}
+    return FleetView(read_snapshot(x), states, moving)
 
 
 class Reader(OverAccess):

@@ -151,8 +151,14 @@ class DomainView:
 
 
 def domain_uuid(placement: Placement) -> str:
-    """The deterministic domain UUID of a placement: uuid5 of host, tenant and VM."""
-    return str(uuid.uuid5(_UUID_NAMESPACE, f"{placement.host}/{placement.tenant}/{placement.vm}"))
+    """The deterministic domain UUID of a placement: uuid5 of tenant and VM.
+
+    Not of the host: a VM keeps its identity wherever it moves, and libvirt
+    migrates a domain only onto a definition with the same UUID. A domain
+    libvirt already holds keeps the UUID it has (the services pass it as
+    ``RenderOptions.uuid``), so definitions made before stay valid.
+    """
+    return str(uuid.uuid5(_UUID_NAMESPACE, f"{placement.tenant}/{placement.vm}"))
 
 
 def build_view(host: Host, placement: Placement, options: RenderOptions) -> DomainView:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from vnuma.errors import ConflictError, InvalidInputError, InventoryError
@@ -57,6 +57,20 @@ def rendering_of(doc: dict[str, object] | None) -> tuple[RenderOptions, Path | N
     return RenderOptions(**raw), Path(template) if template is not None else None
 
 
+def with_identity(options: RenderOptions, vm: str, *holders: Hypervisor) -> RenderOptions:
+    """``options`` with the UUID of the domain ``vm`` as the first of ``holders`` that has it holds it.
+
+    A domain keeps its identity: libvirt refuses to redefine a name under
+    another UUID and migrates only onto the same UUID. A domain nobody holds
+    gets the rendered default (:func:`vnuma.render.view.domain_uuid`).
+    """
+    for hv in holders:
+        held = hv.domain_uuid(vm)
+        if held is not None:
+            return replace(options, uuid=held)
+    return options
+
+
 def hypervisor_of(inventory: Inventory, host: Host) -> Hypervisor:
     """A connection to the host's libvirt (:func:`vnuma.services.hypervisors.open_hypervisor`).
 
@@ -91,9 +105,12 @@ def apply_vm(
     """
     inventory = open_inventory(settings.db_url)
     placement, state, host = _load(inventory, vm)
-    xml = render_domain(host, placement, options=options, template=template, templates_dir=settings.templates_dir)
     hv = hypervisor_of(inventory, host)
     try:
+        xml = render_domain(
+            host, placement, options=with_identity(options, vm, hv), template=template,
+            templates_dir=settings.templates_dir,
+        )
         if dry_run:
             current = hv.domain_xml(vm, inactive=True) or ""
             diff = "".join(

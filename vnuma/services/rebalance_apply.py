@@ -54,8 +54,8 @@ from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement, emulator_pins, vcpu_pins
 from vnuma.placement.rebalance import Plan
 from vnuma.render.domain import render_domain
-from vnuma.services import Settings
-from vnuma.services.applying import hypervisor_of, rendering_of
+from vnuma.services import Settings, failpoints
+from vnuma.services.applying import hypervisor_of, rendering_of, with_identity
 from vnuma.services.hypervisors import is_embedded, same_hypervisor
 from vnuma.topology import PAGE_4K, Host
 
@@ -199,10 +199,12 @@ class _Executor:
         self.inventory = inventory
         self.conns = conns
 
-    def xml(self, vm: str, p: Placement) -> str:
+    def xml(self, vm: str, old: Placement, new: Placement) -> str:
+        """The domain XML of ``new``, keeping the UUID of the domain where it is (the new host, else the old)."""
         options, template = rendering_of(self.inventory.get_rendering(vm))
+        holders = (self.conns(new.host),) if new.host == old.host else (self.conns(new.host), self.conns(old.host))
         return render_domain(
-            self.conns.hosts[p.host], p, options=options, template=template,
+            self.conns.hosts[new.host], new, options=with_identity(options, vm, *holders), template=template,
             templates_dir=self.settings.templates_dir,
         )
 
@@ -210,7 +212,7 @@ class _Executor:
         """Make libvirt hold ``vm`` as ``new`` (coming from ``old``) the way ``kind`` says."""
         if kind == CLAIMS:
             return
-        xml = self.xml(vm, new)
+        xml = self.xml(vm, old, new)
         dst = self.conns(new.host)
         if kind == REDEFINE:
             dst.define(xml)
@@ -229,6 +231,7 @@ class _Executor:
                 # Defined there before it goes from here: at every step the domain exists somewhere.
                 src = self.conns(old.host)
                 dst.define(xml)
+                failpoints.reached("defined-there")
                 if src.domain_state(vm) is not DomainState.MISSING:
                     src.undefine(vm)  # stopped first when it runs
                 if kind != MOVE and dst.domain_state(vm) is not DomainState.RUNNING:
@@ -290,9 +293,10 @@ def apply_plan(
         executor = _Executor(settings, inventory, conns)
         for s in steps:  # a template or placement that cannot render stops the run before it starts
             if s.kind != CLAIMS:
-                executor.xml(s.vm, s.after)
+                executor.xml(s.vm, s.before, s.after)
         options = {"allow_restart": allow_restart, "allow_migrate": allow_migrate}
         run_id = inventory.open_run(str(plan.objective), options, steps)
+        failpoints.reached("run-opened")
         return _forward(inventory, executor, run_id, progress)
 
 
@@ -304,12 +308,14 @@ def _forward(inventory: Inventory, executor: _Executor, run_id: int, progress: P
         try:
             if step.status is StepStatus.PENDING:
                 inventory.start_step(run_id, step.seq)
+                failpoints.reached("step-started")
             if progress is not None:
                 progress(step, "started")
             executor.towards(step.kind, step.vm, step.before, step.after)
         except VnumaError as err:
             inventory.fail_run(run_id, step.seq, str(err))
             raise _annotated(err, f"rebalance run {run_id} step {step.seq} ({step.vm})", _RESUME_HINT) from err
+        failpoints.reached("libvirt-done")
         # Every kind leaves the domain as it found it: running stays running, defined stays defined.
         inventory.finish_step(run_id, step.seq, step.before_state)
         if progress is not None:

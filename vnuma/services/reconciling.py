@@ -30,6 +30,9 @@ then ``reconcile --adopt`` records the domain as it is). libvirt's
 "defined, not running" is ``defined`` or ``stopped`` in the inventory.
 Actions are refused while a rebalance run is unfinished: its journal, not
 reconcile, owns the moved VMs (``vnuma rebalance --resume``/``--abort``).
+A VM whose move is in flight (claims moved, libvirt not yet changed, e.g.
+after a crash) is found where the inventory records it, and its findings
+name the run and propose nothing.
 """
 
 from __future__ import annotations
@@ -169,7 +172,9 @@ def check(settings: Settings, host: str | None = None, *, adopt: bool = False, t
         if tenant is not None and tenant not in view.snapshot.tenants:
             raise NotFoundError(f"tenant {tenant!r} is not in the inventory", hint="see `vnuma tenant list`")
         found = Report(tuple(_check_host(reader, view, h, adopt, tenant) for h in hosts))
-    found = Report(tuple(replace(h, findings=tuple(map(_advice, h.findings))) for h in found.hosts))
+    found = Report(tuple(
+        replace(h, findings=tuple(_advice(_moving(f, view)) for f in h.findings)) for h in found.hosts
+    ))
     return _each(found, lambda f: replace(f, outcome=Outcome.PROPOSED, note=_would(f)))
 
 
@@ -302,6 +307,19 @@ _LEFT = {
     Drift.UNKNOWN: "pass --adopt to record it as a VM",
     Drift.UNREADABLE: "left to the operator",
 }
+
+
+def _moving(f: Finding, view: FleetView) -> Finding:
+    """A finding about a VM an unfinished rebalance run is moving: the run owns it, reconcile proposes nothing."""
+    if f.name not in view.in_flight:
+        return f
+    run, seq, status = view.in_flight[f.name]
+    verb = "moving" if status == "started" else "moving back"
+    return replace(
+        f, action=Action.NONE, placement=None,
+        note=f"rebalance run {run} step {seq} is {verb} it: `vnuma rebalance --resume` finishes the move, "
+        "`vnuma rebalance --abort` rolls it back",
+    )
 
 
 def _advice(f: Finding) -> Finding:
