@@ -24,6 +24,7 @@ from lxml import etree
 
 from tests.integration.conftest import SYSTEM_URI
 from tests.render.scenarios import SCENARIOS, Scenario
+from vnuma.render.view import effective_memory_modes
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K, format_cpuset
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.daemon]
@@ -85,7 +86,12 @@ def test_golden_domain_becomes_the_placed_qemu_numa_layout(
     node = _local_node()
     xml, original = _rewrite_nodesets(scenario.golden.read_text(), node)
     placement = scenario.placement
-    assert original == {c.guest_cell: str(c.host_cell) for c in placement.cells}
+    modes = dict(zip((c.guest_cell for c in sorted(placement.cells, key=lambda c: c.guest_cell)),
+                     effective_memory_modes(placement, scenario.options.memnode_mode), strict=True))
+    everywhere = format_cpuset(placement.host_cells)
+    assert original == {
+        c.guest_cell: everywhere if modes[c.guest_cell] == "interleave" else str(c.host_cell) for c in placement.cells
+    }
     path = tmp_path / f"{scenario.name}.xml"
     path.write_text(xml)
     argv = _argv(path)
@@ -96,8 +102,10 @@ def test_golden_domain_becomes_the_placed_qemu_numa_layout(
         assert re.sub(r"\s", "", cpus) == format_cpuset(cell.vcpus)
         backend = backends[memdev]
         assert backend["size"] == cell.memory_kib * 1024
-        if scenario.options.memnode_mode == "strict":
-            assert (backend["host-nodes"], backend["policy"]) == ([node], "bind")
+        mode = modes[cell.guest_cell]
+        if mode != "restrictive":
+            policy = {"strict": "bind", "preferred": "preferred", "interleave": "interleave"}[mode]
+            assert (backend["host-nodes"], backend["policy"]) == ([node], policy)
         else:
             # restrictive: libvirt binds through the cgroup's cpuset.mems, not QEMU's
             # memory policy, which is what lets the nodeset change while it runs.

@@ -85,6 +85,7 @@ def test_placement_dict_has_the_public_shape() -> None:
             "memory_mib": 4096,
             "memory_kib": 4 * 1024 * 1024,
             "page_size_kib": 1048576,
+            "memory_mode": "strict",
         }
     ]
     assert d["devices"] == [{"address": "0000:10:00.0", "kind": "gpu", "guest_cell": 0, "host_cell": 0}]

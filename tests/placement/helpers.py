@@ -18,6 +18,7 @@ from vnuma.placement.model import (
     EmulatorThreads,
     GpuAffinity,
     Isolation,
+    MemoryMode,
     Placement,
     ThreadPolicy,
     VmRequest,
@@ -83,14 +84,32 @@ def usage(host: Host, placements: Iterable[Placement]) -> Usage:
         for cpu in p.shared_pcpus:
             u.shared.setdefault(cpu, set()).add(p.tenant)
             u.owners.setdefault(cpu, set()).add(p.tenant)
+        for (cell, size), n in _pages_taken(p).items():
+            u.pages[(cell, size)] = u.pages.get((cell, size), 0) + n
         for c in p.cells:
-            u.pages[(c.host_cell, c.page_size_kib)] = u.pages.get((c.host_cell, c.page_size_kib), 0) + c.pages
             u.cell_tenants.setdefault(c.host_cell, set()).add(p.tenant)
         for d in p.devices:
             assert d.address not in u.gpus, f"GPU {d.address} given to {u.gpus[d.address]} and {p.vm}"
             u.gpus[d.address] = p.vm
     assert not set(u.held) & set(u.shared), "a shared pCPU is also held exclusively"
     return u
+
+
+def _pages_taken(p: Placement) -> dict[tuple[int, int], int]:
+    """Pages per (host cell, size): an interleaved guest cell deals its pages out over the VM's host cells
+    in turn, the turn carried over from one interleaved cell to the next (page j of the deal, counted
+    across interleaved cells, goes to host cell ``spread[j % k]``; each cell's share is a range count)."""
+    taken: dict[tuple[int, int], int] = {}
+    spread = sorted({c.host_cell for c in p.cells})
+    k, dealt = len(spread), 0
+    for c in sorted(p.cells, key=lambda c: c.guest_cell):
+        shares = {c.host_cell: c.pages}
+        if c.memory_mode is MemoryMode.INTERLEAVE:
+            shares = {cell: len(range(dealt + (i - dealt) % k, dealt + c.pages, k)) for i, cell in enumerate(spread)}
+            dealt += c.pages
+        for cell, n in shares.items():
+            taken[(cell, c.page_size_kib)] = taken.get((cell, c.page_size_kib), 0) + n
+    return taken
 
 
 def _pool(host: Host, cell: int, size: int) -> int:

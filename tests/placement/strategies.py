@@ -10,6 +10,7 @@ from vnuma.placement.model import (
     EmulatorThreads,
     GpuAffinity,
     Isolation,
+    MemoryMode,
     ThreadPolicy,
     VmRequest,
 )
@@ -51,6 +52,18 @@ def host_lists(draw: st.DrawFn, max_hosts: int = 2) -> list[Host]:
 
 
 @st.composite
+def memory_modes(draw: st.DrawFn, nodes: int | None) -> tuple[MemoryMode, ...]:
+    """Mostly strict; else one mode for all guest cells, or (with N explicit cells) one per cell
+    (``restrictive`` is all or none)."""
+    if draw(st.integers(0, 2)) == 0:
+        return (MemoryMode.STRICT,)
+    if nodes is not None and nodes > 1 and draw(st.booleans()):
+        mixable = [MemoryMode.STRICT, MemoryMode.PREFERRED, MemoryMode.INTERLEAVE]
+        return tuple(draw(st.sampled_from(mixable)) for _ in range(nodes))
+    return (draw(st.sampled_from(list(MemoryMode))),)
+
+
+@st.composite
 def vm_requests(
     draw: st.DrawFn, name: str = "vm", max_gpus: int = 2, socket: bool = False, shared: bool = True
 ) -> VmRequest:
@@ -73,6 +86,7 @@ def vm_requests(
     )
     affinities = (GpuAffinity.REQUIRED, GpuAffinity.PREFERRED) + ((GpuAffinity.SOCKET,) if socket else ())
     return VmRequest(
+        memory_modes=draw(memory_modes(nodes)),
         name=name,
         tenant=tenant,
         vcpus=per_cell * n,

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tests.builders import make_host
 from tests.placement.helpers import check_fleet, request
+from tests.placement.strategies import memory_modes
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import GpuAffinity, Isolation, Placement, VmRequest
@@ -51,6 +52,7 @@ def fleets(draw: st.DrawFn) -> FleetState:
         )
         if req.vcpus and req.numa_nodes and req.vcpus % req.numa_nodes:
             continue
+        req = replace(req, memory_modes=draw(memory_modes(req.numa_nodes)))
         chosen = place(req, fleet).chosen
         if chosen is not None:
             fleet.add(chosen, TENANTS[tenant])
@@ -74,10 +76,12 @@ def _replay(state: FleetState, plan: Plan) -> list[Placement]:
 def _assert_shape_kept(old: Placement, new: Placement) -> None:
     """A move keeps what the VM asked for: its size, and its guest cells and their sizes unless auto."""
     assert (new.vcpus, new.memory_kib, new.numa_nodes) == (old.vcpus, old.memory_kib, old.numa_nodes)
+    assert set(new.memory_modes) == set(old.memory_modes)
     if old.numa_nodes is not None:
         sizes = [(len(c.vcpus), c.memory_kib) for c in old.cells]
         assert len(old.cells) == old.numa_nodes
         assert [(len(c.vcpus), c.memory_kib) for c in new.cells] == sizes
+        assert new.memory_modes == old.memory_modes
 
 
 def _hosts(state: FleetState) -> list[Host]:

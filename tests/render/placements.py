@@ -13,6 +13,7 @@ from vnuma.placement.model import (
     CellAssignment,
     CpuPolicy,
     DeviceAssignment,
+    MemoryMode,
     Placement,
     ThreadPolicy,
 )
@@ -21,13 +22,14 @@ from vnuma.topology import KIB_PER_GIB, PAGE_2M, DeviceKind, Host
 
 @dataclass(frozen=True)
 class CellSpec:
-    """One guest cell: its host cell, vCPU count, memory, page size and GPU count."""
+    """One guest cell: its host cell, vCPU count, memory, page size, GPU count and memory mode."""
 
     host_cell: int
     vcpus: int
     memory_kib: int = 4 * KIB_PER_GIB
     page_size_kib: int = PAGE_2M
     gpus: int = 0
+    memory_mode: MemoryMode = MemoryMode.STRICT
 
 
 def core_ordered_cpus(host: Host, cell_id: int, threads: int) -> list[int]:
@@ -71,7 +73,9 @@ def make_placement(
         vcpus = tuple(range(next_vcpu, next_vcpu + spec.vcpus))
         next_vcpu += spec.vcpus
         assignments.append(
-            CellAssignment(guest, spec.host_cell, vcpus, pcpus, spec.memory_kib, spec.page_size_kib)
+            CellAssignment(
+                guest, spec.host_cell, vcpus, pcpus, spec.memory_kib, spec.page_size_kib, spec.memory_mode
+            )
         )
         gpus = [d for d in host.devices_of(DeviceKind.GPU) if d.numa_node == spec.host_cell][: spec.gpus]
         devices += [DeviceAssignment(d.address, d.kind, guest, spec.host_cell) for d in gpus]

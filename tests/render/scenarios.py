@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tests.builders import make_host
 from tests.render.placements import CellSpec, make_placement
-from vnuma.placement.model import CpuPolicy, Placement, ThreadPolicy
+from vnuma.placement.model import CpuPolicy, MemoryMode, Placement, ThreadPolicy
 from vnuma.render.domain import render_domain
 from vnuma.render.view import RenderOptions
 from vnuma.topology import KIB_PER_GIB, PAGE_1G, PAGE_2M, PAGE_4K, Host
@@ -128,6 +128,23 @@ def _build() -> tuple[Scenario, ...]:
             host,
             make_placement(host, [CellSpec(0, 2, 128 * 1024, PAGE_2M)], threads=1),
             RenderOptions(domain_type="qemu", emulator="/usr/bin/qemu-system-x86_64"),
+        ),
+        Scenario(
+            "preferred-memory",
+            host,
+            make_placement(host, [replace(c, memory_mode=MemoryMode.PREFERRED) for c in two_2m], threads=2),
+        ),
+        Scenario(
+            "interleaved-memory",
+            host,
+            make_placement(host, [replace(c, memory_mode=MemoryMode.INTERLEAVE) for c in two_2m], threads=2),
+        ),
+        Scenario(
+            "per-cell-memory-modes",
+            host,
+            make_placement(
+                host, [two_2m[0], replace(two_2m[1], memory_mode=MemoryMode.INTERLEAVE)], threads=2
+            ),
         ),
     )
 

@@ -13,10 +13,18 @@ from lxml import etree
 from tests.builders import make_host
 from tests.render.placements import CellSpec, make_placement
 from vnuma.errors import ConfigError, RenderError
-from vnuma.placement.model import CellAssignment, CpuPolicy, DeviceAssignment, Placement, ThreadPolicy
+from vnuma.placement.model import (
+    CellAssignment,
+    CpuPolicy,
+    DeviceAssignment,
+    MemoryMode,
+    Placement,
+    ThreadPolicy,
+)
+from vnuma.render.checks import check_domain
 from vnuma.render.domain import render_domain
 from vnuma.render.pcie import TOP_BUS_NR, layout_devices
-from vnuma.render.view import RenderOptions, build_view, domain_uuid, guest_topology
+from vnuma.render.view import OVERRIDE_MODES, RenderOptions, build_view, domain_uuid, guest_topology
 from vnuma.topology import KIB_PER_GIB, PAGE_1G, PAGE_2M, PAGE_4K, DeviceKind, Host
 
 HOST = make_host()
@@ -146,21 +154,52 @@ def test_emulator_pin_follows_the_emulator_policy() -> None:
 
 def test_memnode_mode_option_and_restrictive_memory() -> None:
     placement = make_placement(HOST, [CellSpec(0, 2), CellSpec(1, 2)])
-    for mode in ("strict", "preferred", "interleave", "restrictive"):
+    for mode in ("strict", "preferred", "restrictive"):
         view = build_view(HOST, placement, RenderOptions(memnode_mode=mode))
         assert {n.mode for n in view.memnodes} == {mode}
         assert view.memory_mode == ("restrictive" if mode == "restrictive" else "strict")
         render_domain(HOST, placement, options=RenderOptions(memnode_mode=mode))
 
 
+def _with_modes(placement: Placement, *modes: MemoryMode) -> Placement:
+    cells = tuple(replace(c, memory_mode=m) for c, m in zip(placement.cells, modes, strict=True))
+    return replace(placement, cells=cells)
+
+
+def test_each_cell_renders_its_own_memory_mode_and_interleave_spans_the_vms_cells() -> None:
+    placement = _with_modes(make_placement(HOST, [CellSpec(0, 2), CellSpec(1, 2)]), MemoryMode.INTERLEAVE,
+                            MemoryMode.PREFERRED)
+    view = build_view(HOST, placement, RenderOptions())
+    assert [(n.cellid, n.mode, n.nodeset) for n in view.memnodes] == [("0", "interleave", "0-1"),
+                                                                      ("1", "preferred", "1")]
+    assert view.memory_mode == "strict"
+    render_domain(HOST, placement)  # the schema and vnuma's checks accept the interleaved nodeset
+    with pytest.raises(ConfigError, match="interleaved memory, claimed on every one of its host cells"):
+        build_view(HOST, placement, RenderOptions(memnode_mode="strict"))
+    everywhere = _with_modes(placement, MemoryMode.RESTRICTIVE, MemoryMode.RESTRICTIVE)
+    assert build_view(HOST, everywhere, RenderOptions()).memory_mode == "restrictive"
+
+
+def test_a_template_that_interleaves_a_strict_cell_is_refused() -> None:
+    """A strict cell's pages are claimed on its own host cell: a memnode spanning others is refused."""
+    placement = make_placement(HOST, [CellSpec(0, 2), CellSpec(1, 2)])
+    xml = render_domain(HOST, placement).replace(
+        "<memnode cellid='0' mode='strict' nodeset='0'/>", "<memnode cellid='0' mode='interleave' nodeset='0-1'/>"
+    )
+    assert "nodeset='0-1'/>" in xml
+    with pytest.raises(RenderError, match="memnode cellid=0"):
+        check_domain(etree.fromstring(xml.encode()), HOST, placement)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (RenderOptions(memnode_mode="loose"), "unknown memnode mode 'loose'"),
+        (RenderOptions(memnode_mode="loose"), "memnode mode override 'loose'"),
+        (RenderOptions(memnode_mode="interleave"), "memnode mode override 'interleave'"),
         (RenderOptions(domain_type="xen"), "unknown domain type 'xen'"),
         (RenderOptions(iothreads=-1), "iothreads must be 0 or more"),
     ],
-    ids=["memnode-mode", "domain-type", "iothreads"],
+    ids=["memnode-mode", "memnode-interleave", "domain-type", "iothreads"],
 )
 def test_bad_options_are_config_errors(options: RenderOptions, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -297,8 +336,15 @@ def _placements(draw: st.DrawFn) -> tuple[Host, Placement, RenderOptions]:
     placement = make_placement(
         host, specs, threads=threads, cpu_policy=policy, thread_policy=ThreadPolicy.PREFER
     )
+    if draw(st.booleans()):  # restrictive on every cell, or a free mix of the other three
+        modes = [MemoryMode.RESTRICTIVE] * len(specs)
+    else:
+        choices = [MemoryMode.STRICT, MemoryMode.PREFERRED, MemoryMode.INTERLEAVE]
+        modes = [draw(st.sampled_from(choices)) for _ in specs]
+    placement = _with_modes(placement, *modes)
+    override = None if MemoryMode.INTERLEAVE in modes else draw(st.sampled_from([None, *OVERRIDE_MODES]))
     options = RenderOptions(
-        memnode_mode=draw(st.sampled_from(["strict", "restrictive", "preferred", "interleave"])),
+        memnode_mode=override,
         iothreads=draw(st.integers(0, 2)),
         domain_type=draw(st.sampled_from(["kvm", "qemu"])),
     )

@@ -19,18 +19,26 @@ TemplateOpt = Annotated[
 ]
 DomainTypeOpt = Annotated[str, typer.Option("--domain-type", help="kvm, or qemu for software emulation (TCG).")]
 MemnodeOpt = Annotated[
-    str, typer.Option("--memnode-mode", help="strict, or restrictive for VMs to be re-pinned live.")
+    str | None,
+    typer.Option(
+        "--memnode-mode",
+        help="Override every guest cell's memory mode (default: the one chosen at place): strict, "
+        "restrictive (re-pinnable live) or preferred.",
+    ),
 ]
 
 
-def _options(domain_type: str, memnode_mode: str) -> Any:
+def _options(domain_type: str, memnode_mode: str | None) -> Any:
     from vnuma.errors import InvalidInputError
-    from vnuma.render.view import RenderOptions
+    from vnuma.render.view import OVERRIDE_MODES, RenderOptions
 
     if domain_type not in ("kvm", "qemu"):
         raise InvalidInputError(f"bad --domain-type {domain_type!r}: use kvm or qemu")
-    if memnode_mode not in ("strict", "restrictive"):
-        raise InvalidInputError(f"bad --memnode-mode {memnode_mode!r}: use strict or restrictive")
+    if memnode_mode is not None and memnode_mode not in OVERRIDE_MODES:
+        raise InvalidInputError(
+            f"bad --memnode-mode {memnode_mode!r}: use {', '.join(OVERRIDE_MODES)}",
+            hint="interleaved memory is chosen at place (--memory-mode interleave): its claims span the VM's cells",
+        )
     return RenderOptions(domain_type=domain_type, memnode_mode=memnode_mode)
 
 
@@ -39,7 +47,7 @@ def render(
     vm: str,
     template: TemplateOpt = None,
     domain_type: DomainTypeOpt = "kvm",
-    memnode_mode: MemnodeOpt = "strict",
+    memnode_mode: MemnodeOpt = None,
 ) -> None:
     """Print the VM's libvirt domain XML (validated against libvirt's schema and the placement)."""
     from vnuma.services.applying import render_vm
@@ -56,7 +64,7 @@ def apply(
     ] = False,
     template: TemplateOpt = None,
     domain_type: DomainTypeOpt = "kvm",
-    memnode_mode: MemnodeOpt = "strict",
+    memnode_mode: MemnodeOpt = None,
 ) -> None:
     """Define the VM's domain on its host through libvirt, and optionally start it."""
     from vnuma.services.applying import apply_vm

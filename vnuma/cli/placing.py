@@ -12,6 +12,7 @@ from vnuma.placement.model import (
     CpuPolicy,
     EmulatorThreads,
     GpuAffinity,
+    MemoryMode,
     Placement,
     PlacementResult,
     Strategy,
@@ -35,6 +36,23 @@ def parse_numa_nodes(text: str) -> int | None:
     return int(text)
 
 
+def parse_memory_modes(text: str) -> tuple[MemoryMode, ...]:
+    """``strict,interleave`` -> one mode per guest cell."""
+    from vnuma.errors import InvalidInputError
+
+    modes = []
+    for word in text.split(","):
+        try:
+            modes.append(MemoryMode(word.strip().lower()))
+        except ValueError:
+            choices = "|".join(m.value for m in MemoryMode)
+            raise InvalidInputError(
+                f"bad --cell-memory-mode {text!r}: {word.strip()!r} is not one of {choices}",
+                hint="one mode per guest cell, comma-separated, e.g. strict,interleave",
+            ) from None
+    return tuple(modes)
+
+
 def place(
     ctx: typer.Context,
     tenant: str,
@@ -50,6 +68,16 @@ def place(
     page_size: Annotated[str, typer.Option("--page-size", help="4K, 2M, 1G or large.")] = "large",
     gpu_affinity: Annotated[GpuAffinity, typer.Option("--gpu-affinity")] = GpuAffinity.REQUIRED,
     emulator_threads: Annotated[EmulatorThreads, typer.Option("--emulator-threads")] = EmulatorThreads.SHARE,
+    memory_mode: Annotated[
+        MemoryMode, typer.Option("--memory-mode", help="How every guest cell's memory binds to host memory.")
+    ] = MemoryMode.STRICT,
+    cell_memory_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--cell-memory-mode", metavar="LIST",
+            help="One memory mode per guest cell, e.g. strict,interleave (with --numa-nodes N).",
+        ),
+    ] = None,
     host: Annotated[str | None, typer.Option("--host", help="Only consider this host.")] = None,
     group: Annotated[str | None, typer.Option("--group", help="Replica group the VM belongs to.")] = None,
     anti_affinity: Annotated[
@@ -86,6 +114,16 @@ def place(
     (or one host cell); every later move (repin, migrate, drain, rebalance)
     keeps it. A VM the group leaves no room for is exit 5, each host's
     reason naming the group's VM there.
+
+    --memory-mode strict|restrictive|preferred|interleave (or per guest
+    cell, --cell-memory-mode strict,interleave with --numa-nodes 2) is
+    recorded with the VM and rendered as its numatune memnodes: interleave
+    spreads a cell's pages over all the VM's host cells (and claims them
+    so); restrictive (all cells or none) lets a running VM be re-pinned
+    across cells live.
+
+    Example: vnuma place tenant-a --vcpus 16 --memory 64GiB --numa-nodes 2
+    --cell-memory-mode strict,interleave
     """
     from vnuma.services.names import check_vm_name
     from vnuma.services.placing import place_vm, require_chosen
@@ -112,6 +150,7 @@ def place(
         host=host,
         group=group,
         anti_affinity=anti_affinity,
+        memory_modes=parse_memory_modes(cell_memory_mode) if cell_memory_mode is not None else (memory_mode,),
     )
     if (apply or yes or allow_restart or allow_migrate) and not rebalance:
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
@@ -195,10 +234,10 @@ def print_placement(p: Placement, title: str, state: str | None = None) -> None:
     output.echo_lines(head)
     output.echo_table(
         None,
-        ["GUEST CELL", "HOST CELL", "VCPUS", "PCPUS", "MEMORY", "PAGES"],
+        ["GUEST CELL", "HOST CELL", "VCPUS", "PCPUS", "MEMORY", "PAGES", "MODE"],
         [
             (c.guest_cell, c.host_cell, format_cpuset(c.vcpus), format_cpuset(c.pcpus),
-             format_size_kib(c.memory_kib), f"{c.pages} x {format_size_kib(c.page_size_kib)}")
+             format_size_kib(c.memory_kib), f"{c.pages} x {format_size_kib(c.page_size_kib)}", c.memory_mode)
             for c in p.cells
         ],
     )

@@ -26,6 +26,7 @@ from vnuma.placement.model import (
     CpuPolicy,
     DeviceAssignment,
     Isolation,
+    MemoryMode,
     Placement,
     Tenant,
     ThreadPolicy,
@@ -37,6 +38,7 @@ _CPU_POLICY = enum_of(CpuPolicy)
 _THREAD_POLICY = enum_of(ThreadPolicy)
 _ISOLATION = enum_of(Isolation)
 _ANTI = enum_of(AntiAffinity)
+_MEMORY_MODE = enum_of(MemoryMode)
 
 
 def placement_to_dict(p: Placement) -> dict[str, Any]:
@@ -59,6 +61,7 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
                 "memory_mib": c.memory_kib // KIB_PER_MIB,
                 "memory_kib": c.memory_kib,
                 "page_size_kib": c.page_size_kib,
+                "memory_mode": c.memory_mode.value,
             }
             for c in p.cells
         ],
@@ -135,6 +138,7 @@ def _assignment_from_dict(value: object, parent: At, i: int) -> CellAssignment:
         pcpus=take(d, "pcpus", at, as_ints),
         memory_kib=memory_kib,
         page_size_kib=take(d, "page_size_kib", at, as_int),
+        memory_mode=take(d, "memory_mode", at, _MEMORY_MODE, MemoryMode.STRICT.value),
     )
 
 

@@ -14,6 +14,7 @@ claims when the caller adds the placement).
   ``preferred``/``socket`` affinity tops up from the nearest other cells.
   A GPU is attached to the guest cell on its host cell, else to the
   closest guest cell.
+* Each guest cell gets the memory mode the request gives it.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
             pcpus, paired = pick.pins, paired and pick.paired
             if pick.emulator is not None:
                 emulator = (pick.emulator,)
-        cells.append(CellAssignment(g, cid, tuple(range(g * v, (g + 1) * v)), pcpus, m, fit.page_size_kib))
+        vcpus = tuple(range(g * v, (g + 1) * v))
+        cells.append(CellAssignment(g, cid, vcpus, pcpus, m, fit.page_size_kib, req.memory_mode(g)))
     if not isolate_emulator:
         emulator = tuple(sorted({p for c in cells for p in c.pcpus}))
     return Placement(

@@ -16,19 +16,23 @@ request's free GPUs (:mod:`.cellsets`). Under ``gpu-first`` a GPU VM may not
 strand other free GPUs of its cells (:mod:`.gpus`); refused only for that,
 the host's rejection is ``gpu-strand``. GPU affinity ``preferred`` or
 ``socket`` falls back to any set (``socket``: with the GPUs on the sets'
-sockets) when no set holds the GPUs.
+sockets) when no set holds the GPUs. A request with interleaved guest
+cells takes each cell set only if its cells hold the pages the claims
+will take from them (interleaved pages spread over the set).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from vnuma.placement.cellsets import choose_cells
 from vnuma.placement.filters import CELL_FILTERS, SIZE_FILTERS, STAGE, Attempt
 from vnuma.placement.gpus import strands_gpus, threads_taken
+from vnuma.placement.ledger.admit import pages_by_cell
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import GpuAffinity, Isolation, Rejection, Strategy, VmRequest
+from vnuma.placement.model import GpuAffinity, Isolation, MemoryMode, Rejection, Strategy, VmRequest
 from vnuma.placement.order import cell_preference
 from vnuma.placement.rules import KEEP_PER_GPU
 from vnuma.placement.view import HostView
@@ -111,15 +115,21 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
     gpus = {c.id: len(c.gpus_free) for c in hs.cells}
     pref = {c.id: cell_preference(c, view.caps[c.id], strategy) for c in a.cells}
     keep = strategy is Strategy.GPU_FIRST and req.gpus > 0
-    accept = _no_stranding(hs, req, a.v) if keep else None
+    interleaved = a.n > 1 and MemoryMode.INTERLEAVE in req.memory_modes
+    pages: Accept | None = (lambda cells: interleave_order(a, cells) is not None) if interleaved else None
+    accept = _both(_no_stranding(hs, req, a.v) if keep else None, pages)
     cells = choose_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=accept)
-    stranding = cells is None and keep and choose_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors)
+    stranding = cells is None and keep and choose_cells(
+        hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=pages
+    )
     if cells is None and req.gpus and req.gpu_affinity is not GpuAffinity.REQUIRED:
-        accept = _socket_test(hs, req.gpus) if req.gpu_affinity is GpuAffinity.SOCKET else None
+        accept = _both(_socket_test(hs, req.gpus) if req.gpu_affinity is GpuAffinity.SOCKET else None, pages)
         cells = choose_cells(hs, ids, a.n, 0, gpus, pref, anchors=a.anchors, accept=accept)
         if cells is not None and req.gpu_affinity is GpuAffinity.PREFERRED and hs.gpus_free < req.gpus:
             cells = None
     if cells is not None:
+        if interleaved:
+            cells = interleave_order(a, cells) or cells  # accepted: an order exists
         return HostFit(hs, cells, a.size, hs.is_adjacent(cells))
     if stranding:
         return a.reject(
@@ -136,14 +146,39 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
     )
 
 
-def _no_stranding(hs: HostState, req: VmRequest, v: int) -> Callable[[tuple[int, ...]], bool]:
+Accept = Callable[[tuple[int, ...]], bool]
+
+
+def _both(first: Accept | None, second: Accept | None) -> Accept | None:
+    if first is None or second is None:
+        return first or second
+    return lambda cells: first(cells) and second(cells)
+
+
+def interleave_order(a: Attempt, cells: tuple[int, ...]) -> tuple[int, ...] | None:
+    """``cells`` in a guest order whose pages the cells hold, with interleaved guest cells taking pages
+    from every cell of the set (:func:`pages_by_cell`); None when no order does. The cell filter asked
+    each cell for one guest cell's pages; a strict cell beside an interleaved one takes more, so the
+    order matters. Orders tried: the one given, then (up to 6 cells) every other."""
+    view, req, size = a.view, a.view.req, a.size
+    by_id = view.hs.cell_by_id
+
+    def holds(order: tuple[int, ...]) -> bool:
+        needs = pages_by_cell([(c, size, a.m // size, req.memory_mode(g)) for g, c in enumerate(order)])
+        return all(view.pages(by_id[c], s) >= n for (c, s), n in needs.items())
+
+    orders = itertools.permutations(cells) if len(cells) <= 6 else iter((cells,))
+    return next((order for order in orders if holds(order)), None)
+
+
+def _no_stranding(hs: HostState, req: VmRequest, v: int) -> Accept:
     def accept(cells: tuple[int, ...]) -> bool:
         return not strands_gpus(hs, cells, req.gpus, threads_taken(req, hs, v, len(cells)))
 
     return accept
 
 
-def _socket_test(hs: HostState, want: int) -> Callable[[tuple[int, ...]], bool]:
+def _socket_test(hs: HostState, want: int) -> Accept:
     def accept(cells: tuple[int, ...]) -> bool:
         near = {s for c in cells for s in hs.socket_cells(hs.socket_of.get(c), c)}
         return sum(len(hs.cell_by_id[c].gpus_free) for c in near if c in hs.cell_by_id) >= want

@@ -65,6 +65,7 @@ def _key(request: VmRequest, fleet: Fleet, strategy: Strategy) -> object:
         request.cpu_policy,
         request.thread_policy,
         request.numa_nodes,
+        request.memory_modes,
         request.page_size_kib,
         request.gpu_affinity,
         request.emulator_threads,

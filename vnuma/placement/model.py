@@ -58,6 +58,28 @@ class EmulatorThreads(StrEnum):
     ISOLATE = "isolate"
 
 
+class MemoryMode(StrEnum):
+    """How a guest cell's memory is bound to host memory (libvirt's ``<memnode mode>``).
+
+    ``strict``: only from its host cell; ``restrictive``: the same, enforced
+    by cgroups only, so the nodeset can change while the VM runs (a live
+    re-pin across cells); ``preferred``: from its host cell while that has
+    room, then elsewhere; ``interleave``: page by page across all the VM's
+    host cells (one bandwidth-heavy cell spread over several memory
+    controllers). The claims follow: an interleaved cell's pages are
+    claimed evenly on every host cell of the VM
+    (:func:`vnuma.placement.ledger.admit.page_needs`); the others' on their own
+    host cell (``preferred`` claims its cell too: what spills is not promised).
+    ``restrictive`` is all cells or none (libvirt requires it on ``<memory>``
+    exactly when a memnode uses it).
+    """
+
+    STRICT = "strict"
+    RESTRICTIVE = "restrictive"
+    PREFERRED = "preferred"
+    INTERLEAVE = "interleave"
+
+
 class Objective(StrEnum):
     """What a plan improves: locality of split VMs, room for a VM shape, a tenant's VMs spread
     over more memory controllers (host cells), one host emptied (``vnuma host drain``), or one VM
@@ -113,7 +135,8 @@ class VmRequest:
     hosts and off those host cells as guest cells (the rebalance planner
     moves a VM off its own cells or host with them). ``group`` with
     ``anti_affinity`` keeps the VM away from the group's other VMs
-    (:mod:`vnuma.placement.groups`).
+    (:mod:`vnuma.placement.groups`). ``memory_modes`` is one mode for every
+    guest cell, or one per guest cell (then ``numa_nodes`` says how many).
     """
 
     name: str
@@ -133,6 +156,12 @@ class VmRequest:
     avoid_cells: frozenset[tuple[str, int]] = frozenset()
     group: str | None = None
     anti_affinity: AntiAffinity | None = None
+    memory_modes: tuple[MemoryMode, ...] = (MemoryMode.STRICT,)
+
+    def memory_mode(self, guest_cell: int) -> MemoryMode:
+        """The memory mode of guest cell ``guest_cell``."""
+        modes = self.memory_modes
+        return modes[guest_cell] if len(modes) > 1 else modes[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +171,8 @@ class CellAssignment:
     ``vcpus`` are guest vCPU ids; for ``dedicated`` VMs ``pcpus[i]`` is the
     pCPU of ``vcpus[i]``; for ``shared`` VMs ``pcpus`` is the set the cell's
     vCPUs float over (sorted). Memory comes from the host cell's pool of
-    ``page_size_kib`` pages: ``memory_kib // page_size_kib`` of them.
+    ``page_size_kib`` pages: ``memory_kib // page_size_kib`` of them, all
+    from that cell unless ``memory_mode`` is ``interleave`` (:class:`MemoryMode`).
     """
 
     guest_cell: int
@@ -151,6 +181,7 @@ class CellAssignment:
     pcpus: tuple[int, ...]
     memory_kib: int
     page_size_kib: int
+    memory_mode: MemoryMode = MemoryMode.STRICT
 
     @property
     def pages(self) -> int:
@@ -220,6 +251,10 @@ class Placement:
         """Host cell ids, in guest cell order."""
         return tuple(c.host_cell for c in self.cells)
 
+    @property
+    def memory_modes(self) -> tuple[MemoryMode, ...]:
+        """Each guest cell's memory mode, in guest cell order."""
+        return tuple(c.memory_mode for c in sorted(self.cells, key=lambda c: c.guest_cell))
 
 
 @dataclass(frozen=True, slots=True)

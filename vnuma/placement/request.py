@@ -28,7 +28,7 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, MemoryMode, ThreadPolicy, VmRequest
 from vnuma.topology import PAGE_4K, count_of, format_size_kib
 
 
@@ -76,9 +76,27 @@ def _policy_problem(request: VmRequest) -> str | None:
     return None
 
 
+def _memory_mode_problem(request: VmRequest) -> str | None:
+    modes = request.memory_modes
+    if not modes:
+        return "needs a memory mode"
+    if len(modes) > 1 and len(modes) != request.numa_nodes:
+        nodes = "auto" if request.numa_nodes is None else request.numa_nodes
+        return (
+            f"{len(modes)} per-cell memory modes need as many guest cells (--numa-nodes {len(modes)}), "
+            f"not {nodes}"
+        )
+    if MemoryMode.RESTRICTIVE in modes and set(modes) != {MemoryMode.RESTRICTIVE}:
+        return "memory mode restrictive applies to every guest cell or to none (libvirt requires it so)"
+    return None
+
+
 def request_problem(request: VmRequest) -> str | None:
     """What is wrong with a request by its own numbers and policies (None: nothing)."""
-    return _numbers_problem(request) or _split_problem(request) or _policy_problem(request)
+    return (
+        _numbers_problem(request) or _split_problem(request) or _policy_problem(request)
+        or _memory_mode_problem(request)
+    )
 
 
 def validate_request(request: VmRequest, fleet: Fleet) -> None:
@@ -89,7 +107,8 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
             a count below 1, memory that is not a whole number of pages per
             guest cell, vCPUs that do not split over the NUMA nodes, a
             thread or emulator policy that needs ``dedicated`` CPUs, more
-            GPUs than the whole fleet has.
+            GPUs than the whole fleet has, per-cell memory modes that do
+            not match the guest cell count, ``restrictive`` on some cells only.
         NotFoundError: ``request.host`` is not in the fleet.
     """
     name = request.name or request.tenant

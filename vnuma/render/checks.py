@@ -12,7 +12,7 @@ from __future__ import annotations
 from lxml import etree
 
 from vnuma.errors import InvalidInputError, RenderError
-from vnuma.placement.model import CellAssignment, Placement
+from vnuma.placement.model import CellAssignment, MemoryMode, Placement
 from vnuma.render.distances import distance_problem
 from vnuma.render.metadata import metadata_of
 from vnuma.topology import PAGE_4K, Host, format_cpuset, parse_cpuset
@@ -120,7 +120,9 @@ def check_numatune(root: etree._Element, host: Host, cells: dict[int, CellAssign
         if cellid in seen:
             raise RenderError(f"{where}: guest cell {cellid} has more than one memnode")
         seen.add(cellid)
-        _host_nodes(_cpuset(node.get("nodeset"), where), host, frozenset({cells[cellid].host_cell}), where)
+        # Where the claims put the cell's pages: its host cell, or every placed cell when interleaved.
+        own = placed if cells[cellid].memory_mode is MemoryMode.INTERLEAVE else frozenset({cells[cellid].host_cell})
+        _host_nodes(_cpuset(node.get("nodeset"), where), host, own, where)
         # libvirt: restrictive on <memory> if and only if restrictive on every memnode.
         if (node.get("mode", "strict") == "restrictive") != (memory_mode == "restrictive"):
             raise RenderError(

@@ -11,13 +11,15 @@ import uuid
 from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
-from vnuma.placement.model import CellAssignment, CpuPolicy, Placement
+from vnuma.placement.model import CellAssignment, CpuPolicy, MemoryMode, Placement
 from vnuma.render.distances import distance_problem
 from vnuma.render.metadata import VNUMA_NS
 from vnuma.render.pcie import PcieLayout, layout_devices
 from vnuma.topology import PAGE_4K, Host, format_cpuset
 
 MEMNODE_MODES = ("strict", "restrictive", "preferred", "interleave")
+OVERRIDE_MODES = ("strict", "restrictive", "preferred")
+"""What ``--memnode-mode`` may impose: modes that keep each cell's pages where its claims are."""
 DOMAIN_TYPES = ("kvm", "qemu")
 # QEMU cannot pass the host CPU through without KVM; under TCG the closest
 # model is 'maximum' (-cpu max), supported since libvirt 7.9.
@@ -27,9 +29,13 @@ _UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, VNUMA_NS)
 
 @dataclass(frozen=True, slots=True)
 class RenderOptions:
-    """Rendering choices that are not part of the placement."""
+    """Rendering choices that are not part of the placement.
 
-    memnode_mode: str = "strict"
+    ``memnode_mode`` overrides the memory mode of every guest cell; None
+    renders each cell's own (the placement's, chosen at ``vnuma place``).
+    """
+
+    memnode_mode: str | None = None
     iothreads: int = 0
     machine: str = "q35"
     domain_type: str = "kvm"
@@ -173,10 +179,15 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     _check_options(options)
     cells = tuple(sorted(placement.cells, key=lambda c: c.guest_cell))
     _check_placement(host, placement, cells)
+    if options.memnode_mode is not None and MemoryMode.INTERLEAVE in placement.memory_modes:
+        raise ConfigError(
+            f"VM {placement.vm!r} has interleaved memory, claimed on every one of its host cells: "
+            f"--memnode-mode {options.memnode_mode} would take it from one cell each; leave the override out"
+        )
     emulator = placement.emulator_pcpus or tuple(p for c in cells for p in c.pcpus)
     emulator_cpuset = format_cpuset(emulator)
     guest_ids = frozenset(c.guest_cell for c in cells)
-    memnode_mode = options.memnode_mode
+    memnodes = _memnodes(cells, options.memnode_mode)
     return DomainView(
         name=placement.vm,
         uuid=options.uuid or domain_uuid(placement),
@@ -198,9 +209,9 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         iothreads=str(options.iothreads),
         iothreadpins=tuple(Pin(str(i), emulator_cpuset) for i in range(1, options.iothreads + 1)),
         # libvirt requires 'restrictive' on <memory> exactly when memnodes use it.
-        memory_mode="restrictive" if memnode_mode == "restrictive" else "strict",
+        memory_mode="restrictive" if memnodes[0].mode == "restrictive" else "strict",
         memory_nodeset=format_cpuset(c.host_cell for c in cells),
-        memnodes=tuple(MemNode(str(c.guest_cell), memnode_mode, str(c.host_cell)) for c in cells),
+        memnodes=memnodes,
         cpu_mode=_CPU_MODE[options.domain_type],
         topology=guest_topology(
             placement.threads_per_core, tuple(len(c.vcpus) for c in cells), _sockets(host, cells)
@@ -257,10 +268,26 @@ def _sockets(host: Host, cells: tuple[CellAssignment, ...]) -> tuple[int | None,
     return tuple(out)
 
 
+def effective_memory_modes(placement: Placement, memnode_mode: str | None) -> tuple[str, ...]:
+    """Each guest cell's memory mode as rendered: ``memnode_mode`` for all when given, else the placement's."""
+    return tuple(memnode_mode or str(mode) for mode in placement.memory_modes)
+
+
+def _memnodes(cells: tuple[CellAssignment, ...], override: str | None) -> tuple[MemNode, ...]:
+    """One ``<memnode>`` per guest cell: its host cell, or every host cell of the VM when interleaved."""
+    every = format_cpuset(c.host_cell for c in cells)
+    out = []
+    for c in cells:
+        mode = override or str(c.memory_mode)
+        out.append(MemNode(str(c.guest_cell), mode, every if mode == "interleave" else str(c.host_cell)))
+    return tuple(out)
+
+
 def _check_options(options: RenderOptions) -> None:
-    if options.memnode_mode not in MEMNODE_MODES:
+    if options.memnode_mode is not None and options.memnode_mode not in OVERRIDE_MODES:
         raise ConfigError(
-            f"unknown memnode mode {options.memnode_mode!r}; use one of {', '.join(MEMNODE_MODES)}"
+            f"memnode mode override {options.memnode_mode!r}: use one of {', '.join(OVERRIDE_MODES)} "
+            "(interleaved memory is claimed on every cell of the VM: place it with --memory-mode interleave)"
         )
     if options.domain_type not in DOMAIN_TYPES:
         raise ConfigError(

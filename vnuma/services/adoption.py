@@ -20,6 +20,7 @@ from vnuma.placement.model import (
     CellAssignment,
     CpuPolicy,
     DeviceAssignment,
+    MemoryMode,
     Placement,
     ThreadPolicy,
     emulator_pins,
@@ -64,8 +65,13 @@ def _expected_pins(p: Placement) -> dict[str, frozenset[int] | None]:
     values: dict[str, frozenset[int] | None] = {f"vcpupin {v}": s for v, s in sorted(vcpu_pins(p).items())}
     values["emulatorpin"] = emulator_pins(p)
     values["numatune nodeset"] = frozenset(p.host_cells)
-    values.update({f"memnode {c.guest_cell}": frozenset({c.host_cell}) for c in sorted(p.cells, key=_guest)})
+    values.update({f"memnode {c.guest_cell}": _memnode_nodes(p, c) for c in sorted(p.cells, key=_guest)})
     return values
+
+
+def _memnode_nodes(p: Placement, c: CellAssignment) -> frozenset[int]:
+    """What the cell's memnode binds: its host cell, or all the VM's host cells when interleaved."""
+    return frozenset(p.host_cells) if c.memory_mode is MemoryMode.INTERLEAVE else frozenset({c.host_cell})
 
 
 def _guest(c: CellAssignment) -> int:
@@ -183,8 +189,11 @@ def _assign(
 ) -> CellAssignment:
     vcpus = tuple(sorted(cell.vcpus))
     pcpus = frozenset(c for v in vcpus for c in pins[v])
-    memnode = next((m.nodeset for m in d.memnodes if m.cellid == cell.id), None)
-    nodes = memnode or frozenset(cell_of[c] for c in pcpus) or d.memory_nodeset or frozenset()
+    memnode = next((m for m in d.memnodes if m.cellid == cell.id), None)
+    mode = MemoryMode(memnode.mode) if memnode is not None and memnode.mode in set(MemoryMode) else MemoryMode.STRICT
+    # An interleaved cell is bound to several host cells: its own is the one holding its pCPUs.
+    bound = memnode.nodeset if memnode is not None and mode is not MemoryMode.INTERLEAVE else None
+    nodes = bound or frozenset(cell_of[c] for c in pcpus) or d.memory_nodeset or frozenset()
     if len(nodes) != 1:
         raise InvalidInputError(
             f"guest cell {cell.id} is bound to host cells {format_cpuset(nodes) or 'none'}; "
@@ -193,7 +202,7 @@ def _assign(
     order = tuple(next(iter(pins[v])) for v in vcpus) if policy is CpuPolicy.DEDICATED else tuple(sorted(pcpus))
     return CellAssignment(
         guest_cell=cell.id, host_cell=next(iter(nodes)), vcpus=vcpus, pcpus=order,
-        memory_kib=cell.memory_kib, page_size_kib=d.page_size_of(cell.id) or PAGE_4K,
+        memory_kib=cell.memory_kib, page_size_kib=d.page_size_of(cell.id) or PAGE_4K, memory_mode=mode,
     )
 
 

@@ -54,6 +54,7 @@ from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement, emulator_pins, vcpu_pins
 from vnuma.placement.rebalance import Plan
 from vnuma.render.domain import render_domain
+from vnuma.render.view import effective_memory_modes
 from vnuma.services import Settings, failpoints
 from vnuma.services.applying import hypervisor_of, rendering_of, with_identity
 from vnuma.services.hypervisors import is_embedded, same_hypervisor
@@ -110,13 +111,16 @@ def _guest_shape(p: Placement) -> tuple[object, ...]:
     )
 
 
-def live_capable(before: Placement, after: Placement, memnode_mode: str) -> bool:
-    """True when a running VM can move from ``before`` to ``after`` without a restart (see the module doc)."""
+def live_capable(before: Placement, after: Placement, memnode_mode: str | None) -> bool:
+    """True when a running VM can move from ``before`` to ``after`` without a restart (see the module doc):
+    to other host cells only when every guest cell's memory is ``restrictive`` as rendered (the placement's
+    mode or the ``--memnode-mode`` override it was applied with) and 4 KiB pages."""
     if before.host != after.host or _guest_shape(before) != _guest_shape(after):
         return False
     if before.host_cells == after.host_cells:
         return True
-    return memnode_mode == "restrictive" and all(c.page_size_kib == PAGE_4K for c in after.cells)
+    restrictive = set(effective_memory_modes(after, memnode_mode)) == {"restrictive"}
+    return restrictive and all(c.page_size_kib == PAGE_4K for c in after.cells)
 
 
 def _observed(inventory_state: VmState, domain: DomainState) -> VmState:
@@ -128,7 +132,7 @@ def _observed(inventory_state: VmState, domain: DomainState) -> VmState:
 
 
 def _kind(
-    vm: str, before: Placement, after: Placement, state: VmState, memnode_mode: str,
+    vm: str, before: Placement, after: Placement, state: VmState, memnode_mode: str | None,
     allow_restart: bool, allow_migrate: bool,
 ) -> str:
     if state is VmState.PLACED:
@@ -142,7 +146,8 @@ def _kind(
             return RESTART
         raise ConflictError(
             f"VM {vm!r} is running and cannot move from cells {list(before.host_cells)} to "
-            f"{list(after.host_cells)} live (guest NUMA shape, page size or {memnode_mode} numatune)",
+            f"{list(after.host_cells)} live (guest NUMA shape, page size, or memory mode "
+            f"{'/'.join(effective_memory_modes(after, memnode_mode))} where only restrictive moves live)",
             hint="allow stopping and starting it: --allow-restart",
         )
     if allow_migrate and not before.devices:

@@ -32,7 +32,8 @@ Checks, in order; each is a named unit and its name tags the refusal:
 ``cell-isolation``
     no cell it touches is used by another tenant when either has isolation ``cell``;
 ``cell-pages``
-    each (cell, page size) has the pages it takes;
+    each (cell, page size) has the pages it takes (:func:`page_needs`: an
+    interleaved guest cell takes from all the VM's host cells);
 ``devices``
     each device is the host's and not passed through to another VM;
 ``group``
@@ -44,14 +45,14 @@ Checks, in order; each is a named unit and its name tags the refusal:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from vnuma.placement.groups import group_refusal
 from vnuma.placement.ledger.cell import CoreState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import CpuPolicy, Isolation, Placement, Rejection, Tenant
+from vnuma.placement.model import CpuPolicy, Isolation, MemoryMode, Placement, Rejection, Tenant
 from vnuma.placement.quota import Usage, quota_problem
 from vnuma.topology import DeviceKind, format_cpuset, format_size_kib
 
@@ -360,11 +361,36 @@ ADMISSION: tuple[Check, ...] = (
 
 
 def page_needs(p: Placement) -> dict[tuple[int, int], int]:
-    """Pages the placement takes per (host cell, page size KiB), zero counts left out."""
+    """Pages the placement takes per (host cell, page size KiB), zero counts left out (:func:`pages_by_cell`)."""
+    cells = p.cells
+    if any(ca.memory_mode is MemoryMode.INTERLEAVE for ca in cells):
+        cells = tuple(sorted(cells, key=lambda c: c.guest_cell))
+    return pages_by_cell(
+        [(ca.host_cell, ca.page_size_kib, ca.pages if ca.page_size_kib > 0 else 0, ca.memory_mode) for ca in cells]
+    )
+
+
+def pages_by_cell(guest_cells: Sequence[tuple[int, int, int, MemoryMode]]) -> dict[tuple[int, int], int]:
+    """Pages per (host cell, page size KiB) of guest cells given in guest order as (host cell, page size,
+    pages, memory mode); zero counts left out.
+
+    A guest cell takes its pages from its host cell, except an ``interleave``
+    one: its pages go round-robin over all the VM's host cells, the turn
+    carried from one interleaved cell to the next, so equal cells
+    interleaved over as many host cells take what they would take strict,
+    to the page. The engine's fit (:mod:`vnuma.placement.fit`) asks this too.
+    """
     needs: dict[tuple[int, int], int] = {}
-    for ca in p.cells:
-        key = (ca.host_cell, ca.page_size_kib)
-        needs[key] = needs.get(key, 0) + (ca.memory_kib // ca.page_size_kib if ca.page_size_kib > 0 else 0)
+    spread = sorted({cell for cell, _size, _n, _mode in guest_cells})
+    k, turn = len(spread), 0
+    for cell, size, n, mode in guest_cells:
+        if mode is MemoryMode.INTERLEAVE and k > 1:
+            for i, target in enumerate(spread):
+                key = (target, size)
+                needs[key] = needs.get(key, 0) + n // k + (1 if (i - turn) % k < n % k else 0)
+            turn = (turn + n) % k
+        else:
+            needs[(cell, size)] = needs.get((cell, size), 0) + n
     return {key: n for key, n in needs.items() if n > 0}
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
-from vnuma.placement.ledger.admit import REPLACE_HINT, admit, gpu_count
+from vnuma.placement.ledger.admit import REPLACE_HINT, admit, gpu_count, page_needs
 from vnuma.placement.ledger.arrays import FleetArrays
 from vnuma.placement.ledger.cell import CellState, CoreState
 from vnuma.placement.ledger.host import HostState, ShapeCache
@@ -287,7 +287,7 @@ class Fleet:
                 entry = plan.cores[core] = (cell, [], [])
             entry[1 if cpu in held else 2].append(cpu)
         by_id = hs.cell_by_id
-        plan.pages = [(by_id[ca.host_cell], ca.page_size_kib, ca.pages) for ca in p.cells if ca.host_cell in by_id]
+        plan.pages = [(by_id[cell], size, n) for (cell, size), n in page_needs(p).items() if cell in by_id]
         plan.cells = [by_id[c] for c in cells if c in by_id]
         for dev in p.devices:
             if dev.kind != "gpu" or dev.address not in hs.gpu_home:

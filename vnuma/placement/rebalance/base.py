@@ -57,16 +57,20 @@ class Plan:
 
 
 def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAffinity.REQUIRED) -> VmRequest:
-    """The request that re-places a VM with its size, guest shape, policies and page size: the cell
-    count stays what the VM asked for (left to the engine only for a VM placed with ``auto``)."""
+    """The request that re-places a VM with its size, guest shape, policies, page size and memory modes:
+    the cell count stays what the VM asked for (left to the engine only for a VM placed with ``auto``
+    whose cells share one memory mode; cells with different modes keep their count)."""
     pins = {x for c in p.cells for x in c.pcpus}
+    modes = p.memory_modes
+    uniform = len(set(modes)) == 1
     return VmRequest(
         name=p.vm,
         tenant=p.tenant,
         vcpus=p.vcpus,
         memory_kib=p.memory_kib,
         gpus=sum(1 for d in p.devices if d.kind is DeviceKind.GPU),
-        numa_nodes=p.numa_nodes,
+        numa_nodes=p.numa_nodes if uniform else len(modes),
+        memory_modes=modes[:1] if uniform else modes,
         group=p.group,
         anti_affinity=p.anti_affinity,
         cpu_policy=p.cpu_policy,
