@@ -9,6 +9,7 @@ from vnuma.placement.model import (
     CpuPolicy,
     EmulatorThreads,
     GpuAffinity,
+    IoThreadPolicy,
     Isolation,
     MemoryMode,
     ThreadPolicy,
@@ -85,13 +86,17 @@ def vm_requests(
         else draw(st.sampled_from((KIB_PER_GIB // 2, KIB_PER_GIB)))
     )
     affinities = (GpuAffinity.REQUIRED, GpuAffinity.PREFERRED) + ((GpuAffinity.SOCKET,) if socket else ())
+    gpus = draw(st.integers(0, max_gpus))
+    policies = [IoThreadPolicy.EMULATOR] + ([IoThreadPolicy.DEVICE_LOCAL] if gpus else [])
     return VmRequest(
         memory_modes=draw(memory_modes(nodes)),
+        iothreads=draw(st.integers(0, 2)),
+        iothread_policy=draw(st.sampled_from(policies)),
         name=name,
         tenant=tenant,
         vcpus=per_cell * n,
         memory_kib=per_cell_kib * n,
-        gpus=draw(st.integers(0, max_gpus)),
+        gpus=gpus,
         numa_nodes=nodes,
         cpu_policy=cpu,
         thread_policy=thread,

@@ -52,7 +52,7 @@ def fleets(draw: st.DrawFn) -> FleetState:
         )
         if req.vcpus and req.numa_nodes and req.vcpus % req.numa_nodes:
             continue
-        req = replace(req, memory_modes=draw(memory_modes(req.numa_nodes)))
+        req = replace(req, memory_modes=draw(memory_modes(req.numa_nodes)), iothreads=draw(st.integers(0, 2)))
         chosen = place(req, fleet).chosen
         if chosen is not None:
             fleet.add(chosen, TENANTS[tenant])
@@ -77,6 +77,7 @@ def _assert_shape_kept(old: Placement, new: Placement) -> None:
     """A move keeps what the VM asked for: its size, and its guest cells and their sizes unless auto."""
     assert (new.vcpus, new.memory_kib, new.numa_nodes) == (old.vcpus, old.memory_kib, old.numa_nodes)
     assert set(new.memory_modes) == set(old.memory_modes)
+    assert (new.iothreads, new.iothread_policy) == (old.iothreads, old.iothread_policy)
     if old.numa_nodes is not None:
         sizes = [(len(c.vcpus), c.memory_kib) for c in old.cells]
         assert len(old.cells) == old.numa_nodes

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.builders import make_host
 from tests.render.placements import CellSpec, make_placement
-from vnuma.placement.model import CpuPolicy, MemoryMode, Placement, ThreadPolicy
+from vnuma.placement.model import CpuPolicy, IoThreadPolicy, MemoryMode, Placement, ThreadPolicy
 from vnuma.render.domain import render_domain
 from vnuma.render.view import RenderOptions
 from vnuma.topology import KIB_PER_GIB, PAGE_1G, PAGE_2M, PAGE_4K, Host
@@ -128,6 +128,14 @@ def _build() -> tuple[Scenario, ...]:
             host,
             make_placement(host, [CellSpec(0, 2, 128 * 1024, PAGE_2M)], threads=1),
             RenderOptions(domain_type="qemu", emulator="/usr/bin/qemu-system-x86_64"),
+        ),
+        Scenario(
+            "iothreads-device-local",
+            gpu_host,
+            replace(
+                make_placement(gpu_host, [CellSpec(0, 4, _gib(4), PAGE_2M), CellSpec(1, 4, _gib(4), PAGE_2M, gpus=1)]),
+                iothreads=2, iothread_policy=IoThreadPolicy.DEVICE_LOCAL,
+            ),
         ),
         Scenario(
             "preferred-memory",

@@ -17,6 +17,7 @@ from vnuma.placement.model import (
     CellAssignment,
     CpuPolicy,
     DeviceAssignment,
+    IoThreadPolicy,
     MemoryMode,
     Placement,
     ThreadPolicy,
@@ -24,8 +25,8 @@ from vnuma.placement.model import (
 from vnuma.render.checks import check_domain
 from vnuma.render.domain import render_domain
 from vnuma.render.pcie import TOP_BUS_NR, layout_devices
-from vnuma.render.view import OVERRIDE_MODES, RenderOptions, build_view, domain_uuid, guest_topology
-from vnuma.topology import KIB_PER_GIB, PAGE_1G, PAGE_2M, PAGE_4K, DeviceKind, Host
+from vnuma.render.view import OVERRIDE_MODES, Pin, RenderOptions, build_view, domain_uuid, guest_topology
+from vnuma.topology import KIB_PER_GIB, PAGE_1G, PAGE_2M, PAGE_4K, DeviceKind, Host, format_cpuset
 
 HOST = make_host()
 
@@ -180,6 +181,22 @@ def test_each_cell_renders_its_own_memory_mode_and_interleave_spans_the_vms_cell
     assert build_view(HOST, everywhere, RenderOptions()).memory_mode == "restrictive"
 
 
+def test_iothreads_run_with_the_emulator_or_beside_the_first_device() -> None:
+    gpu_host = make_host("gpu-host", gpus_per_cell=2)
+    placement = make_placement(gpu_host, [CellSpec(0, 2), CellSpec(1, 2, gpus=1)])
+    assert [d.guest_cell for d in placement.devices] == [1]
+    with_emulator = replace(placement, iothreads=2)
+    view = build_view(gpu_host, with_emulator, RenderOptions())
+    assert view.iothreads == "2" and {p.cpuset for p in view.iothreadpins} == {view.emulator_cpuset}
+    local = replace(placement, iothreads=2, iothread_policy=IoThreadPolicy.DEVICE_LOCAL)
+    view = build_view(gpu_host, local, RenderOptions())
+    guest1 = format_cpuset(placement.cells[1].pcpus)
+    assert [(p.id, p.cpuset) for p in view.iothreadpins] == [("1", guest1), ("2", guest1)]
+    assert build_view(gpu_host, local, RenderOptions(iothreads=3)).iothreadpins[-1] == Pin("3", guest1)
+    assert build_view(gpu_host, local, RenderOptions(iothreads=0)).iothreadpins == ()
+    render_domain(gpu_host, local)
+
+
 def test_a_template_that_interleaves_a_strict_cell_is_refused() -> None:
     """A strict cell's pages are claimed on its own host cell: a memnode spanning others is refused."""
     placement = make_placement(HOST, [CellSpec(0, 2), CellSpec(1, 2)])
@@ -197,7 +214,7 @@ def test_a_template_that_interleaves_a_strict_cell_is_refused() -> None:
         (RenderOptions(memnode_mode="loose"), "memnode mode override 'loose'"),
         (RenderOptions(memnode_mode="interleave"), "memnode mode override 'interleave'"),
         (RenderOptions(domain_type="xen"), "unknown domain type 'xen'"),
-        (RenderOptions(iothreads=-1), "iothreads must be 0 or more"),
+        (RenderOptions(iothreads=-1), "iothreads must be 0 to 64"),
     ],
     ids=["memnode-mode", "memnode-interleave", "domain-type", "iothreads"],
 )

@@ -28,7 +28,13 @@ MemnodeOpt = Annotated[
 ]
 
 
-def _options(domain_type: str, memnode_mode: str | None) -> Any:
+IoThreadsOpt = Annotated[
+    int | None,
+    typer.Option("--iothreads", help="Override the I/O thread count chosen at place (pinned as placed)."),
+]
+
+
+def _options(domain_type: str, memnode_mode: str | None, iothreads: int | None = None) -> Any:
     from vnuma.errors import InvalidInputError
     from vnuma.render.view import OVERRIDE_MODES, RenderOptions
 
@@ -39,7 +45,7 @@ def _options(domain_type: str, memnode_mode: str | None) -> Any:
             f"bad --memnode-mode {memnode_mode!r}: use {', '.join(OVERRIDE_MODES)}",
             hint="interleaved memory is chosen at place (--memory-mode interleave): its claims span the VM's cells",
         )
-    return RenderOptions(domain_type=domain_type, memnode_mode=memnode_mode)
+    return RenderOptions(domain_type=domain_type, memnode_mode=memnode_mode, iothreads=iothreads)
 
 
 def render(
@@ -48,11 +54,12 @@ def render(
     template: TemplateOpt = None,
     domain_type: DomainTypeOpt = "kvm",
     memnode_mode: MemnodeOpt = None,
+    iothreads: IoThreadsOpt = None,
 ) -> None:
     """Print the VM's libvirt domain XML (validated against libvirt's schema and the placement)."""
     from vnuma.services.applying import render_vm
 
-    typer.echo(render_vm(settings(ctx), vm, _options(domain_type, memnode_mode), template), nl=False)
+    typer.echo(render_vm(settings(ctx), vm, _options(domain_type, memnode_mode, iothreads), template), nl=False)
 
 
 def apply(
@@ -65,12 +72,13 @@ def apply(
     template: TemplateOpt = None,
     domain_type: DomainTypeOpt = "kvm",
     memnode_mode: MemnodeOpt = None,
+    iothreads: IoThreadsOpt = None,
 ) -> None:
     """Define the VM's domain on its host through libvirt, and optionally start it."""
     from vnuma.services.applying import apply_vm
 
     result = apply_vm(
-        settings(ctx), vm, _options(domain_type, memnode_mode), template, start=start, dry_run=dry_run
+        settings(ctx), vm, _options(domain_type, memnode_mode, iothreads), template, start=start, dry_run=dry_run
     )
     if dry_run:
         typer.echo(result.diff or f"VM {vm}: libvirt already holds this definition", nl=not result.diff)

@@ -12,12 +12,14 @@ from vnuma.placement.model import (
     CpuPolicy,
     EmulatorThreads,
     GpuAffinity,
+    IoThreadPolicy,
     MemoryMode,
     Placement,
     PlacementResult,
     Strategy,
     ThreadPolicy,
     VmRequest,
+    iothread_pins,
 )
 from vnuma.topology import format_size_kib
 
@@ -78,6 +80,11 @@ def place(
             help="One memory mode per guest cell, e.g. strict,interleave (with --numa-nodes N).",
         ),
     ] = None,
+    iothreads: Annotated[int, typer.Option("--iothreads", help="I/O threads for the domain (0-64).")] = 0,
+    iothreads_policy: Annotated[
+        IoThreadPolicy,
+        typer.Option("--iothreads-policy", help="Pin I/O threads with the emulator, or beside the first device."),
+    ] = IoThreadPolicy.EMULATOR,
     host: Annotated[str | None, typer.Option("--host", help="Only consider this host.")] = None,
     group: Annotated[str | None, typer.Option("--group", help="Replica group the VM belongs to.")] = None,
     anti_affinity: Annotated[
@@ -122,6 +129,11 @@ def place(
     so); restrictive (all cells or none) lets a running VM be re-pinned
     across cells live.
 
+    --iothreads N renders N I/O threads pinned with the emulator threads, or
+    with --iothreads-policy device-local on the pCPUs of the guest cell the
+    VM's first device (by PCI address) is attached to; `render`/`apply
+    --iothreads N` override the count.
+
     Example: vnuma place tenant-a --vcpus 16 --memory 64GiB --numa-nodes 2
     --cell-memory-mode strict,interleave
     """
@@ -151,6 +163,8 @@ def place(
         group=group,
         anti_affinity=anti_affinity,
         memory_modes=parse_memory_modes(cell_memory_mode) if cell_memory_mode is not None else (memory_mode,),
+        iothreads=iothreads,
+        iothread_policy=iothreads_policy,
     )
     if (apply or yes or allow_restart or allow_migrate) and not rebalance:
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
@@ -242,6 +256,8 @@ def print_placement(p: Placement, title: str, state: str | None = None) -> None:
         ],
     )
     extras = [f"emulator pCPUs: {format_cpuset(p.emulator_pcpus) or '-'}"]
+    if p.iothreads:
+        extras.append(f"iothreads: {p.iothreads} ({p.iothread_policy}) on pCPUs {format_cpuset(iothread_pins(p))}")
     if p.group is not None:
         extras.append(f"group: {p.group}" + (f" (anti-affinity {p.anti_affinity})" if p.anti_affinity else ""))
     extras += [f"{d.kind} {d.address} -> guest cell {d.guest_cell} (host cell {d.host_cell})" for d in p.devices]

@@ -25,6 +25,7 @@ from vnuma.placement.model import (
     CellAssignment,
     CpuPolicy,
     DeviceAssignment,
+    IoThreadPolicy,
     Isolation,
     MemoryMode,
     Placement,
@@ -39,6 +40,7 @@ _THREAD_POLICY = enum_of(ThreadPolicy)
 _ISOLATION = enum_of(Isolation)
 _ANTI = enum_of(AntiAffinity)
 _MEMORY_MODE = enum_of(MemoryMode)
+_IOTHREAD_POLICY = enum_of(IoThreadPolicy)
 
 
 def placement_to_dict(p: Placement) -> dict[str, Any]:
@@ -52,6 +54,8 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         "threads_per_core": p.threads_per_core,
         "numa_nodes": "auto" if p.numa_nodes is None else p.numa_nodes,
         "group": None if p.group is None else {"name": p.group, "anti_affinity": _opt(p.anti_affinity)},
+        "iothreads": p.iothreads,
+        "iothread_policy": p.iothread_policy.value,
         "cells": [
             {
                 "guest_cell": c.guest_cell,
@@ -103,6 +107,8 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         cpu_policy=take(d, "cpu_policy", at, _CPU_POLICY, CpuPolicy.DEDICATED.value),
         thread_policy=take(d, "thread_policy", at, _THREAD_POLICY, ThreadPolicy.PREFER.value),
         threads_per_core=take(d, "threads_per_core", at, as_int, 1),
+        iothreads=take(d, "iothreads", at, as_int, 0),
+        iothread_policy=take(d, "iothread_policy", at, _IOTHREAD_POLICY, IoThreadPolicy.EMULATOR.value),
     )
 
 

@@ -76,6 +76,8 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         numa_nodes=req.numa_nodes,
         group=req.group,
         anti_affinity=req.anti_affinity,
+        iothreads=req.iothreads,
+        iothread_policy=req.iothread_policy,
     )
 
 

@@ -80,6 +80,19 @@ class MemoryMode(StrEnum):
     INTERLEAVE = "interleave"
 
 
+MAX_IOTHREADS = 64
+"""The most I/O threads a VM may ask for (a sanity bound of vnuma's, not libvirt's)."""
+
+
+class IoThreadPolicy(StrEnum):
+    """Where a VM's I/O threads run: ``emulator``: with the emulator threads (their pCPUs);
+    ``device-local``: on the pCPUs of the guest cell its first passed-through device (by PCI
+    address) is attached to, the cell nearest that device."""
+
+    EMULATOR = "emulator"
+    DEVICE_LOCAL = "device-local"
+
+
 class Objective(StrEnum):
     """What a plan improves: locality of split VMs, room for a VM shape, a tenant's VMs spread
     over more memory controllers (host cells), one host emptied (``vnuma host drain``), or one VM
@@ -137,6 +150,8 @@ class VmRequest:
     ``anti_affinity`` keeps the VM away from the group's other VMs
     (:mod:`vnuma.placement.groups`). ``memory_modes`` is one mode for every
     guest cell, or one per guest cell (then ``numa_nodes`` says how many).
+    ``iothreads``/``iothread_policy``: I/O threads to render and where they
+    run (:class:`IoThreadPolicy`); they claim nothing.
     """
 
     name: str
@@ -157,6 +172,8 @@ class VmRequest:
     group: str | None = None
     anti_affinity: AntiAffinity | None = None
     memory_modes: tuple[MemoryMode, ...] = (MemoryMode.STRICT,)
+    iothreads: int = 0
+    iothread_policy: IoThreadPolicy = IoThreadPolicy.EMULATOR
 
     def memory_mode(self, guest_cell: int) -> MemoryMode:
         """The memory mode of guest cell ``guest_cell``."""
@@ -211,6 +228,7 @@ class Placement:
     it asked for, which every move keeps (cells split evenly, so the count
     fixes each cell's vCPUs and memory too). ``group``/``anti_affinity``: the
     replica group it belongs to (:mod:`vnuma.placement.groups`), kept by every move.
+    ``iothreads``/``iothread_policy``: as asked (:class:`VmRequest`), kept by every move.
     """
 
     vm: str
@@ -225,6 +243,8 @@ class Placement:
     numa_nodes: int | None = None
     group: str | None = None
     anti_affinity: AntiAffinity | None = None
+    iothreads: int = 0
+    iothread_policy: IoThreadPolicy = IoThreadPolicy.EMULATOR
     # Worked out once from the fields above (the ledger and admission read them many times).
     dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""
@@ -285,6 +305,15 @@ def vcpu_pins(p: Placement) -> dict[int, frozenset[int]]:
         for i, v in enumerate(c.vcpus):
             pins[v] = frozenset({c.pcpus[i]}) if p.cpu_policy is CpuPolicy.DEDICATED else frozenset(c.pcpus)
     return pins
+
+
+def iothread_pins(p: Placement) -> frozenset[int]:
+    """The I/O threads' pCPUs as rendered: the emulator's, or (``device-local``) those of the guest cell
+    the VM's first device by PCI address is attached to (the emulator's when it has no device)."""
+    if p.iothread_policy is IoThreadPolicy.DEVICE_LOCAL and p.devices:
+        first = min(p.devices, key=lambda d: d.address)
+        return frozenset(x for c in p.cells if c.guest_cell == first.guest_cell for x in c.pcpus)
+    return emulator_pins(p)
 
 
 def emulator_pins(p: Placement) -> frozenset[int]:

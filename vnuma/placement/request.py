@@ -28,7 +28,15 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import CpuPolicy, EmulatorThreads, MemoryMode, ThreadPolicy, VmRequest
+from vnuma.placement.model import (
+    MAX_IOTHREADS,
+    CpuPolicy,
+    EmulatorThreads,
+    IoThreadPolicy,
+    MemoryMode,
+    ThreadPolicy,
+    VmRequest,
+)
 from vnuma.topology import PAGE_4K, count_of, format_size_kib
 
 
@@ -91,11 +99,19 @@ def _memory_mode_problem(request: VmRequest) -> str | None:
     return None
 
 
+def _iothread_problem(request: VmRequest) -> str | None:
+    if not 0 <= request.iothreads <= MAX_IOTHREADS:
+        return f"iothreads must be 0 to {MAX_IOTHREADS}, not {request.iothreads}"
+    if request.iothread_policy is IoThreadPolicy.DEVICE_LOCAL and request.gpus == 0:
+        return "iothreads policy device-local needs a passed-through device (--gpus N)"
+    return None
+
+
 def request_problem(request: VmRequest) -> str | None:
     """What is wrong with a request by its own numbers and policies (None: nothing)."""
     return (
         _numbers_problem(request) or _split_problem(request) or _policy_problem(request)
-        or _memory_mode_problem(request)
+        or _memory_mode_problem(request) or _iothread_problem(request)
     )
 
 
@@ -108,7 +124,8 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
             guest cell, vCPUs that do not split over the NUMA nodes, a
             thread or emulator policy that needs ``dedicated`` CPUs, more
             GPUs than the whole fleet has, per-cell memory modes that do
-            not match the guest cell count, ``restrictive`` on some cells only.
+            not match the guest cell count, ``restrictive`` on some cells only,
+            iothreads out of 0..64, ``device-local`` iothreads without a device.
         NotFoundError: ``request.host`` is not in the fleet.
     """
     name = request.name or request.tenant

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
-from vnuma.placement.model import CellAssignment, CpuPolicy, MemoryMode, Placement
+from vnuma.placement.model import MAX_IOTHREADS, CellAssignment, CpuPolicy, MemoryMode, Placement, iothread_pins
 from vnuma.render.distances import distance_problem
 from vnuma.render.metadata import VNUMA_NS
 from vnuma.render.pcie import PcieLayout, layout_devices
@@ -31,12 +31,13 @@ _UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, VNUMA_NS)
 class RenderOptions:
     """Rendering choices that are not part of the placement.
 
-    ``memnode_mode`` overrides the memory mode of every guest cell; None
-    renders each cell's own (the placement's, chosen at ``vnuma place``).
+    ``memnode_mode`` overrides the memory mode of every guest cell, and
+    ``iothreads`` the VM's I/O thread count; None renders the placement's
+    (chosen at ``vnuma place``).
     """
 
     memnode_mode: str | None = None
-    iothreads: int = 0
+    iothreads: int | None = None
     machine: str = "q35"
     domain_type: str = "kvm"
     arch: str = "x86_64"
@@ -188,6 +189,8 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     emulator_cpuset = format_cpuset(emulator)
     guest_ids = frozenset(c.guest_cell for c in cells)
     memnodes = _memnodes(cells, options.memnode_mode)
+    iothreads = placement.iothreads if options.iothreads is None else options.iothreads
+    iothread_cpuset = format_cpuset(iothread_pins(placement))
     return DomainView(
         name=placement.vm,
         uuid=options.uuid or domain_uuid(placement),
@@ -206,8 +209,8 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         vcpus=str(placement.vcpus),
         vcpupins=_vcpupins(placement, cells),
         emulator_cpuset=emulator_cpuset,
-        iothreads=str(options.iothreads),
-        iothreadpins=tuple(Pin(str(i), emulator_cpuset) for i in range(1, options.iothreads + 1)),
+        iothreads=str(iothreads),
+        iothreadpins=tuple(Pin(str(i), iothread_cpuset) for i in range(1, iothreads + 1)),
         # libvirt requires 'restrictive' on <memory> exactly when memnodes use it.
         memory_mode="restrictive" if memnodes[0].mode == "restrictive" else "strict",
         memory_nodeset=format_cpuset(c.host_cell for c in cells),
@@ -293,8 +296,8 @@ def _check_options(options: RenderOptions) -> None:
         raise ConfigError(
             f"unknown domain type {options.domain_type!r}; use one of {', '.join(DOMAIN_TYPES)}"
         )
-    if options.iothreads < 0:
-        raise ConfigError(f"iothreads must be 0 or more, not {options.iothreads}")
+    if options.iothreads is not None and not 0 <= options.iothreads <= MAX_IOTHREADS:
+        raise ConfigError(f"iothreads must be 0 to {MAX_IOTHREADS}, not {options.iothreads}")
 
 
 def _check_placement(host: Host, placement: Placement, cells: tuple[CellAssignment, ...]) -> None:
