@@ -4,6 +4,7 @@ I/O threads, overridable at render/apply, kept by a move; bad input refused with
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -68,3 +69,17 @@ def test_a_bad_iothreads_override_is_refused(demo_pair: Cli) -> None:
     demo_pair.ok("place", "x", "--vcpus", "2", "--memory", "2GiB", "--name", "s")
     res = demo_pair("render", "s", "--iothreads", "99")
     assert res.exit_code == 4 and "iothreads must be 0 to 64" in res.stderr
+
+
+def test_the_guest_topology_given_at_apply_is_kept_by_a_move(demo_pair: Cli) -> None:
+    demo_pair.ok("place", "x", "--vcpus", "8", "--memory", "8GiB", "--host", "a", "--name", "t")
+    assert "<topology sockets='1' dies='1' cores='4' threads='2'/>" in demo_pair.ok("render", "t").stdout
+    res = demo_pair("apply", "t", "--sockets", "3")
+    assert res.exit_code == 4 and "does not make the VM's 8 vCPUs" in res.stderr
+    demo_pair.ok("apply", "t", "--threads", "1")
+    demo_pair.ok("vm", "migrate", "t", "--to", "b")
+    # The move defined it on b with the topology it was applied with (the embedded hypervisor keeps b's
+    # domains in the inventory, as libvirt's test driver returned them).
+    with sqlite3.connect(demo_pair.db) as con:
+        (kept,) = con.execute("SELECT embedded_domains FROM hosts WHERE name = 'b'").fetchone()
+    assert re.findall(r"<topology sockets=.1. dies=.1. cores=.(\d+). threads=.(\d+)./>", kept) == [("8", "1")]

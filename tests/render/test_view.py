@@ -384,3 +384,20 @@ def test_memory_only_guest_cell_renders_without_cpus() -> None:
     xml = render_domain(host, placement)
     assert "<cell id='1' memory='8388608' unit='KiB'>" in xml
     assert host.cells[2].memory_only
+
+
+def test_the_operator_topology_replaces_the_host_following_one() -> None:
+    placement = make_placement(HOST, [CellSpec(0, 4), CellSpec(1, 4)], threads=2)
+    follows = build_view(HOST, placement, RenderOptions()).topology
+    assert (follows.sockets, follows.cores, follows.threads) == ("2", "2", "2")
+    view = build_view(HOST, placement, RenderOptions(threads=1))
+    assert (view.topology.sockets, view.topology.cores, view.topology.threads) == ("2", "4", "1")
+    view = build_view(HOST, placement, RenderOptions(sockets=1, cores=8, threads=1))
+    assert (view.topology.sockets, view.topology.cores, view.topology.threads) == ("1", "8", "1")
+    render_domain(HOST, placement, options=RenderOptions(sockets=1, threads=1))
+    with pytest.raises(ConfigError, match="does not make the VM's 8 vCPUs"):
+        build_view(HOST, placement, RenderOptions(sockets=3))
+    with pytest.raises(ConfigError, match="does not make the VM's 8 vCPUs"):
+        build_view(HOST, placement, RenderOptions(sockets=2, cores=3, threads=1))
+    with pytest.raises(ConfigError, match="--cores 0: a guest CPU topology count must be 1 or more"):
+        build_view(HOST, placement, RenderOptions(cores=0))

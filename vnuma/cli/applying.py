@@ -34,7 +34,15 @@ IoThreadsOpt = Annotated[
 ]
 
 
-def _options(domain_type: str, memnode_mode: str | None, iothreads: int | None = None) -> Any:
+SocketsOpt = Annotated[int | None, typer.Option("--sockets", help="Guest CPU sockets (default: follow the host).")]
+CoresOpt = Annotated[int | None, typer.Option("--cores", help="Guest cores per socket (default: what is left).")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="Guest threads per core (default: as placed).")]
+
+
+def _options(
+    domain_type: str, memnode_mode: str | None, iothreads: int | None = None,
+    topology: tuple[int | None, int | None, int | None] = (None, None, None),
+) -> Any:
     from vnuma.errors import InvalidInputError
     from vnuma.render.view import OVERRIDE_MODES, RenderOptions
 
@@ -45,7 +53,11 @@ def _options(domain_type: str, memnode_mode: str | None, iothreads: int | None =
             f"bad --memnode-mode {memnode_mode!r}: use {', '.join(OVERRIDE_MODES)}",
             hint="interleaved memory is chosen at place (--memory-mode interleave): its claims span the VM's cells",
         )
-    return RenderOptions(domain_type=domain_type, memnode_mode=memnode_mode, iothreads=iothreads)
+    sockets, cores, threads = topology
+    return RenderOptions(
+        domain_type=domain_type, memnode_mode=memnode_mode, iothreads=iothreads,
+        sockets=sockets, cores=cores, threads=threads,
+    )
 
 
 def render(
@@ -55,11 +67,21 @@ def render(
     domain_type: DomainTypeOpt = "kvm",
     memnode_mode: MemnodeOpt = None,
     iothreads: IoThreadsOpt = None,
+    sockets: SocketsOpt = None,
+    cores: CoresOpt = None,
+    threads: ThreadsOpt = None,
 ) -> None:
-    """Print the VM's libvirt domain XML (validated against libvirt's schema and the placement)."""
+    """Print the VM's libvirt domain XML (validated against libvirt's schema and the placement).
+
+    The guest CPU topology follows the host (one socket per host socket the
+    VM's cells span, threads as placed); --sockets/--cores/--threads replace
+    it (their product must be the vCPU count; cores, when not given, is what
+    the others leave). Example: vnuma render tenant-a-vm1 --threads 1
+    """
     from vnuma.services.applying import render_vm
 
-    typer.echo(render_vm(settings(ctx), vm, _options(domain_type, memnode_mode, iothreads), template), nl=False)
+    options = _options(domain_type, memnode_mode, iothreads, (sockets, cores, threads))
+    typer.echo(render_vm(settings(ctx), vm, options, template), nl=False)
 
 
 def apply(
@@ -73,13 +95,20 @@ def apply(
     domain_type: DomainTypeOpt = "kvm",
     memnode_mode: MemnodeOpt = None,
     iothreads: IoThreadsOpt = None,
+    sockets: SocketsOpt = None,
+    cores: CoresOpt = None,
+    threads: ThreadsOpt = None,
 ) -> None:
-    """Define the VM's domain on its host through libvirt, and optionally start it."""
+    """Define the VM's domain on its host through libvirt, and optionally start it.
+
+    The options are recorded with the VM: a later move re-renders it with
+    them (--memnode-mode, --iothreads, --sockets/--cores/--threads, --template).
+    Example: vnuma apply tenant-a-vm1 --start
+    """
     from vnuma.services.applying import apply_vm
 
-    result = apply_vm(
-        settings(ctx), vm, _options(domain_type, memnode_mode, iothreads), template, start=start, dry_run=dry_run
-    )
+    options = _options(domain_type, memnode_mode, iothreads, (sockets, cores, threads))
+    result = apply_vm(settings(ctx), vm, options, template, start=start, dry_run=dry_run)
     if dry_run:
         typer.echo(result.diff or f"VM {vm}: libvirt already holds this definition", nl=not result.diff)
     else:

@@ -43,6 +43,11 @@ class RenderOptions:
     arch: str = "x86_64"
     uuid: str | None = None
     emulator: str | None = None
+    sockets: int | None = None
+    cores: int | None = None
+    threads: int | None = None
+    """``sockets``/``cores``/``threads``: the guest CPU topology the operator asks for instead of the
+    one that follows the host (:func:`topology_of`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,8 +221,9 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         memory_nodeset=format_cpuset(c.host_cell for c in cells),
         memnodes=memnodes,
         cpu_mode=_CPU_MODE[options.domain_type],
-        topology=guest_topology(
-            placement.threads_per_core, tuple(len(c.vcpus) for c in cells), _sockets(host, cells)
+        topology=topology_of(
+            guest_topology(placement.threads_per_core, tuple(len(c.vcpus) for c in cells), _sockets(host, cells)),
+            placement.vcpus, options,
         ),
         cells=_guest_cells(host, cells),
         pages=_pages(cells),
@@ -258,6 +264,36 @@ def guest_topology(
         if None not in shares and len(set(shares.values())) == 1:
             sockets = len(shares)
     cores = total // (sockets * threads)
+    return Topology(str(sockets), "1", str(cores), str(threads))
+
+
+def topology_of(follows: Topology, vcpus: int, options: RenderOptions) -> Topology:
+    """The host-following topology with the operator's ``--sockets/--cores/--threads`` put in.
+
+    A value not given keeps the host-following one, except cores, which
+    takes what the product leaves when not given (``--threads 1`` on 16
+    vCPUs in 2 sockets gives 8 cores each).
+
+    Raises:
+        ConfigError: a value below 1, or a product other than the vCPU count.
+    """
+    asked = {"sockets": options.sockets, "cores": options.cores, "threads": options.threads}
+    if all(v is None for v in asked.values()):
+        return follows
+    bad = [f"--{k} {v}" for k, v in asked.items() if v is not None and v < 1]
+    if bad:
+        raise ConfigError(f"{', '.join(bad)}: a guest CPU topology count must be 1 or more")
+    sockets = options.sockets or int(follows.sockets)
+    threads = options.threads or int(follows.threads)
+    cores = options.cores
+    if cores is None:
+        cores = vcpus // (sockets * threads) if vcpus % (sockets * threads) == 0 else 0
+    if sockets * cores * threads != vcpus:
+        raise ConfigError(
+            f"guest CPU topology {sockets} socket(s) x {cores or '?'} core(s) x {threads} thread(s) does not "
+            f"make the VM's {vcpus} vCPUs",
+            hint="give --sockets/--cores/--threads whose product is the vCPU count",
+        )
     return Topology(str(sockets), "1", str(cores), str(threads))
 
 
