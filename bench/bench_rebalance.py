@@ -49,8 +49,8 @@ TENANTS = [f"tenant-{i:02d}" for i in range(16)]
 SIZES = (2, 2, 4, 4, 6, 8, 8, 12, 16, 24)
 
 
-def synthetic(hosts: int, vms: int, seed: int) -> FleetState:
-    """``hosts`` hosts of 4 cells, ``vms`` requests placed (pack) and a seeded third released."""
+def synthetic(hosts: int, vms: int, seed: int, release: float = 1 / 3) -> FleetState:
+    """``hosts`` hosts of 4 cells, ``vms`` requests placed (pack) and a seeded share (a third) released."""
     fleet_hosts = [
         make_host(f"host-{i:03d}", cells=4, cores_per_cell=16, smt=2, gpus_per_cell=2,
                   memory_gib=256, hugepages_1g_gib=192, hugepages_2m_gib=32)
@@ -68,7 +68,7 @@ def synthetic(hosts: int, vms: int, seed: int) -> FleetState:
         chosen = place(req, fleet, Strategy.PACK, explain=False).chosen
         if chosen is not None:
             fleet.add(chosen, Isolation.CORE)
-    return _release_third(tuple(fleet_hosts), fleet.placements(), isolation, rng)
+    return _release(tuple(fleet_hosts), fleet.placements(), isolation, rng, release)
 
 
 def from_trace(path: Path, seed: int) -> tuple[str, FleetState]:
@@ -77,13 +77,14 @@ def from_trace(path: Path, seed: int) -> tuple[str, FleetState]:
     report = run(trace, Strategy.PACK, Isolation.CORE)
     placed = tuple(p for p in report.placements if p is not None)
     isolation = {r.tenant: Isolation.CORE for r in trace.requests}
-    return trace.scenario, _release_third(trace.hosts, placed, isolation, random.Random(seed))
+    return trace.scenario, _release(trace.hosts, placed, isolation, random.Random(seed), 1 / 3)
 
 
-def _release_third(
-    hosts: tuple[Host, ...], placed: tuple[Placement, ...], isolation: dict[str, Isolation], rng: random.Random
+def _release(
+    hosts: tuple[Host, ...], placed: tuple[Placement, ...], isolation: dict[str, Isolation], rng: random.Random,
+    share: float,
 ) -> FleetState:
-    gone = set(rng.sample(range(len(placed)), len(placed) // 3))
+    gone = set(rng.sample(range(len(placed)), int(len(placed) * share)))
     kept = tuple(p for i, p in enumerate(placed) if i not in gone)
     return FleetState(hosts, kept, isolation)
 

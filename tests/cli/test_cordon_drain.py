@@ -44,7 +44,8 @@ def test_drain_plan_cordons_and_moves_every_vm_with_its_shape(two: Cli) -> None:
     two.ok("place", "x", "--vcpus", "8", "--memory", "16GiB", "--numa-nodes", "2", "--host", "a", "--name", "w")
     two.ok("place", "x", "--gpus", "2", "--host", "a", "--name", "g")
     plan = two.ok("host", "drain", "a", "--json").json()
-    assert set(plan) == {"objective", "before", "after", "optimal", "moves", "left"}
+    assert set(plan) == {"objective", "before", "after", "optimal", "moves", "left", "solver", "gap"}
+    assert (plan["solver"], plan["gap"]) == ("search", None)
     assert (plan["objective"], plan["before"], plan["after"], plan["optimal"], plan["left"]) == (
         "drain", 2, 0, True, []
     )
@@ -73,6 +74,19 @@ def test_a_drain_that_cannot_empty_the_host_moves_nothing_unless_partial(two: Cl
     assert done.exit_code == 0, done.stderr
     assert done.json()["run"]["status"] == "done"
     assert _hosts(two) == {**before, "v1": "b"}
+
+
+def test_a_solver_drain_plans_and_applies_like_the_search(two: Cli) -> None:
+    refused = two("host", "drain", "a", "--solver", "gurobi")
+    assert refused.exit_code == 4 and "unknown solver 'gurobi'" in refused.stderr
+    assert two.ok("host", "show", "a", "--json").json()["cordoned"] is False  # refused before the cordon
+    two.ok("place", "x", "--vcpus", "8", "--memory", "16GiB", "--numa-nodes", "2", "--host", "a", "--name", "w")
+    two.ok("place", "x", "--gpus", "2", "--host", "a", "--name", "g")
+    plan = two.ok("host", "drain", "a", "--solver", "cp-sat", "--json").json()
+    assert (plan["solver"], plan["gap"], plan["after"], plan["left"]) == ("cp-sat", 0.0, 0, [])
+    assert "solver cp-sat: proven optimal for its model" in two.ok("host", "drain", "a", "--solver", "cp-sat").stdout
+    done = two.ok("host", "drain", "a", "--solver", "cp-sat", "--apply", "--yes", "--json").json()
+    assert done["run"]["status"] == "done" and _hosts(two) == {"g": "b", "w": "b"}
 
 
 def test_drain_apply_moves_defined_domains_and_reconcile_agrees(two: Cli) -> None:

@@ -172,6 +172,9 @@ def drain(
         bool, typer.Option("--partial", help="Move what can move even if some VMs must stay.")
     ] = False,
     time_limit: Annotated[float, typer.Option("--time-limit", metavar="S", help="Seconds to plan.")] = 10.0,
+    solver: Annotated[
+        str, typer.Option("--solver", help="search (written here) or cp-sat (OR-Tools: all VMs at once).")
+    ] = "search",
     as_json: output.JsonOpt = False,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
@@ -188,9 +191,16 @@ def drain(
     --apply runs the plan as a journaled rebalance run (`vnuma rebalance
     --resume` or `--abort` finishes or rolls back an interrupted one).
 
+    --solver cp-sat chooses every VM's destination at once with OR-Tools
+    CP-SAT (the most VMs moved, then the best locality), each choice then
+    placed by the engine; the plan says whether the solver proved it optimal
+    or how far it is from its bound.
+
     JSON: the rebalance plan document ({"objective": "drain", "before",
-    "after", "optimal", "moves", "left": [{"vm", "reason"}]}); with --apply
-    also "run" as `vnuma rebalance --apply` prints it.
+    "after", "optimal", "moves", "left": [{"vm", "reason"}], "solver",
+    "gap"}); with --apply also "run" as `vnuma rebalance --apply` prints it.
+
+    Example: vnuma host drain gpu-node-1 --solver cp-sat --apply --yes --allow-migrate
     """
     from vnuma.cli.rebalancing import carry_out, plan_to_dict, print_plan
     from vnuma.errors import NoRoomError
@@ -199,7 +209,9 @@ def drain(
 
     if (allow_restart or allow_migrate or yes) and not apply:
         raise typer.BadParameter("--yes, --allow-restart and --allow-migrate go with --apply")
-    plan = drain_plan(settings(ctx), name, max_moves=max_moves, time_limit_s=time_limit, for_apply=apply)
+    plan = drain_plan(
+        settings(ctx), name, max_moves=max_moves, time_limit_s=time_limit, for_apply=apply, solver=solver
+    )
     doc = plan_to_dict(plan)
     if not as_json:
         output.echo_lines([f"host {name}: cordoned"])

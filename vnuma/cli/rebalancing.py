@@ -130,6 +130,7 @@ def print_plan(doc: dict[str, Any]) -> None:
             f"objective {doc['objective']}: {doc['before']} -> {doc['after']}"
             f" ({'search finished' if doc['optimal'] else 'best found within the limits'})"
         ]
+        + ([f"solver cp-sat: {_gap_words(doc['gap'])}"] if doc.get("solver") == "cp-sat" else [])
     )
     if doc.get("left"):
         output.echo_table(None, ["STAYS", "WHY"], [(x["vm"], x["reason"]) for x in doc["left"]])
@@ -144,6 +145,12 @@ def print_plan(doc: dict[str, Any]) -> None:
             for i, m in enumerate(doc["moves"], 1)
         ],
     )
+
+
+def _gap_words(gap: float | None) -> str:
+    if gap is None:
+        return "no bound proven"
+    return "proven optimal for its model" if gap == 0 else f"within {gap:.2%} of its best bound"
 
 
 def carry_out(
@@ -239,4 +246,6 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     }
     if plan.objective is Objective.DRAIN:
         doc["left"] = [{"vm": vm, "reason": reason} for vm, reason in plan.left]
+    doc["solver"] = plan.solver
+    doc["gap"] = plan.gap
     return doc

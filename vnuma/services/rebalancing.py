@@ -8,7 +8,7 @@ from dataclasses import replace
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Placement, VmRequest
-from vnuma.placement.rebalance import FleetState, Objective, Plan, check_limits, plan_moves
+from vnuma.placement.rebalance import SOLVERS, FleetState, Objective, Plan, check_limits, plan_moves
 from vnuma.services import Settings
 from vnuma.topology import parse_page_size, parse_size_kib
 
@@ -106,7 +106,7 @@ def plan_rebalance(
 
 def drain_plan(
     settings: Settings, host: str, *, max_moves: int | None = None, time_limit_s: float = 10.0,
-    for_apply: bool = False,
+    for_apply: bool = False, solver: str = "search",
 ) -> Plan:
     """Cordon ``host`` (as ``kubectl drain`` does, also for a plan only), then plan moving every VM off it.
 
@@ -120,6 +120,8 @@ def drain_plan(
     from vnuma.services.queries import set_cordoned
 
     check_limits(max_moves, time_limit_s)
+    if solver not in SOLVERS:
+        raise InvalidInputError(f"unknown solver {solver!r}; use {' or '.join(SOLVERS)}")
     if for_apply:
         _refuse_unfinished_run(settings)
     set_cordoned(settings, host, True)
@@ -130,7 +132,9 @@ def drain_plan(
         {name: t.isolation for name, t in snap.tenants.items()},
     )
     most = max_moves if max_moves is not None else sum(1 for p in snap.placements if p.host == host)
-    return plan_moves(state, Objective.DRAIN, most, None, time_limit_s, clock=time.monotonic, drain=host)
+    return plan_moves(
+        state, Objective.DRAIN, most, None, time_limit_s, clock=time.monotonic, drain=host, solver=solver
+    )
 
 
 def _by_host(p: Placement) -> tuple[str, str]:

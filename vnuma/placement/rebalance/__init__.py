@@ -55,6 +55,10 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   ``max_moves`` or is not reached within the time limit stays, with the
   reason (``Plan.left``). Work: one explained engine call per VM on the
   host. ``optimal``: every VM leaves.
+  With ``solver="cp-sat"`` the drain is one assignment problem for OR-Tools
+  CP-SAT instead (:mod:`.solver`): every VM's destination chosen together,
+  the most VMs moved, then the best locality; the plan carries the solver's
+  gap to its bound.
 * ``spread-tenants``: for each tenant and host where the tenant has n >= 2
   VMs, its *crowded* VMs (those sharing a host cell, i.e. a memory
   controller, with another VM of the same tenant) minus the unavoidable
@@ -85,9 +89,13 @@ from vnuma.placement.rebalance.drain import plan_drain
 from vnuma.placement.rebalance.locality import plan_locality
 from vnuma.placement.rebalance.room import plan_room
 from vnuma.placement.rebalance.search import Search
+from vnuma.placement.rebalance.solver import plan_drain_cpsat
 from vnuma.placement.rebalance.spread import plan_spread
 
+SOLVERS = ("search", "cp-sat")
+
 __all__ = [
+    "SOLVERS",
     "FleetState",
     "Move",
     "Objective",
@@ -117,12 +125,15 @@ def plan_moves(
     *,
     clock: Callable[[], float] | None = None,
     drain: str | None = None,
+    solver: str = "search",
 ) -> Plan:
     """Plan at most ``max_moves`` moves improving ``objective``; the best found within the time limit.
 
     ``clock`` (seconds, e.g. ``time.monotonic``) enforces ``time_limit_s``;
     without it the search runs to its work bound (see the module docstring).
-    ``drain`` names the host the ``drain`` objective empties.
+    ``drain`` names the host the ``drain`` objective empties. ``solver``:
+    ``search`` (written here), or ``cp-sat`` (OR-Tools, :mod:`.solver`: the
+    ``drain`` objective only in this version).
 
     Raises:
         InvalidInputError: ``room`` without ``make_room_for``, ``drain`` without a
@@ -130,10 +141,18 @@ def plan_moves(
         NotFoundError: ``make_room_for.host`` is not in the fleet.
     """
     check_limits(max_moves, time_limit_s)
+    if solver not in SOLVERS:
+        raise InvalidInputError(f"unknown solver {solver!r}; use {' or '.join(SOLVERS)}")
+    if solver == "cp-sat" and objective is not Objective.DRAIN:
+        raise InvalidInputError(
+            f"--solver cp-sat plans the drain objective only, not {objective}", hint="use --solver search"
+        )
     search = Search(fleet_state, time_limit_s, clock)
     if objective is Objective.DRAIN:
         if drain is None or drain not in search.on_host:
             raise InvalidInputError(f"objective drain needs a host of the fleet, got {drain!r}")
+        if solver == "cp-sat":
+            return plan_drain_cpsat(search, drain, max_moves, time_limit_s)
         return plan_drain(search, drain, max_moves)
     if objective is Objective.LOCALITY:
         return plan_locality(search, max_moves)

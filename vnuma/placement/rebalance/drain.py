@@ -21,12 +21,14 @@ def plan_drain(search: Search, host: str, max_moves: int | None) -> Plan:
     the VMs past ``max_moves`` and those not tried before the time limit.
     ``before``/``after``: VMs on the host before and after the plan.
     """
-    on_host = sorted(search.placements_on(host), key=_largest_first)
+    on_host = sorted(search.placements_on(host), key=largest_first)
     moves, left = [], []
     others = [name for name in search.fleet.host_names() if name != host]
     try:
         for p in on_host:
-            why = _why_not(search, p, host, others, max_moves, len(moves))
+            why = why_not(p, host, others)
+            if why is None and max_moves is not None and len(moves) >= max_moves:
+                why = f"over --max-moves {max_moves} ({count_of(max_moves, 'move')} planned)"
             if why is not None:
                 left.append((p.vm, why))
                 continue
@@ -48,15 +50,15 @@ def plan_drain(search: Search, host: str, max_moves: int | None) -> Plan:
     return Plan(Objective.DRAIN, len(on_host), len(left), not left, tuple(moves), tuple(left))
 
 
-def _largest_first(p: Placement) -> tuple[int, int, int, str]:
+def largest_first(p: Placement) -> tuple[int, int, int, str]:
+    """The order a drain moves VMs in: most vCPUs, then memory, then devices, then name."""
     return (-p.vcpus, -p.memory_kib, -len(p.devices), p.vm)
 
 
-def _why_not(search: Search, p: Placement, host: str, others: list[str], most: int | None, moved: int) -> str | None:
+def why_not(p: Placement, host: str, others: list[str]) -> str | None:
+    """Why a VM of the drained host cannot move at all (None: it may)."""
     if not is_movable(p):
         return "it holds devices other than GPUs, which no plan moves"
     if not others:
         return f"the inventory has no host but {host}"
-    if most is not None and moved >= most:
-        return f"over --max-moves {most} ({count_of(most, 'move')} planned)"
     return None
