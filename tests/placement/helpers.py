@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from vnuma.placement.model import (
+    CellAssignment,
     CpuPolicy,
     EmulatorThreads,
     GpuAffinity,
@@ -96,20 +97,28 @@ def usage(host: Host, placements: Iterable[Placement]) -> Usage:
 
 
 def _pages_taken(p: Placement) -> dict[tuple[int, int], int]:
-    """Pages per (host cell, size): an interleaved guest cell deals its pages out over the VM's host cells
-    in turn, the turn carried over from one interleaved cell to the next (page j of the deal, counted
-    across interleaved cells, goes to host cell ``spread[j % k]``; each cell's share is a range count)."""
+    """Pages per (host cell, size) the placement's guest cells take (:func:`_deal`)."""
     taken: dict[tuple[int, int], int] = {}
-    spread = sorted({c.host_cell for c in p.cells})
-    k, dealt = len(spread), 0
     for c in sorted(p.cells, key=lambda c: c.guest_cell):
-        shares = {c.host_cell: c.pages}
-        if c.memory_mode is MemoryMode.INTERLEAVE:
-            shares = {cell: len(range(dealt + (i - dealt) % k, dealt + c.pages, k)) for i, cell in enumerate(spread)}
-            dealt += c.pages
-        for cell, n in shares.items():
+        for cell, n in _deal(p.host_cells, c.host_cell, c.pages, c.memory_mode, _dealt(p, c)).items():
             taken[(cell, c.page_size_kib)] = taken.get((cell, c.page_size_kib), 0) + n
     return taken
+
+
+def _dealt(p: Placement, c: CellAssignment) -> int:
+    """Interleaved pages dealt by the guest cells before ``c``."""
+    return sum(d.pages for d in p.cells if d.guest_cell < c.guest_cell and d.memory_mode is MemoryMode.INTERLEAVE)
+
+
+def _deal(cells: Sequence[int], own: int, pages: int, mode: MemoryMode, dealt: int) -> dict[int, int]:
+    """Where one guest cell's pages go: its own host cell, or (interleaved) dealt out over the VM's host
+    cells in turn, the turn carried over from earlier interleaved cells: page j of the deal, counted
+    across interleaved cells, goes to ``spread[j % k]``, so each cell's share is a range count."""
+    if mode is not MemoryMode.INTERLEAVE:
+        return {own: pages}
+    spread = sorted(set(cells))
+    k = len(spread)
+    return {cell: len(range(dealt + (i - dealt) % k, dealt + pages, k)) for i, cell in enumerate(spread)}
 
 
 def _pool(host: Host, cell: int, size: int) -> int:
@@ -126,10 +135,8 @@ def check_placement_shape(p: Placement, host: Host) -> None:
     assert [c.guest_cell for c in p.cells] == list(range(len(p.cells)))
     assert len({c.host_cell for c in p.cells}) == len(p.cells)
     assert [v for c in p.cells for v in c.vcpus] == list(range(p.vcpus))
-    sizes = {len(c.vcpus) for c in p.cells}
-    assert len(sizes) == 1 and len({c.memory_kib for c in p.cells}) == 1
-    per_cell = sizes.pop()
-    assert per_cell % p.threads_per_core == 0
+    # Guest cells split evenly unless the request gave each its own size (then equal or not).
+    assert all(len(c.vcpus) % p.threads_per_core == 0 for c in p.cells)
     for c in p.cells:
         assert c.memory_kib % c.page_size_kib == 0
         assert all(where.get(x) == c.host_cell for x in c.pcpus), "pCPU outside its guest cell's host cell"
@@ -235,10 +242,15 @@ def brute_force_fits(
         cells = [c.id for c in host.cells if c.cpus and set(siblings_of(host)) & c.cpu_ids]
         counts = [req.numa_nodes] if req.numa_nodes else range(1, len(cells) + 1)
         for n in counts:
-            if n > len(cells) or req.vcpus % n or req.memory_kib % n:
+            if n > len(cells):
                 continue
-            v, m = req.vcpus // n, req.memory_kib // n
-            if req.thread_policy is ThreadPolicy.REQUIRE and v % 2:
+            if req.cell_vcpus is not None and req.cell_memory_kib is not None:
+                vs, ms = list(req.cell_vcpus), list(req.cell_memory_kib)
+            elif req.vcpus % n or req.memory_kib % n:
+                continue
+            else:
+                vs, ms = [req.vcpus // n] * n, [req.memory_kib // n] * n
+            if req.thread_policy is ThreadPolicy.REQUIRE and any(v % 2 for v in vs):
                 continue
             sizes = (
                 [req.page_size_kib]
@@ -246,10 +258,10 @@ def brute_force_fits(
                 else sorted({p.size_kib for c in host.cells for p in c.pages if p.size_kib > PAGE_4K})
             )
             for size in sizes:
-                if m % size:
+                if any(m % size for m in ms):
                     continue
                 for combo in itertools.permutations(cells, n):
-                    if _set_fits(host, combo, req, v, m, size, u, isolation):
+                    if _set_fits(host, combo, req, vs, ms, size, u, isolation):
                         return True
     return False
 
@@ -258,26 +270,38 @@ def _set_fits(
     host: Host,
     cells: tuple[int, ...],
     req: VmRequest,
-    v: int,
-    m: int,
+    vs: list[int],
+    ms: list[int],
     size: int,
     u: Usage,
     isolation: Mapping[str, Isolation],
 ) -> bool:
+    """Guest cell g (``vs[g]`` vCPUs, ``ms[g]`` KiB) on host cell ``cells[g]``."""
+    pages: dict[int, int] = {}
+    dealt = 0
+    for g, cell in enumerate(cells):
+        mode = req.memory_modes[g] if len(req.memory_modes) > 1 else req.memory_modes[0]
+        for target, n in _deal(cells, cell, ms[g] // size, mode, dealt).items():
+            pages[target] = pages.get(target, 0) + n
+        dealt += ms[g] // size if mode is MemoryMode.INTERLEAVE else 0
     for cell in cells:
         tenants = u.cell_tenants.get(cell, set()) - {req.tenant}
         if req.isolation is Isolation.CELL and tenants:
             return False
         if any(isolation.get(t) is Isolation.CELL for t in tenants):
             return False
-        if _pool(host, cell, size) - u.pages.get((cell, size), 0) < m // size:
+        if _pool(host, cell, size) - u.pages.get((cell, size), 0) < pages.get(cell, 0):
             return False
     emulator = req.emulator_threads is EmulatorThreads.ISOLATE
     for i, cell in enumerate(cells):
-        if not _cell_can_take(host, cell, req, v, emulator and i == 0, u, isolation):
+        if not _cell_can_take(host, cell, req, vs[i], emulator and i == 0, u, isolation):
             return False
     free_gpus = [d for d in host.devices if d.kind == "gpu" and d.address not in u.gpus]
     on_cells = [d for d in free_gpus if d.numa_node in cells]
+    if req.cell_gpus is not None:  # each guest cell's GPUs on its own host cell
+        return all(
+            sum(1 for d in free_gpus if d.numa_node == cell) >= k for cell, k in zip(cells, req.cell_gpus, strict=True)
+        )
     if req.gpu_affinity is GpuAffinity.REQUIRED:
         return len(on_cells) >= req.gpus
     return len(free_gpus) >= req.gpus

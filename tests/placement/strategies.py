@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import strategies as st
 
 from tests.builders import make_host
@@ -17,6 +19,8 @@ from vnuma.placement.model import (
 )
 from vnuma.topology import KIB_PER_GIB, PAGE_1G, PAGE_2M, PAGE_4K, Host
 
+EVEN = {"cell_vcpus": None, "cell_memory_kib": None, "cell_gpus": None}
+"""``replace(request, **EVEN)``: a request split evenly (for sizing a VM from its GPUs)."""
 TENANTS = (("t1", Isolation.CORE), ("t2", Isolation.CORE), ("t3", Isolation.NONE), ("t4", Isolation.CELL))
 ISOLATION = dict(TENANTS)
 
@@ -88,7 +92,19 @@ def vm_requests(
     affinities = (GpuAffinity.REQUIRED, GpuAffinity.PREFERRED) + ((GpuAffinity.SOCKET,) if socket else ())
     gpus = draw(st.integers(0, max_gpus))
     policies = [IoThreadPolicy.EMULATOR] + ([IoThreadPolicy.DEVICE_LOCAL] if gpus else [])
-    return VmRequest(
+    own: dict[str, object] = {}
+    if nodes == 2 and emulator is EmulatorThreads.SHARE and draw(st.integers(0, 3)) == 0:
+        # Guest cells of their own sizes (each GPU on a chosen cell).
+        step = 2 if thread is ThreadPolicy.REQUIRE else 1
+        cell_vcpus = tuple(step * draw(st.integers(1, 4 // step)) for _ in range(2))
+        unit = KIB_PER_GIB if page == PAGE_1G else KIB_PER_GIB // 2
+        cell_memory = tuple(unit * draw(st.integers(1, 2)) for _ in range(2))
+        first = draw(st.integers(0, gpus))
+        own = {
+            "vcpus": sum(cell_vcpus), "memory_kib": sum(cell_memory), "cell_vcpus": cell_vcpus,
+            "cell_memory_kib": cell_memory, "cell_gpus": (first, gpus - first) if gpus else None,
+        }
+    base = VmRequest(
         memory_modes=draw(memory_modes(nodes)),
         iothreads=draw(st.integers(0, 2)),
         iothread_policy=draw(st.sampled_from(policies)),
@@ -105,3 +121,4 @@ def vm_requests(
         emulator_threads=emulator,
         isolation=isolation,
     )
+    return replace(base, **own)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.builders import make_host
 from tests.placement.helpers import admissible, check_fleet, request
-from tests.placement.strategies import ISOLATION, host_lists, vm_requests
+from tests.placement.strategies import EVEN, ISOLATION, host_lists, vm_requests
 from vnuma.placement.build import build_placement
 from vnuma.placement.engine import place, prefilter_sizes
 from vnuma.placement.fit import HostFit, fit_host
@@ -80,7 +80,7 @@ def test_sized_gpu_requests_only_become_admissible_placements(
 ) -> None:
     fleet = _fill(hosts, history, Strategy.PACK)
     base = data.draw(vm_requests("gpu-only", shared=False))
-    req = replace(base, vcpus=None, memory_kib=None, gpus=data.draw(st.integers(1, 3)))
+    req = replace(base, vcpus=None, memory_kib=None, gpus=data.draw(st.integers(1, 3)), **EVEN)
     for hs in fleet.states:
         for size in size_candidates(req, hs):
             sized = resolve_size(req, hs, size)

@@ -8,7 +8,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.placement.helpers import brute_force_fits, check_fleet
-from tests.placement.strategies import ISOLATION, host_lists, vm_requests
+from tests.placement.strategies import EVEN, ISOLATION, host_lists, vm_requests
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, Strategy, VmRequest
@@ -94,7 +94,7 @@ def test_gpu_only_requests_are_sized_and_placed_consistently(
     fleet, _placed = _fill(hosts, history, Strategy.PACK)
     assume(fleet.gpus_total > 0)
     base = data.draw(vm_requests("gpu-only", shared=False))
-    req = replace(base, vcpus=None, memory_kib=None, gpus=data.draw(st.integers(1, fleet.gpus_total)))
+    req = replace(base, vcpus=None, memory_kib=None, gpus=data.draw(st.integers(1, fleet.gpus_total)), **EVEN)
     result = place(req, fleet)
     if result.chosen is not None:
         fleet.add(result.chosen, req.isolation)

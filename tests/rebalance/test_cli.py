@@ -30,7 +30,7 @@ def test_split_vm_plan_is_printed_and_nothing_changes(cli: Cli, dumped: Callable
         cli.ok("vm", "release", name)
     before = dumped(cli.db)
     plan = cli.ok("rebalance", "--json").json()
-    assert set(plan) == {"objective", "before", "after", "optimal", "moves"}
+    assert set(plan) == {"objective", "before", "after", "optimal", "moves", "solver", "gap"}
     assert (plan["objective"], plan["before"], plan["after"], plan["optimal"]) == ("locality", 1, 0, True)
     (move,) = plan["moves"]
     assert set(move) == MOVE_KEYS and move["vm"] == "split"

@@ -53,6 +53,14 @@ def fleets(draw: st.DrawFn) -> FleetState:
         if req.vcpus and req.numa_nodes and req.vcpus % req.numa_nodes:
             continue
         req = replace(req, memory_modes=draw(memory_modes(req.numa_nodes)), iothreads=draw(st.integers(0, 2)))
+        if req.numa_nodes == 2 and draw(st.booleans()):  # guest cells of their own sizes
+            vcpus = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+            memory = (draw(st.integers(1, 2)) * 1024**2, draw(st.integers(1, 2)) * 1024**2)
+            first = draw(st.integers(0, req.gpus))
+            req = replace(
+                req, vcpus=sum(vcpus), memory_kib=sum(memory), cell_vcpus=vcpus, cell_memory_kib=memory,
+                cell_gpus=(first, req.gpus - first) if req.gpus else None,
+            )
         chosen = place(req, fleet).chosen
         if chosen is not None:
             fleet.add(chosen, TENANTS[tenant])

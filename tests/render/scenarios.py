@@ -138,6 +138,13 @@ def _build() -> tuple[Scenario, ...]:
             ),
         ),
         Scenario(
+            "asymmetric-cells",
+            gpu_host,
+            make_placement(
+                gpu_host, [CellSpec(0, 12, _gib(12), PAGE_1G, gpus=2), CellSpec(1, 4, _gib(4), PAGE_1G)], threads=2
+            ),
+        ),
+        Scenario(
             "preferred-memory",
             host,
             make_placement(host, [replace(c, memory_mode=MemoryMode.PREFERRED) for c in two_2m], threads=2),

@@ -38,6 +38,18 @@ def parse_numa_nodes(text: str) -> int | None:
     return int(text)
 
 
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    """``12,4`` -> (12, 4)."""
+    from vnuma.errors import InvalidInputError
+
+    words = [w.strip() for w in text.split(",")]
+    if not all(w.isdecimal() and len(w) <= 6 for w in words):
+        raise InvalidInputError(
+            f"bad {option} {text!r}: use whole numbers, one per guest cell, comma-separated (e.g. 12,4)"
+        )
+    return tuple(int(w) for w in words)
+
+
 def parse_memory_modes(text: str) -> tuple[MemoryMode, ...]:
     """``strict,interleave`` -> one mode per guest cell."""
     from vnuma.errors import InvalidInputError
@@ -79,6 +91,16 @@ def place(
             "--cell-memory-mode", metavar="LIST",
             help="One memory mode per guest cell, e.g. strict,interleave (with --numa-nodes N).",
         ),
+    ] = None,
+    cell_vcpus: Annotated[
+        str | None, typer.Option("--cell-vcpus", metavar="LIST", help="vCPUs of each guest cell, e.g. 12,4.")
+    ] = None,
+    cell_memory: Annotated[
+        str | None,
+        typer.Option("--cell-memory", metavar="LIST", help="Memory of each guest cell, e.g. 96GiB,32GiB."),
+    ] = None,
+    cell_gpus: Annotated[
+        str | None, typer.Option("--cell-gpus", metavar="LIST", help="GPUs of each guest cell, e.g. 2,0.")
     ] = None,
     iothreads: Annotated[int, typer.Option("--iothreads", help="I/O threads for the domain (0-64).")] = 0,
     iothreads_policy: Annotated[
@@ -129,6 +151,12 @@ def place(
     so); restrictive (all cells or none) lets a running VM be re-pinned
     across cells live.
 
+    --cell-vcpus 12,4 --cell-memory 96GiB,32GiB [--cell-gpus 2,0] give each
+    guest cell its own size (the guest cell count is their length; --vcpus,
+    --memory and --gpus, when given, must be their sums); each guest cell
+    lands on a host cell with room for it, its GPUs on its own host cell,
+    and every move keeps the sizes.
+
     --iothreads N renders N I/O threads pinned with the emulator threads, or
     with --iothreads-policy device-local on the pCPUs of the guest cell the
     VM's first device (by PCI address) is attached to; `render`/`apply
@@ -147,13 +175,22 @@ def place(
         check_vm_name(group, "group")
     elif anti_affinity is not None:
         raise typer.BadParameter("--anti-affinity needs --group G", param_hint="--anti-affinity")
+    per_vcpus = _int_list(cell_vcpus, "--cell-vcpus") if cell_vcpus is not None else None
+    per_memory = tuple(parse_size_kib(x) for x in cell_memory.split(",")) if cell_memory is not None else None
+    per_gpus = _int_list(cell_gpus, "--cell-gpus") if cell_gpus is not None else None
+    nodes = parse_numa_nodes(numa_nodes)
+    if nodes is None and per_vcpus is not None:
+        nodes = len(per_vcpus)  # per-cell sizes say how many guest cells
     request = VmRequest(
         name=name or "",
         tenant=tenant,
-        vcpus=vcpus,
-        memory_kib=parse_size_kib(memory) if memory is not None else None,
-        gpus=gpus,
-        numa_nodes=parse_numa_nodes(numa_nodes),
+        vcpus=vcpus if vcpus is not None or per_vcpus is None else sum(per_vcpus),
+        memory_kib=parse_size_kib(memory) if memory is not None else (sum(per_memory) if per_memory else None),
+        gpus=gpus if gpus or per_gpus is None else sum(per_gpus),
+        numa_nodes=nodes,
+        cell_vcpus=per_vcpus,
+        cell_memory_kib=per_memory,
+        cell_gpus=per_gpus,
         cpu_policy=cpu_policy,
         thread_policy=thread_policy,
         page_size_kib=parse_page_size(page_size),

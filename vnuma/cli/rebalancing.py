@@ -60,7 +60,8 @@ def rebalance(
 
     JSON: {"objective", "before", "after", "optimal", "moves": [{"vm",
     "from": {"host", "cells"}, "to": {"host", "cells"}, "reason",
-    "cost_kib"}]}; "optimal" says the search finished within the limits.
+    "cost_kib"}], "solver", "gap"}; "optimal" says the search finished
+    within the limits ("solver": "search", "gap": null here).
 
     --make-room-for says what it found: "already fits, nothing to do" (exit
     0), the moves after which the shape fits, or "no plan of at most N moves

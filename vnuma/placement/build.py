@@ -4,7 +4,8 @@ Pure: no I/O; reads the host state, changes nothing (the fleet records the
 claims when the caller adds the placement).
 
 * Guest cells 0..N-1 map 1:1 onto the fit's host cells; vCPUs are numbered
-  0..vcpus-1 across guest cells in order, memory is split evenly.
+  0..vcpus-1 across guest cells in order; each cell's vCPUs and memory are
+  :meth:`VmRequest.cell_sizes` (an even split unless given per cell).
 * ``threads_per_core`` is 2 when every guest cell's vCPUs sit on sibling
   pairs (``prefer`` with whole free cores, or ``require``), else 1.
 * Emulator threads: ``isolate`` gets one extra pCPU on guest cell 0,
@@ -13,7 +14,8 @@ claims when the caller adds the placement).
   (where free GPUs are most at risk of stranding; lowest addresses first);
   ``preferred``/``socket`` affinity tops up from the nearest other cells.
   A GPU is attached to the guest cell on its host cell, else to the
-  closest guest cell.
+  closest guest cell. With ``cell_gpus`` each guest cell takes its own
+  count from its host cell (the fit matched the cells so that they have them).
 * Each guest cell gets the memory mode the request gives it.
 """
 
@@ -40,18 +42,18 @@ FAR = 1 << 20  # distance used for a device with no NUMA node
 
 def build_placement(fit: HostFit, req: VmRequest) -> Placement:
     """The placement of ``req`` on the fit's host and cells."""
-    assert req.vcpus is not None and req.memory_kib is not None
     hs = fit.state
     n = len(fit.cells)
-    v, m = req.vcpus // n, req.memory_kib // n
+    vs, ms = req.cell_sizes(n)
     bucket = tenant_bucket(req.tenant, req.isolation)
     isolate_emulator = req.emulator_threads is EmulatorThreads.ISOLATE
     shared = req.cpu_policy is CpuPolicy.SHARED
     cells: list[CellAssignment] = []
     emulator: tuple[int, ...] = ()
     paired = not shared
+    first = 0
     for g, cid in enumerate(fit.cells):
-        cell = hs.cell_by_id[cid]
+        cell, v = hs.cell_by_id[cid], vs[g]
         if shared:
             pcpus = pick_shared(cell, bucket, v)
         else:
@@ -59,8 +61,9 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
             pcpus, paired = pick.pins, paired and pick.paired
             if pick.emulator is not None:
                 emulator = (pick.emulator,)
-        vcpus = tuple(range(g * v, (g + 1) * v))
-        cells.append(CellAssignment(g, cid, vcpus, pcpus, m, fit.page_size_kib, req.memory_mode(g)))
+        vcpus = tuple(range(first, first + v))
+        first += v
+        cells.append(CellAssignment(g, cid, vcpus, pcpus, ms[g], fit.page_size_kib, req.memory_mode(g)))
     if not isolate_emulator:
         emulator = tuple(sorted({p for c in cells for p in c.pcpus}))
     return Placement(
@@ -69,16 +72,30 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         host=hs.name,
         cells=tuple(cells),
         emulator_pcpus=emulator,
-        devices=pick_gpus(hs, fit.cells, req, threads_taken(req, hs, v, n)) if req.gpus else (),
+        devices=_devices(hs, fit.cells, req, vs) if req.gpus else (),
         cpu_policy=req.cpu_policy,
         thread_policy=req.thread_policy,
-        threads_per_core=2 if paired and v % 2 == 0 else 1,
+        threads_per_core=2 if paired and all(v % 2 == 0 for v in vs) else 1,
         numa_nodes=req.numa_nodes,
         group=req.group,
         anti_affinity=req.anti_affinity,
         iothreads=req.iothreads,
         iothread_policy=req.iothread_policy,
     )
+
+
+def _devices(
+    hs: HostState, cells: tuple[int, ...], req: VmRequest, vs: tuple[int, ...]
+) -> tuple[DeviceAssignment, ...]:
+    """The VM's GPUs: each guest cell's own count from its host cell (``cell_gpus``), else :func:`pick_gpus`."""
+    if req.cell_gpus is None:
+        return pick_gpus(hs, cells, req, threads_taken(req, hs, vs))
+    devices = []
+    for g, (cid, k) in enumerate(zip(cells, req.cell_gpus, strict=True)):
+        free = hs.cell_by_id[cid].gpus_free
+        assert len(free) >= k, "the fit matched each guest cell to a host cell with its GPUs"
+        devices += [DeviceAssignment(a, DeviceKind.GPU, g, cid) for a in free[:k]]
+    return tuple(sorted(devices, key=lambda d: d.address))
 
 
 def _distance(hs: HostState, home: int | None, cell: int) -> int:

@@ -234,10 +234,10 @@ def _auto_nodes(request: VmRequest, fleet: Fleet) -> list[int]:
 
 def prefilter_sizes(request: VmRequest, n: int) -> tuple[int, ...]:
     """Page sizes the pre-filter tries for ``n`` guest cells (``large``: the hugepage sizes that divide)."""
-    assert request.memory_kib is not None
     if request.page_size_kib:
         return (request.page_size_kib,)
-    return tuple(s for s in (1048576, 2048) if (request.memory_kib // n) % s == 0)
+    cells = request.cell_sizes(n)[1]
+    return tuple(s for s in (1048576, 2048) if all(m % s == 0 for m in cells))
 
 
 def _place_fast(

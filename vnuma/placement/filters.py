@@ -42,16 +42,23 @@ from vnuma.topology import format_size_kib
 
 @dataclass(slots=True)
 class Attempt:
-    """One request on one host with ``n`` guest cells of ``v`` vCPUs and ``m`` KiB, narrowed by the filters."""
+    """One request on one host with ``n`` guest cells of ``vs`` vCPUs and ``ms`` KiB each (guest order),
+    narrowed by the filters; ``v``/``m`` are the smallest cell's, which every chosen cell must hold
+    (:mod:`.fit` then matches each guest cell to a host cell when they differ)."""
 
     view: HostView
     n: int
-    v: int
-    m: int
+    vs: tuple[int, ...]
+    ms: tuple[int, ...]
+    v: int = field(init=False)
+    m: int = field(init=False)
     cells: list[CellState] = field(default_factory=list)
     anchors: list[int] | None = None
     sizes: list[int] = field(default_factory=list)
     size: int = 0
+
+    def __post_init__(self) -> None:
+        self.v, self.m = min(self.vs), min(self.ms)
 
     def reject(self, check: str, reason: str) -> Rejection:
         """A rejection of this attempt's host."""
@@ -154,8 +161,9 @@ class Smt:
             return None
         if a.view.hs.width < 2:
             return a.reject(self.name, "has no SMT siblings; thread policy require needs sibling pairs")
-        if a.v % 2:
-            return a.reject(self.name, f"{a.v} vCPUs per cell cannot be packed on sibling pairs")
+        odd = next((v for v in a.vs if v % 2), None)
+        if odd is not None:
+            return a.reject(self.name, f"{odd} vCPUs per cell cannot be packed on sibling pairs")
         return None
 
 
@@ -241,7 +249,7 @@ class PageSize:
         """The sizes to try, largest first."""
         req, hs = a.view.req, a.view.hs
         wanted = (req.page_size_kib,) if req.page_size_kib else hs.hugepage_sizes
-        a.sizes = [s for s in wanted if a.m % s == 0]
+        a.sizes = [s for s in wanted if all(m % s == 0 for m in a.ms)]
         if a.sizes:
             return None
         sizes_text = ", ".join(format_size_kib(s) for s in wanted) or "no hugepages"

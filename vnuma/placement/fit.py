@@ -16,9 +16,10 @@ request's free GPUs (:mod:`.cellsets`). Under ``gpu-first`` a GPU VM may not
 strand other free GPUs of its cells (:mod:`.gpus`); refused only for that,
 the host's rejection is ``gpu-strand``. GPU affinity ``preferred`` or
 ``socket`` falls back to any set (``socket``: with the GPUs on the sets'
-sockets) when no set holds the GPUs. A request with interleaved guest
-cells takes each cell set only if its cells hold the pages the claims
-will take from them (interleaved pages spread over the set).
+sockets) when no set holds the GPUs. A request with guest cells of their
+own sizes, or with interleaved guest cells, takes a cell set only in a
+guest order where each host cell holds its guest cell's vCPUs, GPUs and
+the pages the claims will take (interleaved pages spread over the set).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def fit_host(
 def _fit_n(view: HostView, n: int, strategy: Strategy) -> HostFit | Rejection:
     req = view.req
     assert req.vcpus is not None and req.memory_kib is not None
-    a = Attempt(view, n, req.vcpus // n, req.memory_kib // n)
+    a = Attempt(view, n, *req.cell_sizes(n))
     for unit in CELL_FILTERS:
         refused = unit.apply(a)
         if refused is not None:
@@ -115,9 +116,9 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
     gpus = {c.id: len(c.gpus_free) for c in hs.cells}
     pref = {c.id: cell_preference(c, view.caps[c.id], strategy) for c in a.cells}
     keep = strategy is Strategy.GPU_FIRST and req.gpus > 0
-    interleaved = a.n > 1 and MemoryMode.INTERLEAVE in req.memory_modes
-    pages: Accept | None = (lambda cells: interleave_order(a, cells) is not None) if interleaved else None
-    accept = _both(_no_stranding(hs, req, a.v) if keep else None, pages)
+    ordered = a.n > 1 and (req.asymmetric or MemoryMode.INTERLEAVE in req.memory_modes)
+    pages: Accept | None = (lambda cells: guest_order(a, cells) is not None) if ordered else None
+    accept = _both(_no_stranding(hs, req, a.vs) if keep else None, pages)
     cells = choose_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=accept)
     stranding = cells is None and keep and choose_cells(
         hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=pages
@@ -128,8 +129,8 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
         if cells is not None and req.gpu_affinity is GpuAffinity.PREFERRED and hs.gpus_free < req.gpus:
             cells = None
     if cells is not None:
-        if interleaved:
-            cells = interleave_order(a, cells) or cells  # accepted: an order exists
+        if ordered:
+            cells = guest_order(a, cells) or cells  # accepted: an order exists
         return HostFit(hs, cells, a.size, hs.is_adjacent(cells))
     if stranding:
         return a.reject(
@@ -155,25 +156,34 @@ def _both(first: Accept | None, second: Accept | None) -> Accept | None:
     return lambda cells: first(cells) and second(cells)
 
 
-def interleave_order(a: Attempt, cells: tuple[int, ...]) -> tuple[int, ...] | None:
-    """``cells`` in a guest order whose pages the cells hold, with interleaved guest cells taking pages
-    from every cell of the set (:func:`pages_by_cell`); None when no order does. The cell filter asked
-    each cell for one guest cell's pages; a strict cell beside an interleaved one takes more, so the
-    order matters. Orders tried: the one given, then (up to 6 cells) every other."""
+def guest_order(a: Attempt, cells: tuple[int, ...]) -> tuple[int, ...] | None:
+    """``cells`` in a guest order where each host cell holds its guest cell, None when no order does.
+
+    The cell filters asked each cell for the smallest guest cell; guest cells of their own sizes
+    (``--cell-vcpus/--cell-memory/--cell-gpus``) need the vCPUs, pages and GPUs of their own, and
+    interleaved guest cells take pages from every cell of the set (:func:`pages_by_cell`), so a
+    strict cell beside one takes more. Orders tried: the one given, then (up to 6 cells) every other.
+    """
     view, req, size = a.view, a.view.req, a.size
     by_id = view.hs.cell_by_id
+    cap = view.caps if view.reserve else view.raw
+    gpus = req.cell_gpus
 
     def holds(order: tuple[int, ...]) -> bool:
-        needs = pages_by_cell([(c, size, a.m // size, req.memory_mode(g)) for g, c in enumerate(order)])
+        if any(cap[c] < a.vs[g] for g, c in enumerate(order)):
+            return False
+        if gpus is not None and any(len(by_id[c].gpus_free) < gpus[g] for g, c in enumerate(order)):
+            return False
+        needs = pages_by_cell([(c, size, a.ms[g] // size, req.memory_mode(g)) for g, c in enumerate(order)])
         return all(view.pages(by_id[c], s) >= n for (c, s), n in needs.items())
 
     orders = itertools.permutations(cells) if len(cells) <= 6 else iter((cells,))
     return next((order for order in orders if holds(order)), None)
 
 
-def _no_stranding(hs: HostState, req: VmRequest, v: int) -> Accept:
+def _no_stranding(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
     def accept(cells: tuple[int, ...]) -> bool:
-        return not strands_gpus(hs, cells, req.gpus, threads_taken(req, hs, v, len(cells)))
+        return not strands_gpus(hs, cells, req.gpus, threads_taken(req, hs, vs))
 
     return accept
 

@@ -13,17 +13,19 @@ GPUs keep (:func:`strands_gpus`); only the cells
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
 from vnuma.placement.rules import gpu_share, strand_guarded, usable_gpus
 
 
-def threads_taken(req: VmRequest, hs: HostState, per_cell: int, cells: int) -> list[int]:
-    """Threads the VM takes on each of its guest cells (isolate: whole cores; emulator on cell 0)."""
+def threads_taken(req: VmRequest, hs: HostState, per_cell: Sequence[int]) -> list[int]:
+    """Threads the VM takes on each of its guest cells, given their vCPUs in guest order (isolate: whole
+    cores; emulator on cell 0)."""
     isolate = req.cpu_policy is CpuPolicy.DEDICATED and req.thread_policy is ThreadPolicy.ISOLATE
-    each = per_cell * hs.width if isolate else per_cell
-    taken = [each] * cells
-    if req.emulator_threads is EmulatorThreads.ISOLATE and cells:
+    taken = [v * hs.width if isolate else v for v in per_cell]
+    if req.emulator_threads is EmulatorThreads.ISOLATE and taken:
         taken[0] += hs.width if isolate else 1
     return taken
 

@@ -151,7 +151,10 @@ class VmRequest:
     (:mod:`vnuma.placement.groups`). ``memory_modes`` is one mode for every
     guest cell, or one per guest cell (then ``numa_nodes`` says how many).
     ``iothreads``/``iothread_policy``: I/O threads to render and where they
-    run (:class:`IoThreadPolicy`); they claim nothing.
+    run (:class:`IoThreadPolicy`); they claim nothing. ``cell_vcpus`` and
+    ``cell_memory_kib`` (with ``cell_gpus`` when it has GPUs) give each guest
+    cell its own size: an asymmetric guest (``numa_nodes`` is their length,
+    ``vcpus``/``memory_kib``/``gpus`` their sums); None splits evenly.
     """
 
     name: str
@@ -174,6 +177,22 @@ class VmRequest:
     memory_modes: tuple[MemoryMode, ...] = (MemoryMode.STRICT,)
     iothreads: int = 0
     iothread_policy: IoThreadPolicy = IoThreadPolicy.EMULATOR
+    cell_vcpus: tuple[int, ...] | None = None
+    cell_memory_kib: tuple[int, ...] | None = None
+    cell_gpus: tuple[int, ...] | None = None
+
+    def cell_sizes(self, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Each of ``n`` guest cells' vCPUs and memory (KiB): the request's own lists, else an even split.
+        The one place a request is cut into guest cells (filters, pre-filter, fit and build ask it)."""
+        assert self.vcpus is not None and self.memory_kib is not None
+        if self.cell_vcpus is not None and self.cell_memory_kib is not None:
+            return self.cell_vcpus, self.cell_memory_kib
+        return (self.vcpus // n,) * n, (self.memory_kib // n,) * n
+
+    @property
+    def asymmetric(self) -> bool:
+        """True when the guest cells were given sizes of their own."""
+        return self.cell_vcpus is not None
 
     def memory_mode(self, guest_cell: int) -> MemoryMode:
         """The memory mode of guest cell ``guest_cell``."""

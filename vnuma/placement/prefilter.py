@@ -36,8 +36,8 @@ def _cell_checks(
     arrays: FleetArrays, req: VmRequest, n: int, sizes: Sequence[int], strategy: Strategy
 ) -> tuple[BoolArray, BoolArray]:
     """Per cell: enough pCPUs; enough pCPUs and pages of one of ``sizes``."""
-    assert req.vcpus is not None and req.memory_kib is not None
-    v, m = req.vcpus // n, req.memory_kib // n
+    vs, ms = req.cell_sizes(n)
+    v, m = min(vs), min(ms)  # every guest cell's host cell holds at least the smallest (a necessary condition)
     row = cap_row(req.cpu_policy, req.thread_policy)
     cap = arrays.cap[row]
     reserve = strategy is Strategy.GPU_FIRST and req.gpus == 0
@@ -83,9 +83,8 @@ def _gpu_ok(
 
 def _strand_need(arrays: FleetArrays, req: VmRequest, n: int) -> IntArray:
     """Per cell, the fewest GPUs a GPU VM must take there not to strand the rest (gpu-first)."""
-    assert req.vcpus is not None
     row = cap_row(req.cpu_policy, req.thread_policy)
-    cost = req.vcpus // n * (arrays.width if row == CAP_ISOLATE else 1)
+    cost = min(req.cell_sizes(n)[0]) * (arrays.width if row == CAP_ISOLATE else 1)
     usable = usable_gpus(arrays.threads_free - cost, arrays.thread_share)
     need: IntArray = np.where(strand_guarded(arrays.cell_gpus), np.maximum(arrays.gpus - usable, 0), 0)
     return need

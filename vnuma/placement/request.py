@@ -56,7 +56,38 @@ def _numbers_problem(request: VmRequest) -> str | None:
     return None
 
 
+def _cells_problem(request: VmRequest) -> str | None:
+    """An asymmetric guest: lists of one length (the guest cell count), sums that match, sizes that split."""
+    vcpus, memory, gpus = request.cell_vcpus, request.cell_memory_kib, request.cell_gpus
+    if vcpus is None or memory is None:
+        return "per-cell sizes need both --cell-vcpus and --cell-memory (one entry per guest cell)"
+    lists = {"vCPUs": vcpus, "memory sizes": memory, **({"GPU counts": gpus} if gpus is not None else {})}
+    counts = {len(v) for v in lists.values()}
+    if len(counts) > 1 or request.numa_nodes not in counts:
+        said = ", ".join(f"{len(v)} {k}" for k, v in lists.items())
+        return f"per-cell lists must give one entry per guest cell (--numa-nodes {request.numa_nodes}): {said}"
+    if request.gpus and gpus is None:
+        return "an asymmetric guest with GPUs says which cell takes them: --cell-gpus"
+    totals = (("vCPUs", sum(vcpus), request.vcpus), ("memory", sum(memory), request.memory_kib))
+    for what, total, asked in (*totals, ("GPUs", sum(gpus or ()), request.gpus)):
+        if asked is not None and total != asked:
+            return f"per-cell {what} add up to {total}, not the {asked} asked for"
+    if min(vcpus) < 1 or min(memory) < 1 or min(gpus or (0,)) < 0:
+        return "every guest cell needs at least 1 vCPU and some memory (and no negative GPU count)"
+    page = request.page_size_kib or PAGE_4K
+    odd = next((m for m in memory if m % page), None)
+    if odd is not None:
+        return f"per-cell memory {format_size_kib(odd)} is not a whole number of {format_size_kib(page)} pages"
+    if request.thread_policy is ThreadPolicy.REQUIRE and any(v % 2 for v in vcpus):
+        return "thread policy require packs vCPUs on sibling pairs: every per-cell vCPU count must be even"
+    if request.emulator_threads is EmulatorThreads.ISOLATE:
+        return "isolated emulator threads are not supported with per-cell sizes"
+    return None
+
+
 def _split_problem(request: VmRequest) -> str | None:
+    if request.asymmetric or request.cell_memory_kib is not None or request.cell_gpus is not None:
+        return _cells_problem(request)
     nodes = request.numa_nodes or 1
     if request.vcpus is not None and request.numa_nodes and request.vcpus % nodes:
         return f"{request.vcpus} vCPUs cannot be split evenly over {nodes} NUMA nodes"
@@ -129,6 +160,10 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
         NotFoundError: ``request.host`` is not in the fleet.
     """
     name = request.name or request.tenant
+    lists = (request.cell_vcpus, request.cell_memory_kib, request.cell_gpus)
+    problem = _cells_problem(request) if lists != (None, None, None) else None
+    if problem is not None:  # said first: per-cell lists also stand for the totals
+        raise InvalidInputError(f"VM {name!r}: {problem}")
     if (request.vcpus is None or request.memory_kib is None) and request.gpus <= 0:
         raise InvalidInputError(
             f"VM {name!r}: vCPUs and memory are required unless GPUs are asked for",

@@ -63,17 +63,28 @@ class Plan:
 def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAffinity.REQUIRED) -> VmRequest:
     """The request that re-places a VM with its size, guest shape, policies, page size and memory modes:
     the cell count stays what the VM asked for (left to the engine only for a VM placed with ``auto``
-    whose cells share one memory mode; cells with different modes keep their count)."""
+    whose cells share one memory mode; cells with different modes keep their count), and guest cells
+    of different sizes keep each its own size and GPU count."""
     pins = {x for c in p.cells for x in c.pcpus}
     modes = p.memory_modes
     uniform = len(set(modes)) == 1
+    cells = sorted(p.cells, key=lambda c: c.guest_cell)
+    sizes = [(len(c.vcpus), c.memory_kib) for c in cells]
+    own = len(set(sizes)) > 1  # guest cells of their own sizes: kept cell by cell, GPUs too
+    gpus = sum(1 for d in p.devices if d.kind is DeviceKind.GPU)
+    per_cell_gpus = tuple(
+        sum(1 for d in p.devices if d.kind is DeviceKind.GPU and d.guest_cell == c.guest_cell) for c in cells
+    )
     return VmRequest(
         name=p.vm,
         tenant=p.tenant,
         vcpus=p.vcpus,
         memory_kib=p.memory_kib,
-        gpus=sum(1 for d in p.devices if d.kind is DeviceKind.GPU),
-        numa_nodes=p.numa_nodes if uniform else len(modes),
+        gpus=gpus,
+        numa_nodes=p.numa_nodes if uniform and not own else len(modes),
+        cell_vcpus=tuple(v for v, _ in sizes) if own else None,
+        cell_memory_kib=tuple(m for _, m in sizes) if own else None,
+        cell_gpus=per_cell_gpus if own and gpus else None,
         memory_modes=modes[:1] if uniform else modes,
         iothreads=p.iothreads,
         iothread_policy=p.iothread_policy,
