@@ -119,6 +119,7 @@ def plans(state: FleetState, max_moves: int, limit: float) -> Iterator[tuple[str
         (str(Objective.LOCALITY), Objective.LOCALITY, None),
         *((label, Objective.ROOM, shape) for label, shape in room_shapes(state)),
         (str(Objective.SPREAD_TENANTS), Objective.SPREAD_TENANTS, None),
+        (str(Objective.FRAGMENTATION), Objective.FRAGMENTATION, None),
     ]
     for label, objective, shape in runs:
         start = time.perf_counter()

@@ -104,7 +104,7 @@ def test_drain_apply_moves_defined_domains_and_reconcile_agrees(two: Cli) -> Non
 def test_rebalance_offers_only_the_objectives_it_searches(two: Cli) -> None:
     assert two("rebalance", "--objective", "drain").exit_code == 2
     assert two("rebalance", "--objective", "repin").exit_code == 2
-    for objective in ("locality", "spread-tenants"):
+    for objective in ("locality", "spread-tenants", "fragmentation"):
         assert two.ok("rebalance", "--objective", objective, "--json").json()["objective"] == objective
 
 

@@ -52,7 +52,7 @@ def rebalance(
     resume: Annotated[bool, typer.Option("--resume", help="Carry an interrupted or failed --apply on.")] = False,
     abort: Annotated[bool, typer.Option("--abort", help="Roll an interrupted or failed --apply back.")] = False,
 ) -> None:
-    """Plan moves that improve locality, make room for a VM shape or spread tenants; --apply carries them out.
+    """Plan moves that improve locality, make room for a VM shape, spread tenants or defragment; --apply runs them.
 
     A move re-places one VM (new cells and pCPUs on its host, or another
     host); each move is an engine placement on the state the earlier moves

@@ -95,19 +95,21 @@ class IoThreadPolicy(StrEnum):
 
 class Objective(StrEnum):
     """What a plan improves: locality of split VMs, room for a VM shape, a tenant's VMs spread
-    over more memory controllers (host cells), one host emptied (``vnuma host drain``), or one VM
-    moved as the operator asks (``vnuma vm repin``, ``vnuma vm migrate``). The rebalance planner
-    searches the first three (:data:`SEARCHED`)."""
+    over more memory controllers (host cells), fewer partly used cells (whole cells kept free for
+    large VMs), one host emptied (``vnuma host drain``), or one VM moved as the operator asks
+    (``vnuma vm repin``, ``vnuma vm migrate``). The rebalance planner searches the first four
+    (:data:`SEARCHED`)."""
 
     LOCALITY = "locality"
     ROOM = "room"
     SPREAD_TENANTS = "spread-tenants"
+    FRAGMENTATION = "fragmentation"
     DRAIN = "drain"
     REPIN = "repin"
     MIGRATE = "migrate"
 
 
-SEARCHED = (Objective.LOCALITY, Objective.ROOM, Objective.SPREAD_TENANTS)
+SEARCHED = (Objective.LOCALITY, Objective.ROOM, Objective.SPREAD_TENANTS, Objective.FRAGMENTATION)
 """The objectives ``vnuma rebalance --objective`` offers."""
 
 

@@ -74,6 +74,17 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   ``optimal``: the total reached 0, the lower bound (VMs spanning several
   cells may keep a positive value no move can remove: then not proven).
 
+* ``fragmentation``: the CPU cells, over all hosts, that are partly used
+  (some VM uses the cell and some of its placeable threads are free): each
+  one is room a whole-cell VM cannot use. Greedy like ``locality``:
+  candidates are the movable VMs on partly used cells, smallest first (at
+  most 32 per step); each is tried as a re-pin on its host with its own
+  cells blocked and, on a multi-host fleet, wherever the engine puts it with
+  its host blocked (``pack`` fills partly used cells first). The move that
+  empties or fills the most partly used cells wins (ties: less memory to
+  migrate, then VM name). Work: at most ``max_moves`` x 64 engine calls.
+  ``optimal``: the total reached 0 (every used cell full).
+
 ``time_limit_s`` with a ``clock`` (e.g. ``time.monotonic``): the best plan
 found when the time is up comes back, ``optimal`` false unless proven.
 """
@@ -86,6 +97,7 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.model import Objective, VmRequest
 from vnuma.placement.rebalance.base import FleetState, Move, Plan, is_movable, move_cost_kib, request_of
 from vnuma.placement.rebalance.drain import plan_drain
+from vnuma.placement.rebalance.fragmentation import plan_fragmentation
 from vnuma.placement.rebalance.locality import plan_locality
 from vnuma.placement.rebalance.room import plan_room
 from vnuma.placement.rebalance.search import Search
@@ -158,6 +170,8 @@ def plan_moves(
         return plan_locality(search, max_moves)
     if objective is Objective.SPREAD_TENANTS:
         return plan_spread(search, max_moves)
+    if objective is Objective.FRAGMENTATION:
+        return plan_fragmentation(search, max_moves)
     if make_room_for is None:
         raise InvalidInputError(
             "objective room needs a VM shape", hint='--make-room-for "vcpus=32,memory=256GiB"'
