@@ -15,7 +15,7 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.admit import page_needs, pages_by_cell
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, MemoryMode
+from vnuma.placement.model import EmulatorThreads, Isolation, MemoryMode, ThreadPolicy
 from vnuma.placement.rebalance.base import request_of
 from vnuma.placement.request import validate_request
 from vnuma.topology import PAGE_2M
@@ -106,3 +106,17 @@ def test_a_move_keeps_each_cells_mode() -> None:
     assert (again.numa_nodes, again.memory_modes) == (2, (PREFERRED, INTERLEAVE))
     auto = place(request("auto", vcpus=2, memory_gib=1, memory_modes=(INTERLEAVE,)), fleet).chosen
     assert auto is not None and request_of(auto, Isolation.CORE).memory_modes == (INTERLEAVE,)
+
+
+def test_a_reordered_interleaved_mix_keeps_the_isolated_emulator_on_its_anchor_cell() -> None:
+    """Found by the property tests: the guest order that makes the pages fit must still put guest cell 0
+    (where the isolated emulator pCPU goes) on a cell with room for it."""
+    host = make_host(cells=2, cores_per_cell=3, smt=1, memory_gib=4, hugepages_2m_gib=0, hugepages_1g_gib=1,
+                     reserved_cpus=frozenset({0}))
+    fleet = Fleet([host], (), ISO)
+    req = request("vm", vcpus=4, memory_gib=2, numa_nodes=2, thread_policy=ThreadPolicy.ISOLATE,
+                  emulator_threads=EmulatorThreads.ISOLATE, memory_modes=(INTERLEAVE, STRICT))
+    p = place(req, fleet).chosen  # no IndexError while picking the emulator pCPU
+    if p is not None:
+        assert fleet.admit(p, Isolation.CORE) is None
+        assert set(p.emulator_pcpus) <= {c.id for c in host.cell(p.cells[0].host_cell).cpus}

@@ -89,6 +89,9 @@ def fit_host(
 def _fit_n(view: HostView, n: int, strategy: Strategy) -> HostFit | Rejection:
     req = view.req
     assert req.vcpus is not None and req.memory_kib is not None
+    if req.cell_vcpus is not None and len(req.cell_vcpus) != n:
+        given = len(req.cell_vcpus)
+        return Rejection(view.hs.name, "numa-nodes", f"its per-cell sizes give {given} guest cells, not {n}")
     a = Attempt(view, n, *req.cell_sizes(n))
     for unit in CELL_FILTERS:
         refused = unit.apply(a)
@@ -170,6 +173,8 @@ def guest_order(a: Attempt, cells: tuple[int, ...]) -> tuple[int, ...] | None:
     gpus = req.cell_gpus
 
     def holds(order: tuple[int, ...]) -> bool:
+        if a.anchors is not None and order[0] not in a.anchors:  # an isolated emulator pCPU goes on guest cell 0
+            return False
         if any(cap[c] < a.vs[g] for g, c in enumerate(order)):
             return False
         if gpus is not None and any(len(by_id[c].gpus_free) < gpus[g] for g, c in enumerate(order)):
