@@ -82,18 +82,12 @@ start_peer_daemon() {
 
 stop_peer_daemon() {
   [[ -n "${PEER_DIR:-}" ]] || return 0
-  local name f pid
+  local name f
   for name in $(virsh -c "$VNUMA_TEST_PEER_URI" list --name 2>/dev/null); do
     virsh -c "$VNUMA_TEST_PEER_URI" destroy "$name" >/dev/null 2>&1 || true
   done
   for f in "$PEER_DIR/libvirtd.pid" "$PEER_DIR/virtlogd.pid"; do
-    [[ -f "$f" ]] || continue
-    pid=$(cat "$f")
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 20); do
-      kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]] || break
-      sleep 0.25
-    done
+    stop_pidfile "$f"
   done
   # Empty cgroups go deepest first; one still holding a process stays (rmdir refuses it).
   find /sys/fs/cgroup/*/vnuma-peer -depth -type d -exec rmdir {} \; 2>/dev/null || true
@@ -134,16 +128,22 @@ check_daemons_alive() {
   fi
 }
 
+# SIGTERM the process a pid file names, wait up to 5 s for it to go (a zombie counts as gone), remove the file.
+stop_pidfile() {
+  local pid
+  [[ -f "$1" ]] || return 0
+  pid=$(cat "$1")
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 20); do
+    kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]] || break
+    sleep 0.25
+  done
+  rm -f "$1"
+}
+
 stop_daemons() {
-  local f pid
+  local f
   for f in "$RUN/libvirtd.pid" "$RUN/virtlogd.pid"; do
-    [[ -f "$f" ]] || continue
-    pid=$(cat "$f")
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 20); do
-      kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]] || break
-      sleep 0.25
-    done
-    rm -f "$f"
+    stop_pidfile "$f"
   done
 }

@@ -88,3 +88,12 @@ def dump(db: Path) -> list[str]:
 @pytest.fixture
 def dumped() -> Callable[[Path], list[str]]:
     return dump
+
+
+def refused_unchanged(cli: Cli, args: list[str], code: int, words: str) -> None:
+    """``vnuma ARGS`` exits ``code`` with ``words`` on stderr, no traceback, and the inventory unchanged."""
+    before = dump(cli.db)
+    res = cli(*args)
+    assert res.exit_code == code, res.stderr
+    assert words in res.stderr and "Traceback" not in res.stderr
+    assert dump(cli.db) == before
