@@ -83,8 +83,14 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
                     tuple(left + [(p.vm, "not tried within the time limit") for p in movable]), "cp-sat", None)
     cuts: list[list[tuple[str, int]]] = []
     original = {p.vm: p for p in movable}
+    timed_out = False
     for round_ in range(ROUNDS):
-        chosen, gap = _solve(search, movable, candidates, max_moves, cuts, _remaining(search, time_limit_s), hint)
+        solved = _solve(search, movable, candidates, max_moves, cuts, _remaining(search, time_limit_s), hint)
+        if solved is None:  # no assignment within the time limit: nothing moves (unless the search's does)
+            chosen, gap, moves = {}, None, []
+            timed_out = True
+            break
+        chosen, gap = solved
         moves, failed = _replay(search, movable, candidates, chosen, host)
         if not failed or round_ == ROUNDS - 1:
             break
@@ -96,7 +102,11 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
         for move in reversed(moves):
             search.apply(move.placement, original[move.vm])
         return replace(greedy, solver="search")
-    left += [(p.vm, _why_left(p.vm, candidates[p.vm], chosen, max_moves)) for p in movable if p.vm not in moved]
+    left += [
+        (p.vm, "CP-SAT found no plan within the time limit" if timed_out and candidates[p.vm]
+         else _why_left(p.vm, candidates[p.vm], chosen, max_moves))
+        for p in movable if p.vm not in moved
+    ]
     return Plan(Objective.DRAIN, len(on_host), len(left), not left, tuple(moves), tuple(left), "cp-sat", gap)
 
 
@@ -158,8 +168,9 @@ def _capacity(search: Search, key: tuple[str, int, str]) -> int:
 def _solve(
     search: Search, movable: list[Placement], candidates: dict[str, list[_Candidate]], max_moves: int | None,
     cuts: list[list[tuple[str, int]]], time_limit_s: float, hint: dict[str, Placement],
-) -> tuple[dict[str, int], float | None]:
-    """VM -> the candidate rank the solver takes (absent: it stays), and the gap (0.0: proven optimal)."""
+) -> tuple[dict[str, int], float | None] | None:
+    """VM -> the candidate rank the solver takes (absent: it stays), and the gap (0.0: proven optimal);
+    None when it found no assignment within ``time_limit_s``."""
     from ortools.sat.python import cp_model  # imported here: only a solver plan pays for it
 
     model = cp_model.CpModel()
@@ -189,7 +200,7 @@ def _solve(
     solver.parameters.num_workers = 2
     status = solver.Solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return {}, None
+        return None
     chosen = {vm: rank for (vm, rank), var in x.items() if solver.Value(var)}
     if status == cp_model.OPTIMAL:
         return chosen, 0.0
