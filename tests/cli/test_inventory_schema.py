@@ -94,6 +94,7 @@ OPENING = {
     ("reconcile",): ["reconcile"],
     ("render",): ["render", "vm1"],
     ("stats",): ["stats"],
+    ("capacity",): ["capacity", "vcpus=1,memory=1GiB"],
     ("tenant", "create"): ["tenant", "create", "acme"],
     ("tenant", "list"): ["tenant", "list"],
     ("tenant", "remove"): ["tenant", "remove", "acme"],

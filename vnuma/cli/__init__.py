@@ -181,6 +181,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "render": ("vnuma.cli.applying", "render", None),
     "apply": ("vnuma.cli.applying", "apply", None),
     "stats": ("vnuma.cli.stats", "stats", None),
+    "capacity": ("vnuma.cli.capacity", "capacity", None),
     "rebalance": ("vnuma.cli.rebalancing", "rebalance", None),
     "reconcile": ("vnuma.cli.reconciling", "reconcile", None),
     "db": ("vnuma.cli.db", "app", "Inventory database: status and upgrade."),

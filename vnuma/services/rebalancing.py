@@ -15,7 +15,7 @@ from vnuma.topology import parse_page_size, parse_size_kib
 _KEYS = ("vcpus", "memory", "gpus", "numa_nodes", "page_size")
 
 
-def parse_shape(text: str) -> VmRequest:
+def parse_shape(text: str, what: str = "--make-room-for") -> VmRequest:
     """Parse ``"vcpus=32,memory=256GiB,gpus=2"`` (``numa_nodes=N``, ``page_size=4K|2M|1G|large`` optional).
 
     Raises:
@@ -27,7 +27,7 @@ def parse_shape(text: str) -> VmRequest:
         key = key.strip().lower().replace("-", "_")
         if not sep or key not in _KEYS or key in values:
             raise InvalidInputError(
-                f"bad --make-room-for {text!r}: cannot read {part.strip()!r}",
+                f"bad {what} {text!r}: cannot read {part.strip()!r}",
                 hint='use e.g. "vcpus=32,memory=256GiB,gpus=2" (keys: vcpus, memory, gpus, numa_nodes, page_size)',
             )
         values[key] = value.strip()
@@ -37,14 +37,14 @@ def parse_shape(text: str) -> VmRequest:
         raw = values.get(key, "0")
         if not raw.isdecimal() or len(raw) > 6:
             raise InvalidInputError(
-                f"bad --make-room-for {text!r}: {key} must be a whole number, got {raw!r}"
+                f"bad {what} {text!r}: {key} must be a whole number, got {raw!r}"
             )
         numbers[key] = int(raw)
     memory_kib = parse_size_kib(values["memory"]) if "memory" in values else None
     missing = [key for key in ("vcpus", "memory") if key not in values]
     if missing:
         raise InvalidInputError(
-            f"bad --make-room-for {text!r}: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required",
+            f"bad {what} {text!r}: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required",
             hint='use e.g. "vcpus=32,memory=256GiB,gpus=2"',
         )
     assert memory_kib is not None

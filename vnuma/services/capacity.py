@@ -1,0 +1,102 @@
+"""``vnuma capacity``: how many more VMs of a shape (or of a mix of shapes) fit on the inventory as it is.
+
+The fleet is read in one transaction (hosts *and* their current claims) into
+the engine's in-memory ledger; copies of the shapes are placed on it one
+after another, round-robin, with the same engine and admission rule as
+``vnuma place``, until the next one fits nowhere or ``count`` are placed.
+Nothing is written. The copies are VMs of one new tenant with ``core``
+isolation, or of ``--tenant T`` (its isolation and quotas apply). What
+stops the next copy is each host's rejection, grouped by the check that
+refused it (its name, how many hosts, one host's reason as the example),
+or the tenant's quota (check ``quota``, every host).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from vnuma.errors import ConflictError, NotFoundError
+from vnuma.inventory.reading import open_reader
+from vnuma.placement.engine import place
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.model import Isolation, Placement, Rejection, Strategy
+from vnuma.services import Settings
+from vnuma.services.rebalancing import parse_shape
+
+PROBE_TENANT = "(capacity)"
+"""The new tenant the copies belong to without ``--tenant``: not a valid tenant name, so never a real one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Hosts one check refused the next copy on, with one of them and its reason as the example."""
+
+    check: str
+    hosts: int
+    example_host: str | None
+    example: str
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityReport:
+    """The shapes as given, each copy placed (its shape text and placement), and what stopped the next."""
+
+    shapes: tuple[str, ...]
+    placements: tuple[tuple[str, Placement], ...]
+    stopped_by: tuple[Stop, ...]
+    stopped: bool
+    """False when ``count`` copies were placed before any refusal."""
+
+
+def capacity(
+    settings: Settings, shapes: list[str], *, count: int | None = None, host: str | None = None,
+    strategy: Strategy = Strategy.PACK, tenant: str | None = None,
+) -> CapacityReport:
+    """Place copies of ``shapes`` round-robin on an in-memory copy of the inventory (see the module doc).
+
+    Raises:
+        InvalidInputError: a shape that cannot be read, or a request no host could ever take by its own
+            numbers (the engine's request check), a count below 1.
+        NotFoundError: an unknown ``host`` or ``tenant``.
+    """
+    from vnuma.errors import InvalidInputError
+
+    if count is not None and count < 1:
+        raise InvalidInputError(f"--count must be 1 or more, got {count}")
+    requests = [parse_shape(text, "SHAPE") for text in shapes]
+    with open_reader(settings.db_url) as reader:
+        snap = reader.snapshot()
+    if host is not None and host not in {h.name for h in snap.hosts}:
+        raise NotFoundError(f"host {host!r} is not in the inventory", hint="see `vnuma host list`")
+    if tenant is not None and tenant not in snap.tenants:
+        raise NotFoundError(f"tenant {tenant!r} is not in the inventory", hint="see `vnuma tenant list`")
+    owner = tenant or PROBE_TENANT
+    isolation = snap.tenants[tenant].isolation if tenant is not None else Isolation.CORE
+    fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
+    fleet.set_isolation(owner, isolation)
+    placed: list[tuple[str, Placement]] = []
+    while count is None or len(placed) < count:
+        i = len(placed)
+        req = replace(
+            requests[i % len(requests)], name=f"capacity-{i + 1}", tenant=owner, host=host, isolation=isolation
+        )
+        try:
+            chosen = place(req, fleet, strategy, explain=False).chosen
+        except ConflictError as err:  # the tenant's quota, refused before any host is looked at
+            hosts = 1 if host is not None else len(snap.hosts)
+            return CapacityReport(tuple(shapes), tuple(placed), (Stop("quota", hosts, None, str(err)),), True)
+        if chosen is None:
+            refused = place(req, fleet, strategy, explain=True)
+            return CapacityReport(tuple(shapes), tuple(placed), _grouped(refused.rejections), True)
+        fleet.record(chosen)  # the engine admitted it on exactly this ledger: no second admission
+        placed.append((shapes[i % len(shapes)], chosen))
+    return CapacityReport(tuple(shapes), tuple(placed), (), False)
+
+
+def _grouped(rejections: tuple[Rejection, ...]) -> tuple[Stop, ...]:
+    """One :class:`Stop` per check, most hosts first (then check name); the example is the first host's."""
+    by_check: dict[str, list[Rejection]] = {}
+    for r in rejections:
+        by_check.setdefault(r.check, []).append(r)
+    stops = [Stop(check, len(rs), rs[0].host, rs[0].reason) for check, rs in by_check.items()]
+    return tuple(sorted(stops, key=lambda s: (-s.hosts, s.check)))
