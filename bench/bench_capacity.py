@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -24,11 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_fleet import timed
+from bench_fleet import copy_hosts, fleet_host, timed
 
-from tests.builders import make_host
 from vnuma.inventory import open_inventory
-from vnuma.placement.model import CellAssignment, DeviceAssignment, Isolation, Placement, Tenant
+from vnuma.placement.model import CellAssignment, DeviceAssignment, Placement
 from vnuma.topology import PAGE_1G, DeviceKind
 
 VNUMA = [sys.executable, "-m", "vnuma.cli"]
@@ -39,23 +37,9 @@ TARGET_S = 2.0
 def build(path: Path, hosts: int) -> float:
     """``hosts`` identical hosts, five VMs claimed on each; seconds taken."""
     start = time.perf_counter()
+    copy_hosts(path, hosts)
     url = f"sqlite:///{path}"
-    template = make_host("host-00000", cells=4, cores_per_cell=16, smt=2, gpus_per_cell=2,
-                         memory_gib=256, hugepages_1g_gib=192, hugepages_2m_gib=16)
-    with open_inventory(url) as inv:
-        inv.add_host(template)
-        inv.add_tenant(Tenant("acme", Isolation.CORE))
-    conn = sqlite3.connect(path)
-    try:
-        cols = [r[1] for r in conn.execute("PRAGMA table_info(hosts)") if r[1] not in ("id", "name")]
-        row = conn.execute(f"SELECT {', '.join(cols)} FROM hosts WHERE name = 'host-00000'").fetchone()
-        with conn:
-            conn.executemany(
-                f"INSERT INTO hosts (name, {', '.join(cols)}) VALUES (?{', ?' * len(cols)})",
-                ((f"host-{i:05d}", *row) for i in range(1, hosts)),
-            )
-    finally:
-        conn.close()
+    template = fleet_host()
     gpu = next(d for d in template.devices if d.kind is DeviceKind.GPU and d.numa_node == 0)
     with open_inventory(url) as inv:
         for i in range(hosts):

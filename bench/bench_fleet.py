@@ -30,19 +30,23 @@ from pathlib import Path
 from tests.builders import make_host
 from vnuma.inventory import open_inventory
 from vnuma.placement.model import CellAssignment, Isolation, Placement, Tenant
-from vnuma.topology import PAGE_1G
+from vnuma.topology import PAGE_1G, Host
 
 TARGETS_S = {1000: 0.5, 10000: 2.0}
 VNUMA = [sys.executable, "-m", "vnuma.cli"]
 
 
-def build(path: Path, hosts: int) -> float:
-    """A fleet of ``hosts`` identical hosts with a VM on every 10th; seconds taken."""
-    start = time.perf_counter()
-    url = f"sqlite:///{path}"
-    with open_inventory(url) as inv:
-        inv.add_host(make_host("host-00000", cells=4, cores_per_cell=16, smt=2, gpus_per_cell=2,
-                               memory_gib=256, hugepages_1g_gib=192, hugepages_2m_gib=16))
+def fleet_host() -> Host:
+    """The one hardware model of the benchmark fleets (``host-00000``)."""
+    return make_host("host-00000", cells=4, cores_per_cell=16, smt=2, gpus_per_cell=2,
+                     memory_gib=256, hugepages_1g_gib=192, hugepages_2m_gib=16)
+
+
+def copy_hosts(path: Path, hosts: int) -> None:
+    """Add :func:`fleet_host` and tenant ``acme`` through the inventory, then ``hosts - 1`` copies of its row
+    (``host-00001``...) in one transaction."""
+    with open_inventory(f"sqlite:///{path}") as inv:
+        inv.add_host(fleet_host())
         inv.add_tenant(Tenant("acme", Isolation.CORE))
     conn = sqlite3.connect(path)
     try:
@@ -55,7 +59,13 @@ def build(path: Path, hosts: int) -> float:
             )
     finally:
         conn.close()
-    with open_inventory(url) as inv:
+
+
+def build(path: Path, hosts: int) -> float:
+    """A fleet of ``hosts`` identical hosts with a VM on every 10th; seconds taken."""
+    start = time.perf_counter()
+    copy_hosts(path, hosts)
+    with open_inventory(f"sqlite:///{path}") as inv:
         for i in range(0, hosts, 10):
             cell = CellAssignment(0, 0, (0, 1, 2, 3), (0, 1, 2, 3), 4 * PAGE_1G, PAGE_1G)
             inv.claim(Placement(f"base-{i:05d}", "acme", f"host-{i:05d}", (cell,)))
