@@ -27,14 +27,16 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from vnuma.errors import ConflictError, InvalidInputError
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.memory import RefusalMemory
-from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
+from vnuma.placement.model import Isolation, Placement, Strategy, Tenant, VmRequest
 from vnuma.sources.trace import Trace, TraceRequest, load_trace
 from vnuma.topology import KIB_PER_MIB, Host
 
 __all__ = [
+    "Base",
     "SimulationReport",
     "Trace",
     "load_trace",
@@ -85,11 +87,40 @@ def vm_request(r: TraceRequest, isolation: Isolation) -> VmRequest:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Base:
+    """A fleet to replay a trace on instead of the trace's own hosts: hosts, the VMs they hold, tenants."""
+
+    hosts: tuple[Host, ...]
+    placements: tuple[Placement, ...]
+    tenants: tuple[Tenant, ...]
+
+
 def run(
-    trace: Trace, strategy: Strategy = Strategy.PACK, isolation: Isolation = Isolation.CORE
+    trace: Trace, strategy: Strategy = Strategy.PACK, isolation: Isolation = Isolation.CORE,
+    base: Base | None = None,
 ) -> SimulationReport:
-    """Place every request of ``trace`` in arrival order and report."""
-    fleet = Fleet(trace.hosts, (), {r.tenant: isolation for r in trace.requests})
+    """Place every request of ``trace`` in arrival order and report.
+
+    ``base``: replay on those hosts with their VMs already placed (``simulate --from-inventory``); the trace's
+    hosts are ignored, a trace tenant that is one of ``base``'s keeps its own isolation and quotas (a request
+    over a quota is refused with check ``quota``), the others get ``isolation``.
+
+    Raises:
+        InvalidInputError: a trace VM name that is also one of ``base``'s VMs.
+    """
+    if base is None:
+        fleet = Fleet(trace.hosts, (), {r.tenant: isolation for r in trace.requests})
+    else:
+        taken = {p.vm for p in base.placements} & {r.name for r in trace.requests}
+        if taken:
+            raise InvalidInputError(
+                f"trace VM name {sorted(taken)[0]!r} is also a VM of the inventory",
+                hint="rename the trace's requests (names are unique in the fleet they are placed on)",
+            )
+        known = {t.name for t in base.tenants}
+        newcomers = {r.tenant: Tenant(r.tenant, isolation) for r in trace.requests if r.tenant not in known}
+        fleet = Fleet(base.hosts, base.placements, (*base.tenants, *newcomers.values()))
     memory = RefusalMemory()
     requests = [vm_request(r, isolation) for r in trace.requests]
     placements: list[Placement | None] = []
@@ -105,7 +136,13 @@ def run(
         start = clock()
         for request in requests:
             t0 = clock()
-            result = place(request, fleet, strategy, explain=False, memory=memory)
+            try:
+                result = place(request, fleet, strategy, explain=False, memory=memory)
+            except ConflictError:  # a tenant's quota (an inventory tenant's, with --from-inventory)
+                timings.append((clock() - t0) * 1e6)
+                placements.append(None)
+                checks.append("quota")
+                continue
             timings.append((clock() - t0) * 1e6)
             placements.append(result.chosen)
             if result.chosen is not None:
@@ -118,11 +155,13 @@ def run(
     finally:
         if collecting:
             gc.enable()
-    return _report(trace, fleet, tuple(placements), tuple(checks), tuple(timings), wall)
+    hosts = trace.hosts if base is None else base.hosts
+    return _report(trace, hosts, fleet, tuple(placements), tuple(checks), tuple(timings), wall)
 
 
 def _report(
     trace: Trace,
+    hosts: tuple[Host, ...],
     fleet: Fleet,
     placements: tuple[Placement | None, ...],
     checks: tuple[str | None, ...],
@@ -140,7 +179,7 @@ def _report(
         decision_us=timings,
         wall_s=wall,
         pcpus_used=sum(len(fleet.held_pcpus(p)) for p in placed),
-        pcpus_total=sum(len(h.cpu_ids - h.reserved_cpus) for h in trace.hosts),
+        pcpus_total=sum(len(h.cpu_ids - h.reserved_cpus) for h in hosts),
         gpus_used=sum(1 for p in placed for d in p.devices if d.kind == "gpu"),
         gpus_total=fleet.gpus_total,
         multi_node=len(multi),

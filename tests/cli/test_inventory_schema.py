@@ -95,6 +95,7 @@ OPENING = {
     ("render",): ["render", "vm1"],
     ("stats",): ["stats"],
     ("capacity",): ["capacity", "vcpus=1,memory=1GiB"],
+    ("trace", "export"): ["trace", "export"],
     ("tenant", "create"): ["tenant", "create", "acme"],
     ("tenant", "list"): ["tenant", "list"],
     ("tenant", "remove"): ["tenant", "remove", "acme"],

@@ -177,7 +177,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "place": ("vnuma.cli.placing", "place", None),
     "vm": ("vnuma.cli.vms", "app", "VMs: list, show, start, stop, undefine, release, repin, migrate."),
     "simulate": ("vnuma.cli.simulating", "simulate", None),
-    "trace": ("vnuma.cli.traces", "app", "Example workload traces: list the scenarios, generate one."),
+    "trace": ("vnuma.cli.traces", "app", "Workload traces: the example scenarios, generate one, export the inventory."),
     "render": ("vnuma.cli.applying", "render", None),
     "apply": ("vnuma.cli.applying", "apply", None),
     "stats": ("vnuma.cli.stats", "stats", None),

@@ -7,23 +7,38 @@ from typing import Annotated
 
 import typer
 
-from vnuma.cli import output
+from vnuma.cli import output, settings
 from vnuma.placement.model import Isolation, Strategy
 
 
 def simulate(
+    ctx: typer.Context,
     trace: Annotated[Path, typer.Argument(help="Trace JSON (format: docs/traces.md).")],
     strategy: Annotated[Strategy, typer.Option("--strategy")] = Strategy.PACK,
     isolation: Annotated[Isolation, typer.Option("--isolation", help="Isolation of every tenant.")] = Isolation.CORE,
     placements: Annotated[
         Path | None, typer.Option("--placements", help="Write each request's placement (JSON list) here.")
     ] = None,
+    from_inventory: Annotated[
+        bool,
+        typer.Option("--from-inventory", help="Replay on the inventory's hosts and VMs (the trace's hosts ignored)."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Place a trace's requests in arrival order with the same engine as `place` (no libvirt, no inventory)."""
+    """Place a trace's requests in arrival order with the same engine as `place` (no libvirt, no inventory).
+
+    With --from-inventory the requests are placed on top of the inventory as
+    it is (its hosts and the VMs they hold; the trace's hosts are ignored);
+    nothing is written. Trace tenants that exist there keep their isolation
+    and quotas (a request over a quota counts as rejected by "quota").
+
+    Example: vnuma simulate examples/traces/epyc-nps4-8cell.json --from-inventory --json
+    """
     from vnuma.services.simulating import simulate_file
 
-    report = simulate_file(trace, strategy, isolation, placements)
+    report = simulate_file(
+        trace, strategy, isolation, placements, settings(ctx) if from_inventory else None
+    )
     if as_json:
         output.echo_json(report)
         return

@@ -45,3 +45,35 @@ def generate(
         return
     write_trace(trace, Path(out))
     typer.echo(f"wrote {out}: {trace.scenario}, seed {trace.seed}, {trace.hosts} hosts, {trace.requests} requests")
+
+
+@app.command("export")
+def export(
+    ctx: typer.Context,
+    hosts: Annotated[
+        str | None, typer.Option("--hosts", metavar="LIST", help="Only these hosts, comma-separated (default: all).")
+    ] = None,
+    with_vms: Annotated[
+        bool, typer.Option("--with-vms", help="Whole hosts, and every VM as one of the first requests.")
+    ] = False,
+    out: Annotated[str, typer.Option("--out", metavar="FILE", help="Write the trace here (`-`: stdout).")] = "-",
+) -> None:
+    """Write the inventory's hosts as a workload trace (docs/traces.md), to share or replay a what-if.
+
+    Hosts are written as they are now: the CPUs, pages and GPUs no VM holds
+    (reserved CPUs left out). With --with-vms they are written whole and
+    every VM becomes one of the first requests, so `vnuma simulate` re-places
+    them before what follows. Nothing is changed.
+
+    Example: vnuma trace export --with-vms --out fleet.json
+    """
+    from vnuma.cli import settings
+    from vnuma.services.traces import export_trace, write_trace
+
+    names = [h.strip() for h in hosts.split(",")] if hosts is not None else None
+    trace = export_trace(settings(ctx), names, with_vms=with_vms)
+    if out == "-":
+        typer.echo(trace.text, nl=False)
+        return
+    write_trace(trace, Path(out))
+    typer.echo(f"wrote {out}: {trace.hosts} hosts, {trace.requests} requests")

@@ -7,17 +7,29 @@ from pathlib import Path
 from typing import Any
 
 from vnuma.errors import InvalidInputError
+from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Strategy
+from vnuma.services import Settings
 from vnuma.services.files import read_input
-from vnuma.simulate import load_trace, placements_to_list, report_to_dict, run
+from vnuma.simulate import Base, load_trace, placements_to_list, report_to_dict, run
 
 
 def simulate_file(
-    trace_path: Path, strategy: Strategy, isolation: Isolation, placements_path: Path | None
+    trace_path: Path, strategy: Strategy, isolation: Isolation, placements_path: Path | None,
+    inventory: Settings | None = None,
 ) -> dict[str, Any]:
-    """Run a trace file; optionally write the per-request placements as JSON."""
+    """Run a trace file; optionally write the per-request placements as JSON.
+
+    ``inventory``: replay on that inventory's hosts with its VMs in place (read in one transaction,
+    nothing written) instead of the trace's hosts.
+    """
     trace = load_trace(read_input(trace_path, "trace"), str(trace_path))
-    report = run(trace, strategy, isolation)
+    base = None
+    if inventory is not None:
+        with open_reader(inventory.db_url) as reader:
+            snap = reader.snapshot()
+        base = Base(tuple(snap.hosts), tuple(snap.placements), tuple(snap.tenants.values()))
+    report = run(trace, strategy, isolation, base)
     if placements_path is not None:
         try:
             placements_path.write_text(json.dumps(placements_to_list(report), indent=1))

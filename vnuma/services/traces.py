@@ -6,7 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vnuma.errors import InvalidInputError
+from vnuma.codec.traces import trace_document
+from vnuma.errors import InvalidInputError, NotFoundError
+from vnuma.inventory.reading import open_reader
+from vnuma.services import Settings
 from vnuma.sources.tracegen import SCENARIOS, make_trace, render_trace
 
 
@@ -42,6 +45,27 @@ def generate_trace(scenario: str, seed: int) -> GeneratedTrace:
         )
     doc = make_trace(scenario, seed)
     return GeneratedTrace(scenario, seed, len(doc["hosts"]), len(doc["requests"]), render_trace(doc))
+
+
+def export_trace(settings: Settings, hosts: list[str] | None, *, with_vms: bool) -> GeneratedTrace:
+    """The inventory's hosts (``hosts``: only those) as a trace (:mod:`vnuma.codec.traces`), read in one
+    transaction.
+
+    Raises:
+        NotFoundError: a named host is not in the inventory.
+        InvalidInputError: no host to export.
+    """
+    with open_reader(settings.db_url) as reader:
+        snap = reader.snapshot()
+    known = {h.name: h for h in snap.hosts}
+    missing = [h for h in hosts or () if h not in known]
+    if missing:
+        raise NotFoundError(f"host {missing[0]!r} is not in the inventory", hint="see `vnuma host list`")
+    chosen = [known[h] for h in dict.fromkeys(hosts)] if hosts else list(known.values())
+    if not chosen:
+        raise InvalidInputError("the inventory has no hosts to export", hint="add one: vnuma host add NAME --uri URI")
+    doc = trace_document(chosen, snap.placements, snap.tenants.values(), with_vms=with_vms)
+    return GeneratedTrace("inventory", 0, len(doc["hosts"]), len(doc["requests"]), render_trace(doc))
 
 
 def write_trace(trace: GeneratedTrace, path: Path) -> None:
