@@ -7,7 +7,8 @@ first VM holds a GPU). Each timed run is a fresh ``python -m vnuma.cli --db
 FILE capacity vcpus=16,memory=64GiB,gpus=2`` (the issue's shape, until the
 next copy fits nowhere), then the same with ``--count 100``. Prints the
 median and best wall time of --runs and the copies that fit, beside the
-issue's target (2 s).
+issue's target (2 s); and the completion of a VM name (``vnuma vm show vm-0099<TAB>``) as the shell
+runs it, a process per key press (target 0.3 s).
 
     .venv/bin/python bench/bench_capacity.py [--hosts 1000] [--runs 5]
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -70,6 +72,17 @@ def main() -> None:
             label = " ".join(["capacity", SHAPE, *extra])
             print(f"| `{label}` | {fits} | {statistics.median(walls):.2f} | {min(walls):.2f} | {TARGET_S:.1f} |",
                   flush=True)
+        # Completion of a VM name, as the shell runs it on each key press.
+        line = "vnuma vm show vm-0099"
+        env = {**os.environ, "VNUMA_DB": str(db), "_VNUMA_COMPLETE": "complete_bash", "COMP_WORDS": line,
+               "COMP_CWORD": "3"}
+        found = subprocess.run(VNUMA, env=env, check=True, capture_output=True, text=True).stdout.split()
+        walls = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            subprocess.run(VNUMA, env=env, check=True, capture_output=True)
+            walls.append(time.perf_counter() - start)
+        print(f"| complete `{line}` | {len(found)} names | {statistics.median(walls):.2f} | {min(walls):.2f} | 0.3 |")
 
 
 if __name__ == "__main__":

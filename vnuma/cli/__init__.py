@@ -122,7 +122,7 @@ app = typer.Typer(
     cls=_Group,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion; names come from vnuma.cli.completion
     rich_markup_mode=None,
     help="NUMA-aware placement of tenant VMs on libvirt hypervisors.",
 )

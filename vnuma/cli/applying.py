@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from vnuma.cli import settings
+from vnuma.cli.completion import VmArg
 from vnuma.cli.placing import vm_app
 
 TemplateOpt = Annotated[
@@ -62,7 +63,7 @@ def _options(
 
 def render(
     ctx: typer.Context,
-    vm: str,
+    vm: VmArg,
     template: TemplateOpt = None,
     domain_type: DomainTypeOpt = "kvm",
     memnode_mode: MemnodeOpt = None,
@@ -86,7 +87,7 @@ def render(
 
 def apply(
     ctx: typer.Context,
-    vm: str,
+    vm: VmArg,
     start: Annotated[bool, typer.Option("--start/--no-start", help="Start the domain after defining it.")] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show a diff against libvirt's current definition; change nothing.")
@@ -116,7 +117,7 @@ def apply(
 
 
 @vm_app.command("start")
-def start(ctx: typer.Context, vm: str) -> None:
+def start(ctx: typer.Context, vm: VmArg) -> None:
     """Start the VM's defined domain (`vnuma apply VM` defines it)."""
     from vnuma.services.applying import start_vm
 
@@ -124,7 +125,7 @@ def start(ctx: typer.Context, vm: str) -> None:
 
 
 @vm_app.command("stop")
-def stop(ctx: typer.Context, vm: str) -> None:
+def stop(ctx: typer.Context, vm: VmArg) -> None:
     """Power the VM's domain off (its claims stay)."""
     from vnuma.services.applying import stop_vm
 
@@ -132,7 +133,7 @@ def stop(ctx: typer.Context, vm: str) -> None:
 
 
 @vm_app.command("undefine")
-def undefine(ctx: typer.Context, vm: str) -> None:
+def undefine(ctx: typer.Context, vm: VmArg) -> None:
     """Stop and undefine the VM's domain (its claims stay: state placed)."""
     from vnuma.services.applying import undefine_vm
 
@@ -142,7 +143,7 @@ def undefine(ctx: typer.Context, vm: str) -> None:
 @vm_app.command("release")
 def release(
     ctx: typer.Context,
-    vm: str,
+    vm: VmArg,
     undefine: Annotated[
         bool, typer.Option("--undefine", help="Stop and undefine the domain first if libvirt still holds it.")
     ] = False,

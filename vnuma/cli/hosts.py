@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from vnuma.cli import output, settings
+from vnuma.cli.completion import HostArg
 from vnuma.cli.rebalancing import AllowMigrateOpt, AllowRestartOpt, ApplyOpt, YesOpt
 from vnuma.topology import format_size_kib
 
@@ -64,7 +65,7 @@ def add(
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    name: str,
+    name: HostArg,
     capabilities: Annotated[
         Path | None, typer.Option("--capabilities", help="`virsh capabilities` output.")
     ] = None,
@@ -153,7 +154,7 @@ def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
 
 
 @app.command("cordon")
-def cordon(ctx: typer.Context, name: str) -> None:
+def cordon(ctx: typer.Context, name: HostArg) -> None:
     """Stop placing on a host: no new VMs, no incoming moves; its VMs stay until moved (see host drain)."""
     from vnuma.services.queries import set_cordoned
 
@@ -164,7 +165,7 @@ def cordon(ctx: typer.Context, name: str) -> None:
 @app.command("drain")
 def drain(
     ctx: typer.Context,
-    name: str,
+    name: HostArg,
     max_moves: Annotated[
         int | None, typer.Option("--max-moves", help="Most moves (default: every VM on the host).")
     ] = None,
@@ -237,7 +238,7 @@ def drain(
 
 
 @app.command("uncordon")
-def uncordon(ctx: typer.Context, name: str) -> None:
+def uncordon(ctx: typer.Context, name: HostArg) -> None:
     """Let a cordoned host take placements again."""
     from vnuma.services.queries import set_cordoned
 
@@ -246,7 +247,7 @@ def uncordon(ctx: typer.Context, name: str) -> None:
 
 
 @app.command("show")
-def show(ctx: typer.Context, name: str, as_json: output.JsonOpt = False) -> None:
+def show(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -> None:
     """Show a host: per-cell CPUs, cores, memory, pages, devices and distances."""
     from vnuma.codec import host_to_dict
     from vnuma.services.queries import get_host
@@ -261,7 +262,7 @@ def show(ctx: typer.Context, name: str, as_json: output.JsonOpt = False) -> None
 
 
 @app.command("remove")
-def remove(ctx: typer.Context, name: str) -> None:
+def remove(ctx: typer.Context, name: HostArg) -> None:
     """Remove a host (refused while VMs are placed on it)."""
     from vnuma.services.queries import remove_host
 
@@ -272,7 +273,7 @@ def remove(ctx: typer.Context, name: str) -> None:
 @app.command("reserve")
 def reserve(
     ctx: typer.Context,
-    name: str,
+    name: HostArg,
     cpus: Annotated[str, typer.Option("--cpus", help="CPU list kept for the host itself, e.g. 0-1,64-65.")],
 ) -> None:
     """Keep host CPUs for the host itself: never placeable (replaces the previous set)."""

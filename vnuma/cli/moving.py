@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from vnuma.cli import output, settings
+from vnuma.cli.completion import VmArg, hosts
 from vnuma.cli.placing import vm_app
 from vnuma.cli.rebalancing import carry_out, plan_to_dict, print_plan
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 @vm_app.command("repin")
 def repin(
     ctx: typer.Context,
-    vm: str,
+    vm: VmArg,
     cells: Annotated[
         str | None, typer.Option("--cells", metavar="LIST", help="Only these host cells, e.g. 2,3.")
     ] = None,
@@ -46,8 +47,10 @@ def repin(
 @vm_app.command("migrate")
 def migrate(
     ctx: typer.Context,
-    vm: str,
-    to: Annotated[str, typer.Option("--to", metavar="HOST", help="The host to move the VM to.")],
+    vm: VmArg,
+    to: Annotated[
+        str, typer.Option("--to", metavar="HOST", help="The host to move the VM to.", autocompletion=hosts)
+    ],
     live: Annotated[bool, typer.Option("--live", help="Live migration of a running VM (the default).")] = False,
     cold: Annotated[
         bool, typer.Option("--cold", help="Define it there, stop and undefine it here, start it there.")

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from vnuma.cli import output, settings
+from vnuma.cli.completion import TenantArg, VmArg, hosts
 from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.model import (
     CpuPolicy,
@@ -69,7 +70,7 @@ def parse_memory_modes(text: str) -> tuple[MemoryMode, ...]:
 
 def place(
     ctx: typer.Context,
-    tenant: str,
+    tenant: TenantArg,
     vcpus: Annotated[int | None, typer.Option("--vcpus", help="Guest vCPUs (default: GPUs' share).")] = None,
     memory: Annotated[
         str | None, typer.Option("--memory", help="Guest memory, e.g. 64GiB (default: GPUs' share).")
@@ -107,7 +108,9 @@ def place(
         IoThreadPolicy,
         typer.Option("--iothreads-policy", help="Pin I/O threads with the emulator, or beside the first device."),
     ] = IoThreadPolicy.EMULATOR,
-    host: Annotated[str | None, typer.Option("--host", help="Only consider this host.")] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Only consider this host.", autocompletion=hosts)
+    ] = None,
     group: Annotated[str | None, typer.Option("--group", help="Replica group the VM belongs to.")] = None,
     anti_affinity: Annotated[
         AntiAffinity | None,
@@ -333,7 +336,7 @@ def _vm_dict(p: Placement, state: str) -> dict[str, Any]:
 
 
 @vm_app.command("show")
-def vm_show(ctx: typer.Context, vm: str, as_json: output.JsonOpt = False) -> None:
+def vm_show(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -> None:
     """Show one VM's placement and state."""
     from vnuma.services.queries import get_vm
 

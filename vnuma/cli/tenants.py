@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from vnuma.cli import output, settings
+from vnuma.cli.completion import TenantArg
 from vnuma.placement.model import Isolation
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
@@ -51,7 +52,7 @@ def _quota(text: str | None, flag: str) -> object:
 @app.command("update")
 def update(
     ctx: typer.Context,
-    name: str,
+    name: TenantArg,
     isolation: Annotated[
         Isolation | None, typer.Option(help="New isolation; refused when the tenant's VMs would break it.")
     ] = None,
@@ -111,7 +112,7 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 
 @app.command("show")
-def show(ctx: typer.Context, name: str, as_json: JsonOpt = False) -> None:
+def show(ctx: typer.Context, name: TenantArg, as_json: JsonOpt = False) -> None:
     """Show one tenant and its usage."""
     from vnuma.services.tenants import tenant_rows
 
@@ -124,7 +125,7 @@ def show(ctx: typer.Context, name: str, as_json: JsonOpt = False) -> None:
 
 
 @app.command("remove")
-def remove(ctx: typer.Context, name: str) -> None:
+def remove(ctx: typer.Context, name: TenantArg) -> None:
     """Remove a tenant (refused while it has VMs)."""
     from vnuma.services.queries import remove_tenant
 

@@ -42,6 +42,10 @@ VMS = (
 VM_FILTERS = {"tenant": "t.name = :tenant", "host": "h.name = :host"}
 VM = "SELECT name, placement, state FROM vms WHERE name = :name"
 STATES = "SELECT name, state FROM vms ORDER BY name"
+NAMES = {  # names starting with :prefix (LIKE, with % _ and \\ escaped), for shell completion
+    kind: f"SELECT name FROM {table} WHERE name LIKE :prefix ESCAPE '\\' ORDER BY name LIMIT 500"
+    for kind, table in (("host", "hosts"), ("tenant", "tenants"), ("vm", "vms"))
+}
 IN_FLIGHT = (  # steps of the unfinished rebalance run whose claims moved and whose libvirt change is not done
     "SELECT s.vm, r.id, s.seq, s.status FROM rebalance_steps s JOIN rebalance_runs r ON r.id = s.run_id"
     " WHERE r.unfinished IS NOT NULL AND s.status IN ('started', 'undoing')"
@@ -226,6 +230,13 @@ class Reader(OverAccess):
         """See :func:`host_summaries`."""
         with self._access.begin(False) as x:
             return host_summaries(x)
+
+    def names(self, kind: str, prefix: str) -> list[str]:
+        """Host, tenant or VM names (``kind``) that start with ``prefix``, sorted, at most 500."""
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self._access.begin(False) as x:
+            found = [str(row[0]) for row in x.rows(NAMES[kind], {"prefix": like})]
+        return [name for name in found if name.startswith(prefix)]  # SQLite's LIKE ignores ASCII case
 
     def list_vms(self, tenant: str | None = None, host: str | None = None) -> list[tuple[Placement, VmState]]:
         """See :func:`list_vms`."""
