@@ -49,3 +49,13 @@ def test_the_completion_script_is_offered(cli: Cli) -> None:
     out = subprocess.run([sys.executable, "-m", "vnuma.cli", "--show-completion", "bash"], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "_VNUMA_COMPLETE" in out.stdout
+
+
+def test_completion_loads_neither_sqlalchemy_nor_libvirt_nor_numpy(demo_pair: Cli) -> None:
+    env = {**os.environ, "VNUMA_DB": str(demo_pair.db), "_VNUMA_COMPLETE": "complete_bash",
+           "COMP_WORDS": "vnuma vm show ", "COMP_CWORD": "3"}
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "vnuma.cli"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=60)
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+    assert "vnuma.inventory.reading" in imported  # the names were read
+    assert not {m for m in imported if m.split(".")[0] in ("sqlalchemy", "libvirt", "numpy", "jinja2")}
