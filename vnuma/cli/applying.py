@@ -7,9 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
-from vnuma.cli import settings
+from vnuma.cli import output, settings
 from vnuma.cli.completion import VmArg
-from vnuma.cli.placing import vm_app
+from vnuma.cli.output import JsonOpt
+from vnuma.cli.placing import vm_app, vm_dict
 
 TemplateOpt = Annotated[
     Path | None,
@@ -99,11 +100,15 @@ def apply(
     sockets: SocketsOpt = None,
     cores: CoresOpt = None,
     threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Define the VM's domain on its host through libvirt, and optionally start it.
 
     The options are recorded with the VM: a later move re-renders it with
     them (--memnode-mode, --iothreads, --sockets/--cores/--threads, --template).
+    JSON: the VM as `vm show --json` prints it, after the change (with
+    --dry-run: {"vm", "diff"}).
+
     Example: vnuma apply tenant-a-vm1 --start
     """
     from vnuma.services.applying import apply_vm
@@ -111,33 +116,50 @@ def apply(
     options = _options(domain_type, memnode_mode, iothreads, (sockets, cores, threads))
     result = apply_vm(settings(ctx), vm, options, template, start=start, dry_run=dry_run)
     if dry_run:
+        if as_json:
+            output.echo_json({"vm": vm, "diff": result.diff})
+            return
         typer.echo(result.diff or f"VM {vm}: libvirt already holds this definition", nl=not result.diff)
     else:
-        typer.echo(f"VM {vm}: {result.state}")
+        _done(ctx, vm, result.state, as_json)
+
+
+def _done(ctx: typer.Context, vm: str, state: str, as_json: bool) -> None:
+    """What a command that changed a VM's domain prints: its state, or (JSON) the VM as `vm show` prints it."""
+    if not as_json:
+        typer.echo(f"VM {vm}: {state}")
+        return
+    from vnuma.services.queries import get_vm
+
+    placement, recorded = get_vm(settings(ctx), vm)
+    output.echo_json(vm_dict(placement, recorded))
 
 
 @vm_app.command("start")
-def start(ctx: typer.Context, vm: VmArg) -> None:
-    """Start the VM's defined domain (`vnuma apply VM` defines it)."""
+def start(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
+    """Start the VM's defined domain (`vnuma apply VM` defines it). JSON: the VM as `vm show --json` prints it."""
     from vnuma.services.applying import start_vm
 
-    typer.echo(f"VM {vm}: {start_vm(settings(ctx), vm)}")
+    state = start_vm(settings(ctx), vm)
+    _done(ctx, vm, state, as_json)
 
 
 @vm_app.command("stop")
-def stop(ctx: typer.Context, vm: VmArg) -> None:
-    """Power the VM's domain off (its claims stay)."""
+def stop(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
+    """Power the VM's domain off (its claims stay). JSON: the VM as `vm show --json` prints it."""
     from vnuma.services.applying import stop_vm
 
-    typer.echo(f"VM {vm}: {stop_vm(settings(ctx), vm)}")
+    state = stop_vm(settings(ctx), vm)
+    _done(ctx, vm, state, as_json)
 
 
 @vm_app.command("undefine")
-def undefine(ctx: typer.Context, vm: VmArg) -> None:
-    """Stop and undefine the VM's domain (its claims stay: state placed)."""
+def undefine(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
+    """Stop and undefine the VM's domain (its claims stay: state placed). JSON: the VM as `vm show --json` prints it."""
     from vnuma.services.applying import undefine_vm
 
-    typer.echo(f"VM {vm}: {undefine_vm(settings(ctx), vm)}")
+    state = undefine_vm(settings(ctx), vm)
+    _done(ctx, vm, state, as_json)
 
 
 @vm_app.command("release")
@@ -147,9 +169,15 @@ def release(
     undefine: Annotated[
         bool, typer.Option("--undefine", help="Stop and undefine the domain first if libvirt still holds it.")
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Free the VM's pCPUs, pages and devices and forget it."""
+    """Free the VM's pCPUs, pages and devices and forget it. JSON: the VM as it was, with "released": true."""
     from vnuma.services.applying import release_vm
+    from vnuma.services.queries import get_vm
 
+    placement, state = get_vm(settings(ctx), vm)
     release_vm(settings(ctx), vm, undefine=undefine)
+    if as_json:
+        output.echo_json({**vm_dict(placement, state), "released": True})
+        return
     typer.echo(f"released VM {vm}")

@@ -154,11 +154,17 @@ def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
 
 
 @app.command("cordon")
-def cordon(ctx: typer.Context, name: HostArg) -> None:
-    """Stop placing on a host: no new VMs, no incoming moves; its VMs stay until moved (see host drain)."""
+def cordon(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -> None:
+    """Stop placing on a host: no new VMs, no incoming moves; its VMs stay until moved (see host drain).
+
+    JSON: {"name", "cordoned": true, "changed"}.
+    """
     from vnuma.services.queries import set_cordoned
 
     before = set_cordoned(settings(ctx), name, True)
+    if as_json:
+        output.echo_json({"name": name, "cordoned": True, "changed": not before})
+        return
     typer.echo(f"host {name}: {'already ' if before else ''}cordoned")
 
 
@@ -238,11 +244,14 @@ def drain(
 
 
 @app.command("uncordon")
-def uncordon(ctx: typer.Context, name: HostArg) -> None:
-    """Let a cordoned host take placements again."""
+def uncordon(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -> None:
+    """Let a cordoned host take placements again. JSON: {"name", "cordoned": false, "changed"}."""
     from vnuma.services.queries import set_cordoned
 
     before = set_cordoned(settings(ctx), name, False)
+    if as_json:
+        output.echo_json({"name": name, "cordoned": False, "changed": before})
+        return
     typer.echo(f"host {name}: {'' if before else 'already '}uncordoned")
 
 
@@ -262,11 +271,14 @@ def show(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -> 
 
 
 @app.command("remove")
-def remove(ctx: typer.Context, name: HostArg) -> None:
-    """Remove a host (refused while VMs are placed on it)."""
+def remove(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -> None:
+    """Remove a host (refused while VMs are placed on it). JSON: {"name", "removed": true}."""
     from vnuma.services.queries import remove_host
 
     remove_host(settings(ctx), name)
+    if as_json:
+        output.echo_json({"name": name, "removed": True})
+        return
     typer.echo(f"removed host {name}")
 
 
@@ -275,13 +287,22 @@ def reserve(
     ctx: typer.Context,
     name: HostArg,
     cpus: Annotated[str, typer.Option("--cpus", help="CPU list kept for the host itself, e.g. 0-1,64-65.")],
+    as_json: output.JsonOpt = False,
 ) -> None:
-    """Keep host CPUs for the host itself: never placeable (replaces the previous set)."""
-    from vnuma.services.queries import reserve_cpus
+    """Keep host CPUs for the host itself: never placeable (replaces the previous set).
+
+    JSON: the host as `host show --json` prints it.
+    """
+    from vnuma.services.queries import get_host, reserve_cpus
     from vnuma.topology import format_cpuset, parse_cpuset
 
     cpu_set = parse_cpuset(cpus)
     reserve_cpus(settings(ctx), name, cpu_set)
+    if as_json:
+        from vnuma.codec import host_to_dict
+
+        output.echo_json(host_to_dict(get_host(settings(ctx), name)))
+        return
     typer.echo(f"host {name}: reserved CPUs {format_cpuset(cpu_set) or 'none'}")
 
 

@@ -316,7 +316,7 @@ def vm_list(
 
     vms = list_vms(settings(ctx), tenant, host)
     if as_json:
-        output.echo_json([_vm_dict(p, s) for p, s in vms])
+        output.echo_json([vm_dict(p, s) for p, s in vms])
         return
     output.echo_table(
         None,
@@ -329,7 +329,8 @@ def vm_list(
     )
 
 
-def _vm_dict(p: Placement, state: str) -> dict[str, Any]:
+def vm_dict(p: Placement, state: str) -> dict[str, Any]:
+    """A VM's JSON document (``vm show --json``): its placement and ``state``."""
     from vnuma.codec import placement_to_dict
 
     return {**placement_to_dict(p), "state": state}
@@ -342,6 +343,6 @@ def vm_show(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -> N
 
     placement, state = get_vm(settings(ctx), vm)
     if as_json:
-        output.echo_json(_vm_dict(placement, state))
+        output.echo_json(vm_dict(placement, state))
     else:
         print_placement(placement, f"VM {placement.vm} (tenant {placement.tenant}) on host {placement.host}", state)

@@ -24,12 +24,18 @@ def create(
     ] = Isolation.CORE,
     max_vcpus: Annotated[int | None, typer.Option("--max-vcpus", help="Quota on the tenant's vCPUs.")] = None,
     max_gpus: Annotated[int | None, typer.Option("--max-gpus", help="Quota on the tenant's GPUs.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Create a tenant."""
+    """Create a tenant. JSON: the tenant ({"name", "isolation", "max_vcpus", "max_gpus"})."""
     from vnuma.placement.model import Tenant
     from vnuma.services.tenants import create_tenant
 
     tenant = create_tenant(settings(ctx), Tenant(name, isolation, max_vcpus, max_gpus))
+    if as_json:
+        from vnuma.codec import tenant_to_dict
+
+        output.echo_json(tenant_to_dict(tenant))
+        return
     typer.echo(f"created tenant {tenant.name} (isolation {tenant.isolation})")
 
 
@@ -62,13 +68,15 @@ def update(
     max_gpus: Annotated[
         str | None, typer.Option("--max-gpus", metavar="N|none", help="New GPU quota (none: unlimited).")
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Change a tenant's isolation and/or quotas.
 
     A stricter isolation is checked against every VM the tenant has: it is
     refused, naming the VM and what it shares, when a VM would break it. A
     quota may be set below what the tenant already uses: that refuses new
-    VMs until usage falls below it, and moves nothing.
+    VMs until usage falls below it, and moves nothing. JSON: the tenant
+    after the change, and "before" as it was.
     """
     from vnuma.services.tenants import update_tenant
 
@@ -79,6 +87,11 @@ def update(
         max_vcpus=_quota(max_vcpus, "--max-vcpus"),
         max_gpus=_quota(max_gpus, "--max-gpus"),
     )
+    if as_json:
+        from vnuma.codec import tenant_to_dict
+
+        output.echo_json({**tenant_to_dict(new), "before": tenant_to_dict(old)})
+        return
     changes = [
         f"{label} {_text(a)} -> {_text(b)}"
         for label, a, b in (
@@ -125,9 +138,12 @@ def show(ctx: typer.Context, name: TenantArg, as_json: JsonOpt = False) -> None:
 
 
 @app.command("remove")
-def remove(ctx: typer.Context, name: TenantArg) -> None:
-    """Remove a tenant (refused while it has VMs)."""
+def remove(ctx: typer.Context, name: TenantArg, as_json: JsonOpt = False) -> None:
+    """Remove a tenant (refused while it has VMs). JSON: {"name", "removed": true}."""
     from vnuma.services.queries import remove_tenant
 
     remove_tenant(settings(ctx), name)
+    if as_json:
+        output.echo_json({"name": name, "removed": True})
+        return
     typer.echo(f"removed tenant {name}")
