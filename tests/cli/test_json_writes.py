@@ -38,3 +38,8 @@ def test_host_writes_print_the_host(demo_pair: Cli) -> None:
     assert demo_pair.ok("host", "cordon", "a", "--json").json()["changed"] is False
     assert demo_pair.ok("host", "uncordon", "a", "--json").json() == {"name": "a", "cordoned": False, "changed": True}
     assert demo_pair.ok("host", "remove", "b", "--json").json() == {"name": "b", "removed": True}
+
+
+def test_db_upgrade_prints_the_status_it_reached(cli: Cli) -> None:
+    doc = cli.ok("db", "upgrade", "--json").json()
+    assert doc == cli.ok("db", "status", "--json").json() and doc["up_to_date"] is True

@@ -22,8 +22,12 @@ def status(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
 
 
 @app.command("upgrade")
-def upgrade(ctx: typer.Context) -> None:
-    """Migrate the inventory to this vnuma's schema (creates it when new)."""
-    from vnuma.services.queries import db_upgrade
+def upgrade(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
+    """Migrate the inventory to this vnuma's schema (creates it when new). JSON: as `db status --json`."""
+    from vnuma.services.queries import db_status, db_upgrade
 
-    typer.echo(f"inventory at revision {db_upgrade(settings(ctx))}")
+    revision = db_upgrade(settings(ctx))
+    if as_json:
+        output.echo_json(db_status(settings(ctx)))
+        return
+    typer.echo(f"inventory at revision {revision}")
