@@ -33,10 +33,16 @@ def libvirtd() -> str:
     return SYSTEM_URI
 
 
-def virsh(*args: str) -> str:
-    """Run virsh against the system daemon; return stdout."""
-    out = subprocess.run(["virsh", "-c", SYSTEM_URI, *args], capture_output=True, text=True, check=True, timeout=60)
+def virsh(*args: str, uri: str = SYSTEM_URI) -> str:
+    """Run virsh against the system daemon (or the daemon at ``uri``); return stdout."""
+    out = subprocess.run(["virsh", "-c", uri, *args], capture_output=True, text=True, check=True, timeout=60)
     return out.stdout
+
+
+def remove_domain(uri: str, name: str) -> None:
+    """Destroy and undefine ``name`` at ``uri``, whatever state it is in (or none)."""
+    for verb in ("destroy", "undefine"):
+        subprocess.run(["virsh", "-c", uri, verb, name], capture_output=True, timeout=60)
 
 
 @pytest.fixture(scope="session")

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.cli.conftest import Cli
-from tests.integration.conftest import SYSTEM_URI, virsh
+from tests.integration.conftest import SYSTEM_URI, remove_domain, virsh
 from tests.integration.test_daemon_e2e import _qemu_pid, _vcpu_threads
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.daemon]
@@ -27,19 +26,10 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.daemon]
 MEM = ("--vcpus", "1", "--memory", "128MiB", "--page-size", "4K")
 
 
-def _peer_virsh(uri: str, *args: str) -> str:
-    return subprocess.run(["virsh", "-c", uri, *args], capture_output=True, text=True, check=True, timeout=60).stdout
-
-
 def _allowed(pid: int) -> str:
     match = re.search(r"^Cpus_allowed_list:\s*(\S+)", Path(f"/proc/{pid}/status").read_text(), re.M)
     assert match
     return match.group(1)
-
-
-def _remove(uri: str, name: str) -> None:
-    for args in (("destroy", name), ("undefine", name)):
-        subprocess.run(["virsh", "-c", uri, *args], capture_output=True, timeout=60)
 
 
 def test_a_running_guest_migrates_live_to_another_libvirtd_and_is_pinned_there(
@@ -68,7 +58,7 @@ def test_a_running_guest_migrates_live_to_another_libvirtd_and_is_pinned_there(
         assert new_cpu != old_cpu
 
         assert name not in virsh("list", "--all", "--name").split(), "still defined on the source"
-        assert _peer_virsh(peer_uri, "domstate", name).strip() == "running"
+        assert virsh("domstate", name, uri=peer_uri).strip() == "running"
         pid = int((peer_dir / "run" / "qemu" / f"{name}.pid").read_text())
         assert pid != src_pid and not Path(f"/proc/{src_pid}").exists()
         assert _vcpu_threads(pid) == {0: str(new_cpu)}
@@ -78,11 +68,11 @@ def test_a_running_guest_migrates_live_to_another_libvirtd_and_is_pinned_there(
         cgroups = Path(f"/proc/{pid}/cgroup").read_text()
         assert re.search(r":cpuset:/vnuma-peer/machine/", cgroups), cgroups
         # The persistent definition on the peer is the destination XML: pinned to the new pCPU.
-        assert re.search(rf"^\s*0\s+{new_cpu}\s*$", _peer_virsh(peer_uri, "vcpupin", name, "--config"), re.M)
+        assert re.search(rf"^\s*0\s+{new_cpu}\s*$", virsh("vcpupin", name, "--config", uri=peer_uri), re.M)
         cli.ok("reconcile")
     finally:
         for uri in (SYSTEM_URI, peer_uri):
-            _remove(uri, name)
+            remove_domain(uri, name)
 
 
 def test_apply_keeps_the_uuid_of_a_domain_libvirt_already_holds(libvirtd: str, tmp_path: Path) -> None:
@@ -101,4 +91,4 @@ def test_apply_keeps_the_uuid_of_a_domain_libvirt_already_holds(libvirtd: str, t
         cli.ok("apply", name, "--domain-type", "qemu")
         assert virsh("domuuid", name).strip() == held
     finally:
-        _remove(SYSTEM_URI, name)
+        remove_domain(SYSTEM_URI, name)

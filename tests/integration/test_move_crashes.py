@@ -33,7 +33,7 @@ import pytest
 
 from tests.cli.conftest import REPO, Cli
 from tests.concurrency.consistency import inconsistencies
-from tests.integration.conftest import SYSTEM_URI
+from tests.integration.conftest import SYSTEM_URI, remove_domain, virsh
 from tests.integration.test_daemon_e2e import _vcpu_threads
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.daemon]
@@ -41,20 +41,15 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.daemon]
 MEM = ("--vcpus", "1", "--memory", "64MiB", "--page-size", "4K")
 
 
-def _peer(uri: str, *args: str) -> str:
-    return subprocess.run(["virsh", "-c", uri, *args], capture_output=True, text=True, check=True, timeout=60).stdout
-
-
 def _names(uri: str, *flags: str) -> set[str]:
-    return set(_peer(uri, "list", "--name", *flags).split())
+    return set(virsh("list", "--name", *flags, uri=uri).split())
 
 
 def _remove_everywhere(peer_uri: str, prefix: str) -> None:
     for uri in (SYSTEM_URI, peer_uri):
         for name in _names(uri, "--all"):
             if name.startswith(prefix):
-                for verb in ("destroy", "undefine"):
-                    subprocess.run(["virsh", "-c", uri, verb, name], capture_output=True, timeout=60)
+                remove_domain(uri, name)
 
 
 def _unfinished(db: Path) -> bool:
@@ -180,7 +175,8 @@ def test_drain_killed_at_each_step_resumes_to_every_vm_on_the_peer(
                 shown = cli.ok("vm", "show", vm, "--json").json()
                 assert (shown["host"], shown["state"]) == ("peer", "defined"), point
                 assert vm not in _names(SYSTEM_URI, "--all") and vm in _names(peer_uri, "--all"), point
-                pins = re.findall(r"<vcpupin vcpu='0' cpuset='(\d+)'/>", _peer(peer_uri, "dumpxml", vm, "--inactive"))
+                defined = virsh("dumpxml", vm, "--inactive", uri=peer_uri)
+                pins = re.findall(r"<vcpupin vcpu='0' cpuset='(\d+)'/>", defined)
                 assert pins == [str(shown["cells"][0]["pcpus"][0])], point
             assert cli("reconcile").exit_code == 0, point
             _remove_everywhere(peer_uri, prefix)

@@ -70,9 +70,8 @@ def report_to_dict(report: CapacityReport) -> dict[str, Any]:
 
 
 def _print(report: CapacityReport) -> None:
-    shapes = " + ".join(report.shapes)
-    output.echo_lines([f"{len(report.placements)} fit ({shapes}, round-robin)" if len(report.shapes) > 1
-                       else f"{len(report.placements)} fit ({shapes})"])
+    mix = ", round-robin" if len(report.shapes) > 1 else ""
+    output.echo_lines([f"{len(report.placements)} fit ({' + '.join(report.shapes)}{mix})"])
     if report.placements:
         per_host = Counter(p.host for _s, p in report.placements)
         output.echo_table(None, ["HOST", "FIT"], sorted(per_host.items()))

@@ -65,7 +65,7 @@ def add(
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    name: HostArg,
+    name: str,
     capabilities: Annotated[
         Path | None, typer.Option("--capabilities", help="`virsh capabilities` output.")
     ] = None,

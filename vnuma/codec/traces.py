@@ -34,7 +34,7 @@ def trace_document(
     mine = [p for p in placements if p.host in names]
     fleet = Fleet(hosts, () if with_vms else mine, tenants)
     requests = [_request(p) for p in sorted(mine, key=lambda p: p.vm)] if with_vms else []
-    uneven = sum(1 for r in requests if r.pop("_uneven"))
+    uneven = sum(1 for p in mine if _uneven(p)) if with_vms else 0
     loose = sum(1 for h in hosts for d in h.devices if d.kind is DeviceKind.GPU and d.numa_node is None)
     notes = [f"{len(hosts)} host(s)"]
     notes.append(f"{len(requests)} VM(s) as the first requests" if with_vms else f"as they are now ({len(mine)} VM(s))")
@@ -87,18 +87,20 @@ def _cell(hs: HostState, host: Host, cell: Cell) -> dict[str, Any]:
     return doc
 
 
+def _uneven(p: Placement) -> bool:
+    """Guest cells of different sizes (version 1 has no way to say so)."""
+    return len({(len(c.vcpus), c.memory_kib) for c in p.cells}) > 1
+
+
 def _request(p: Placement) -> dict[str, Any]:
-    sizes = {(len(c.vcpus), c.memory_kib) for c in p.cells}
-    uneven = len(sizes) > 1
     return {
         "tenant": p.tenant,
         "name": p.vm,
         "vcpus": p.vcpus,
         "memory_mib": p.memory_kib // KIB_PER_MIB,
-        "numa_nodes": None if uneven or p.numa_nodes is None else p.numa_nodes,
+        "numa_nodes": None if _uneven(p) else p.numa_nodes,
         "cpu_policy": str(p.cpu_policy),
         "thread_policy": str(p.thread_policy),
         "page_size_kib": p.cells[0].page_size_kib if p.cells else None,
         "gpus": sum(1 for d in p.devices if d.kind is DeviceKind.GPU),
-        "_uneven": uneven,
     }

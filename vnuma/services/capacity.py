@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vnuma.errors import ConflictError, NotFoundError
+from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
@@ -59,8 +59,6 @@ def capacity(
             numbers (the engine's request check), a count below 1.
         NotFoundError: an unknown ``host`` or ``tenant``.
     """
-    from vnuma.errors import InvalidInputError
-
     if count is not None and count < 1:
         raise InvalidInputError(f"--count must be 1 or more, got {count}")
     requests = [parse_shape(text, "SHAPE") for text in shapes]

@@ -8,7 +8,7 @@ from dataclasses import replace
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Placement, VmRequest
-from vnuma.placement.rebalance import SOLVERS, FleetState, Objective, Plan, check_limits, plan_moves
+from vnuma.placement.rebalance import FleetState, Objective, Plan, check_limits, check_solver, plan_moves
 from vnuma.services import Settings
 from vnuma.topology import parse_page_size, parse_size_kib
 
@@ -120,8 +120,7 @@ def drain_plan(
     from vnuma.services.queries import set_cordoned
 
     check_limits(max_moves, time_limit_s)
-    if solver not in SOLVERS:
-        raise InvalidInputError(f"unknown solver {solver!r}; use {' or '.join(SOLVERS)}")
+    check_solver(solver, Objective.DRAIN)  # before the cordon: a refused drain changes nothing
     if for_apply:
         _refuse_unfinished_run(settings)
     set_cordoned(settings, host, True)

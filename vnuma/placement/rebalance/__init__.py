@@ -107,17 +107,27 @@ from vnuma.placement.rebalance.spread import plan_spread
 SOLVERS = ("search", "cp-sat")
 
 __all__ = [
-    "SOLVERS",
     "FleetState",
     "Move",
     "Objective",
     "Plan",
     "check_limits",
+    "check_solver",
     "is_movable",
     "move_cost_kib",
     "plan_moves",
     "request_of",
 ]
+
+
+def check_solver(solver: str, objective: Objective) -> None:
+    """Refuse an unknown solver, or ``cp-sat`` for an objective it does not plan (InvalidInputError)."""
+    if solver not in SOLVERS:
+        raise InvalidInputError(f"unknown solver {solver!r}; use {' or '.join(SOLVERS)}")
+    if solver == "cp-sat" and objective is not Objective.DRAIN:
+        raise InvalidInputError(
+            f"--solver cp-sat plans the drain objective only, not {objective}", hint="use --solver search"
+        )
 
 
 def check_limits(max_moves: int | None, time_limit_s: float) -> None:
@@ -153,12 +163,7 @@ def plan_moves(
         NotFoundError: ``make_room_for.host`` is not in the fleet.
     """
     check_limits(max_moves, time_limit_s)
-    if solver not in SOLVERS:
-        raise InvalidInputError(f"unknown solver {solver!r}; use {' or '.join(SOLVERS)}")
-    if solver == "cp-sat" and objective is not Objective.DRAIN:
-        raise InvalidInputError(
-            f"--solver cp-sat plans the drain objective only, not {objective}", hint="use --solver search"
-        )
+    check_solver(solver, objective)
     search = Search(fleet_state, time_limit_s, clock)
     if objective is Objective.DRAIN:
         if drain is None or drain not in search.on_host:

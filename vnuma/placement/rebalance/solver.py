@@ -72,9 +72,10 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
             movable.append(p)
         else:
             left.append((p.vm, why))
+    original = {p.vm: p for p in movable}
     greedy = plan_drain(search, host, max_moves)
     for move in reversed(greedy.moves):  # back to the state it started from
-        search.apply(move.placement, next(p for p in movable if p.vm == move.vm))
+        search.apply(move.placement, original[move.vm])
     hint = {m.vm: m.placement for m in greedy.moves}
     try:
         candidates = {p.vm: _candidates(search, p, host, hint.get(p.vm)) for p in movable}
@@ -82,7 +83,6 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
         return Plan(Objective.DRAIN, len(on_host), len(on_host), False, (),
                     tuple(left + [(p.vm, "not tried within the time limit") for p in movable]), "cp-sat", None)
     cuts: list[list[tuple[str, int]]] = []
-    original = {p.vm: p for p in movable}
     timed_out = False
     for round_ in range(ROUNDS):
         solved = _solve(search, movable, candidates, max_moves, cuts, _remaining(search, time_limit_s), hint)
