@@ -256,11 +256,30 @@ def uncordon(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False)
 
 
 @app.command("show")
-def show(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -> None:
-    """Show a host: per-cell CPUs, cores, memory, pages, devices and distances."""
+def show(
+    ctx: typer.Context,
+    name: HostArg,
+    as_json: output.JsonOpt = False,
+    svg: output.SvgOpt = None,
+    png: output.PngOpt = None,
+) -> None:
+    """Show a host: per-cell CPUs, cores, memory, pages, devices and distances.
+
+    --svg/--png FILE also draw the host as lstopo does (sockets, NUMA cells
+    with a bar per hugepage pool, cores with their threads, GPUs and NICs
+    under their cell, memory-only cells), every pCPU, page share and device
+    a VM holds in the VM's colour (one hue per tenant), reserved CPUs dark,
+    and a legend; the tables or JSON are printed as without them.
+
+    Example: vnuma host show gpu-node-1 --svg gpu-node-1.svg
+    """
     from vnuma.codec import host_to_dict
     from vnuma.services.queries import get_host
 
+    if svg is not None or png is not None:
+        from vnuma.services.pictures import host_picture
+
+        output.write_pictures(lambda: host_picture(settings(ctx), name), svg, png)
     host = get_host(settings(ctx), name)
     if as_json:
         output.echo_json(host_to_dict(host))

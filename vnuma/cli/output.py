@@ -3,13 +3,35 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 """The ``--json`` option of every command that prints."""
+
+
+SvgOpt = Annotated[
+    Path | None,
+    typer.Option("--svg", metavar="FILE", help="Also draw the picture into FILE (SVG)."),
+]
+PngOpt = Annotated[
+    Path | None,
+    typer.Option("--png", metavar="FILE", help="Also draw the picture into FILE (PNG, rendered by cairo)."),
+]
+
+
+def write_pictures(make_svg: Callable[[], str], svg: Path | None, png: Path | None) -> None:
+    """When ``--svg``/``--png`` were given: draw once, write the files, say so on stderr (stdout keeps
+    the command's tables or JSON)."""
+    if svg is None and png is None:
+        return
+    from vnuma.services.pictures import write_pictures as write
+
+    for path, size in write(make_svg(), svg, png):
+        typer.echo(f"picture written to {path} ({size} bytes)", err=True)
 
 
 def echo_json(obj: Any) -> None:

@@ -15,6 +15,8 @@ def stats(
     vm: Annotated[str | None, typer.Argument(help="Only this VM (and its host).")] = None,
     host: Annotated[str | None, typer.Option("--host", help="Only this host.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    svg: output.SvgOpt = None,
+    png: output.PngOpt = None,
 ) -> None:
     """Show per-cell use, fragmentation and per-VM locality.
 
@@ -40,8 +42,20 @@ def stats(
     "memory_local"}, "bandwidth": null or {"local_bytes", "total_bytes",
     "local"}}], "warnings": [TEXT]}; SHAPE is {"vcpus", "memory_kib",
     "page_size_kib", "gpus"}.
+
+    --svg/--png FILE also draw the fleet: one row per host, one block per
+    cell with bars for pCPUs and memory claimed and a square per GPU
+    (claimed, free, or stranded: free on a cell with no free pCPU or page);
+    past 200 hosts, hosts of one shape and use share a row.
+
+    Example: vnuma stats --svg fleet.svg
     """
     from vnuma.services.stats import collect
+
+    if svg is not None or png is not None:
+        from vnuma.services.pictures import fleet_picture
+
+        output.write_pictures(lambda: fleet_picture(settings(ctx), vm, host), svg, png)
 
     report = collect(settings(ctx), vm, host)
     doc = report_to_dict(report)

@@ -210,6 +210,12 @@ class Reader(OverAccess):
         with self._access.begin(False) as x:
             return read_snapshot(x)
 
+    def host_with_vms(self, name: str) -> tuple[Host, list[Placement], dict[str, Tenant]]:
+        """One host (NotFoundError if unknown), the placements on it and every tenant, in one transaction."""
+        with self._access.begin(False) as x:
+            host = read_host(x, name)
+            return host, [p for p, _state in list_vms(x, host=name)], read_tenants(x)
+
     def fleet_view(self) -> FleetView:
         """See :func:`fleet_view`."""
         with self._access.begin(False) as x:

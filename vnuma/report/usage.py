@@ -94,8 +94,9 @@ class Locality:
     devices_local: float | None
 
 
-def cell_use(fleet: Fleet, host: str) -> tuple[CellUse, ...]:
-    """Per-cell use of ``host`` as the fleet accounts it (CPU cells only, id order)."""
+def cell_use(fleet: Fleet, host: str, *, largest: bool = True) -> tuple[CellUse, ...]:
+    """Per-cell use of ``host`` as the fleet accounts it (CPU cells only, id order); ``largest=False``
+    leaves each cell's largest free block out (None), which asks the engine and costs the most."""
     hs = fleet.state(host)
     free = fleet.free_pcpus(host)
     out: list[CellUse] = []
@@ -117,7 +118,7 @@ def cell_use(fleet: Fleet, host: str) -> tuple[CellUse, ...]:
                 pools=pools,
                 gpus_total=len(cs.gpus),
                 gpus_free=len(cs.gpus_free),
-                largest_free=largest_vm(fleet, host, 1, cs.id),
+                largest_free=largest_vm(fleet, host, 1, cs.id) if largest else None,
             )
         )
     return tuple(out)

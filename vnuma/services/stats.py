@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vnuma.errors import HypervisorError, NotFoundError
 from vnuma.hypervisor.base import Hypervisor
-from vnuma.inventory.reading import open_reader
+from vnuma.inventory.reading import Snapshot, open_reader
 from vnuma.placement.model import Placement
 from vnuma.report.usage import HostUse, Locality, UsageCache, locality
 from vnuma.services import Settings, hostprobe
@@ -113,6 +113,26 @@ def measure(
     return Measured(pid, tuple(per_node.items()), mine / total if total else None)
 
 
+def select(snap: Snapshot, vm: str | None, host: str | None) -> tuple[list[Host], tuple[Placement, ...]]:
+    """The hosts ``stats`` reports on (``host``, ``vm``'s host, or all) and the placements on them.
+
+    Raises:
+        NotFoundError: unknown VM or host, or a VM that is not on ``host``.
+    """
+    by_name = {h.name: h for h in snap.hosts}
+    if vm is not None:
+        placement = next((p for p in snap.placements if p.vm == vm), None)
+        if placement is None:
+            raise NotFoundError(f"VM {vm!r} is not in the inventory", hint="see `vnuma vm list`")
+        if host is not None and placement.host != host:
+            raise NotFoundError(f"VM {vm!r} is on host {placement.host!r}, not {host!r}")
+        host = placement.host
+    if host is not None and host not in by_name:
+        raise NotFoundError(f"host {host!r} is not in the inventory", hint="see `vnuma host list`")
+    hosts = [by_name[host]] if host is not None else list(snap.hosts)
+    return hosts, tuple(p for p in snap.placements if host is None or p.host == host)
+
+
 def collect(
     settings: Settings,
     vm: str | None = None,
@@ -130,17 +150,7 @@ def collect(
         view = reader.fleet_view()
         snap = view.snapshot
         by_name = {h.name: h for h in snap.hosts}
-        if vm is not None:
-            placement = next((p for p in snap.placements if p.vm == vm), None)
-            if placement is None:
-                raise NotFoundError(f"VM {vm!r} is not in the inventory", hint="see `vnuma vm list`")
-            if host is not None and placement.host != host:
-                raise NotFoundError(f"VM {vm!r} is on host {placement.host!r}, not {host!r}")
-            host = placement.host
-        if host is not None and host not in by_name:
-            raise NotFoundError(f"host {host!r} is not in the inventory", hint="see `vnuma host list`")
-        hosts = [by_name[host]] if host is not None else list(snap.hosts)
-        placements = tuple(p for p in snap.placements if host is None or p.host == host)
+        hosts, placements = select(snap, vm, host)
         vms: list[VmStats] = []
         bandwidths = _Bandwidths(reader)
         try:
