@@ -23,6 +23,15 @@ settings.register_profile("dev", deadline=None, suppress_health_check=_QUIET)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
+@pytest.fixture(autouse=True)
+def _no_site_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never read the developer's configuration file or VNUMA_* defaults (VNUMA_DB stays: scripts set it)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "no-config"))
+    for var in ("VNUMA_CONFIG", "VNUMA_LIBVIRT_URI", "VNUMA_STRATEGY", "VNUMA_PAGE_SIZE", "VNUMA_DOMAIN_TYPE",
+                "VNUMA_MEMNODE_MODE"):
+        monkeypatch.delenv(var, raising=False)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite golden files from the renderer")
 

@@ -112,7 +112,9 @@ OPENING = {
 }
 # `db status` reads the revision without opening; `db upgrade` is the way out; `simulate`
 # and `trace` have no inventory.
-NOT_OPENING = {("db", "status"), ("db", "upgrade"), ("simulate",), ("trace", "generate"), ("trace", "list")}
+NOT_OPENING = {
+    ("config", "show"), ("db", "status"), ("db", "upgrade"), ("simulate",), ("trace", "generate"), ("trace", "list")
+}
 BULK = [["host", "refresh", "--all"], ["host", "add", "--from-file", "HOSTS"]]
 
 

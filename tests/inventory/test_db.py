@@ -11,6 +11,7 @@ from tests.builders import make_host
 from vnuma.errors import ConfigError, InventoryError
 from vnuma.inventory import make_engine, open_inventory, resolve_url
 from vnuma.inventory.guard import mask_url
+from vnuma.services import make_settings
 
 HOME = {"HOME": "/home/op"}
 
@@ -46,7 +47,8 @@ RESOLVE = [
 
 @pytest.mark.parametrize(("option", "env", "expected"), [r[1:] for r in RESOLVE], ids=[r[0] for r in RESOLVE])
 def test_resolve_url(option: str | None, env: dict[str, str], expected: str) -> None:
-    assert resolve_url(option, env) == expected
+    """--db, then VNUMA_DB, then the default (the configuration file's place: tests/cli/test_config.py)."""
+    assert make_settings(option, env).db_url == expected
 
 
 def test_a_relative_path_is_made_absolute_against_the_working_directory(

@@ -1,7 +1,7 @@
 """The ``vnuma`` command line: parse, call a service, print. Kept thin.
 
-Settings (``--db``, ``VNUMA_DB``, ``XDG_DATA_HOME``, ``VNUMA_TEMPLATES``) are
-read here once and passed down. One handler maps every :class:`VnumaError`
+Settings (``--db``, the ``VNUMA_*`` variables, the configuration file:
+:mod:`vnuma.services.config`) are read here once and passed down. One handler maps every :class:`VnumaError`
 to ``error: ...`` (+ ``hint: ...``) on stderr and its exit code; anything
 else is a bug: exit 70. ``--debug`` prints the traceback first and keeps
 the exit code. A reader that
@@ -158,14 +158,31 @@ def _root(
     ctx.obj = {"db": db, "create": create}
 
 
+def config(ctx: typer.Context) -> Any:
+    """The site configuration (:mod:`vnuma.services.config`), read once per command; its warnings
+    (unknown keys) go to stderr once."""
+    root = ctx.find_root()
+    if root.obj is None:
+        root.obj = {}
+    if "config" not in root.obj:
+        from vnuma.services.config import load
+
+        loaded = load(os.environ, {"database": root.obj.get("db")})
+        for warning in loaded.warnings:
+            _complain(f"warning: {warning}")
+        root.obj["config"] = loaded
+    return root.obj["config"]
+
+
 def settings(ctx: typer.Context) -> Any:
-    """Resolve the settings once, from the global options and the environment."""
+    """Resolve the settings once, from the global options, the environment and the configuration file."""
     from vnuma.services import make_settings
 
     root = ctx.find_root().obj or {}
     # `db upgrade` creates the inventory; `db status` reads a missing file as a new one, creating nothing.
     creates = ctx.command_path.split()[-2:] in (["db", "upgrade"], ["db", "status"])
-    return make_settings(root.get("db"), os.environ, create=bool(root.get("create")) or creates)
+    create = bool(root.get("create")) or creates
+    return make_settings(root.get("db"), os.environ, create=create, config=config(ctx))
 
 
 # The command tree, loaded lazily: a command imports and builds only what it runs (building
@@ -185,6 +202,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "rebalance": ("vnuma.cli.rebalancing", "rebalance", None),
     "reconcile": ("vnuma.cli.reconciling", "reconcile", None),
     "db": ("vnuma.cli.db", "app", "Inventory database: status and upgrade."),
+    "config": ("vnuma.cli.configuring", "app", "Site configuration: the effective settings and where each comes from."),
 }
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import config, output, settings
 from vnuma.cli.completion import VmArg
 from vnuma.cli.output import JsonOpt
 from vnuma.cli.placing import vm_app, vm_dict
@@ -19,13 +19,19 @@ TemplateOpt = Annotated[
         help="Operator template; may {% extends \"domain.xml.j2\" %} [env VNUMA_TEMPLATES: a directory].",
     ),
 ]
-DomainTypeOpt = Annotated[str, typer.Option("--domain-type", help="kvm, or qemu for software emulation (TCG).")]
+DomainTypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--domain-type",
+        help="kvm, or qemu for software emulation (TCG) [default: config domain_type, VNUMA_DOMAIN_TYPE, else kvm].",
+    ),
+]
 MemnodeOpt = Annotated[
     str | None,
     typer.Option(
         "--memnode-mode",
-        help="Override every guest cell's memory mode (default: the one chosen at place): strict, "
-        "restrictive (re-pinnable live) or preferred.",
+        help="Override every guest cell's memory mode: strict, restrictive (re-pinnable live) or preferred "
+        "[default: config memnode_mode, VNUMA_MEMNODE_MODE, else the modes chosen at place].",
     ),
 ]
 
@@ -42,23 +48,23 @@ ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="Guest threads
 
 
 def _options(
-    domain_type: str, memnode_mode: str | None, iothreads: int | None = None,
+    ctx: typer.Context, domain_type: str | None, memnode_mode: str | None, iothreads: int | None = None,
     topology: tuple[int | None, int | None, int | None] = (None, None, None),
 ) -> Any:
-    from vnuma.errors import InvalidInputError
-    from vnuma.render.view import OVERRIDE_MODES, RenderOptions
+    """The render options: given ones checked as the configuration's are, the others configured."""
+    from vnuma.render.view import RenderOptions
+    from vnuma.services.config import check_value
 
-    if domain_type not in ("kvm", "qemu"):
-        raise InvalidInputError(f"bad --domain-type {domain_type!r}: use kvm or qemu")
-    if memnode_mode is not None and memnode_mode not in OVERRIDE_MODES:
-        raise InvalidInputError(
-            f"bad --memnode-mode {memnode_mode!r}: use {', '.join(OVERRIDE_MODES)}",
-            hint="interleaved memory is chosen at place (--memory-mode interleave): its claims span the VM's cells",
-        )
+    configured = config(ctx)
+    if domain_type is not None:
+        check_value("domain_type", domain_type, "--domain-type")
+    if memnode_mode is not None:
+        check_value("memnode_mode", memnode_mode, "--memnode-mode")
     sockets, cores, threads = topology
     return RenderOptions(
-        domain_type=domain_type, memnode_mode=memnode_mode, iothreads=iothreads,
-        sockets=sockets, cores=cores, threads=threads,
+        domain_type=domain_type or configured["domain_type"],
+        memnode_mode=memnode_mode or configured["memnode_mode"],
+        iothreads=iothreads, sockets=sockets, cores=cores, threads=threads,
     )
 
 
@@ -66,7 +72,7 @@ def render(
     ctx: typer.Context,
     vm: VmArg,
     template: TemplateOpt = None,
-    domain_type: DomainTypeOpt = "kvm",
+    domain_type: DomainTypeOpt = None,
     memnode_mode: MemnodeOpt = None,
     iothreads: IoThreadsOpt = None,
     sockets: SocketsOpt = None,
@@ -82,7 +88,7 @@ def render(
     """
     from vnuma.services.applying import render_vm
 
-    options = _options(domain_type, memnode_mode, iothreads, (sockets, cores, threads))
+    options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads))
     typer.echo(render_vm(settings(ctx), vm, options, template), nl=False)
 
 
@@ -94,7 +100,7 @@ def apply(
         bool, typer.Option("--dry-run", help="Show a diff against libvirt's current definition; change nothing.")
     ] = False,
     template: TemplateOpt = None,
-    domain_type: DomainTypeOpt = "kvm",
+    domain_type: DomainTypeOpt = None,
     memnode_mode: MemnodeOpt = None,
     iothreads: IoThreadsOpt = None,
     sockets: SocketsOpt = None,
@@ -113,7 +119,7 @@ def apply(
     """
     from vnuma.services.applying import apply_vm
 
-    options = _options(domain_type, memnode_mode, iothreads, (sockets, cores, threads))
+    options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads))
     result = apply_vm(settings(ctx), vm, options, template, start=start, dry_run=dry_run)
     if dry_run:
         if as_json:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from vnuma.cli import output, settings
-from vnuma.placement.model import Strategy
+from vnuma.cli.options import StrategyOpt, strategy_of
 
 if TYPE_CHECKING:
     from vnuma.services.capacity import CapacityReport
@@ -26,7 +26,7 @@ def capacity(
     tenant: Annotated[
         str | None, typer.Option("--tenant", help="Copies belong to this tenant (its isolation and quotas).")
     ] = None,
-    strategy: Annotated[Strategy, typer.Option("--strategy")] = Strategy.PACK,
+    strategy: StrategyOpt = None,
     as_json: output.JsonOpt = False,
 ) -> None:
     """How many more VMs of SHAPE fit now: copies placed one after another on an in-memory copy of the inventory.
@@ -49,7 +49,8 @@ def capacity(
     """
     from vnuma.services.capacity import capacity as run
 
-    report = run(settings(ctx), list(shapes), count=count, host=host, strategy=strategy, tenant=tenant)
+    chosen = strategy_of(ctx, strategy)
+    report = run(settings(ctx), list(shapes), count=count, host=host, strategy=chosen, tenant=tenant)
     if as_json:
         output.echo_json(report_to_dict(report))
         return

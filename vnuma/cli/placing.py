@@ -6,8 +6,9 @@ from typing import Annotated, Any
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import config, output, settings
 from vnuma.cli.completion import TenantArg, VmArg, hosts
+from vnuma.cli.options import StrategyOpt, strategy_of
 from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.model import (
     CpuPolicy,
@@ -17,7 +18,6 @@ from vnuma.placement.model import (
     MemoryMode,
     Placement,
     PlacementResult,
-    Strategy,
     ThreadPolicy,
     VmRequest,
     iothread_pins,
@@ -80,7 +80,12 @@ def place(
     numa_nodes: Annotated[str, typer.Option("--numa-nodes", help="Guest NUMA nodes: N or auto.")] = "auto",
     cpu_policy: Annotated[CpuPolicy, typer.Option("--cpu-policy")] = CpuPolicy.DEDICATED,
     thread_policy: Annotated[ThreadPolicy, typer.Option("--thread-policy")] = ThreadPolicy.PREFER,
-    page_size: Annotated[str, typer.Option("--page-size", help="4K, 2M, 1G or large.")] = "large",
+    page_size: Annotated[
+        str | None,
+        typer.Option(
+            "--page-size", help="4K, 2M, 1G or large [default: config page_size, VNUMA_PAGE_SIZE, else large]."
+        ),
+    ] = None,
     gpu_affinity: Annotated[GpuAffinity, typer.Option("--gpu-affinity")] = GpuAffinity.REQUIRED,
     emulator_threads: Annotated[EmulatorThreads, typer.Option("--emulator-threads")] = EmulatorThreads.SHARE,
     memory_mode: Annotated[
@@ -116,7 +121,7 @@ def place(
         AntiAffinity | None,
         typer.Option("--anti-affinity", help="Keep the group's VMs on different hosts or host cells."),
     ] = None,
-    strategy: Annotated[Strategy, typer.Option("--strategy")] = Strategy.PACK,
+    strategy: StrategyOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide, but claim nothing.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show every host's rejection and score.")] = False,
     as_json: output.JsonOpt = False,
@@ -196,7 +201,7 @@ def place(
         cell_gpus=per_gpus,
         cpu_policy=cpu_policy,
         thread_policy=thread_policy,
-        page_size_kib=parse_page_size(page_size),
+        page_size_kib=parse_page_size(page_size or config(ctx)["page_size"]),
         gpu_affinity=gpu_affinity,
         emulator_threads=emulator_threads,
         host=host,
@@ -210,12 +215,13 @@ def place(
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
     if apply and dry_run:
         raise typer.BadParameter("--apply and --dry-run contradict each other")
-    request, result = place_vm(settings(ctx), request, strategy, dry_run=dry_run, explain=explain)
+    chosen_strategy = strategy_of(ctx, strategy)
+    request, result = place_vm(settings(ctx), request, chosen_strategy, dry_run=dry_run, explain=explain)
     moved: dict[str, Any] | None = None
     if result.chosen is None and rebalance:
         moved = _make_room(ctx, request, max_moves, apply, yes, allow_restart, allow_migrate, as_json)
         if "run" in moved:
-            request, result = place_vm(settings(ctx), request, strategy, dry_run=False)
+            request, result = place_vm(settings(ctx), request, chosen_strategy, dry_run=False)
     if result.chosen is None and as_json:
         from vnuma.placement.engine import best_reason
 

@@ -8,13 +8,14 @@ from typing import Annotated
 import typer
 
 from vnuma.cli import output, settings
-from vnuma.placement.model import Isolation, Strategy
+from vnuma.cli.options import StrategyOpt, strategy_of
+from vnuma.placement.model import Isolation
 
 
 def simulate(
     ctx: typer.Context,
     trace: Annotated[Path, typer.Argument(help="Trace JSON (format: docs/traces.md).")],
-    strategy: Annotated[Strategy, typer.Option("--strategy")] = Strategy.PACK,
+    strategy: StrategyOpt = None,
     isolation: Annotated[Isolation, typer.Option("--isolation", help="Isolation of every tenant.")] = Isolation.CORE,
     placements: Annotated[
         Path | None, typer.Option("--placements", help="Write each request's placement (JSON list) here.")
@@ -37,7 +38,7 @@ def simulate(
     from vnuma.services.simulating import simulate_file
 
     report = simulate_file(
-        trace, strategy, isolation, placements, settings(ctx) if from_inventory else None
+        trace, strategy_of(ctx, strategy), isolation, placements, settings(ctx) if from_inventory else None
     )
     if as_json:
         output.echo_json(report)

@@ -51,13 +51,14 @@ def masked_url(url: str) -> str:
     return mask_url(url)
 
 
-def resolve_url(option: str | None, env: Mapping[str, str]) -> str:
-    """The inventory URL: ``--db``, else ``VNUMA_DB``, else ``$XDG_DATA_HOME/vnuma/inventory.db``.
+def resolve_url(value: str | None, env: Mapping[str, str]) -> str:
+    """The inventory URL of ``value`` (the configured ``database``: see :mod:`vnuma.services.config`), or
+    of ``$XDG_DATA_HOME/vnuma/inventory.db`` when None.
 
     A value containing ``://`` is a SQLAlchemy URL; anything else is a file
     path, made absolute, for SQLite.
     """
-    value = option or env.get("VNUMA_DB") or str(_default_path(env))
+    value = value or str(_default_path(env))
     if "://" in value:
         return value
     return f"sqlite:///{_absolute(value, env)}"

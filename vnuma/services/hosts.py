@@ -90,7 +90,9 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
     """Discover a host through libvirt and record it (``--demo``: the shipped demo host).
 
     ``--demo`` and ``capabilities`` are recorded as the host's topology
-    override, so that a refresh reads the topology the same way.
+    override, so that a refresh reads the topology the same way. Without a
+    URI (and without ``--demo``) the configured ``libvirt_uri`` is used,
+    ``{host}`` in it replaced by the host's name.
 
     Raises:
         InvalidInputError: no name, a bad name, no URI, or --demo with --uri/--capabilities.
@@ -107,8 +109,13 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
         if uri or capabilities:
             raise InvalidInputError("--demo brings its own URI and capabilities; drop --uri/--capabilities")
         uri, capabilities, override = DEMO_URI, demo_capabilities_path(), DEMO_OVERRIDE
+    if not uri and settings.libvirt_uri:
+        uri = settings.libvirt_uri.replace("{host}", name)
     if not uri:
-        raise InvalidInputError("a libvirt URI is needed", hint="vnuma host add NAME --uri qemu:///system")
+        raise InvalidInputError(
+            "a libvirt URI is needed",
+            hint="vnuma host add NAME --uri qemu:///system (or set libvirt_uri in the configuration file)",
+        )
     with open_registrar(settings.db_url) as registrar:
         _ensure_absent(registrar, name)
         host = discover(name, uri, capabilities)
