@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tests.dbdump import dump
 from vnuma.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,15 +74,6 @@ def demo_pair(cli: Cli) -> Cli:
     cli.ok("host", "add", "b", "--demo")
     cli.ok("tenant", "create", "x")
     return cli
-
-
-def dump(db: Path) -> list[str]:
-    """Every row of every table, as SQL text, for before/after comparisons."""
-    con = sqlite3.connect(db)
-    try:
-        return list(con.iterdump())
-    finally:
-        con.close()
 
 
 @pytest.fixture

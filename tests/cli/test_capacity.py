@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli.conftest import Cli, dump, refused_unchanged
+from tests.cli.conftest import Cli, refused_unchanged
+from tests.dbdump import dump
 
 pytestmark = pytest.mark.libvirt
 

@@ -19,14 +19,10 @@ from typer.testing import CliRunner
 
 from tests.cli.conftest import REPO, Result
 from tests.cli.test_docs import COMMANDS
+from tests.inventory.test_migrations import TABLES
 from vnuma.cli import app
 from vnuma.inventory import head_revision, make_engine
 from vnuma.sources.demo import demo_capabilities_path
-
-TABLES = {
-    "alembic_version", "hosts", "tenants", "vms", "cpu_claims", "page_claims", "device_claims",
-    "rebalance_runs", "rebalance_steps",
-}
 
 
 def _process(url: str, *args: str) -> Result:
@@ -82,6 +78,7 @@ OPENING = {
     ("host", "add"): ["host", "add", "h1", "--demo"],
     ("host", "import"): ["host", "import", "h1", "--capabilities", str(demo_capabilities_path())],
     ("host", "list"): ["host", "list"],
+    ("log",): ["log"],
     ("host", "refresh"): ["host", "refresh", "h1"],
     ("host", "remove"): ["host", "remove", "h1"],
     ("host", "reserve"): ["host", "reserve", "h1", "--cpus", "0"],

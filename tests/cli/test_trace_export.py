@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import REPO, Cli, dump, refused_unchanged
+from tests.cli.conftest import REPO, Cli, refused_unchanged
+from tests.dbdump import dump
 from vnuma.sources.trace import load_trace
 
 pytestmark = pytest.mark.libvirt

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tests.builders import make_host
+from tests.dbdump import dump as _dump
 from tests.fuzz.budget import RAW_EXAMPLES, fuzz
 from tests.fuzz.oracle import check_error
 from vnuma.cli import app
@@ -186,12 +186,6 @@ _OPTIONS: dict[str, st.SearchStrategy[str]] = {
 }
 
 
-def _dump(path: Path) -> list[str]:
-    conn = sqlite3.connect(path)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -38,6 +37,7 @@ from lxml import etree
 from typer.testing import CliRunner
 
 from tests.builders import make_host
+from tests.dbdump import dump as _dump
 from tests.fuzz.budget import fuzz
 from tests.fuzz.templates import hostile_templates, mutated_templates, override_templates
 from tests.render.placements import CellSpec, make_placement
@@ -161,12 +161,6 @@ def inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-def _dump(db: Path) -> list[str]:
-    con = sqlite3.connect(db)
-    try:
-        return list(con.iterdump())
-    finally:
-        con.close()
 
 
 _ANY_TEMPLATE = st.one_of(override_templates(), hostile_templates)

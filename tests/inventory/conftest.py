@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,13 +29,6 @@ def inv(db_url: str) -> Iterator[Inventory]:
     inventory.close()
 
 
-def dump(path: Path) -> list[str]:
-    """Every schema statement and row of a SQLite file, as SQL text (read with the stdlib, not vnuma)."""
-    conn = sqlite3.connect(path)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
 
 
 def placement(

@@ -13,7 +13,8 @@ from sqlalchemy import exc, select
 from sqlalchemy.orm import Session
 
 from tests.builders import make_host
-from tests.inventory.conftest import dump, placement
+from tests.dbdump import dump
+from tests.inventory.conftest import placement
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError, VnumaError
 from vnuma.inventory import Inventory, VmState
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from sqlalchemy import select, update
 
 from tests.builders import make_host
-from tests.inventory.conftest import dump, placement
+from tests.dbdump import dump
+from tests.inventory.conftest import placement
 from tests.inventory.strategies import hosts
 from vnuma.codec import host_summary
 from vnuma.errors import ConflictError, InvalidInputError, InventoryError, NotFoundError

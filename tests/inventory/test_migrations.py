@@ -12,7 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
 from tests.builders import make_host
-from tests.inventory.conftest import dump
+from tests.dbdump import dump
 from vnuma.errors import InventoryError
 from vnuma.inventory import current_revision, head_revision, make_engine, open_inventory, upgrade
 from vnuma.inventory.db import alembic_config, writer
@@ -20,7 +20,7 @@ from vnuma.inventory.models import Base
 
 TABLES = {
     "alembic_version", "hosts", "tenants", "vms", "cpu_claims", "page_claims", "device_claims",
-    "rebalance_runs", "rebalance_steps",
+    "rebalance_runs", "rebalance_steps", "audit_log",
 }
 
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from tests.builders import make_host
-from tests.inventory.conftest import dump, placement
+from tests.dbdump import dump
+from tests.inventory.conftest import placement
 from vnuma.errors import ConflictError, InventoryError
 from vnuma.inventory import Inventory, access, open_inventory
 from vnuma.inventory.placer import open_placer
@@ -74,8 +75,9 @@ def test_a_place_reads_one_snapshot_and_claims_once(filled: str, monkeypatch: py
     calls = [s for i, s in enumerate(work) if i == 0 or s.split(" VALUES")[0] != work[i - 1].split(" VALUES")[0]]
     # snapshot: hosts, topologies of rows without a digest, one topology per distinct shape (2),
     # placements, tenants; claim: host, VM name, tenant, the host's VMs, the tenant elsewhere,
-    # the VM row, its cpu, page and device rows, the host generation.
-    assert len(calls) == 6 + 10, calls
+    # the VM row, its cpu, page and device rows, the host generation, its audit log row.
+    assert len(calls) == 6 + 11, calls
+    assert calls[-1].startswith("INSERT INTO audit_log"), calls
     with open_inventory(filled) as inv:
         assert inv.get_vm(result.chosen.vm)[0] == result.chosen
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.builders import make_host
-from tests.inventory.conftest import dump, placement
+from tests.dbdump import dump
+from tests.inventory.conftest import placement
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory import Inventory
 from vnuma.placement.model import Isolation, Tenant

@@ -28,7 +28,7 @@ from typing import Annotated, Any, NoReturn, TextIO
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from vnuma.errors import VnumaError
+from vnuma.errors import HypervisorError, InventoryError, VnumaError
 
 EXIT_INTERNAL = 70
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, as the shell reports `yes | head`
@@ -43,7 +43,14 @@ class _Group(TyperGroup):
             self.add_command(_load(cmd_name), cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        ctx.meta["vnuma_argv"] = list(args)  # the command line as given, for the audit log
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: typer.Context) -> Any:
+        from vnuma.services import audit
+
+        audit.begin(ctx.meta.get("vnuma_argv", sys.argv[1:]))
         try:
             return super().invoke(ctx)
         except VnumaError as err:
@@ -51,6 +58,8 @@ class _Group(TyperGroup):
                 _traceback(err)
             message = " ".join(str(err).split("\n"))
             _complain(f"error: {message}" + (f"\nhint: {err.hint}" if err.hint else ""))
+            failed = isinstance(err, (HypervisorError, InventoryError))
+            _log_outcome(ctx, "failed" if failed else "refused", message)
             raise typer.Exit(err.exit_code) from err
         except (typer.Exit, typer.Abort, typer.TyperException, SystemExit):
             # Usage errors (a badly typed option) surface while a sub-command
@@ -58,6 +67,7 @@ class _Group(TyperGroup):
             raise
         except KeyboardInterrupt:
             _complain("error: interrupted")
+            _log_outcome(ctx, "failed", "interrupted")
             raise typer.Exit(130) from None
         except BrokenPipeError as err:
             if _silence_closed_streams():
@@ -65,13 +75,48 @@ class _Group(TyperGroup):
             _internal_error(ctx, err)
         except Exception as err:
             _internal_error(ctx, err)
+        finally:
+            audit.end()
 
 
 def _internal_error(ctx: typer.Context, err: Exception) -> NoReturn:
     if _debug(ctx):
         _traceback(err)
     _complain(f"error: internal error (bug): {type(err).__name__}: {err}; rerun with --debug")
+    _log_outcome(ctx, "failed", f"internal error: {type(err).__name__}: {err}")
     raise typer.Exit(EXIT_INTERNAL) from err
+
+
+READ_ONLY = {
+    ("capacity",), ("config", "show"), ("db", "status"), ("host", "list"), ("host", "show"), ("log",),
+    ("render",), ("simulate",), ("stats",), ("tenant", "list"), ("tenant", "show"), ("trace", "export"),
+    ("trace", "generate"), ("trace", "list"), ("vm", "list"), ("vm", "show"),
+}
+"""Commands that never change the inventory: their refusals are not logged (`rebalance` without --apply and
+any --dry-run neither)."""
+_PARAMS: dict[str, Any] = {}
+"""The running command's path and parameters (kept by :func:`_remembering`), for the audit log."""
+
+
+def _log_outcome(ctx: typer.Context, outcome: str, error: str) -> None:
+    """Log a refused or failed invocation of a command that changes the inventory (best effort)."""
+    path = tuple(_PARAMS.get("path", ()))
+    params = _PARAMS.get("params", {})
+    argv = ctx.meta.get("vnuma_argv", sys.argv[1:])
+    if not path or path in READ_ONLY or "--dry-run" in argv or (path == ("rebalance",) and "--apply" not in argv):
+        return
+    named = params.get("name")
+    subjects = {
+        "vm": params.get("vm") or (named if path == ("place",) else None),
+        "host": named if path[0] == "host" else params.get("host") or params.get("to"),
+        "tenant": named if path[0] == "tenant" else params.get("tenant"),
+    }
+    try:
+        from vnuma.services import audit
+
+        audit.log_outcome(settings(ctx), outcome, error, {k: v for k, v in subjects.items() if isinstance(v, str)})
+    except VnumaError:
+        pass  # no inventory to log into (a bad --db, a broken configuration): nothing was changed there
 
 
 def _traceback(err: BaseException) -> None:
@@ -202,6 +247,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "rebalance": ("vnuma.cli.rebalancing", "rebalance", None),
     "reconcile": ("vnuma.cli.reconciling", "reconcile", None),
     "db": ("vnuma.cli.db", "app", "Inventory database: status and upgrade."),
+    "log": ("vnuma.cli.auditlog", "log", None),
     "config": ("vnuma.cli.configuring", "app", "Site configuration: the effective settings and where each comes from."),
 }
 
@@ -217,10 +263,28 @@ def _load(name: str) -> TyperCommand | TyperGroup:
         sub = target
         sub.rich_markup_mode = None
     command = typer.main.get_command(sub)
+    _remembering(command, (name,))
     command.name = name
     if help_text is not None:
         command.help = help_text
     return command
+
+
+def _remembering(command: TyperCommand | TyperGroup, path: tuple[str, ...]) -> None:
+    """Make each leaf command of ``command`` note its path and parameters in :data:`_PARAMS` when it runs."""
+    if isinstance(command, TyperGroup):
+        for sub_name, sub in command.commands.items():
+            _remembering(sub, (*path, sub_name))
+        return
+    callback = command.callback
+    if callback is None:
+        return
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        _PARAMS.update(path=path, params=kwargs)
+        return callback(*args, **kwargs)
+
+    command.callback = run
 
 
 def main() -> None:

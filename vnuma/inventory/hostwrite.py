@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from vnuma.errors import ConflictError
+from vnuma.inventory import audit
 from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.executor import Executor
 from vnuma.inventory.reading import NAMED
@@ -61,6 +62,8 @@ def insert_host(x: Executor, host: Host, topology_override: str | None = None) -
             hint=f"update it with `vnuma host refresh {host.name}`, or `vnuma host remove {host.name}` first",
         )
     x.run(NEW_HOST, {"name": host.name, "topology_override": topology_override, **host_columns(host)})
+    audit.record(x, "host-add", host=host.name, uri=host.uri, source=host.source.value, cells=len(host.cells),
+                 cpus=len(host.cpu_ids), devices=len(host.devices))
 
 
 class Registrar(OverAccess):

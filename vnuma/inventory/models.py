@@ -245,3 +245,30 @@ class RebalanceStep(Base):
     after: Mapped[str] = mapped_column(Text)
     before_state: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
+
+
+AUDIT_OUTCOMES = ("ok", "refused", "failed")
+
+
+class AuditEntry(Base):
+    """One row of the audit log (:mod:`.audit`): a change, written in its own transaction, or the refusal
+    or failure of an invocation. ``vms``/``hosts``/``tenants``: ``,a,b,`` lists of the names it touches."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        CheckConstraint(_in("outcome", AUDIT_OUTCOMES), name="outcome"),
+        Index("ix_audit_log_invocation", "invocation"),
+        Index("ix_audit_log_at", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    invocation: Mapped[str] = mapped_column(String(32))
+    at: Mapped[str] = mapped_column(String(40))
+    username: Mapped[str] = mapped_column(String(255))
+    machine: Mapped[str] = mapped_column(String(255))
+    command: Mapped[str] = mapped_column(Text)
+    outcome: Mapped[str] = mapped_column(String(16))
+    changes: Mapped[str] = mapped_column(Text)
+    vms: Mapped[str] = mapped_column(Text)
+    hosts: Mapped[str] = mapped_column(Text)
+    tenants: Mapped[str] = mapped_column(Text)

@@ -17,6 +17,7 @@ a transaction its opener began; nothing here begins or commits.
 from __future__ import annotations
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.inventory import audit
 from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
 from vnuma.inventory.executor import Executor, Params, Refused, Row
 from vnuma.inventory.reading import HOST, host_of, tenant_of
@@ -25,7 +26,7 @@ from vnuma.placement.ledger.admit import REPLACE_HINT, gpu_count
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Rejection, Tenant
 from vnuma.placement.quota import Usage
-from vnuma.topology import Host
+from vnuma.topology import Host, format_cpuset
 
 VM = "SELECT id, placement, tenant_id FROM vms WHERE name = :name"
 TENANT = "SELECT id, name, isolation, max_vcpus, max_gpus FROM tenants WHERE name = :name"
@@ -152,6 +153,16 @@ def claim(x: Executor, p: Placement, isolation: Isolation | None = None) -> None
             f"host {p.host!r}: the inventory refused VM {p.vm!r}: {err.cause}",
             hint="another command claimed the same resources first; place the VM again",
         ) from err
+    audit.record(x, "claim", **claim_change(p))
+
+
+def claim_change(p: Placement) -> dict[str, object]:
+    """What the audit log says of a claim: the VM, its tenant and host, and what it holds there."""
+    return {
+        "vm": p.vm, "tenant": p.tenant, "host": p.host, "cells": sorted(set(p.host_cells)),
+        "pcpus": format_cpuset(p.dedicated_pcpus | p.shared_pcpus), "devices": [d.address for d in p.devices],
+        "memory_kib": p.memory_kib,
+    }
 
 
 def update_tenant(x: Executor, new: Tenant) -> Tenant:
@@ -179,6 +190,8 @@ def update_tenant(x: Executor, new: Tenant) -> Tenant:
         CHANGED_TENANT,
         {"id": tenant_id, "isolation": new.isolation.value, "max_vcpus": new.max_vcpus, "max_gpus": new.max_gpus},
     )
+    audit.record(x, "tenant-update", tenant=new.name, isolation=new.isolation.value, max_vcpus=new.max_vcpus,
+                 max_gpus=new.max_gpus)
     return old
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vnuma.errors import NotFoundError
+from vnuma.inventory import audit
 from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.executor import Executor, Row
@@ -173,6 +174,7 @@ def keep_embedded_domains(x: Executor, name: str, document: str) -> None:
         raise NotFoundError(f"host {name!r} is not in the inventory", hint=HOST_HINT)
     if row[0] != document:
         x.run(KEEP_EMBEDDED, {"name": name, "document": document})
+        audit.record(x, "embedded-domains", host=name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,14 +17,14 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from vnuma.inventory import hosts, hostwrite, journal, placing, reading, tenants, vms
+from vnuma.inventory import audit, hosts, hostwrite, journal, placing, reading, tenants, vms
 from vnuma.inventory.executor import AlchemyExecutor, Executor
 from vnuma.inventory.guard import guarded
 from vnuma.inventory.journal import NewStep, RunRecord
 from vnuma.inventory.reading import Snapshot
 from vnuma.inventory.schema import WRITE_OPTION, RunStatus, VmState
 from vnuma.placement.model import Isolation, Placement, Tenant
-from vnuma.topology import Host
+from vnuma.topology import Host, format_cpuset
 
 T = TypeVar("T")
 
@@ -72,9 +72,19 @@ class Inventory:
         with self._session(write=True) as s:
             return fn(AlchemyExecutor(s.connection()))
 
-    def _write(self, fn: Callable[..., T], *args: Any) -> T:
+    def _write(self, change: tuple[str, dict[str, Any]], fn: Callable[..., T], *args: Any) -> T:
+        """``fn(session, *args)`` in one write transaction that also logs ``change`` (op, details) in the audit
+        log; a VM named in the details (or a rebalance step's VMs) is looked up first for its host and tenant."""
+        op, details = change
         with self._session(write=True) as s:
-            return fn(s, *args)
+            x = AlchemyExecutor(s.connection())
+            if "run" in details:
+                details = {**audit.step_subjects(x, details["run"], details.get("step")), **details}
+            elif isinstance(details.get("vm"), str):
+                details = {**details, **audit.vm_subjects(x, details["vm"])}
+            out = fn(s, *args)
+            audit.record(x, op, **details)
+            return out
 
     # --- hosts ------------------------------------------------------------------------------
 
@@ -87,7 +97,8 @@ class Inventory:
 
         Refused (ConflictError) if it drops claimed resources.
         """
-        self._write(hosts.replace_host, host, topology_override)
+        self._write(("host-refresh", {"host": host.name, "cells": len(host.cells)}), hosts.replace_host, host,
+                    topology_override)
 
     def topology_override(self, name: str) -> str | None:
         """Where a refresh reads the host's topology; None: libvirt's capabilities (NotFoundError if unknown)."""
@@ -103,7 +114,8 @@ class Inventory:
 
     def set_cordoned(self, name: str, cordoned: bool) -> bool:
         """Cordon or uncordon a host (NotFoundError if unknown); returns whether it was cordoned before."""
-        return self._write(hosts.set_cordoned, name, cordoned)
+        return self._write(("host-cordon" if cordoned else "host-uncordon", {"host": name}), hosts.set_cordoned, name,
+                           cordoned)
 
     def topology_overrides(self) -> dict[str, str]:
         """Host name -> topology override, for the hosts that have one."""
@@ -127,11 +139,11 @@ class Inventory:
 
     def remove_host(self, name: str) -> None:
         """Remove a host (ConflictError while VMs are placed on it)."""
-        self._write(hosts.remove_host, name)
+        self._write(("host-remove", {"host": name}), hosts.remove_host, name)
 
     def reserve_cpus(self, name: str, cpus: frozenset[int]) -> None:
         """Set the CPUs kept for the host itself (InvalidInputError if absent, ConflictError if claimed)."""
-        self._write(hosts.reserve_cpus, name, cpus)
+        self._write(("host-reserve", {"host": name, "cpus": format_cpuset(cpus)}), hosts.reserve_cpus, name, cpus)
 
     def host_generation(self, name: str) -> int:
         """Counter bumped on every change of the host's claims, reservation or topology."""
@@ -141,7 +153,8 @@ class Inventory:
 
     def add_tenant(self, t: Tenant) -> None:
         """Add a tenant (ConflictError if the name exists)."""
-        self._write(tenants.add_tenant, t)
+        self._write(("tenant-create", {"tenant": t.name, "isolation": t.isolation.value, "max_vcpus": t.max_vcpus,
+                                        "max_gpus": t.max_gpus}), tenants.add_tenant, t)
 
     def get_tenant(self, name: str) -> Tenant:
         """One tenant (NotFoundError if unknown)."""
@@ -159,7 +172,7 @@ class Inventory:
 
     def remove_tenant(self, name: str) -> None:
         """Remove a tenant (ConflictError while it has VMs)."""
-        self._write(tenants.remove_tenant, name)
+        self._write(("tenant-remove", {"tenant": name}), tenants.remove_tenant, name)
 
     def tenant_usage(self, name: str) -> tuple[int, int]:
         """(vCPUs, GPUs) held by the tenant's VMs; (0, 0) when it has none."""
@@ -189,7 +202,7 @@ class Inventory:
 
     def release(self, vm_name: str) -> None:
         """Delete a VM and free everything it claimed (NotFoundError if unknown)."""
-        self._write(vms.release, vm_name)
+        self._write(("release", {"vm": vm_name}), vms.release, vm_name)
 
     def get_vm(self, name: str) -> tuple[Placement, VmState]:
         """A VM's placement and state (NotFoundError if unknown)."""
@@ -201,7 +214,7 @@ class Inventory:
 
     def set_vm_state(self, name: str, state: str) -> None:
         """Record a VM's state: placed, defined, running or stopped."""
-        self._write(vms.set_vm_state, name, state)
+        self._write(("vm-state", {"vm": name, "state": str(state)}), vms.set_vm_state, name, state)
 
     def placements_on(self, host_names: Iterable[str] | None = None) -> list[Placement]:
         """Placements of all VMs (or those on the named hosts), sorted by host, then VM."""
@@ -213,7 +226,7 @@ class Inventory:
 
     def record_defined(self, name: str, rendering: dict[str, Any]) -> None:
         """Record the VM as defined, with how `vnuma apply` rendered its domain, in one transaction."""
-        self._write(vms.record_defined, name, rendering)
+        self._write(("vm-defined", {"vm": name}), vms.record_defined, name, rendering)
 
     def get_rendering(self, name: str) -> dict[str, Any] | None:
         """How the VM's domain was last rendered, None if it was never applied."""
@@ -223,7 +236,9 @@ class Inventory:
 
     def open_run(self, objective: str, options: dict[str, Any], steps: list[NewStep]) -> int:
         """Journal a rebalance run with its steps pending (ConflictError if one is unfinished)."""
-        return self._write(journal.open_run, objective, options, steps)
+        hosts_moved = sorted({h for st in steps for h in (st.before.host, st.after.host)})
+        moved = {"vm": [st.vm for st in steps], "host": hosts_moved}
+        return self._write(("run-open", {"objective": objective, **moved}), journal.open_run, objective, options, steps)
 
     def unfinished_run(self) -> RunRecord | None:
         """The running or failed rebalance run, if any."""
@@ -235,28 +250,29 @@ class Inventory:
 
     def start_step(self, run_id: int, seq: int) -> None:
         """Move the step's claims to the new placement and mark it started (one transaction)."""
-        self._write(journal.start_step, run_id, seq)
+        self._write(("step-start", {"run": run_id, "step": seq}), journal.start_step, run_id, seq)
 
     def finish_step(self, run_id: int, seq: int, state: VmState) -> None:
         """Mark the step done and record the VM's domain state."""
-        self._write(journal.finish_step, run_id, seq, state)
+        self._write(("step-done", {"run": run_id, "step": seq, "state": str(state)}), journal.finish_step, run_id, seq,
+                    state)
 
     def begin_undo(self, run_id: int, seq: int) -> None:
         """Move the step's claims back to the old placement and mark it undoing."""
-        self._write(journal.begin_undo, run_id, seq)
+        self._write(("step-undo", {"run": run_id, "step": seq}), journal.begin_undo, run_id, seq)
 
     def finish_undo(self, run_id: int, seq: int) -> None:
         """Mark the step undone and restore the VM's recorded state."""
-        self._write(journal.finish_undo, run_id, seq)
+        self._write(("step-undone", {"run": run_id, "step": seq}), journal.finish_undo, run_id, seq)
 
     def fail_run(self, run_id: int, seq: int, error: str) -> None:
         """Record a step's error; the run becomes failed (still unfinished)."""
-        self._write(journal.fail_run, run_id, seq, error)
+        self._write(("run-fail", {"run": run_id, "step": seq, "error": error}), journal.fail_run, run_id, seq, error)
 
     def resume_run(self, run_id: int) -> None:
         """Mark a failed run running again."""
-        self._write(journal.resume_run, run_id)
+        self._write(("run-resume", {"run": run_id}), journal.resume_run, run_id)
 
     def close_run(self, run_id: int, status: RunStatus) -> None:
         """Finish the run as done or aborted."""
-        self._write(journal.close_run, run_id, status)
+        self._write(("run-close", {"run": run_id, "status": str(status)}), journal.close_run, run_id, status)

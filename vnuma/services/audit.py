@@ -1,0 +1,96 @@
+"""The audit log as the CLI uses it: name the invocation, log a refusal or failure, read the log.
+
+Changes are logged by the inventory itself, in the transaction that makes
+them (:mod:`vnuma.inventory.audit`); this module gives that log the command
+line (:func:`begin`, passwords in URLs masked), adds the outcome of an
+invocation that was refused or failed (:func:`log_outcome`: best effort, in
+its own transaction — a database that cannot be reached cannot hear about it
+either), and reads entries back for ``vnuma log`` (:func:`read`).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from vnuma.errors import InvalidInputError, VnumaError
+from vnuma.inventory import audit
+from vnuma.inventory.access import open_access
+from vnuma.inventory.db import missing_sqlite_file
+from vnuma.services import Settings
+
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@/\s]*@")
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """``vnuma ARGS`` as a shell would quote it, with URL passwords replaced by ``***``."""
+    return shlex.join(["vnuma", *(_PASSWORD.sub(r"\1***@", a) for a in argv)])
+
+
+def begin(argv: Sequence[str]) -> None:
+    """Changes from now on belong to the command line ``argv`` (without the program name)."""
+    audit.begin_invocation(command_line(argv))
+
+
+def end() -> None:
+    """The command is over (see :func:`begin`)."""
+    audit.end_invocation()
+
+
+def log_outcome(settings: Settings, outcome: str, error: str, subjects: Mapping[str, str | None]) -> None:
+    """Record that the invocation was ``refused`` or ``failed``; quietly nothing when the inventory cannot
+    be written (it is unreachable, missing, or its schema is not this vnuma's: then it changed nothing
+    either)."""
+    if missing_sqlite_file(settings.db_url) is not None:
+        return
+    try:
+        with open_access(settings.db_url) as access, access.begin(True) as x:
+            audit.record_outcome(x, outcome, error, subjects)
+    except VnumaError:
+        pass
+
+
+_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``--since``: an ISO date or time (``2026-12-01``, ``2026-12-01T08:00``, UTC unless it says), or an age
+    (``30m``, ``2h``, ``7d``, ``1w``).
+
+    Raises:
+        InvalidInputError: anything else.
+    """
+    now = now or datetime.now(UTC)
+    m = _RELATIVE.match(text.strip())
+    if m:
+        return now - timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInputError(
+            f"bad --since {text!r}", hint="give an ISO date or time (2026-12-01, 2026-12-01T08:00) or an age "
+            "(30m, 2h, 7d, 1w)"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def read(
+    settings: Settings, *, vm: str | None = None, host: str | None = None, tenant: str | None = None,
+    since: str | None = None, limit: int = 100,
+) -> list[dict[str, Any]]:
+    """The log entries ``vnuma log`` prints (see :func:`vnuma.inventory.audit.read_log`); ``since`` as
+    :func:`parse_since` reads it.
+
+    Raises:
+        InvalidInputError: a bad ``since`` or a ``limit`` below 1.
+    """
+    if limit < 1:
+        raise InvalidInputError(f"bad --limit {limit}: give 1 or more")
+    when = parse_since(since) if since is not None else None
+    f = audit.LogFilter(vm=vm, host=host, tenant=tenant, since=when, limit=limit)
+    with open_access(settings.db_url) as access, access.begin(False) as x:
+        return audit.read_log(x, f)
