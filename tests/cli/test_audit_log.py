@@ -114,3 +114,14 @@ def test_postgres_logs_a_claim_with_its_change(pg_url: str, tmp_path: object) ->
     pg.ok("place", "pt", "--vcpus", "2", "--memory", "2GiB", "--name", "pv")
     entries = pg.ok("log", "--vm", "pv", "--json").json()
     assert [c["op"] for e in entries for c in e["changes"]] == ["claim"]
+
+
+def test_an_absurd_vcpu_count_is_a_refusal_not_an_engine_overflow(cli: Cli) -> None:
+    """Found by the options fuzzer: 10**30 vCPUs overflowed the engine's arrays (exit 70) and was logged
+    as a failure; it is a refusal of the request, logged as one."""
+    cli.ok("host", "add", "a", "--demo")
+    cli.ok("tenant", "create", "acme")
+    res = cli("place", "acme", "--memory", "4K", "--vcpus", "9" * 30)
+    assert res.exit_code == 4 and "a libvirt domain has at most 4096" in res.stderr
+    assert [r[2] for r in audit_rows(cli.db)][-1] == "refused"
+    assert cli("place", "acme", "--memory", "1GiB", "--vcpus", "4097").exit_code == 4

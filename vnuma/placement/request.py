@@ -39,12 +39,18 @@ from vnuma.placement.model import (
 )
 from vnuma.topology import PAGE_4K, count_of, format_size_kib
 
+MAX_VCPUS = 4096
+"""The most vCPUs a request may ask for (QEMU's and libvirt's ceiling for one x86 guest); larger
+numbers would also overflow the engine's 64-bit arrays."""
+
 
 def _numbers_problem(request: VmRequest) -> str | None:
     if request.gpus < 0:
         return f"GPU count {request.gpus} is negative"
     if request.vcpus is not None and request.vcpus < 1:
         return f"needs at least 1 vCPU, got {request.vcpus}"
+    if request.vcpus is not None and request.vcpus > MAX_VCPUS:
+        return f"asks for {request.vcpus} vCPUs; a libvirt domain has at most {MAX_VCPUS}"
     if request.memory_kib is not None and request.memory_kib < 1:
         return f"needs some memory, got {request.memory_kib} KiB"
     if request.numa_nodes is not None and request.numa_nodes < 1:
