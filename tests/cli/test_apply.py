@@ -11,6 +11,7 @@ and whether the domain runs.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -242,7 +243,7 @@ def test_apply_on_a_host_imported_from_files_is_exit_4(cli: Cli, conn: Any, tmp_
 @pytest.mark.parametrize(
     "args",
     [("render", "nope"), ("apply", "nope"), ("apply", "nope", "--dry-run"), ("vm", "stop", "nope"),
-     ("vm", "undefine", "nope"), ("vm", "release", "nope")],
+     ("vm", "undefine", "nope"), ("vm", "release", "nope"), ("vm", "guest-view", "nope")],
     ids=lambda a: " ".join(a),
 )
 def test_unknown_vm_is_exit_3(cli: Cli, placed: dict[str, Any], args: tuple[str, ...], dumped: Dump) -> None:
@@ -276,3 +277,17 @@ def test_a_host_name_with_metacharacters_is_escaped_in_the_rendered_xml(cli: Cli
     root = etree.fromstring(cli.ok("render", VM).stdout.encode())
     found = root.findtext("metadata/{https://vnuma.dev/xmlns/domain/1}placement/{https://vnuma.dev/xmlns/domain/1}host")
     assert found == host
+
+
+def test_apply_guest_hints_gives_the_domain_its_guest_view(cli: Cli, placed: dict[str, Any], conn: Any) -> None:
+    cli.ok("apply", VM, "--guest-hints")
+    root = _persistent(conn)
+    entries = [e.text or "" for e in root.iterfind("sysinfo[@type='smbios']/oemStrings/entry")]
+    assert root.find("os/smbios").get("mode") == "sysinfo"
+    assert len(entries) == 1 and entries[0].startswith("vnuma-guest-view:")
+    assert json.loads(entries[0].split(":", 1)[1]) == cli.ok("vm", "guest-view", VM, "--json").json()
+
+
+def test_apply_without_guest_hints_gives_none(cli: Cli, placed: dict[str, Any], conn: Any) -> None:
+    cli.ok("apply", VM)
+    assert _persistent(conn).find("sysinfo") is None

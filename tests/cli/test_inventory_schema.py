@@ -101,6 +101,7 @@ OPENING = {
     ("vm", "list"): ["vm", "list"],
     ("vm", "release"): ["vm", "release", "vm1"],
     ("vm", "show"): ["vm", "show", "vm1"],
+    ("vm", "guest-view"): ["vm", "guest-view", "vm1"],
     ("vm", "start"): ["vm", "start", "vm1"],
     ("vm", "stop"): ["vm", "stop", "vm1"],
     ("vm", "undefine"): ["vm", "undefine", "vm1"],

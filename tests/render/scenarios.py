@@ -82,6 +82,17 @@ def _build() -> tuple[Scenario, ...]:
             ),
         ),
         Scenario(
+            "guest-hints",  # the guest view as an SMBIOS OEM string (apply --guest-hints)
+            gpu_host,
+            make_placement(
+                gpu_host,
+                [CellSpec(0, 8, _gib(16), PAGE_1G, gpus=1), CellSpec(1, 8, _gib(16), PAGE_1G, gpus=2)],
+                vm="infer-2",
+                threads=2,
+            ),
+            RenderOptions(guest_hints=True),
+        ),
+        Scenario(
             "isolate-threads",
             host,
             make_placement(host, [CellSpec(0, 4)], threads=1, thread_policy=ThreadPolicy.ISOLATE),

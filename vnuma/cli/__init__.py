@@ -90,7 +90,7 @@ def _internal_error(ctx: typer.Context, err: Exception) -> NoReturn:
 READ_ONLY = {
     ("capacity",), ("config", "show"), ("db", "status"), ("host", "list"), ("host", "show"), ("log",),
     ("render",), ("simulate",), ("stats",), ("tenant", "list"), ("tenant", "show"), ("trace", "export"),
-    ("trace", "generate"), ("trace", "list"), ("vm", "list"), ("vm", "show"),
+    ("trace", "generate"), ("trace", "list"), ("vm", "guest-view"), ("vm", "list"), ("vm", "show"),
 }
 """Commands that never change the inventory: their refusals are not logged (`rebalance` without --apply and
 any --dry-run neither)."""
@@ -237,7 +237,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve, cordon, drain."),
     "tenant": ("vnuma.cli.tenants", "app", "Tenants: isolation level and quotas."),
     "place": ("vnuma.cli.placing", "place", None),
-    "vm": ("vnuma.cli.vms", "app", "VMs: list, show, start, stop, undefine, release, repin, migrate."),
+    "vm": ("vnuma.cli.vms", "app", "VMs: list, show, guest-view, start, stop, undefine, release, repin, migrate."),
     "simulate": ("vnuma.cli.simulating", "simulate", None),
     "trace": ("vnuma.cli.traces", "app", "Workload traces: the example scenarios, generate one, export the inventory."),
     "render": ("vnuma.cli.applying", "render", None),

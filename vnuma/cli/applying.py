@@ -42,6 +42,13 @@ IoThreadsOpt = Annotated[
 ]
 
 
+GuestHintsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--guest-hints",
+        help="Give the guest its view (vm guest-view) as an SMBIOS OEM string it can read at boot (dmidecode -t 11).",
+    ),
+]
 SocketsOpt = Annotated[int | None, typer.Option("--sockets", help="Guest CPU sockets (default: follow the host).")]
 CoresOpt = Annotated[int | None, typer.Option("--cores", help="Guest cores per socket (default: what is left).")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="Guest threads per core (default: as placed).")]
@@ -49,7 +56,7 @@ ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="Guest threads
 
 def _options(
     ctx: typer.Context, domain_type: str | None, memnode_mode: str | None, iothreads: int | None = None,
-    topology: tuple[int | None, int | None, int | None] = (None, None, None),
+    topology: tuple[int | None, int | None, int | None] = (None, None, None), guest_hints: bool = False,
 ) -> Any:
     """The render options: given ones checked as the configuration's are, the others configured."""
     from vnuma.render.view import RenderOptions
@@ -64,7 +71,7 @@ def _options(
     return RenderOptions(
         domain_type=domain_type or configured["domain_type"],
         memnode_mode=memnode_mode or configured["memnode_mode"],
-        iothreads=iothreads, sockets=sockets, cores=cores, threads=threads,
+        iothreads=iothreads, sockets=sockets, cores=cores, threads=threads, guest_hints=guest_hints,
     )
 
 
@@ -78,6 +85,7 @@ def render(
     sockets: SocketsOpt = None,
     cores: CoresOpt = None,
     threads: ThreadsOpt = None,
+    guest_hints: GuestHintsOpt = False,
 ) -> None:
     """Print the VM's libvirt domain XML (validated against libvirt's schema and the placement).
 
@@ -88,7 +96,7 @@ def render(
     """
     from vnuma.services.applying import render_vm
 
-    options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads))
+    options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads), guest_hints)
     typer.echo(render_vm(settings(ctx), vm, options, template), nl=False)
 
 
@@ -106,12 +114,13 @@ def apply(
     sockets: SocketsOpt = None,
     cores: CoresOpt = None,
     threads: ThreadsOpt = None,
+    guest_hints: GuestHintsOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Define the VM's domain on its host through libvirt, and optionally start it.
 
     The options are recorded with the VM: a later move re-renders it with
-    them (--memnode-mode, --iothreads, --sockets/--cores/--threads, --template).
+    them (--memnode-mode, --iothreads, --sockets/--cores/--threads, --guest-hints, --template).
     JSON: the VM as `vm show --json` prints it, after the change (with
     --dry-run: {"vm", "diff"}).
 
@@ -119,7 +128,7 @@ def apply(
     """
     from vnuma.services.applying import apply_vm
 
-    options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads))
+    options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads), guest_hints)
     result = apply_vm(settings(ctx), vm, options, template, start=start, dry_run=dry_run)
     if dry_run:
         if as_json:

@@ -2,12 +2,12 @@
 
 ``list`` and ``show`` live in :mod:`.placing`, ``start``, ``stop``,
 ``undefine`` and ``release`` in :mod:`.applying`, ``repin`` and ``migrate``
-in :mod:`.moving`; importing them registers them all on the group.
+in :mod:`.moving`, ``guest-view`` in :mod:`.guestview`; importing them registers them all on the group.
 """
 
 from __future__ import annotations
 
-from vnuma.cli import applying, moving
+from vnuma.cli import applying, guestview, moving
 from vnuma.cli.placing import vm_app as app
 
-__all__ = ["app", "applying", "moving"]
+__all__ = ["app", "applying", "guestview", "moving"]

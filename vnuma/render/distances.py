@@ -7,7 +7,10 @@ cannot express) and the validator (which refuses them) use this one rule.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+
+from vnuma.placement.model import CellAssignment
+from vnuma.topology import Host
 
 LOCAL_DISTANCE = 10
 MAX_DISTANCE = 255
@@ -51,3 +54,29 @@ def distance_problem(matrix: Matrix, cell_ids: frozenset[int]) -> str | None:
                     f"(cell {sibling} gives {back} back)"
                 )
     return None
+
+
+def mirrored(host: Host, cells: Iterable[CellAssignment]) -> dict[int, dict[int, int]]:
+    """Guest cell -> guest cell -> distance, copied from the chosen host cells; empty when libvirt could not
+    take them.
+
+    Empty for one cell, when the host gives no distance for some pair, or
+    when the mirror is not a valid SLIT (two guest cells on one host cell
+    would need an off-diagonal 10, which libvirt refuses). The rendered
+    ``<distances>`` and the guest view both come from here.
+    """
+    cells = list(cells)
+    if len(cells) < 2:
+        return {}
+    matrix: dict[int, dict[int, int]] = {}
+    for a in cells:
+        row: dict[int, int] = {}
+        for b in cells:
+            value = host.cell(a.host_cell).distance_to(b.host_cell)
+            if value is None:
+                return {}
+            row[b.guest_cell] = value
+        matrix[a.guest_cell] = row
+    if distance_problem(matrix, frozenset(matrix)) is not None:
+        return {}
+    return matrix

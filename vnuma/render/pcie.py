@@ -52,7 +52,13 @@ class RootPort:
 
 @dataclass(frozen=True, slots=True)
 class Hostdev:
-    """A host PCI function (``source_*``) placed on the root port whose index is ``bus``."""
+    """A host PCI function (``source_*``) placed on the root port whose index is ``bus``.
+
+    ``guest_address`` is where the guest finds it: firmware numbers the
+    secondary buses of an expander's root ports from the expander's
+    ``busNr`` + 1 in slot order, and each device is function 0 of slot 0 on
+    its port's bus (checked in a real guest by tests/integration/test_guest_view.py).
+    """
 
     address: str
     source_domain: str
@@ -60,6 +66,7 @@ class Hostdev:
     source_slot: str
     source_function: str
     bus: str
+    guest_address: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +134,7 @@ def layout_devices(
             ports.append(
                 RootPort(str(port_index), str(port_index), f"0x{slot * 8:x}", _hex2(exp_index), _hex2(slot))
             )
-            hostdevs.append(_hostdev(vm, dev, _hex2(port_index)))
+            hostdevs.append(_hostdev(vm, dev, _hex2(port_index), f"0000:{next_bus_nr + 1 + slot:02x}:00.0"))
     return PcieLayout(tuple(expanders), tuple(ports), tuple(hostdevs))
 
 
@@ -135,9 +142,9 @@ def _hex2(value: int) -> str:
     return f"0x{value:02x}"
 
 
-def _hostdev(vm: str, dev: DeviceAssignment, bus: str) -> Hostdev:
+def _hostdev(vm: str, dev: DeviceAssignment, bus: str, guest_address: str) -> Hostdev:
     match = _PCI_ADDRESS.match(dev.address)
     if not match:
         raise RenderError(f"VM {vm!r}: device address {dev.address!r} is not a PCI address dddd:bb:ss.f")
     domain, pci_bus, slot, function = (g.lower() for g in match.groups())
-    return Hostdev(dev.address, f"0x{domain}", f"0x{pci_bus}", f"0x{slot}", f"0x{function}", bus)
+    return Hostdev(dev.address, f"0x{domain}", f"0x{pci_bus}", f"0x{slot}", f"0x{function}", bus, guest_address)

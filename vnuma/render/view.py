@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
 from vnuma.placement.model import MAX_IOTHREADS, CellAssignment, CpuPolicy, MemoryMode, Placement, iothread_pins
-from vnuma.render.distances import distance_problem
+from vnuma.render.distances import mirrored
+from vnuma.render.guestview import GuestView, guest_view, hint_string
 from vnuma.render.metadata import VNUMA_NS
 from vnuma.render.pcie import PcieLayout, layout_devices
 from vnuma.topology import PAGE_4K, Host, format_cpuset
@@ -48,6 +49,8 @@ class RenderOptions:
     threads: int | None = None
     """``sockets``/``cores``/``threads``: the guest CPU topology the operator asks for instead of the
     one that follows the host (:func:`topology_of`)."""
+    guest_hints: bool = False
+    """Give the guest its view (:mod:`vnuma.render.guestview`) as an SMBIOS OEM string."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,7 @@ class MetaDevice:
     kind: str
     guest_cell: str
     host_cell: str
+    guest_address: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +164,10 @@ class DomainView:
     meta_emulator_pcpus: str
     meta_cells: tuple[MetaCell, ...]
     meta_devices: tuple[MetaDevice, ...]
+    guest: GuestView
+    """What the guest sees (``vnuma vm guest-view``); templates may use it too."""
+    guest_hints: str
+    """The SMBIOS OEM string carrying :attr:`guest` (``--guest-hints``), or "" for none."""
 
 
 def domain_uuid(placement: Placement) -> str:
@@ -196,6 +204,10 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     memnodes = _memnodes(cells, options.memnode_mode)
     iothreads = placement.iothreads if options.iothreads is None else options.iothreads
     iothread_cpuset = format_cpuset(iothread_pins(placement))
+    distances = mirrored(host, cells)
+    pcie = layout_devices(placement.vm, placement.devices, guest_ids, options.machine)
+    guest = guest_view(placement, cells, distances, pcie)
+    guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
     return DomainView(
         name=placement.vm,
         uuid=options.uuid or domain_uuid(placement),
@@ -225,17 +237,20 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
             guest_topology(placement.threads_per_core, tuple(len(c.vcpus) for c in cells), _sockets(host, cells)),
             placement.vcpus, options,
         ),
-        cells=_guest_cells(host, cells),
+        cells=_guest_cells(cells, distances),
         pages=_pages(cells),
-        pcie=layout_devices(placement.vm, placement.devices, guest_ids, options.machine),
+        pcie=pcie,
         meta_emulator_pcpus=format_cpuset(placement.emulator_pcpus),
         meta_cells=tuple(_meta_cell(c) for c in cells),
         meta_devices=tuple(
             MetaDevice(
-                d.address, str(d.kind), str(d.guest_cell), "" if d.host_cell is None else str(d.host_cell)
+                d.address, str(d.kind), str(d.guest_cell), "" if d.host_cell is None else str(d.host_cell),
+                guest_address[d.address],
             )
             for d in sorted(placement.devices, key=lambda d: d.address)
         ),
+        guest=guest,
+        guest_hints=hint_string(guest) if options.guest_hints else "",
     )
 
 
@@ -369,44 +384,17 @@ def _vcpupins(placement: Placement, cells: tuple[CellAssignment, ...]) -> tuple[
     return tuple(Pin(str(v), cpuset) for v, cpuset in sorted(pins))
 
 
-def _guest_cells(host: Host, cells: tuple[CellAssignment, ...]) -> tuple[GuestCell, ...]:
-    distances = _mirrored_distances(host, cells)
+def _guest_cells(cells: tuple[CellAssignment, ...], distances: dict[int, dict[int, int]]) -> tuple[GuestCell, ...]:
     return tuple(
         GuestCell(
             id=str(c.guest_cell),
             cpus=format_cpuset(c.vcpus),
             memory_kib=str(c.memory_kib),
             mem_access="shared" if c.page_size_kib > PAGE_4K else "",
-            distances=distances.get(c.guest_cell, ()),
+            distances=tuple(Sibling(str(s), str(v)) for s, v in sorted(distances.get(c.guest_cell, {}).items())),
         )
         for c in cells
     )
-
-
-def _mirrored_distances(host: Host, cells: tuple[CellAssignment, ...]) -> dict[int, tuple[Sibling, ...]]:
-    """Guest distances copied from the chosen host cells; none when libvirt could not take them.
-
-    Omitted for one cell, when the host gives no distance for some pair, or
-    when the mirror is not a valid SLIT (two guest cells on one host cell
-    would need an off-diagonal 10, which libvirt refuses).
-    """
-    if len(cells) < 2:
-        return {}
-    matrix: dict[int, dict[int, int]] = {}
-    for a in cells:
-        row: dict[int, int] = {}
-        for b in cells:
-            value = host.cell(a.host_cell).distance_to(b.host_cell)
-            if value is None:
-                return {}
-            row[b.guest_cell] = value
-        matrix[a.guest_cell] = row
-    if distance_problem(matrix, frozenset(matrix)) is not None:
-        return {}
-    return {
-        cell: tuple(Sibling(str(sib), str(val)) for sib, val in sorted(row.items()))
-        for cell, row in matrix.items()
-    }
 
 
 def _pages(cells: tuple[CellAssignment, ...]) -> tuple[Page, ...]:

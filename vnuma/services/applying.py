@@ -18,7 +18,8 @@ from vnuma.inventory.db import open_inventory
 from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement
 from vnuma.render.domain import render_domain
-from vnuma.render.view import RenderOptions
+from vnuma.render.guestview import GuestView
+from vnuma.render.view import RenderOptions, build_view
 from vnuma.services import Settings
 from vnuma.services.hypervisors import open_hypervisor
 from vnuma.topology import Host
@@ -35,6 +36,14 @@ def render_vm(settings: Settings, vm: str, options: RenderOptions, template: Pat
     """The validated domain XML of a placed VM."""
     placement, _state, host = _load(open_inventory(settings.db_url), vm)
     return render_domain(host, placement, options=options, template=template, templates_dir=settings.templates_dir)
+
+
+def guest_view_of(settings: Settings, vm: str) -> GuestView:
+    """What the VM's guest sees (:mod:`vnuma.render.guestview`), rendered with the options it was applied with."""
+    inventory = open_inventory(settings.db_url)
+    placement, _state, host = _load(inventory, vm)
+    options, _template = rendering_of(inventory.get_rendering(vm))
+    return build_view(host, placement, options).guest
 
 
 def rendering_doc(options: RenderOptions, template: Path | None) -> dict[str, object]:

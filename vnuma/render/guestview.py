@@ -1,0 +1,147 @@
+"""What a guest sees of its placement, and how to use it from inside: the guest view.
+
+Pure: no I/O. Pinning on the host is wasted when the inference process in
+the guest runs on the wrong guest node, so the view says, in the guest's own
+terms, which node holds which vCPUs and memory, which node each
+passed-through device sits on and at which guest PCI address, and gives a
+launch prefix per device (``numactl`` binding to the device's node, and for
+GPUs the ``CUDA_VISIBLE_DEVICES`` index to pair with it).
+
+:func:`vnuma.render.view.build_view` builds it from the same guest cells,
+distances and PCIe layout it renders, so the view cannot drift from the
+domain XML. ``vnuma vm guest-view`` prints it; ``apply --guest-hints``
+writes :func:`hint_string` into an SMBIOS OEM string (type 11) the guest
+reads at boot (``dmidecode -t 11``, or ``/sys/firmware/dmi/tables/DMI``).
+
+CUDA numbers GPUs fastest first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``;
+with it, a GPU's index is its rank by PCI address among the guest's GPUs,
+which is what ``cuda_index`` is (every GPU the guest has is one vnuma
+passed through). The launch prefix therefore sets both variables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from vnuma.placement.model import CellAssignment, Placement
+from vnuma.render.pcie import PcieLayout
+from vnuma.topology import DeviceKind
+
+HINT_PREFIX = "vnuma-guest-view:"
+"""The OEM string's start; the rest is :func:`as_dict` as compact JSON."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuestNode:
+    """A guest NUMA node: its vCPUs (the guest's CPU numbers), memory, host page size and distances."""
+
+    id: int
+    vcpus: tuple[int, ...]
+    memory_kib: int
+    page_size_kib: int
+    distances: tuple[tuple[int, int], ...]
+    """(other node, distance) pairs, this node included; empty when the domain gives none."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuestDevice:
+    """A passed-through device as the guest finds it."""
+
+    address: str
+    """The host PCI address."""
+    kind: str
+    node: int
+    guest_address: str
+    cuda_index: int | None
+    """Rank among the guest's GPUs in PCI order (None for other devices)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuestView:
+    vm: str
+    tenant: str | None
+    host: str
+    nodes: tuple[GuestNode, ...]
+    devices: tuple[GuestDevice, ...]
+
+    def node(self, node_id: int) -> GuestNode:
+        return next(n for n in self.nodes if n.id == node_id)
+
+
+def guest_view(
+    placement: Placement, cells: Iterable[CellAssignment], distances: Mapping[int, Mapping[int, int]],
+    pcie: PcieLayout,
+) -> GuestView:
+    """The view of ``placement`` whose guest ``cells`` get ``distances`` and devices ``pcie``."""
+    nodes = tuple(
+        GuestNode(
+            c.guest_cell, tuple(sorted(c.vcpus)), c.memory_kib, c.page_size_kib,
+            tuple(sorted(distances.get(c.guest_cell, {}).items())),
+        )
+        for c in sorted(cells, key=lambda c: c.guest_cell)
+    )
+    guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
+    assigned = sorted(placement.devices, key=lambda d: guest_address[d.address])
+    gpus = [d.address for d in assigned if d.kind is DeviceKind.GPU]
+    devices = tuple(
+        GuestDevice(
+            d.address, str(d.kind), d.guest_cell, guest_address[d.address],
+            gpus.index(d.address) if d.kind is DeviceKind.GPU else None,
+        )
+        for d in assigned
+    )
+    return GuestView(placement.vm, placement.tenant, placement.host, nodes, devices)
+
+
+def launch_prefix(view: GuestView, node_id: int, devices: Iterable[GuestDevice] = ()) -> str:
+    """The command prefix that runs a process on guest node ``node_id`` with ``devices``' GPUs visible.
+
+    CPUs are bound to the node only when it has vCPUs (a memory-only node
+    has none to run on); memory always.
+    """
+    cuda = [str(d.cuda_index) for d in devices if d.cuda_index is not None]
+    words = [f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={','.join(cuda)}"] if cuda else []
+    words.append("numactl")
+    if view.node(node_id).vcpus:
+        words.append(f"--cpunodebind={node_id}")
+    words.append(f"--membind={node_id}")
+    return " ".join(words)
+
+
+def as_dict(view: GuestView) -> dict[str, object]:
+    """The ``vm guest-view --json`` object (keys are only ever added)."""
+    return {
+        "vm": view.vm,
+        "tenant": view.tenant,
+        "host": view.host,
+        "nodes": [
+            {
+                "id": n.id,
+                "vcpus": list(n.vcpus),
+                "memory_kib": n.memory_kib,
+                "page_size_kib": n.page_size_kib,
+                "distances": {str(other): value for other, value in n.distances},
+                "devices": [d.guest_address for d in view.devices if d.node == n.id],
+                "launch": launch_prefix(view, n.id, [d for d in view.devices if d.node == n.id]),
+            }
+            for n in view.nodes
+        ],
+        "devices": [
+            {
+                "address": d.address,
+                "kind": d.kind,
+                "node": d.node,
+                "guest_address": d.guest_address,
+                "cuda_index": d.cuda_index,
+                "launch": launch_prefix(view, d.node, [d]),
+            }
+            for d in view.devices
+        ],
+    }
+
+
+def hint_string(view: GuestView) -> str:
+    """The SMBIOS OEM string ``apply --guest-hints`` gives the guest: the prefix and compact JSON."""
+    return HINT_PREFIX + json.dumps(as_dict(view), separators=(",", ":"), sort_keys=True)
