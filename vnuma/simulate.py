@@ -24,6 +24,7 @@ import gc
 import statistics
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,11 +97,17 @@ class Base:
     tenants: tuple[Tenant, ...]
 
 
+PROGRESS_EVERY = 256
+
+
 def run(
     trace: Trace, strategy: Strategy = Strategy.PACK, isolation: Isolation = Isolation.CORE,
-    base: Base | None = None,
+    base: Base | None = None, progress: Callable[[int], None] | None = None,
 ) -> SimulationReport:
     """Place every request of ``trace`` in arrival order and report.
+
+    ``progress`` is told how many more requests were decided, every
+    :data:`PROGRESS_EVERY` requests and at the end (between decisions, outside their timings).
 
     ``base``: replay on those hosts with their VMs already placed (``simulate --from-inventory``); the trace's
     hosts are ignored, a trace tenant that is one of ``base``'s keeps its own isolation and quotas (a request
@@ -134,7 +141,9 @@ def run(
     gc.disable()
     try:
         start = clock()
-        for request in requests:
+        for done, request in enumerate(requests):
+            if progress is not None and done and done % PROGRESS_EVERY == 0:
+                progress(PROGRESS_EVERY)
             t0 = clock()
             try:
                 result = place(request, fleet, strategy, explain=False, memory=memory)
@@ -152,6 +161,8 @@ def run(
             else:
                 checks.append(result.rejections[0].check if result.rejections else "no-hosts")
         wall = clock() - start
+        if progress is not None and requests:
+            progress(len(requests) - (len(requests) - 1) // PROGRESS_EVERY * PROGRESS_EVERY)
     finally:
         if collecting:
             gc.enable()

@@ -83,6 +83,10 @@ def test_render_prints_valid_xml_naming_the_placements_pins(cli: Cli, placed: di
     assert conn.listDefinedDomains() == []  # render defines nothing
 
 
+def test_render_json_carries_the_same_xml(cli: Cli, placed: dict[str, Any]) -> None:
+    assert cli.ok("render", VM, "--json").json() == {"vm": VM, "xml": cli.ok("render", VM).stdout}
+
+
 def test_apply_defines_the_domain_and_records_defined(cli: Cli, placed: dict[str, Any], conn: Any) -> None:
     assert _state(cli) == "placed"
     res = cli.ok("apply", VM)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,27 @@ def test_command_has_help_and_is_in_the_readme(path: tuple[str, ...]) -> None:
     assert res.exit_code == 0, res.output
     assert "Usage:" in res.output and len(res.output.splitlines()) > 3
     assert f"vnuma {' '.join(path)}" in README, f"README does not mention `vnuma {' '.join(path)}`"
+
+
+def _command(path: tuple[str, ...]) -> typer.core.TyperCommand:
+    cmd = typer.main.get_command(app)
+    for name in path:
+        cmd = cmd.get_command(typer.Context(cmd), name)
+    return cmd
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) for p in COMMANDS])
+def test_help_has_an_example_the_command_line_parser_accepts(path: tuple[str, ...]) -> None:
+    examples = [
+        line.split("Example:", 1)[1].strip() for line in (_command(path).help or "").splitlines() if "Example:" in line
+    ]
+    assert examples, f"`vnuma {' '.join(path)} --help` shows no example"
+    for example in examples:
+        words = shlex.split(example)
+        while "=" in words[0]:  # VAR=value before the command
+            words.pop(0)
+        assert words[0] == "vnuma", example
+        assert " ".join(path) in " ".join(words), f"the example of `vnuma {' '.join(path)}` is another command"
+        # Click reads options in order: an unknown one fails before the trailing --help is reached.
+        res = CliRunner().invoke(app, [*words[1:], "--help"])
+        assert res.exit_code == 0, f"{example}: {res.output}"

@@ -7,11 +7,7 @@ not (a missing test-driver node file; an unresolvable ssh host).
 
 from __future__ import annotations
 
-import os
-import pty
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -221,42 +217,6 @@ def test_refresh_all_table_says_no_change_and_exits_0(cli: Cli, tmp_path: Path) 
     lines = [line.split(None, 2) for line in res.stdout.splitlines()]
     assert ["alpha", "refreshed", "no change"] in [[p.strip() for p in line] for line in lines]
     assert "2 refreshed, 1 skipped" in res.stdout
-
-
-@pytest.mark.libvirt
-def test_progress_bar_goes_to_a_terminal_stderr_only(cli: Cli, tmp_path: Path) -> None:
-    hosts = _write(tmp_path, f"alpha {GOOD}\nbravo {GOOD}\n")
-    quiet = cli.process("host", "add", "--from-file", hosts)
-    assert quiet.exit_code == 0 and quiet.stderr == ""
-    cli.ok("host", "remove", "alpha")
-    cli.ok("host", "remove", "bravo")
-    primary, secondary = pty.openpty()
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "vnuma.cli", *cli.options, "host", "add", "--from-file", hosts],
-            stdout=subprocess.PIPE, stderr=secondary, text=True, cwd=REPO, timeout=120,
-            env={**os.environ, "TERM": "xterm", "COLUMNS": "100"},
-        )
-        os.close(secondary)
-        terminal = _drain(primary)
-    finally:
-        os.close(primary)
-    assert proc.returncode == 0
-    assert "2/2" in terminal and "adding" in terminal
-    assert "2 added" in proc.stdout and "2/2" not in proc.stdout
-
-
-def _drain(fd: int) -> str:
-    chunks = []
-    while True:
-        try:
-            data = os.read(fd, 65536)
-        except OSError:  # EIO: the other side is closed
-            break
-        if not data:
-            break
-        chunks.append(data)
-    return b"".join(chunks).decode("utf-8", "replace")
 
 
 # --- the host-list format (pure) ---------------------------------------------------------------------

@@ -86,18 +86,25 @@ def render(
     cores: CoresOpt = None,
     threads: ThreadsOpt = None,
     guest_hints: GuestHintsOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print the VM's libvirt domain XML (validated against libvirt's schema and the placement).
 
     The guest CPU topology follows the host (one socket per host socket the
     VM's cells span, threads as placed); --sockets/--cores/--threads replace
     it (their product must be the vCPU count; cores, when not given, is what
-    the others leave). Example: vnuma render tenant-a-vm1 --threads 1
+    the others leave). JSON: {"vm", "xml"}.
+
+    Example: vnuma render tenant-a-vm1 --threads 1
     """
     from vnuma.services.applying import render_vm
 
     options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads), guest_hints)
-    typer.echo(render_vm(settings(ctx), vm, options, template), nl=False)
+    xml = render_vm(settings(ctx), vm, options, template)
+    if as_json:
+        output.echo_json({"vm": vm, "xml": xml})
+        return
+    typer.echo(xml, nl=False)
 
 
 def apply(
@@ -152,7 +159,10 @@ def _done(ctx: typer.Context, vm: str, state: str, as_json: bool) -> None:
 
 @vm_app.command("start")
 def start(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
-    """Start the VM's defined domain (`vnuma apply VM` defines it). JSON: the VM as `vm show --json` prints it."""
+    """Start the VM's defined domain (`vnuma apply VM` defines it). JSON: the VM as `vm show --json` prints it.
+
+    Example: vnuma vm start tenant-a-vm1
+    """
     from vnuma.services.applying import start_vm
 
     state = start_vm(settings(ctx), vm)
@@ -161,7 +171,10 @@ def start(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
 
 @vm_app.command("stop")
 def stop(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
-    """Power the VM's domain off (its claims stay). JSON: the VM as `vm show --json` prints it."""
+    """Power the VM's domain off (its claims stay). JSON: the VM as `vm show --json` prints it.
+
+    Example: vnuma vm stop tenant-a-vm1
+    """
     from vnuma.services.applying import stop_vm
 
     state = stop_vm(settings(ctx), vm)
@@ -170,7 +183,10 @@ def stop(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
 
 @vm_app.command("undefine")
 def undefine(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
-    """Stop and undefine the VM's domain (its claims stay: state placed). JSON: the VM as `vm show --json` prints it."""
+    """Stop and undefine the VM's domain (its claims stay: state placed). JSON: the VM as `vm show --json` prints it.
+
+    Example: vnuma vm undefine tenant-a-vm1
+    """
     from vnuma.services.applying import undefine_vm
 
     state = undefine_vm(settings(ctx), vm)
@@ -186,7 +202,10 @@ def release(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Free the VM's pCPUs, pages and devices and forget it. JSON: the VM as it was, with "released": true."""
+    """Free the VM's pCPUs, pages and devices and forget it. JSON: the VM as it was, with "released": true.
+
+    Example: vnuma vm release tenant-a-vm1 --undefine
+    """
     from vnuma.services.applying import release_vm
     from vnuma.services.queries import get_vm
 

@@ -9,6 +9,7 @@ import typer
 
 from vnuma.cli import output, settings
 from vnuma.cli.options import StrategyOpt, strategy_of
+from vnuma.cli.progress import bar
 
 if TYPE_CHECKING:
     from vnuma.services.capacity import CapacityReport
@@ -50,7 +51,10 @@ def capacity(
     from vnuma.services.capacity import capacity as run
 
     chosen = strategy_of(ctx, strategy)
-    report = run(settings(ctx), list(shapes), count=count, host=host, strategy=chosen, tenant=tenant)
+    with bar("placing copies", as_json=as_json) as progress:
+        report = run(
+            settings(ctx), list(shapes), count=count, host=host, strategy=chosen, tenant=tenant, progress=progress
+        )
     if as_json:
         output.echo_json(report_to_dict(report))
         return

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -12,11 +10,12 @@ import typer
 
 from vnuma.cli import output, settings
 from vnuma.cli.completion import HostArg
+from vnuma.cli.progress import bar
 from vnuma.cli.rebalancing import AllowMigrateOpt, AllowRestartOpt, ApplyOpt, YesOpt
 from vnuma.topology import format_size_kib
 
 if TYPE_CHECKING:
-    from vnuma.services.discovery import Batch, Outcome
+    from vnuma.services.discovery import Batch
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -47,13 +46,16 @@ def add(
     jobs: JobsOpt = 8,
     as_json: output.JsonOpt = False,
 ) -> None:
-    """Discover a host's NUMA topology and PCI devices through libvirt and record it (or many: --from-file)."""
+    """Discover a host's NUMA topology and PCI devices through libvirt and record it (or many: --from-file).
+
+    Example: vnuma host add gpu-node-1 --uri qemu+ssh://root@gpu-node-1/system
+    """
     if from_file is not None:
         from vnuma.services.discovery import add_from_file
 
         clashing = _given(("NAME", name), ("--uri", uri), ("--capabilities", capabilities), ("--demo", demo))
-        with _progress("adding") as reporter:
-            batch = add_from_file(settings(ctx), from_file, sys.stdin, jobs, reporter, clashing=clashing)
+        with bar("adding", as_json=as_json) as progress:
+            batch = add_from_file(settings(ctx), from_file, sys.stdin, jobs, progress, clashing=clashing)
         _print_batch(batch, as_json)
         return
     from vnuma.services.hosts import add_host
@@ -76,7 +78,10 @@ def import_(
     hwloc: Annotated[Path | None, typer.Option("--hwloc", help="`lstopo --of xml` output.")] = None,
     as_json: output.JsonOpt = False,
 ) -> None:
-    """Record a host from files: capabilities (+ node devices), or an hwloc XML dump."""
+    """Record a host from files: capabilities (+ node devices), or an hwloc XML dump.
+
+    Example: vnuma host import old-box --capabilities caps.xml --nodedev gpus.xml
+    """
     from vnuma.services.hosts import import_host
 
     host = import_host(settings(ctx), name, capabilities, nodedev or [], hwloc)
@@ -110,13 +115,15 @@ def refresh(
     """Rediscover a host (or --all) through its libvirt URI and report what changed.
 
     A host added with --demo or --capabilities FILE is read the same way again.
+
+    Example: vnuma host refresh --all --jobs 16 --json
     """
     if all_hosts:
         from vnuma.services.discovery import refresh_all
 
-        with _progress("refreshing") as reporter:
+        with bar("refreshing", as_json=as_json) as progress:
             clashing = _given(("NAME", name), ("--capabilities", capabilities))
-            batch = refresh_all(settings(ctx), jobs, reporter, clashing=clashing)
+            batch = refresh_all(settings(ctx), jobs, progress, clashing=clashing)
         _print_batch(batch, as_json)
         return
     from vnuma.services.hosts import refresh_host
@@ -135,6 +142,8 @@ def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
     """List hosts with their size and whether they take placements (cordoned hosts do not).
 
     JSON: [{"name", "uri", "source", "cells", "cpus", "gpus", "memory_kib", "cordoned"}].
+
+    Example: vnuma host list --json
     """
     from vnuma.services.queries import host_summaries
 
@@ -158,6 +167,8 @@ def cordon(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -
     """Stop placing on a host: no new VMs, no incoming moves; its VMs stay until moved (see host drain).
 
     JSON: {"name", "cordoned": true, "changed"}.
+
+    Example: vnuma host cordon gpu-node-1
     """
     from vnuma.services.queries import set_cordoned
 
@@ -245,7 +256,10 @@ def drain(
 
 @app.command("uncordon")
 def uncordon(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -> None:
-    """Let a cordoned host take placements again. JSON: {"name", "cordoned": false, "changed"}."""
+    """Let a cordoned host take placements again. JSON: {"name", "cordoned": false, "changed"}.
+
+    Example: vnuma host uncordon gpu-node-1
+    """
     from vnuma.services.queries import set_cordoned
 
     before = set_cordoned(settings(ctx), name, False)
@@ -291,7 +305,10 @@ def show(
 
 @app.command("remove")
 def remove(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -> None:
-    """Remove a host (refused while VMs are placed on it). JSON: {"name", "removed": true}."""
+    """Remove a host (refused while VMs are placed on it). JSON: {"name", "removed": true}.
+
+    Example: vnuma host remove old-box
+    """
     from vnuma.services.queries import remove_host
 
     remove_host(settings(ctx), name)
@@ -311,6 +328,8 @@ def reserve(
     """Keep host CPUs for the host itself: never placeable (replaces the previous set).
 
     JSON: the host as `host show --json` prints it.
+
+    Example: vnuma host reserve gpu-node-1 --cpus 0-1,64-65
     """
     from vnuma.services.queries import get_host, reserve_cpus
     from vnuma.topology import format_cpuset, parse_cpuset
@@ -346,36 +365,3 @@ def _print_batch(batch: Batch, as_json: bool) -> None:
         raise err
 
 
-class _Bar:
-    """A rich progress bar fed by the discovery service (called from this thread only)."""
-
-    def __init__(self, progress: Any, what: str) -> None:
-        self._progress = progress
-        self._what = what
-        self._task: Any = None
-        self._failed = 0
-
-    def start(self, total: int) -> None:
-        self._task = self._progress.add_task(self._what, total=total, failed=0)
-
-    def advance(self, outcome: Outcome) -> None:
-        self._failed += outcome.result.value == "failed"
-        self._progress.update(self._task, advance=1, failed=self._failed, description=f"{self._what} {outcome.name}")
-
-
-@contextmanager
-def _progress(what: str) -> Iterator[_Bar | None]:
-    """A progress bar on stderr when stderr is a terminal; nothing otherwise (scripts, pipes, CI logs)."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
-    )
-    with progress:
-        yield _Bar(progress, what)

@@ -36,6 +36,8 @@ def repin(
     with --live). "already placed so: nothing to do" when the engine keeps
     it where it is. JSON: the rebalance plan document ("objective":
     "repin"), with "run" when carried out.
+
+    Example: vnuma vm repin tenant-a-vm1 --cells 2,3 --live
     """
     from vnuma.services.lifecycle import plan_repin
     from vnuma.topology import parse_cpuset
@@ -68,6 +70,8 @@ def migrate(
     unknown host is exit 3, to its own host exit 4, to a cordoned host exit
     9, and a VM that does not fit there exit 5. JSON: the rebalance plan
     document ("objective": "migrate"), with "run" when carried out.
+
+    Example: vnuma vm migrate tenant-a-vm1 --to gpu-node-2 --live --dry-run
     """
     from vnuma.services.lifecycle import plan_migrate
 

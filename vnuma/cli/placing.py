@@ -250,7 +250,7 @@ def _make_room(
 ) -> dict[str, Any]:
     """The room plan for a VM that fits nowhere, applied with --apply; without a plan, why none was found
     (``"found": false`` and the ``"reason"``). With ``--host`` the plan moves VMs on that host only, and says so."""
-    from vnuma.cli.rebalancing import confirm_apply, plan_to_dict, print_plan, progress, room_words, run_to_dict
+    from vnuma.cli.rebalancing import confirm_apply, plan_to_dict, print_plan, room_words, run_to_dict, step_progress
     from vnuma.services.rebalancing import plan_room_for
 
     plan = plan_room_for(settings(ctx), request, max_moves=max_moves, for_apply=apply)
@@ -270,10 +270,10 @@ def _make_room(
         from vnuma.services.rebalance_apply import apply_plan
 
         confirm_apply(yes, len(plan.moves))
-        report = apply_plan(
-            settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
-            progress=None if as_json else progress,
-        )
+        with step_progress(as_json, len(plan.moves)) as progress:
+            report = apply_plan(
+                settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate, progress=progress
+            )
         doc["run"] = run_to_dict(report)
     return doc
 
@@ -317,7 +317,10 @@ def vm_list(
     host: Annotated[str | None, typer.Option("--host")] = None,
     as_json: output.JsonOpt = False,
 ) -> None:
-    """List VMs (optionally of one tenant or on one host)."""
+    """List VMs (optionally of one tenant or on one host).
+
+    Example: vnuma vm list --tenant tenant-a --json
+    """
     from vnuma.services.queries import list_vms
 
     vms = list_vms(settings(ctx), tenant, host)
@@ -344,7 +347,10 @@ def vm_dict(p: Placement, state: str) -> dict[str, Any]:
 
 @vm_app.command("show")
 def vm_show(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -> None:
-    """Show one VM's placement and state."""
+    """Show one VM's placement and state.
+
+    Example: vnuma vm show tenant-a-vm1 --json
+    """
     from vnuma.services.queries import get_vm
 
     placement, state = get_vm(settings(ctx), vm)

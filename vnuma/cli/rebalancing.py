@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from vnuma.cli import output, settings
+from vnuma.cli.progress import bar
 from vnuma.placement.model import SEARCHED, Objective
 from vnuma.topology import format_size_kib
 
@@ -75,6 +78,8 @@ def rebalance(
     --resume or rolled back by --abort. With --apply/--resume/--abort, JSON
     adds "run": {"id", "status", "steps": [{"seq", "vm", "kind", "status",
     "error"}]}; a failed step exits with its error's code (8 for libvirt).
+
+    Example: vnuma rebalance --objective locality --max-moves 4 --apply --yes
     """
     if resume or abort:
         _finish_run(ctx, resume=resume, abort=abort, as_json=as_json, busy=apply)
@@ -167,10 +172,10 @@ def carry_out(
         print_plan(doc)
     if confirm is not None:
         confirm_apply(confirm, len(plan.moves))
-    report = apply_plan(
-        settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate,
-        progress=None if as_json else progress,
-    )
+    with step_progress(as_json, len(plan.moves)) as progress:
+        report = apply_plan(
+            settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate, progress=progress
+        )
     doc["run"] = run_to_dict(report)
     if as_json:
         output.echo_json(doc)
@@ -192,9 +197,22 @@ def confirm_apply(yes: bool, moves: int) -> None:
         raise typer.Exit(1)
 
 
-def progress(step: Any, status: str) -> None:
-    """One stderr line per step as it starts and finishes."""
-    typer.echo(f"step {step.seq} {step.vm} ({step.kind}): {status}", err=True)
+@contextmanager
+def step_progress(as_json: bool, total: int | None) -> Iterator[Callable[[Any, str], None] | None]:
+    """The step reporter of a journaled run: one stderr line per step as it starts and finishes, and a
+    progress bar over the steps while someone watches (:mod:`vnuma.cli.progress`); None under --json."""
+    if as_json:
+        yield None
+        return
+    with bar("applying", as_json=as_json) as reporter:
+        reporter.start(total)
+
+        def report(step: Any, status: str) -> None:
+            reporter.note(f"step {step.seq} {step.vm} ({step.kind}): {status}")
+            if status in ("done", "undone"):
+                reporter.advance(step.vm)
+
+        yield report
 
 
 def _finish_run(ctx: typer.Context, *, resume: bool, abort: bool, as_json: bool, busy: bool) -> None:
@@ -204,7 +222,8 @@ def _finish_run(ctx: typer.Context, *, resume: bool, abort: bool, as_json: bool,
     from vnuma.services.rebalance_apply import resume as resume_run
 
     act = resume_run if resume else abort_run
-    report = act(settings(ctx), progress=None if as_json else progress)
+    with step_progress(as_json, None) as progress:
+        report = act(settings(ctx), progress=progress)
     if as_json:
         output.echo_json({"run": run_to_dict(report)})
     else:

@@ -51,6 +51,8 @@ def reconcile(
     "detail", "differences": [{"kind", "where", "what", "expected",
     "actual"}], "action" (none|release|set-state|adopt), "outcome"
     (null|proposed|done|refused|skipped), "note"}]}]}.
+
+    Example: vnuma reconcile gpu-node-1 --adopt --tenant tenant-a --yes
     """
     from vnuma.errors import ConflictError, HypervisorError
     from vnuma.services.reconciling import carry_out, check

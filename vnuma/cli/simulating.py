@@ -9,6 +9,7 @@ import typer
 
 from vnuma.cli import output, settings
 from vnuma.cli.options import StrategyOpt, strategy_of
+from vnuma.cli.progress import bar
 from vnuma.placement.model import Isolation
 
 
@@ -37,9 +38,11 @@ def simulate(
     """
     from vnuma.services.simulating import simulate_file
 
-    report = simulate_file(
-        trace, strategy_of(ctx, strategy), isolation, placements, settings(ctx) if from_inventory else None
-    )
+    with bar("placing requests", as_json=as_json) as progress:
+        report = simulate_file(
+            trace, strategy_of(ctx, strategy), isolation, placements, settings(ctx) if from_inventory else None,
+            progress,
+        )
     if as_json:
         output.echo_json(report)
         return

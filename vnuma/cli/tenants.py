@@ -26,7 +26,10 @@ def create(
     max_gpus: Annotated[int | None, typer.Option("--max-gpus", help="Quota on the tenant's GPUs.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create a tenant. JSON: the tenant ({"name", "isolation", "max_vcpus", "max_gpus"})."""
+    """Create a tenant. JSON: the tenant ({"name", "isolation", "max_vcpus", "max_gpus"}).
+
+    Example: vnuma tenant create tenant-a --isolation core --max-gpus 8
+    """
     from vnuma.placement.model import Tenant
     from vnuma.services.tenants import create_tenant
 
@@ -77,6 +80,8 @@ def update(
     quota may be set below what the tenant already uses: that refuses new
     VMs until usage falls below it, and moves nothing. JSON: the tenant
     after the change, and "before" as it was.
+
+    Example: vnuma tenant update tenant-a --max-vcpus none
     """
     from vnuma.services.tenants import update_tenant
 
@@ -110,7 +115,10 @@ def _text(value: object) -> str:
 
 @app.command("list")
 def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """List tenants with their VMs, vCPUs and GPUs in use."""
+    """List tenants with their VMs, vCPUs and GPUs in use.
+
+    Example: vnuma tenant list --json
+    """
     from vnuma.services.tenants import tenant_rows
 
     rows = tenant_rows(settings(ctx))
@@ -126,7 +134,10 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 @app.command("show")
 def show(ctx: typer.Context, name: TenantArg, as_json: JsonOpt = False) -> None:
-    """Show one tenant and its usage."""
+    """Show one tenant and its usage.
+
+    Example: vnuma tenant show tenant-a --json
+    """
     from vnuma.services.tenants import tenant_rows
 
     rows = [r for r in tenant_rows(settings(ctx), name) if r["name"] == name]
@@ -139,7 +150,10 @@ def show(ctx: typer.Context, name: TenantArg, as_json: JsonOpt = False) -> None:
 
 @app.command("remove")
 def remove(ctx: typer.Context, name: TenantArg, as_json: JsonOpt = False) -> None:
-    """Remove a tenant (refused while it has VMs). JSON: {"name", "removed": true}."""
+    """Remove a tenant (refused while it has VMs). JSON: {"name", "removed": true}.
+
+    Example: vnuma tenant remove tenant-a
+    """
     from vnuma.services.queries import remove_tenant
 
     remove_tenant(settings(ctx), name)

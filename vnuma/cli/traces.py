@@ -14,7 +14,10 @@ app = typer.Typer(no_args_is_help=True, add_completion=False)
 
 @app.command("list")
 def list_(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
-    """List the scenarios `vnuma trace generate` makes, with hosts, requests and a description."""
+    """List the scenarios `vnuma trace generate` makes, with hosts, requests and a description.
+
+    Example: vnuma trace list --json
+    """
     from vnuma.services.traces import trace_scenarios
 
     rows = trace_scenarios()
@@ -36,7 +39,10 @@ def generate(
     ] = 42,
     out: Annotated[str, typer.Option("--out", metavar="FILE", help="Write the trace here (`-`: stdout).")] = "-",
 ) -> None:
-    """Generate an example workload trace (format: docs/traces.md) for `vnuma simulate`."""
+    """Generate an example workload trace (format: docs/traces.md) for `vnuma simulate`.
+
+    Example: vnuma trace generate --scenario epyc-nps4-8cell --seed 7 --out trace.json
+    """
     from vnuma.services.traces import generate_trace, write_trace
 
     trace = generate_trace(scenario, seed)

@@ -21,6 +21,7 @@ from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Rejection, Strategy
 from vnuma.services import Settings
+from vnuma.services.progress import SILENT, Progress
 from vnuma.services.rebalancing import parse_shape
 
 PROBE_TENANT = "(capacity)"
@@ -50,7 +51,7 @@ class CapacityReport:
 
 def capacity(
     settings: Settings, shapes: list[str], *, count: int | None = None, host: str | None = None,
-    strategy: Strategy = Strategy.PACK, tenant: str | None = None,
+    strategy: Strategy = Strategy.PACK, tenant: str | None = None, progress: Progress = SILENT,
 ) -> CapacityReport:
     """Place copies of ``shapes`` round-robin on an in-memory copy of the inventory (see the module doc).
 
@@ -73,6 +74,7 @@ def capacity(
     fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
     fleet.set_isolation(owner, isolation)
     placed: list[tuple[str, Placement]] = []
+    progress.start(count)
     while count is None or len(placed) < count:
         i = len(placed)
         req = replace(
@@ -88,6 +90,7 @@ def capacity(
             return CapacityReport(tuple(shapes), tuple(placed), _grouped(refused.rejections), True)
         fleet.record(chosen)  # the engine admitted it on exactly this ledger: no second admission
         placed.append((shapes[i % len(shapes)], chosen))
+        progress.advance(chosen.host)
     return CapacityReport(tuple(shapes), tuple(placed), (), False)
 
 

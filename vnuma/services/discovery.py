@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from vnuma.codec import host_summary, summary_text
@@ -37,6 +37,7 @@ from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.services.hosts import discover, record_refresh, refresh_source
 from vnuma.services.names import check_host_name
+from vnuma.services.progress import SILENT, Progress
 from vnuma.topology import Host
 
 DEFAULT_JOBS = 8
@@ -106,26 +107,6 @@ class Batch:
             first.exit_code,
             hint="the other hosts were recorded; fix the failed ones and run the same command again",
         )
-
-
-class Reporter(Protocol):
-    """Progress callbacks, called from the calling thread only."""
-
-    def start(self, total: int) -> None:
-        """Discovery of ``total`` hosts begins."""
-
-    def advance(self, outcome: Outcome) -> None:
-        """One host is finished (recorded, skipped or failed)."""
-
-
-class Silent:
-    """A reporter that shows nothing."""
-
-    def start(self, total: int) -> None:
-        """Nothing to show."""
-
-    def advance(self, outcome: Outcome) -> None:
-        """Nothing to show."""
 
 
 def parse_host_list(text: str, what: str) -> list[Entry]:
@@ -206,7 +187,7 @@ def add_from_file(
     source: str,
     stdin: TextIO,
     jobs: int = DEFAULT_JOBS,
-    reporter: Reporter | None = None,
+    progress: Progress = SILENT,
     *,
     clashing: tuple[str, ...] = (),
 ) -> Batch:
@@ -221,11 +202,11 @@ def add_from_file(
             f"--from-file reads names and URIs from FILE; drop {', '.join(clashing)}",
             hint="lines of FILE are `NAME URI` or a bare `URI`",
         )
-    return add_hosts(settings, read_host_list(source, stdin), jobs, reporter)
+    return add_hosts(settings, read_host_list(source, stdin), jobs, progress)
 
 
 def add_hosts(
-    settings: Settings, entries: list[Entry], jobs: int = DEFAULT_JOBS, reporter: Reporter | None = None
+    settings: Settings, entries: list[Entry], jobs: int = DEFAULT_JOBS, progress: Progress = SILENT
 ) -> Batch:
     """Discover and record many hosts concurrently; each host succeeds or fails on its own.
 
@@ -251,7 +232,7 @@ def add_hosts(
             inventory.add_host(host)
             return Outcome(entry.name, entry.uri, Result.ADDED, _describe(host), host=host)
 
-        done = _run(todo, jobs, record, reporter, early)
+        done = _run(todo, jobs, record, progress, early)
     return Batch(tuple(done[e.name] for e in entries))
 
 
@@ -266,7 +247,7 @@ def _conflict(entry: Entry, uri: str | None) -> Outcome:
 def refresh_all(
     settings: Settings,
     jobs: int = DEFAULT_JOBS,
-    reporter: Reporter | None = None,
+    progress: Progress = SILENT,
     *,
     clashing: tuple[str, ...] = (),
 ) -> Batch:
@@ -299,7 +280,7 @@ def refresh_all(
                 entry.name, entry.uri, Result.REFRESHED, detail, host=refresh.host, changes=refresh.changes
             )
 
-        done = _run(todo, jobs, record, reporter, early)
+        done = _run(todo, jobs, record, progress, early)
     return Batch(tuple(done[s["name"]] for s in summaries))
 
 
@@ -328,7 +309,7 @@ def _run(
     todo: list[Entry],
     jobs: int,
     record: Callable[[Entry, Host], Outcome],
-    reporter: Reporter | None,
+    progress: Progress,
     early: dict[str, Outcome],
 ) -> dict[str, Outcome]:
     """Discover ``todo`` in up to ``jobs`` threads, then ``record`` each in this thread as it completes.
@@ -339,11 +320,10 @@ def _run(
     """
     if not 1 <= jobs <= MAX_JOBS:
         raise RuntimeError(f"jobs must be 1..{MAX_JOBS}, got {jobs}")
-    reporter = reporter or Silent()
-    reporter.start(len(todo) + len(early))
+    progress.start(len(todo) + len(early))
     done = dict(early)
     for outcome in early.values():
-        reporter.advance(outcome)
+        progress.advance(outcome.name, failed=outcome.result is Result.FAILED)
     if not todo:
         return done
     pool = ThreadPoolExecutor(max_workers=min(jobs, len(todo)), thread_name_prefix="vnuma-discover")
@@ -352,7 +332,7 @@ def _run(
         for future in as_completed(futures):
             entry = futures[future]
             done[entry.name] = _finish(entry, future, record)
-            reporter.advance(done[entry.name])
+            progress.advance(entry.name, failed=done[entry.name].result is Result.FAILED)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return done

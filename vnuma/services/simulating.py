@@ -11,12 +11,13 @@ from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Strategy
 from vnuma.services import Settings
 from vnuma.services.files import read_input
+from vnuma.services.progress import SILENT, Progress
 from vnuma.simulate import Base, load_trace, placements_to_list, report_to_dict, run
 
 
 def simulate_file(
     trace_path: Path, strategy: Strategy, isolation: Isolation, placements_path: Path | None,
-    inventory: Settings | None = None,
+    inventory: Settings | None = None, progress: Progress = SILENT,
 ) -> dict[str, Any]:
     """Run a trace file; optionally write the per-request placements as JSON.
 
@@ -29,7 +30,8 @@ def simulate_file(
         with open_reader(inventory.db_url) as reader:
             snap = reader.snapshot()
         base = Base(tuple(snap.hosts), tuple(snap.placements), tuple(snap.tenants.values()))
-    report = run(trace, strategy, isolation, base)
+    progress.start(len(trace.requests))
+    report = run(trace, strategy, isolation, base, lambda n: progress.advance(n=n))
     if placements_path is not None:
         try:
             placements_path.write_text(json.dumps(placements_to_list(report), indent=1))
