@@ -48,3 +48,49 @@ def host_tables(host: Host) -> None:
             ["CELL", *map(str, ids)],
             [(c.id, *(c.distance_to(o) for o in ids)) for c in host.cells],
         )
+    resctrl_tables(host)
+
+
+def resctrl_tables(host: Host) -> None:
+    """The resctrl section: cache ids (not NUMA cells) with their ways and classes, bandwidth domains,
+    monitors; one line when the host reports none."""
+    r = host.resctrl
+    if r.empty:
+        output.echo_lines(["resctrl: none (no cache or memory-bandwidth allocation or monitoring reported)"])
+        return
+    if r.caches:
+        rows = []
+        for bank in r.caches:
+            control = bank.controls[0] if bank.controls else None
+            rows.append((
+                bank.id, f"L{bank.level}", "/".join(c.type for c in bank.controls) or bank.type,
+                format_size_kib(bank.size_kib), bank.ways if bank.ways is not None else "-",
+                format_size_kib(control.granularity_kib) if control else "-",
+                format_size_kib(control.min_kib) if control else "-",
+                control.max_allocs if control else "monitor only",
+                format_cpuset(bank.cpus), format_cpuset(host.cells_of(bank.cpus)) or "-",
+            ))
+        output.echo_table(
+            "resctrl caches (ids are L3 cache ids, not NUMA cells)",
+            ["CACHE ID", "LEVEL", "TYPE", "SIZE", "WAYS", "GRANULE", "MIN", "CLOS", "CPUS", "CELLS"], rows,
+        )
+    if r.memory_bandwidth:
+        output.echo_table(
+            "resctrl memory bandwidth",
+            ["DOMAIN ID", "GRANULARITY", "MIN", "CLOS", "CPUS", "CELLS"],
+            [
+                (n.id, _or_dash(n.granularity), _or_dash(n.min), _or_dash(n.max_allocs), format_cpuset(n.cpus),
+                 format_cpuset(host.cells_of(n.cpus)) or "-")
+                for n in r.memory_bandwidth
+            ],
+        )
+    features = [
+        f"{what}: {', '.join(names) or '-'}"
+        for what, names in (("cache", r.cache_monitors), ("memory bandwidth", r.bandwidth_monitors))
+    ]
+    limit = f"; {r.max_monitors} monitors at most" if r.max_monitors is not None else ""
+    output.echo_lines([f"resctrl monitors: {'; '.join(features)}{limit}"])
+
+
+def _or_dash(value: int | None) -> int | str:
+    return "-" if value is None else value

@@ -23,6 +23,7 @@ from vnuma.codec.checks import (
     list_of,
     take,
 )
+from vnuma.codec.resctrl import resctrl_from_dict, resctrl_to_dict
 from vnuma.errors import InvalidInputError
 from vnuma.topology import (
     Cell,
@@ -36,6 +37,7 @@ from vnuma.topology import (
     count_of,
     format_size_kib,
 )
+from vnuma.topology.resctrl import NO_RESCTRL
 
 _SOURCE = enum_of(Source)
 _KIND = enum_of(DeviceKind)
@@ -51,6 +53,7 @@ def host_to_dict(host: Host) -> dict[str, Any]:
         "cordoned": host.cordoned,
         "cells": [_cell_to_dict(c) for c in host.cells],
         "devices": [_device_to_dict(d) for d in host.devices],
+        "resctrl": resctrl_to_dict(host.resctrl, host.cells_of),
     }
 
 
@@ -102,6 +105,7 @@ def host_from_dict(d: Mapping[str, Any]) -> Host:
         source=take(d, "source", at, _SOURCE, Source.CAPABILITIES.value),
         reserved_cpus=frozenset(take(d, "reserved_cpus", at, as_ints, [])),
         cordoned=take(d, "cordoned", at, as_bool, False),
+        resctrl=resctrl_from_dict(d["resctrl"], at.key("resctrl")) if d.get("resctrl") is not None else NO_RESCTRL,
     )
     return check_host(host)
 

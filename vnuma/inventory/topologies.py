@@ -2,8 +2,10 @@
 
 The ``hosts.topology`` column holds ``codec.host_to_dict(host)`` without the
 keys that have columns of their own (``name``, ``uri``, ``source``,
-``reserved_cpus``, ``cordoned``). Hosts of one hardware model therefore store the same
-text, and :class:`ShapeDecoder` parses and checks each distinct text once:
+``reserved_cpus``, ``cordoned``), and without ``resctrl`` when the host has
+none (so texts written before vnuma read resctrl stay what they are).
+Hosts of one hardware model therefore store the same text, and
+:class:`ShapeDecoder` parses and checks each distinct text once:
 loading a fleet of 10,000 hosts costs a few distinct decodes plus a cheap
 assembly per host. ``hosts.topology_digest`` (:func:`digest_topology`) names
 the text, so a fleet load (:func:`assemble_hosts`) reads each distinct text
@@ -21,6 +23,7 @@ from typing import Any
 from vnuma.codec import host_from_dict, host_to_dict
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.topology import Cell, Host, PciDevice, Source, format_cpuset, gc_paused, parse_cpuset
+from vnuma.topology.resctrl import Resctrl
 
 _OWN_COLUMNS = ("name", "uri", "source", "reserved_cpus", "cordoned")
 
@@ -35,6 +38,8 @@ def encode_topology(host: Host) -> str:
     doc: dict[str, Any] = host_to_dict(host)
     for key in _OWN_COLUMNS:
         del doc[key]
+    if host.resctrl.empty:
+        del doc["resctrl"]
     return json.dumps(doc, separators=(",", ":"))
 
 
@@ -64,14 +69,15 @@ def assemble_hosts(rows: Iterable[HostRowTuple], text_of: Callable[[str], str]) 
     return hosts
 
 
-_Parts = tuple[tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int]]
+_Parts = tuple[tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int], Resctrl]
+_Shape = tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int], Resctrl]
 
 
 class ShapeDecoder:
     """Decodes host rows, reusing the cells and devices of topology texts already seen."""
 
     def __init__(self) -> None:
-        self._shapes: dict[str, tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int]]] = {}
+        self._shapes: dict[str, _Shape] = {}
         self._parts: dict[tuple[str, str, str], _Parts] = {}
 
     def host(
@@ -88,8 +94,8 @@ class ShapeDecoder:
                 parts = self._parts[(topology, source, reserved_cpuset)] = self._decode_parts(
                     name, topology, source, reserved_cpuset
                 )
-            cells, devices, kind, reserved = parts
-            return Host(name, cells, devices, uri, kind, reserved, cordoned)
+            cells, devices, kind, reserved, resctrl = parts
+            return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl)
         except (ValueError, TypeError, InvalidInputError) as err:
             raise InventoryError(
                 f"inventory: stored topology of host {name!r} is unreadable: {err}",
@@ -102,20 +108,20 @@ class ShapeDecoder:
         shape = self._shapes.get(topology)
         if shape is None:
             shape = self._shapes[topology] = self._decode(name, topology)
-        cells, devices, cpu_ids = shape
+        cells, devices, cpu_ids, resctrl = shape
         reserved = parse_cpuset(reserved_cpuset)
         stray = reserved - cpu_ids
         if stray:
             raise InvalidInputError(f"reserved CPU(s) {format_cpuset(stray)} do not exist")
-        return cells, devices, Source(source), reserved
+        return cells, devices, Source(source), reserved, resctrl
 
     @staticmethod
-    def _decode(name: str, topology: str) -> tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int]]:
+    def _decode(name: str, topology: str) -> _Shape:
         doc = json.loads(topology)
         if not isinstance(doc, dict):
             raise InvalidInputError("not a JSON object")
         base = host_from_dict({**doc, "name": name})
-        return base.cells, base.devices, base.cpu_ids
+        return base.cells, base.devices, base.cpu_ids, base.resctrl
 
 
 

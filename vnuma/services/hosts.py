@@ -20,6 +20,7 @@ from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
 from vnuma.sources.hwloc import parse_hwloc
 from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
 from vnuma.topology import Host, PciDevice, Source, check_host, format_cpuset, format_size_kib
+from vnuma.topology.resctrl import Resctrl
 
 if TYPE_CHECKING:
     from vnuma.inventory.repo import Inventory
@@ -253,6 +254,28 @@ def diff_hosts(old: Host, new: Host) -> list[str]:
     for addr in sorted(old_devs.keys() & new_devs.keys()):
         if old_devs[addr] != new_devs[addr]:
             out.append(f"device {addr} changed")
+    out.extend(_resctrl_changes(old.resctrl, new.resctrl))
+    return out
+
+
+def _resctrl_changes(old: Resctrl, new: Resctrl) -> list[str]:
+    """What changed in resctrl, per cache (level, id) and bandwidth domain, then the monitors."""
+    out: list[str] = []
+    banks = ({(b.level, b.id): b for b in old.caches}, {(b.level, b.id): b for b in new.caches})
+    for key in sorted(banks[0].keys() | banks[1].keys()):
+        a, b = banks[0].get(key), banks[1].get(key)
+        if a != b:
+            what = "added" if a is None else "removed" if b is None else "changed"
+            out.append(f"resctrl L{key[0]} cache id {key[1]} {what}")
+    nodes = ({n.id: n for n in old.memory_bandwidth}, {n.id: n for n in new.memory_bandwidth})
+    for key in sorted(nodes[0].keys() | nodes[1].keys()):
+        a2, b2 = nodes[0].get(key), nodes[1].get(key)
+        if a2 != b2:
+            what = "added" if a2 is None else "removed" if b2 is None else "changed"
+            out.append(f"resctrl memory bandwidth domain {key} {what}")
+    monitors = ("cache_monitors", "bandwidth_monitors", "max_monitors")
+    if any(getattr(old, m) != getattr(new, m) for m in monitors):
+        out.append("resctrl monitors changed")
     return out
 
 

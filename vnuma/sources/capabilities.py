@@ -2,10 +2,12 @@
 
 Pure: no I/O; callers pass the document's bytes. Reads
 ``/capabilities/host/topology/cells/cell``: memory (any libvirt unit), page
-pools, SLIT distances and CPUs (socket, die, core, SMT siblings). Everything
-else a real host prints (``<cpu>`` model, cache banks, resctrl,
-``<memory_bandwidth>``, HMAT ``<interconnects>``, per-cell ``<cache>``,
-``<guest>`` sections) is accepted and ignored. Devices are not in this
+pools, SLIT distances and CPUs (socket, die, core, SMT siblings), and
+``/capabilities/host/cache`` and ``/memory_bandwidth``: the resctrl cache
+banks, bandwidth domains and monitors (:mod:`vnuma.topology.resctrl`).
+Everything else a real host prints (``<cpu>`` model, HMAT
+``<interconnects>``, per-cell ``<cache>``, ``<guest>`` sections) is
+accepted and ignored. Devices are not in this
 document: they come from node devices (:mod:`vnuma.sources.nodedev`).
 
 Tolerated gaps: a CPU without ``socket_id``/``die_id``/``core_id``/``siblings``
@@ -36,6 +38,7 @@ from vnuma.sources.xmlsafe import (
     shown,
 )
 from vnuma.topology import Cell, Cpu, Host, PagePool, Source, check_host, parse_cpuset
+from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl
 
 _NO_TOPOLOGY_HINT = (
     "this libvirt connection reports no host NUMA cells (libvirt's test:// driver never does); "
@@ -107,7 +110,7 @@ def parse_capabilities(
             f"{what}: no NUMA topology (no <host><topology><cells><cell> elements)", hint=_NO_TOPOLOGY_HINT
         )
     cells = sorted((_parse_cell(el, what) for el in cell_els), key=lambda c: c.id)
-    host = Host(name=name, cells=tuple(cells), uri=uri, source=source)
+    host = Host(name=name, cells=tuple(cells), uri=uri, source=source, resctrl=_parse_resctrl(host_el, what))
     try:
         return check_host(host)
     except InvalidInputError as err:
@@ -196,3 +199,107 @@ def _siblings(cpu_el: etree._Element, cpu_id: int, what: str) -> frozenset[int]:
         return parse_cpuset(text) | {cpu_id}
     except InvalidInputError as err:
         raise InvalidInputError(f"{where}: {err}") from err
+
+
+def _parse_resctrl(host_el: etree._Element, what: str) -> Resctrl:
+    banks = tuple(_parse_bank(el, what) for el in host_el.findall("cache/bank"))
+    nodes = tuple(_parse_bandwidth_node(el, what) for el in host_el.findall("memory_bandwidth/node"))
+    cache_monitor, bandwidth_monitor = host_el.find("cache/monitor"), host_el.find("memory_bandwidth/monitor")
+    counts = [
+        _required_int(m, "maxMonitors", what) for m in (cache_monitor, bandwidth_monitor) if m is not None
+    ]
+    return Resctrl(
+        caches=tuple(sorted(banks, key=lambda b: (b.level, b.id))),
+        memory_bandwidth=tuple(sorted(nodes, key=lambda n: n.id)),
+        cache_monitors=_features(cache_monitor),
+        bandwidth_monitors=_features(bandwidth_monitor),
+        # Cache and bandwidth monitors draw on the same RMIDs: the smaller count bounds both.
+        max_monitors=min(counts) if counts else None,
+    )
+
+
+def _features(monitor: etree._Element | None) -> tuple[str, ...]:
+    if monitor is None:
+        return ()
+    return tuple(name for f in monitor.findall("feature") if (name := (f.get("name") or "").strip()))
+
+
+def _required_int(el: etree._Element, attr: str, what: str) -> int:
+    value = el.get(attr)
+    if value is None:
+        raise InvalidInputError(f"{element_where(what, el)}: <{el.tag}> has no {attr} attribute")
+    return read_int(value, what=what, element=el, field=f"attribute {attr}", maximum=INT32_MAX)
+
+
+def _cache_type(el: etree._Element, what: str) -> CacheType:
+    value = el.get("type")
+    if value is None:
+        raise InvalidInputError(f"{element_where(what, el)}: <{el.tag}> has no type attribute")
+    try:
+        return CacheType(value)
+    except ValueError:
+        raise InvalidInputError(
+            f"{element_where(what, el)}: <{el.tag}> type {shown(value)} is not both, code or data"
+        ) from None
+
+
+def _cpus_attr(el: etree._Element, what: str) -> frozenset[int]:
+    text = el.get("cpus")
+    if text is None:
+        raise InvalidInputError(f"{element_where(what, el)}: <{el.tag}> has no cpus attribute")
+    try:
+        return parse_cpuset(text)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"{element_where(what, el)}: <{el.tag}> cpus: {err}") from err
+
+
+def _parse_bank(el: etree._Element, what: str) -> CacheBank:
+    size = el.get("size")
+    if size is None:
+        raise InvalidInputError(f"{element_where(what, el)}: <bank> has no size attribute")
+    controls = []
+    for control in el.findall("control"):
+        for attr in ("granularity", "maxAllocs", "type"):
+            if control.get(attr) is None:
+                raise InvalidInputError(
+                    f"{element_where(what, control)}: <control> has no {attr} attribute",
+                    hint="a cache <control> gives granularity, type and maxAllocs (min and unit are optional)",
+                )
+        granule = scaled_kib(control, control.get("granularity"), what=what, field="attribute granularity")
+        minimum = control.get("min")
+        controls.append(
+            CacheControl(
+                granularity_kib=granule,
+                min_kib=granule if minimum is None else scaled_kib(control, minimum, what=what, field="attribute min"),
+                type=_cache_type(control, what),
+                max_allocs=_required_int(control, "maxAllocs", what),
+            )
+        )
+    return CacheBank(
+        id=_required_int(el, "id", what),
+        level=_required_int(el, "level", what),
+        type=_cache_type(el, what),
+        size_kib=scaled_kib(el, size, what=what, field="attribute size"),
+        cpus=_cpus_attr(el, what),
+        controls=tuple(sorted(controls, key=lambda c: c.type)),
+    )
+
+
+def _parse_bandwidth_node(el: etree._Element, what: str) -> BandwidthNode:
+    control = el.find("control")
+    values: dict[str, int | None] = {"granularity": None, "min": None, "maxAllocs": None}
+    if control is not None:
+        for attr in ("granularity", "maxAllocs"):
+            values[attr] = _required_int(control, attr, what)
+        minimum = control.get("min")
+        values["min"] = (
+            values["granularity"] if minimum is None
+            else read_int(minimum, what=what, element=control, field="attribute min", maximum=INT32_MAX)
+        )
+    return BandwidthNode(
+        id=_required_int(el, "id", what),
+        cpus=_cpus_attr(el, what),
+        granularity=values["granularity"],
+        min=values["min"],
+        max_allocs=values["maxAllocs"],
+    )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from vnuma.errors import InvalidInputError
+from vnuma.topology.resctrl import NO_RESCTRL, Resctrl, resctrl_problem
 
 PAGE_4K = 4
 PAGE_2M = 2048
@@ -136,6 +137,8 @@ class Host:
 
     ``reserved_cpus`` are kept for the host itself; a ``cordoned`` host takes
     no new placements and no incoming moves (its VMs stay until moved away).
+    ``resctrl``: its cache and memory-bandwidth allocation and monitoring
+    (:mod:`vnuma.topology.resctrl`), empty when it reports none.
     """
 
     name: str
@@ -145,6 +148,7 @@ class Host:
     source: Source = Source.CAPABILITIES
     reserved_cpus: frozenset[int] = field(default_factory=frozenset)
     cordoned: bool = False
+    resctrl: Resctrl = NO_RESCTRL
 
     @property
     def cpu_ids(self) -> frozenset[int]:
@@ -167,6 +171,11 @@ class Host:
         """Devices of one kind, in address order."""
         return tuple(d for d in self.devices if d.kind is kind)
 
+    def cells_of(self, cpus: Iterable[int]) -> tuple[int, ...]:
+        """Ids of the cells holding any of ``cpus`` (e.g. the cells an L3 cache id covers), in id order."""
+        wanted = frozenset(cpus)
+        return tuple(c.id for c in self.cells if not wanted.isdisjoint(c.cpu_ids))
+
 
 def check_host(host: Host) -> Host:
     """Check a host's internal consistency and return it.
@@ -174,7 +183,8 @@ def check_host(host: Host) -> Host:
     Raises:
         InvalidInputError: duplicate cell or CPU ids, siblings naming a CPU
             that does not exist, distances to missing cells, a device on a
-            missing cell, reserved CPUs that do not exist.
+            missing cell, reserved CPUs that do not exist, inconsistent
+            resctrl facts (:func:`vnuma.topology.resctrl.resctrl_problem`).
     """
     where = f"host {host.name!r}"
     cell_ids = [c.id for c in host.cells]
@@ -207,6 +217,9 @@ def check_host(host: Host) -> Host:
     stray = host.reserved_cpus - seen
     if stray:
         raise InvalidInputError(f"{where}: reserved CPU(s) {format_cpuset(stray)} do not exist")
+    problem = resctrl_problem(host.resctrl, frozenset(seen))
+    if problem is not None:
+        raise InvalidInputError(f"{where}: resctrl {problem}")
     return host
 
 
