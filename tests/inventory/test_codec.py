@@ -65,6 +65,15 @@ def test_host_dict_has_the_public_shape() -> None:
         "vendor_id": "0x10de",
         "product_id": "0x2330",
         "parent": None,
+        "root_complex": None,
+        "bridges": [],
+        "iommu_group": None,
+        "iommu_peers": [],
+        "class": None,
+        "vfs": [],
+        "vf_max": None,
+        "pf": None,
+        "link": None,
     }
 
 

@@ -73,11 +73,14 @@ def test_latency_matrix_split_over_elements() -> None:
 
 def test_pci_devices_locality_and_parents() -> None:
     assert load("2pkg-snc-smt-cxl-gpu.xml").devices == (
-        PciDevice("0000:16:01.0", DeviceKind.OTHER, "0x8086", "0x352a", 0, None),
-        PciDevice("0000:17:00.0", DeviceKind.GPU, "0x10de", "0x2330", 0, "0000:16:01.0"),
-        PciDevice("0000:b7:00.0", DeviceKind.NIC, "0x15b3", "0x1021", 3, None),
+        PciDevice("0000:16:01.0", DeviceKind.OTHER, "0x8086", "0x352a", 0, None, "pci0000:16", pci_class=0x060400),
+        PciDevice(
+            "0000:17:00.0", DeviceKind.GPU, "0x10de", "0x2330", 0, "0000:16:01.0", "pci0000:16", ("0000:16:01.0",),
+            pci_class=0x030200,
+        ),
+        PciDevice("0000:b7:00.0", DeviceKind.NIC, "0x15b3", "0x1021", 3, None, "pci0000:b7", pci_class=0x020000),
         # attached to the whole package (nodes 2 and 3): no single NUMA node
-        PciDevice("0000:c1:00.0", DeviceKind.GPU, "0x1da3", "0x1020", None, None),
+        PciDevice("0000:c1:00.0", DeviceKind.GPU, "0x1da3", "0x1020", None, None, "pci0000:c1", pci_class=0x120000),
     )
 
 
@@ -112,7 +115,9 @@ def test_machine_attached_node() -> None:
     assert [(c.id, format_cpuset(c.cpu_ids)) for c in host.cells] == [(0, "0-3")]
     assert [c.siblings for c in host.cells[0].cpus] == [frozenset({0, 1})] * 2 + [frozenset({2, 3})] * 2
     assert host.cells[0].distances == ()
-    assert host.devices == (PciDevice("0000:00:02.0", DeviceKind.GPU, "0x8086", "0x9a49", 0, None),)
+    assert host.devices == (
+        PciDevice("0000:00:02.0", DeviceKind.GPU, "0x8086", "0x9a49", 0, None, "pci0000:00", pci_class=0x030000),
+    )
 
 
 # --- v1 and version handling ------------------------------------------------------------------
@@ -261,7 +266,9 @@ def test_bad_pci_objects(attrs: str, expected: str) -> None:
 def test_pci_class_with_prog_if() -> None:
     dev = '<object type="PCIDev" pci_busid="0000:C1:00.0" pci_type="0302 [10DE:2330] [10de:16c1] a1 00"/>'
     host = parse_hwloc(topology(TWO_NODES + host_bridge(dev)), name="x")
-    assert host.devices == (PciDevice("0000:c1:00.0", DeviceKind.GPU, "0x10de", "0x2330", None, None),)
+    assert host.devices == (
+        PciDevice("0000:c1:00.0", DeviceKind.GPU, "0x10de", "0x2330", None, None, pci_class=0x030200),
+    )
 
 
 # --- bitmaps ----------------------------------------------------------------------------------

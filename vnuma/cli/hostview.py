@@ -41,6 +41,7 @@ def host_tables(host: Host) -> None:
             ["ADDRESS", "KIND", "CELL", "VENDOR", "PRODUCT", "PARENT"],
             [(d.address, d.kind, d.numa_node, d.vendor_id, d.product_id, d.parent) for d in host.devices],
         )
+    pcie_tables(host)
     if any(c.distances for c in host.cells):
         ids = [c.id for c in host.cells]
         output.echo_table(
@@ -49,6 +50,19 @@ def host_tables(host: Host) -> None:
             [(c.id, *(c.distance_to(o) for o in ids)) for c in host.cells],
         )
     resctrl_tables(host)
+
+
+def pcie_tables(host: Host) -> None:
+    """The device tree by root complex and the GPU x NIC level matrix (when the host has both)."""
+    from vnuma.report.pcietree import level_table, tree_lines
+
+    lines = tree_lines(host)
+    if lines:
+        output.echo_lines(["PCIe (GPUs and NICs under their root complex and bridges)", *lines])
+    table = level_table(host)
+    if table is not None:
+        output.echo_table("GPU x NIC (PIX one switch, PXB bridges, PHB host bridge, NODE same cell, SYS other cell)",
+                          *table)
 
 
 def resctrl_tables(host: Host) -> None:

@@ -13,6 +13,7 @@ from vnuma.codec.checks import (
     as_bool,
     as_int,
     as_ints,
+    as_list,
     as_mapping,
     as_opt_int,
     as_opt_str,
@@ -37,6 +38,7 @@ from vnuma.topology import (
     count_of,
     format_size_kib,
 )
+from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_RESCTRL
 
 _SOURCE = enum_of(Source)
@@ -76,6 +78,7 @@ def _cell_to_dict(cell: Cell) -> dict[str, Any]:
 
 
 def _device_to_dict(dev: PciDevice) -> dict[str, Any]:
+    link = dev.link
     return {
         "address": dev.address,
         "kind": dev.kind.value,
@@ -83,6 +86,18 @@ def _device_to_dict(dev: PciDevice) -> dict[str, Any]:
         "vendor_id": dev.vendor_id,
         "product_id": dev.product_id,
         "parent": dev.parent,
+        "root_complex": dev.root_complex,
+        "bridges": list(dev.bridges),
+        "iommu_group": dev.iommu_group,
+        "iommu_peers": list(dev.iommu_peers),
+        "class": None if dev.pci_class is None else f"0x{dev.pci_class:06x}",
+        "vfs": list(dev.vfs),
+        "vf_max": dev.vf_max,
+        "pf": dev.pf,
+        "link": None if link is None else {
+            "speed_gts": link.speed_gts, "width": link.width,
+            "max_speed_gts": link.max_speed_gts, "max_width": link.max_width,
+        },
     }
 
 
@@ -177,7 +192,48 @@ def _device_from_dict(value: object, parent: At, i: int) -> PciDevice:
         product_id=take(d, "product_id", at, as_str),
         numa_node=take(d, "numa_node", at, as_opt_int),
         parent=take(d, "parent", at, as_opt_str, None),
+        root_complex=take(d, "root_complex", at, as_opt_str, None),
+        bridges=take(d, "bridges", at, _strs, []),
+        iommu_group=take(d, "iommu_group", at, as_opt_int, None),
+        iommu_peers=take(d, "iommu_peers", at, _strs, []),
+        pci_class=take(d, "class", at, _opt_class, None),
+        vfs=take(d, "vfs", at, _strs, []),
+        vf_max=take(d, "vf_max", at, as_opt_int, None),
+        pf=take(d, "pf", at, as_opt_str, None),
+        link=take(d, "link", at, _link, None),
     )
+
+
+def _strs(value: object, at: At) -> tuple[str, ...]:
+    return tuple(as_str(v, at.index(i)) for i, v in enumerate(as_list(value, at)))
+
+
+def _opt_class(value: object, at: At) -> int | None:
+    if value is None:
+        return None
+    text = as_str(value, at)
+    try:
+        return int(text, 16)
+    except ValueError:
+        raise at.fail(f"{text!r} is not a hex PCI class such as 0x030200") from None
+
+
+def _link(value: object, at: At) -> PciLink | None:
+    if value is None:
+        return None
+    d = as_mapping(value, at)
+    return PciLink(
+        speed_gts=take(d, "speed_gts", at, _number),
+        width=take(d, "width", at, as_int),
+        max_speed_gts=take(d, "max_speed_gts", at, lambda v, a: None if v is None else _number(v, a), None),
+        max_width=take(d, "max_width", at, as_opt_int, None),
+    )
+
+
+def _number(value: object, at: At) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise at.fail(f"must be a number, not {value!r}")
+    return float(value)
 
 
 _CPUS = list_of(_cpu_from_dict)

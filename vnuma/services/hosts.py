@@ -18,7 +18,7 @@ from vnuma.services.names import check_host_name
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
 from vnuma.sources.hwloc import parse_hwloc
-from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
+from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content, with_parent_bridges
 from vnuma.topology import Host, PciDevice, Source, check_host, format_cpuset, format_size_kib
 from vnuma.topology.resctrl import Resctrl
 
@@ -54,7 +54,7 @@ def discover(name: str, uri: str, capabilities: Path | None) -> Host:
 
 
 def _with_devices(host: Host, devices: Sequence[PciDevice]) -> Host:
-    return replace(host, devices=tuple(sorted(devices, key=lambda d: d.address)))
+    return replace(host, devices=with_parent_bridges(devices))
 
 
 def import_files(

@@ -17,7 +17,12 @@ the PUs of one Core.
 Devices: every ``PCIDev`` and every ``Bridge`` with a ``pci_busid``; the
 class and ids come from ``pci_type`` (``"0302 [10de:2330] [10de:16c1] a1"``),
 the NUMA node from the nearest ancestor's ``nodeset`` when it holds exactly
-one node, the parent from the nearest upstream bridge with an address.
+one node, the parent from the nearest upstream bridge with an address, the
+bridges from every upstream bridge with an address (nearest first), and the
+root complex from the host bridge above them (``bridge_type="0-1"``,
+``bridge_pci="0000:[16-17]"`` is ``pci0000:16``; unknown without one). hwloc
+gives a link's bandwidth only (``pci_link_speed``, GB/s), not its speed and
+width: the link stays unknown.
 Distances: the ``<distances2 type="NUMANode">`` latency matrix (``os`` or
 ``gp`` indexing).
 
@@ -49,6 +54,7 @@ _PCI_TYPE = re.compile(
     r"(?: ([0-9a-f]{2}))?",
     re.IGNORECASE,
 )
+_BUS_RANGE = re.compile(r"^([0-9a-f]{4}):\[([0-9a-f]{2})-[0-9a-f]{2}\]$", re.IGNORECASE)
 _PLAIN_MEMORY = ("", "DRAM")
 _KIND_MEANS_LATENCY = 4
 _KIND = re.compile(r"^[0-9]{1,9}$")
@@ -312,20 +318,34 @@ def _device(obj: etree._Element, what: str) -> PciDevice:
         raise InvalidInputError(f"{where}: PCI device {address} has bad pci_type {pci_type!r}")
     class_id, vendor, product, prog_if = match.groups()
     numa_node: int | None = None
-    parent: str | None = None
+    bridges: list[str] = []
+    root_complex: str | None = None
     for ancestor in obj.iterancestors("object"):
-        if parent is None and ancestor.get("type") == "Bridge" and ancestor.get("pci_busid"):
-            parent = _pci_address(ancestor, what)
+        if ancestor.get("type") == "Bridge" and root_complex is None:
+            if ancestor.get("pci_busid"):
+                bridges.append(_pci_address(ancestor, what))
+            elif ancestor.get("bridge_type", "").startswith("0-"):
+                root_complex = _root_complex(ancestor.get("bridge_pci"))
         nodeset = ancestor.get("nodeset")
         if nodeset is not None:
             local = parse_hwloc_bitmap(nodeset, what=element_where(what, ancestor))
             numa_node = next(iter(local)) if len(local) == 1 else None
             break
+    pci_class = int(class_id, 16) << 8 | int(prog_if or "0", 16)
     return PciDevice(
         address=address,
-        kind=device_kind_for_class(int(class_id, 16) << 8 | int(prog_if or "0", 16)),
+        kind=device_kind_for_class(pci_class),
         vendor_id=f"0x{int(vendor, 16):04x}",
         product_id=f"0x{int(product, 16):04x}",
         numa_node=numa_node,
-        parent=parent,
+        parent=bridges[0] if bridges else None,
+        root_complex=root_complex,
+        bridges=tuple(bridges),
+        pci_class=pci_class,
     )
+
+
+def _root_complex(bus_range: str | None) -> str | None:
+    """``0000:[16-17]`` (a host bridge's buses) -> ``pci0000:16``; None when it does not read so."""
+    match = _BUS_RANGE.match((bus_range or "").strip())
+    return f"pci{match.group(1).lower()}:{match.group(2).lower()}" if match else None

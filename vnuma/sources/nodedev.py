@@ -11,18 +11,31 @@ of the parent node device (``pci_0000_40_01_1`` -> ``0000:40:01.1``), None for
 ``computer`` or non-PCI parents. Address fields beyond PCI's widths (domain
 16 bits, bus 8, slot 5, function 3) are refused, not formatted into a
 longer address.
+
+Where it sits (:mod:`vnuma.topology.pcie`): the root complex and the bridges
+come from ``<path>`` (``/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0``:
+root complex ``pci0000:16``, bridges ``0000:16:01.0``); a path that is
+missing or does not read that way leaves both unknown, and
+:func:`with_parent_bridges` then follows the ``<parent>`` links among the
+devices given for the bridges (the root complex stays unknown). Also read:
+the IOMMU group and its other members, SR-IOV (``virt_functions`` with
+``maxCount``, ``phys_function``), the class and the PCIe link (``cap`` and
+``sta``). A VF whose PF or an IOMMU peer that is not among the devices is
+kept as an address (the host may not list it); a ``<parent>`` cycle is refused.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
 from lxml import etree
 
 from vnuma.errors import InvalidInputError
 from vnuma.sources.xmlsafe import INT32_MAX, element_where, one_line, parse_xml, read_int, read_optional_int
 from vnuma.topology import PciDevice, device_kind_for_class
+from vnuma.topology.pcie import PciLink
 
 _PCI_NODEDEV_NAME = re.compile(r"^pci_([0-9a-f]{4})_([0-9a-f]{2})_([0-9a-f]{2})_([0-7])$", re.IGNORECASE)
 _PCI_CLASS = re.compile(r"^(?:0x)?([0-9a-f]{1,6})$", re.IGNORECASE)
@@ -30,6 +43,10 @@ _DEVICES_HINT = "expected <device> documents as printed by `virsh nodedev-dumpxm
 _HEX_ID = re.compile(r"^(?:0x)?([0-9a-f]{1,4})$", re.IGNORECASE)
 _FIELD_MAX = {"domain": 0xFFFF, "bus": 0xFF, "slot": 0x1F, "function": 0x7}
 _MAX_NAME_CHARS = 40
+_PATH = re.compile(
+    r"^/sys/devices/(pci[0-9a-f]{4}:[0-9a-f]{2})((?:/[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])+)/?$", re.IGNORECASE
+)
+_SPEED = re.compile(r"^\d{1,3}(?:\.\d{1,3})?$")
 
 
 def format_pci_address(domain: int, bus: int, slot: int, function: int) -> str:
@@ -102,14 +119,109 @@ def device_from_element(device_el: etree._Element, *, what: str) -> PciDevice | 
         return read_int(el.text, what=label, element=el, field="a number", maximum=_FIELD_MAX[tag])
 
     address = format_pci_address(number("domain"), number("bus"), number("slot"), number("function"))
+    pci_class = _pci_class(cap, label)
+    root_complex, bridges = _path(device_el.findtext("path"), address)
+    group = cap.find("iommuGroup")
+    functions = cap.find("capability[@type='virt_functions']")
+    pf = cap.find("capability[@type='phys_function']/address")
     return PciDevice(
         address=address,
-        kind=device_kind_for_class(_pci_class(cap, label)),
+        kind=device_kind_for_class(pci_class, virtual_function=pf is not None),
         vendor_id=_hex_id(cap, "vendor", label),
         product_id=_hex_id(cap, "product", label),
         numa_node=_numa_node(cap, label),
         parent=nodedev_name_to_address(device_el.findtext("parent")),
+        root_complex=root_complex,
+        bridges=bridges,
+        iommu_group=None if group is None else _int_attr(group, "number", label),
+        iommu_peers=() if group is None else tuple(
+            sorted({a for el in group.findall("address") if (a := _address(el, label)) != address})
+        ),
+        pci_class=pci_class,
+        vfs=() if functions is None else tuple(sorted({_address(el, label) for el in functions.findall("address")})),
+        vf_max=None if functions is None or functions.get("maxCount") is None
+        else _int_attr(functions, "maxCount", label),
+        pf=None if pf is None else _address(pf, label),
+        link=_link(cap, label),
     )
+
+
+def _path(text: str | None, address: str) -> tuple[str | None, tuple[str, ...]]:
+    """Root complex and bridges (nearest first) from a sysfs path ending at ``address``; unknown otherwise."""
+    match = _PATH.match((text or "").strip())
+    if not match:
+        return None, ()
+    chain = [part.lower() for part in match.group(2).strip("/").split("/")]
+    if chain[-1] != address:
+        return None, ()
+    return match.group(1).lower(), tuple(reversed(chain[:-1]))
+
+
+def _int_attr(el: etree._Element, attr: str, label: str) -> int:
+    value = el.get(attr)
+    if value is None:
+        raise InvalidInputError(f"{element_where(label, el)}: <{el.tag}> has no {attr} attribute")
+    return read_int(value, what=label, element=el, field=f"attribute {attr}", maximum=INT32_MAX)
+
+
+def _address(el: etree._Element, label: str) -> str:
+    """An ``<address domain bus slot function>`` (hex) as ``dddd:bb:ss.f``."""
+    parts = []
+    for attr in ("domain", "bus", "slot", "function"):
+        text = (el.get(attr) or "").strip()
+        try:
+            value = int(text, 16) if text.lower().startswith("0x") else int(text, 10)
+        except ValueError:
+            raise InvalidInputError(
+                f"{element_where(label, el)}: <address> {attr} {text!r} is not a number"
+            ) from None
+        if not 0 <= value <= _FIELD_MAX[attr]:
+            raise InvalidInputError(f"{element_where(label, el)}: <address> {attr} {text!r} is out of range")
+        parts.append(value)
+    return format_pci_address(*parts)
+
+
+def _link(cap: etree._Element, label: str) -> PciLink | None:
+    links: dict[str, tuple[float, int]] = {}
+    for el in cap.findall("pci-express/link"):
+        speed, width = (el.get("speed") or "").strip(), el.get("width")
+        if not _SPEED.match(speed) or width is None:
+            continue  # libvirt omits speed or width it cannot read: the link stays unknown
+        links[el.get("validity") or ""] = (float(speed), _int_attr(el, "width", label))
+    now = links.get("sta")
+    if now is None:
+        return None
+    most = links.get("cap")
+    return PciLink(now[0], now[1], most[0] if most else None, most[1] if most else None)
+
+
+def with_parent_bridges(devices: Iterable[PciDevice]) -> tuple[PciDevice, ...]:
+    """``devices`` with the bridges of those whose path said nothing, followed through ``parent`` links.
+
+    Raises:
+        InvalidInputError: parent links that come back to a device (a cycle).
+    """
+    by_address = {d.address: d for d in devices}
+    out = []
+    for dev in by_address.values():
+        if dev.root_complex is not None or dev.bridges:
+            out.append(dev)
+            continue
+        chain: list[str] = []
+        root_complex = None
+        parent = dev.parent
+        while parent is not None and parent in by_address:
+            if parent == dev.address or parent in chain:
+                raise InvalidInputError(f"PCI device {dev.address}: its <parent> links come back to {parent}")
+            chain.append(parent)
+            upper = by_address[parent]
+            if upper.root_complex is not None:  # a bridge whose path was read: the rest is known
+                chain.extend(upper.bridges)
+                root_complex = upper.root_complex
+                break
+            parent = upper.parent
+        out.append(dev if not chain else replace(dev, bridges=tuple(chain), root_complex=root_complex))
+    return tuple(sorted(out, key=lambda d: d.address))
 
 
 def _pci_class(cap: etree._Element, label: str) -> int | None:

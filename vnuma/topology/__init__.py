@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from vnuma.errors import InvalidInputError
+from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_RESCTRL, Resctrl, resctrl_problem
 
 PAGE_4K = 4
@@ -41,17 +42,20 @@ class Source(StrEnum):
     TRACE = "trace"
 
 
-def device_kind_for_class(pci_class: int | None) -> DeviceKind:
+def device_kind_for_class(pci_class: int | None, *, virtual_function: bool = False) -> DeviceKind:
     """Map a 24-bit PCI class code (0xCCSSPP) to a device kind.
 
     0x03xxxx display/3D controllers and 0x12xxxx processing accelerators
-    (AI inference chips report 0x12) are GPUs; 0x02xxxx are NICs.
+    (AI inference chips report 0x12) are GPUs; 0x02xxxx are NICs. A GPU's
+    SR-IOV virtual function is not a GPU of its own (it carries a share of
+    its physical function, e.g. a vGPU type): it is ``other``, so it is
+    never counted or passed through as a whole GPU.
     """
     if pci_class is None:
         return DeviceKind.OTHER
     base = (pci_class >> 16) & 0xFF
     if base in (0x03, 0x12):
-        return DeviceKind.GPU
+        return DeviceKind.OTHER if virtual_function else DeviceKind.GPU
     if base == 0x02:
         return DeviceKind.NIC
     return DeviceKind.OTHER
@@ -120,7 +124,13 @@ class PciDevice:
     """A PCI function: ``address`` is ``dddd:bb:ss.f``; ids are ``0x`` hex strings.
 
     ``parent`` is the address of the upstream bridge/port (None when unknown),
-    so devices under one root port or switch can be grouped.
+    so devices under one root port or switch can be grouped. Where it sits in
+    the PCIe tree (:mod:`vnuma.topology.pcie`): ``root_complex`` (``pci0000:16``,
+    None when unknown) and ``bridges`` (nearest first, up to the root port).
+    ``iommu_group`` and ``iommu_peers`` (the group's other members) say what
+    VFIO passes through with it; ``vfs``/``vf_max`` (a PF's virtual functions)
+    and ``pf`` (a VF's physical function) its SR-IOV relations; ``pci_class``
+    the 24-bit class code; ``link`` its PCIe link.
     """
 
     address: str
@@ -129,6 +139,15 @@ class PciDevice:
     product_id: str
     numa_node: int | None
     parent: str | None = None
+    root_complex: str | None = None
+    bridges: tuple[str, ...] = ()
+    iommu_group: int | None = None
+    iommu_peers: tuple[str, ...] = ()
+    pci_class: int | None = None
+    vfs: tuple[str, ...] = ()
+    vf_max: int | None = None
+    pf: str | None = None
+    link: PciLink | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,79 @@
+"""Where PCI devices sit in the host's PCIe tree, and how far apart two of them are (NVIDIA's levels).
+
+Pure: no I/O. A device's **root complex** is the first component of its
+sysfs path (``pci0000:16``; hwloc: the host bridge above it) and its
+**bridges** are the PCI bridges above it, nearest first, up to and including
+the root port. The level of a pair is read at their lowest common ancestor,
+as ``nvidia-smi topo -m`` prints it:
+
+* ``PIX``: both hang directly below one bridge or one switch (each side has
+  at most one bridge below the deepest bridge they share);
+* ``PXB``: they share a bridge but more bridges lie between them;
+* ``PHB``: one root complex, different root ports (through the host bridge);
+* ``NODE``: different root complexes on one NUMA node;
+* ``SYS``: different NUMA nodes (across the socket interconnect; two SNC/NPS
+  cells of one socket are different nodes, as NVIDIA reports them).
+
+A pair whose root complexes are unknown and share no bridge, on one NUMA
+node, has no level (None): it may be ``PHB`` or ``NODE``. Two cells of one
+socket are not merged: ``SYS`` is what the kernel's NUMA nodes say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vnuma.topology import PciDevice
+
+
+@dataclass(frozen=True, slots=True)
+class PciLink:
+    """A PCIe link: negotiated speed (GT/s) and width (lanes), and what the port can do (None: not said).
+
+    A negotiated link below the capability is downtrained (a reseated card, a bad riser, power saving).
+    """
+
+    speed_gts: float
+    width: int
+    max_speed_gts: float | None = None
+    max_width: int | None = None
+
+    @property
+    def downtrained(self) -> bool:
+        return (self.max_speed_gts is not None and self.speed_gts < self.max_speed_gts) or (
+            self.max_width is not None and self.width < self.max_width
+        )
+
+
+class Level(StrEnum):
+    """NVIDIA's GPU-NIC levels, best first (NVML numbers them 10..50)."""
+
+    PIX = "PIX"
+    PXB = "PXB"
+    PHB = "PHB"
+    NODE = "NODE"
+    SYS = "SYS"
+
+
+def pcie_level(a: PciDevice, b: PciDevice) -> Level | None:
+    """The level between two distinct devices, or None when the facts cannot tell."""
+    down_a, down_b = a.bridges[::-1], b.bridges[::-1]  # root port first
+    known_rc = a.root_complex is not None and b.root_complex is not None
+    if not known_rc or a.root_complex == b.root_complex:
+        shared = 0
+        for x, y in zip(down_a, down_b, strict=False):
+            if x != y:
+                break
+            shared += 1
+        if shared:
+            return Level.PIX if len(down_a) - shared <= 1 and len(down_b) - shared <= 1 else Level.PXB
+        if known_rc:
+            return Level.PHB
+    if a.numa_node is None or b.numa_node is None:
+        return None
+    if a.numa_node != b.numa_node:
+        return Level.SYS
+    return Level.NODE if known_rc else None
