@@ -32,9 +32,7 @@ def host_tables(host: Host) -> None:
                 nics,
             )
         )
-    output.echo_table(
-        "cells", ["CELL", "SOCKET", "CPUS", "NCPU", "CORES", "MEMORY", "HUGEPAGES", "GPUS", "NICS"], rows
-    )
+    output.echo_table("cells", ["CELL", "SOCKET", "CPUS", "NCPU", "CORES", "MEMORY", "HUGEPAGES", "GPUS", "NICS"], rows)
     if host.devices:
         output.echo_table(
             "devices",
@@ -42,6 +40,7 @@ def host_tables(host: Host) -> None:
             [(d.address, d.kind, d.numa_node, d.vendor_id, d.product_id, d.parent) for d in host.devices],
         )
     pcie_tables(host)
+    memory_tables(host)
     if any(c.distances for c in host.cells):
         ids = [c.id for c in host.cells]
         output.echo_table(
@@ -50,6 +49,57 @@ def host_tables(host: Host) -> None:
             [(c.id, *(c.distance_to(o) for o in ids)) for c in host.cells],
         )
     resctrl_tables(host)
+
+
+def memory_tables(host: Host) -> None:
+    """Memory tiers (kind, tier, memory-side caches) and the HMAT matrices, when the host has more than one
+    kind of memory or publishes HMAT."""
+    from vnuma.topology.hmat import cell_kinds, cell_tiers, nested
+
+    kinds, tiers = cell_kinds(host), cell_tiers(host)
+    hmat = host.hmat
+    if len(set(kinds.values())) > 1 or not hmat.empty or any(c.caches for c in host.cells):
+        output.echo_table(
+            "memory tiers (0 is the fastest; kind from hwloc, else from HMAT, else unknown for memory-only cells)",
+            ["CELL", "KIND", "TIER", "CPUS", "MEMORY-SIDE CACHE"],
+            [
+                (
+                    c.id,
+                    kinds[c.id],
+                    tiers[c.id],
+                    "yes" if c.cpus else "none",
+                    ", ".join(
+                        f"L{m.level} {format_size_kib(m.size_kib)} {m.associativity} {m.policy}" for m in c.caches
+                    )
+                    or "-",
+                )
+                for c in host.cells
+            ],
+        )
+    shown = (
+        ("latency_ns", "HMAT read latency (ns)", 1),
+        ("bandwidth_kib_s", "HMAT read bandwidth (GiB/s)", 1 << 20),
+        ("write_latency_ns", "HMAT write latency (ns)", 1),
+        ("write_bandwidth_kib_s", "HMAT write bandwidth (GiB/s)", 1 << 20),
+    )
+    for key, title, scale in shown:
+        matrix = nested(hmat.matrices()[key])
+        if not matrix:
+            continue
+        targets = sorted({t for row in matrix.values() for t in row})
+        output.echo_table(
+            f"{title}: initiator cell (row) to memory cell (column)",
+            ["CELL", *(str(t) for t in targets)],
+            [(i, *(_scaled(row.get(t), scale) for t in targets)) for i, row in sorted(matrix.items())],
+        )
+    if hmat.ignored:
+        output.echo_lines([f"HMAT initiators covering no cell's CPUs (ignored): {', '.join(hmat.ignored)}"])
+
+
+def _scaled(value: int | None, scale: int) -> str:
+    if value is None:
+        return "-"
+    return str(value) if scale == 1 else f"{value / scale:.1f}"
 
 
 def pcie_tables(host: Host) -> None:
@@ -61,8 +111,9 @@ def pcie_tables(host: Host) -> None:
         output.echo_lines(["PCIe (GPUs and NICs under their root complex and bridges)", *lines])
     table = level_table(host)
     if table is not None:
-        output.echo_table("GPU x NIC (PIX one switch, PXB bridges, PHB host bridge, NODE same cell, SYS other cell)",
-                          *table)
+        output.echo_table(
+            "GPU x NIC (PIX one switch, PXB bridges, PHB host bridge, NODE same cell, SYS other cell)", *table
+        )
 
 
 def resctrl_tables(host: Host) -> None:
@@ -76,25 +127,38 @@ def resctrl_tables(host: Host) -> None:
         rows = []
         for bank in r.caches:
             control = bank.controls[0] if bank.controls else None
-            rows.append((
-                bank.id, f"L{bank.level}", "/".join(c.type for c in bank.controls) or bank.type,
-                format_size_kib(bank.size_kib), bank.ways if bank.ways is not None else "-",
-                format_size_kib(control.granularity_kib) if control else "-",
-                format_size_kib(control.min_kib) if control else "-",
-                control.max_allocs if control else "monitor only",
-                format_cpuset(bank.cpus), format_cpuset(host.cells_of(bank.cpus)) or "-",
-            ))
+            rows.append(
+                (
+                    bank.id,
+                    f"L{bank.level}",
+                    "/".join(c.type for c in bank.controls) or bank.type,
+                    format_size_kib(bank.size_kib),
+                    bank.ways if bank.ways is not None else "-",
+                    format_size_kib(control.granularity_kib) if control else "-",
+                    format_size_kib(control.min_kib) if control else "-",
+                    control.max_allocs if control else "monitor only",
+                    format_cpuset(bank.cpus),
+                    format_cpuset(host.cells_of(bank.cpus)) or "-",
+                )
+            )
         output.echo_table(
             "resctrl caches (ids are L3 cache ids, not NUMA cells)",
-            ["CACHE ID", "LEVEL", "TYPE", "SIZE", "WAYS", "GRANULE", "MIN", "CLOS", "CPUS", "CELLS"], rows,
+            ["CACHE ID", "LEVEL", "TYPE", "SIZE", "WAYS", "GRANULE", "MIN", "CLOS", "CPUS", "CELLS"],
+            rows,
         )
     if r.memory_bandwidth:
         output.echo_table(
             "resctrl memory bandwidth",
             ["DOMAIN ID", "GRANULARITY", "MIN", "CLOS", "CPUS", "CELLS"],
             [
-                (n.id, _or_dash(n.granularity), _or_dash(n.min), _or_dash(n.max_allocs), format_cpuset(n.cpus),
-                 format_cpuset(host.cells_of(n.cpus)) or "-")
+                (
+                    n.id,
+                    _or_dash(n.granularity),
+                    _or_dash(n.min),
+                    _or_dash(n.max_allocs),
+                    format_cpuset(n.cpus),
+                    format_cpuset(host.cells_of(n.cpus)) or "-",
+                )
                 for n in r.memory_bandwidth
             ],
         )

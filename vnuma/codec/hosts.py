@@ -24,6 +24,7 @@ from vnuma.codec.checks import (
     list_of,
     take,
 )
+from vnuma.codec.hmat import hmat_from_dict, hmat_to_dict
 from vnuma.codec.resctrl import resctrl_from_dict, resctrl_to_dict
 from vnuma.errors import InvalidInputError
 from vnuma.topology import (
@@ -31,6 +32,7 @@ from vnuma.topology import (
     Cpu,
     DeviceKind,
     Host,
+    MemoryCache,
     PagePool,
     PciDevice,
     Source,
@@ -38,6 +40,7 @@ from vnuma.topology import (
     count_of,
     format_size_kib,
 )
+from vnuma.topology.hmat import NO_HMAT, cell_kinds, cell_tiers
 from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_RESCTRL
 
@@ -47,19 +50,21 @@ _KIND = enum_of(DeviceKind)
 
 def host_to_dict(host: Host) -> dict[str, Any]:
     """The host as a JSON-ready dict (see the module docstring for the contract)."""
+    kinds, tiers = cell_kinds(host), cell_tiers(host)
     return {
         "name": host.name,
         "uri": host.uri,
         "source": host.source.value,
         "reserved_cpus": sorted(host.reserved_cpus),
         "cordoned": host.cordoned,
-        "cells": [_cell_to_dict(c) for c in host.cells],
+        "cells": [_cell_to_dict(c, kinds[c.id], tiers[c.id]) for c in host.cells],
         "devices": [_device_to_dict(d) for d in host.devices],
         "resctrl": resctrl_to_dict(host.resctrl, host.cells_of),
+        "hmat": hmat_to_dict(host.hmat),
     }
 
 
-def _cell_to_dict(cell: Cell) -> dict[str, Any]:
+def _cell_to_dict(cell: Cell, kind: str, tier: int) -> dict[str, Any]:
     pages = {str(p.size_kib): p.count for p in cell.pages}
     distances = {str(other): dist for other, dist in cell.distances}
     if len(pages) != len(cell.pages) or len(distances) != len(cell.distances):
@@ -74,6 +79,14 @@ def _cell_to_dict(cell: Cell) -> dict[str, Any]:
         ],
         "pages": pages,
         "distances": distances,
+        "subtype": cell.subtype,
+        "kind": kind,
+        "tier": tier,
+        "caches": [
+            {"level": m.level, "size_kib": m.size_kib, "line_bytes": m.line_bytes, "associativity": m.associativity,
+             "policy": m.policy}
+            for m in cell.caches
+        ],
     }
 
 
@@ -120,6 +133,7 @@ def host_from_dict(d: Mapping[str, Any]) -> Host:
         source=take(d, "source", at, _SOURCE, Source.CAPABILITIES.value),
         reserved_cpus=frozenset(take(d, "reserved_cpus", at, as_ints, [])),
         cordoned=take(d, "cordoned", at, as_bool, False),
+        hmat=hmat_from_dict(d["hmat"], at.key("hmat")) if d.get("hmat") is not None else NO_HMAT,
         resctrl=resctrl_from_dict(d["resctrl"], at.key("resctrl")) if d.get("resctrl") is not None else NO_RESCTRL,
     )
     return check_host(host)
@@ -138,6 +152,20 @@ def _cell_from_dict(value: object, parent: At, i: int) -> Cell:
         cpus=cpus,
         pages=tuple(PagePool(s, n) for s, n in take(d, "pages", at, int_map, {})),
         distances=take(d, "distances", at, int_map, {}),
+        subtype=take(d, "subtype", at, as_opt_str, None),
+        caches=take(d, "caches", at, _CACHES, []),
+    )
+
+
+def _cache_from_dict(value: object, parent: At, i: int) -> MemoryCache:
+    at = parent.index(i)
+    d = as_mapping(value, at)
+    return MemoryCache(
+        level=take(d, "level", at, as_int),
+        size_kib=take(d, "size_kib", at, as_int),
+        line_bytes=take(d, "line_bytes", at, as_int),
+        associativity=take(d, "associativity", at, as_str),
+        policy=take(d, "policy", at, as_str),
     )
 
 
@@ -238,6 +266,7 @@ def _number(value: object, at: At) -> float:
 
 _CPUS = list_of(_cpu_from_dict)
 _CELLS = list_of(_cell_from_dict)
+_CACHES = list_of(_cache_from_dict)
 _DEVICES = list_of(_device_from_dict)
 
 

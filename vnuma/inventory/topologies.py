@@ -3,7 +3,8 @@
 The ``hosts.topology`` column holds ``codec.host_to_dict(host)`` without the
 keys that have columns of their own (``name``, ``uri``, ``source``,
 ``reserved_cpus``, ``cordoned``), and without ``resctrl`` when the host has
-none (so texts written before vnuma read resctrl stay what they are).
+none and ``hmat`` when it publishes none (so texts written before vnuma read
+them stay what they are).
 Hosts of one hardware model therefore store the same text, and
 :class:`ShapeDecoder` parses and checks each distinct text once:
 loading a fleet of 10,000 hosts costs a few distinct decodes plus a cheap
@@ -23,6 +24,7 @@ from typing import Any
 from vnuma.codec import host_from_dict, host_to_dict
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.topology import Cell, Host, PciDevice, Source, format_cpuset, gc_paused, parse_cpuset
+from vnuma.topology.hmat import Hmat
 from vnuma.topology.resctrl import Resctrl
 
 _OWN_COLUMNS = ("name", "uri", "source", "reserved_cpus", "cordoned")
@@ -40,6 +42,8 @@ def encode_topology(host: Host) -> str:
         del doc[key]
     if host.resctrl.empty:
         del doc["resctrl"]
+    if doc["hmat"] is None:
+        del doc["hmat"]
     return json.dumps(doc, separators=(",", ":"))
 
 
@@ -69,8 +73,8 @@ def assemble_hosts(rows: Iterable[HostRowTuple], text_of: Callable[[str], str]) 
     return hosts
 
 
-_Parts = tuple[tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int], Resctrl]
-_Shape = tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int], Resctrl]
+_Parts = tuple[tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int], Resctrl, Hmat]
+_Shape = tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int], Resctrl, Hmat]
 
 
 class ShapeDecoder:
@@ -94,8 +98,8 @@ class ShapeDecoder:
                 parts = self._parts[(topology, source, reserved_cpuset)] = self._decode_parts(
                     name, topology, source, reserved_cpuset
                 )
-            cells, devices, kind, reserved, resctrl = parts
-            return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl)
+            cells, devices, kind, reserved, resctrl, hmat = parts
+            return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl, hmat)
         except (ValueError, TypeError, InvalidInputError) as err:
             raise InventoryError(
                 f"inventory: stored topology of host {name!r} is unreadable: {err}",
@@ -108,12 +112,12 @@ class ShapeDecoder:
         shape = self._shapes.get(topology)
         if shape is None:
             shape = self._shapes[topology] = self._decode(name, topology)
-        cells, devices, cpu_ids, resctrl = shape
+        cells, devices, cpu_ids, resctrl, hmat = shape
         reserved = parse_cpuset(reserved_cpuset)
         stray = reserved - cpu_ids
         if stray:
             raise InvalidInputError(f"reserved CPU(s) {format_cpuset(stray)} do not exist")
-        return cells, devices, Source(source), reserved, resctrl
+        return cells, devices, Source(source), reserved, resctrl, hmat
 
     @staticmethod
     def _decode(name: str, topology: str) -> _Shape:
@@ -121,7 +125,7 @@ class ShapeDecoder:
         if not isinstance(doc, dict):
             raise InvalidInputError("not a JSON object")
         base = host_from_dict({**doc, "name": name})
-        return base.cells, base.devices, base.cpu_ids, base.resctrl
+        return base.cells, base.devices, base.cpu_ids, base.resctrl, base.hmat
 
 
 

@@ -254,6 +254,12 @@ def diff_hosts(old: Host, new: Host) -> list[str]:
     for addr in sorted(old_devs.keys() & new_devs.keys()):
         if old_devs[addr] != new_devs[addr]:
             out.append(f"device {addr} changed")
+    for cid in sorted(old_cells.keys() & new_cells.keys()):
+        a, b = old_cells[cid], new_cells[cid]
+        if (a.subtype, a.caches) != (b.subtype, b.caches):
+            out.append(f"cell {cid}: memory kind or memory-side caches changed")
+    if old.hmat != new.hmat:
+        out.append("HMAT latency/bandwidth figures changed")
     out.extend(_resctrl_changes(old.resctrl, new.resctrl))
     return out
 

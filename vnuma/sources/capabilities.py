@@ -4,10 +4,11 @@ Pure: no I/O; callers pass the document's bytes. Reads
 ``/capabilities/host/topology/cells/cell``: memory (any libvirt unit), page
 pools, SLIT distances and CPUs (socket, die, core, SMT siblings), and
 ``/capabilities/host/cache`` and ``/memory_bandwidth``: the resctrl cache
-banks, bandwidth domains and monitors (:mod:`vnuma.topology.resctrl`).
-Everything else a real host prints (``<cpu>`` model, HMAT
-``<interconnects>``, per-cell ``<cache>``, ``<guest>`` sections) is
-accepted and ignored. Devices are not in this
+banks, bandwidth domains and monitors (:mod:`vnuma.topology.resctrl`), and
+HMAT: ``<topology><interconnects>`` latency and bandwidth (type ``read`` or
+``access`` as read figures, ``write`` apart) and each cell's memory-side
+``<cache>`` (:mod:`vnuma.topology.hmat`). Everything else a real host prints
+(``<cpu>`` model, ``<guest>`` sections) is accepted and ignored. Devices are not in this
 document: they come from node devices (:mod:`vnuma.sources.nodedev`).
 
 Tolerated gaps: a CPU without ``socket_id``/``die_id``/``core_id``/``siblings``
@@ -37,7 +38,8 @@ from vnuma.sources.xmlsafe import (
     read_optional_int,
     shown,
 )
-from vnuma.topology import Cell, Cpu, Host, PagePool, Source, check_host, parse_cpuset
+from vnuma.topology import Cell, Cpu, Host, MemoryCache, PagePool, Source, check_host, parse_cpuset
+from vnuma.topology.hmat import Hmat
 from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl
 
 _NO_TOPOLOGY_HINT = (
@@ -110,7 +112,10 @@ def parse_capabilities(
             f"{what}: no NUMA topology (no <host><topology><cells><cell> elements)", hint=_NO_TOPOLOGY_HINT
         )
     cells = sorted((_parse_cell(el, what) for el in cell_els), key=lambda c: c.id)
-    host = Host(name=name, cells=tuple(cells), uri=uri, source=source, resctrl=_parse_resctrl(host_el, what))
+    host = Host(
+        name=name, cells=tuple(cells), uri=uri, source=source, resctrl=_parse_resctrl(host_el, what),
+        hmat=_parse_interconnects(host_el.find("topology/interconnects"), what),
+    )
     try:
         return check_host(host)
     except InvalidInputError as err:
@@ -137,7 +142,58 @@ def _parse_cell(cell_el: etree._Element, what: str) -> Cell:
         cpus=cpus,
         pages=pages,
         distances=_parse_distances(cell_el, what),
+        caches=tuple(_parse_memory_cache(el, what) for el in cell_el.findall("cache")),
     )
+
+
+def _parse_memory_cache(el: etree._Element, what: str) -> MemoryCache:
+    size, line = el.find("size"), el.find("line")
+    if size is None or line is None:
+        raise InvalidInputError(f"{element_where(what, el)}: a cell's <cache> needs <size> and <line>")
+    line_value = read_int(line.get("value"), what=what, element=line, field="attribute value", maximum=INT32_MAX)
+    per_unit = unit_bytes(line.get("unit"), default="B")
+    if per_unit is None:
+        raise InvalidInputError(f"{element_where(what, line)}: <line> has unknown unit {shown(line.get('unit') or '')}")
+    return MemoryCache(
+        level=read_int(el.get("level"), what=what, element=el, field="attribute level", maximum=INT32_MAX),
+        size_kib=scaled_kib(size, size.get("value"), what=what, field="attribute value"),
+        line_bytes=line_value * per_unit,
+        associativity=el.get("associativity") or "unknown",
+        policy=el.get("policy") or "unknown",
+    )
+
+
+_READ_TYPES = ("read", "access")
+
+
+def _parse_interconnects(el: etree._Element | None, what: str) -> Hmat:
+    if el is None:
+        return Hmat()
+    figures: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
+    for entry in el:
+        if entry.tag not in ("latency", "bandwidth"):
+            continue
+        kind = entry.get("type") or "access"
+        if kind not in (*_READ_TYPES, "write"):
+            continue
+        pair = tuple(
+            read_int(entry.get(a), what=what, element=entry, field=f"attribute {a}", maximum=INT32_MAX)
+            for a in ("initiator", "target")
+        )
+        if entry.tag == "latency":
+            value = read_int(entry.get("value"), what=what, element=entry, field="attribute value")
+        else:
+            value = scaled_kib(entry, entry.get("value"), what=what, field="attribute value")
+        key = f"{'write_' if kind == 'write' else ''}{entry.tag}"
+        rank = 0 if kind in ("read", "write") else 1  # an explicit read figure wins over 'access'
+        held = figures.setdefault(key, {}).get(pair)
+        if held is None or rank < held[1]:
+            figures[key][pair] = (value, rank)
+
+    def matrix(key: str) -> tuple[tuple[int, int, int], ...]:
+        return tuple(sorted((i, t, v) for (i, t), (v, _r) in figures.get(key, {}).items()))
+
+    return Hmat(matrix("latency"), matrix("bandwidth"), matrix("write_latency"), matrix("write_bandwidth"))
 
 
 def _parse_pages(cell_el: etree._Element, what: str) -> tuple[PagePool, ...]:

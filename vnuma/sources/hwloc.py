@@ -44,6 +44,7 @@ from vnuma.errors import InvalidInputError
 from vnuma.sources.nodedev import format_pci_address
 from vnuma.sources.xmlsafe import INT32_MAX, INT64_MAX, element_where, parse_xml, read_int
 from vnuma.topology import Cell, Cpu, Host, PagePool, PciDevice, Source, check_host, device_kind_for_class
+from vnuma.topology.hmat import Hmat
 
 _V1_HINT = "convert it with hwloc 2: `lstopo --input OLD.xml --of xml NEW.xml`"
 _WORD = re.compile(r"^0x[0-9a-f]{1,8}$", re.IGNORECASE)
@@ -115,16 +116,74 @@ def parse_hwloc(data: bytes | str, *, name: str, what: str = "hwloc") -> Host:
                 cpus=tuple(sorted(cpus_by_node.get(node_id, ()), key=lambda c: c.id)),
                 pages=_pages(node, what),
                 distances=distances.get(node_id, ()),
+                subtype=(node.get("subtype") or "").strip() or None,
             )
         )
     devices = _unique_devices(_devices(objects, what), what)
+    cells = sorted(cells, key=lambda c: c.id)
     host = Host(
-        name=name, cells=tuple(sorted(cells, key=lambda c: c.id)), devices=devices, source=Source.HWLOC
+        name=name, cells=tuple(cells), devices=devices, source=Source.HWLOC,
+        hmat=_memattrs(root, nodes, cells, what),
     )
     try:
         return check_host(host)
     except InvalidInputError as err:
         raise InvalidInputError(f"{what}: {err}", hint=err.hint) from err
+
+
+# hwloc memory attribute -> (Hmat field, multiplier to ns or KiB/s, 0 for a generic and 1 for an explicit read)
+_MEMATTRS = {
+    "Latency": ("latency_ns", 1, 1), "ReadLatency": ("latency_ns", 1, 0), "WriteLatency": ("write_latency_ns", 1, 0),
+    "Bandwidth": ("bandwidth_kib_s", 1024, 1), "ReadBandwidth": ("bandwidth_kib_s", 1024, 0),
+    "WriteBandwidth": ("write_bandwidth_kib_s", 1024, 0),
+}
+
+
+def _memattrs(root: etree._Element, nodes: list[etree._Element], cells: list[Cell], what: str) -> Hmat:
+    """HMAT figures from hwloc's memory attributes: targets by NUMA node ``gp_index``, initiators (cpusets)
+    mapped to the cells whose CPUs they cover entirely; initiators that cover none are kept as ignored."""
+    by_gp = {
+        read_int(n.get("gp_index"), what=what, element=n, field="attribute gp_index"): _os_index(n, what)
+        for n in nodes if n.get("gp_index") is not None
+    }
+    cpu_cells = [c for c in cells if c.cpus]
+    found: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
+    ignored: list[str] = []
+    for attr in root.findall("memattr"):
+        spec = _MEMATTRS.get(attr.get("name") or "")
+        if spec is None:
+            continue
+        field, scale, rank = spec
+        for value_el in attr.findall("memattr_value"):
+            if value_el.get("target_obj_type") != "NUMANode" or value_el.get("initiator_cpuset") is None:
+                continue
+            gp = read_int(value_el.get("target_obj_gp_index"), what=what, element=value_el, field="target_obj_gp_index")
+            target = by_gp.get(gp)
+            if target is None:
+                raise InvalidInputError(
+                    f"{element_where(what, value_el)}: memory attribute names NUMA node gp_index {gp}, "
+                    "which is not in the topology"
+                )
+            text = value_el.get("initiator_cpuset") or ""
+            initiator = parse_hwloc_bitmap(text, what=element_where(what, value_el))
+            covered = [c.id for c in cpu_cells if c.cpu_ids <= initiator]
+            if not covered:
+                if text not in ignored:
+                    ignored.append(text)
+                continue
+            value = read_int(value_el.get("value"), what=what, element=value_el, field="attribute value") * scale
+            for cell in covered:
+                held = found.setdefault(field, {}).get((cell, target))
+                if held is None or rank < held[1]:
+                    found[field][(cell, target)] = (value, rank)
+
+    def matrix(field: str) -> tuple[tuple[int, int, int], ...]:
+        return tuple(sorted((i, t, v) for (i, t), (v, _r) in found.get(field, {}).items()))
+
+    return Hmat(
+        matrix("latency_ns"), matrix("bandwidth_kib_s"), matrix("write_latency_ns"), matrix("write_bandwidth_kib_s"),
+        tuple(ignored),
+    )
 
 
 def _check_version(root: etree._Element, what: str) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from vnuma.errors import InvalidInputError
+from vnuma.topology.hmat import NO_HMAT, Hmat, hmat_problem
 from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_RESCTRL, Resctrl, resctrl_problem
 
@@ -81,11 +82,24 @@ class PagePool:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryCache:
+    """A memory-side cache in front of a cell's memory (HMAT): level, size, line, associativity, policy."""
+
+    level: int
+    size_kib: int
+    line_bytes: int
+    associativity: str
+    policy: str
+
+
+@dataclass(frozen=True, slots=True)
 class Cell:
     """One NUMA node. ``cpus`` sorted by id; empty for memory-only (CXL, HBM) cells.
 
     ``distances`` holds (other cell id, distance) pairs sorted by cell id,
     itself included (normally 10); empty when the source gives none.
+    ``subtype`` is the memory's kind as hwloc names it (``DRAM``, ``HBM``,
+    ``CXL-DRAM``...; None from capabilities); ``caches`` its memory-side caches.
     """
 
     id: int
@@ -93,6 +107,8 @@ class Cell:
     cpus: tuple[Cpu, ...] = ()
     pages: tuple[PagePool, ...] = ()
     distances: tuple[tuple[int, int], ...] = ()
+    subtype: str | None = None
+    caches: tuple[MemoryCache, ...] = ()
 
     @property
     def memory_only(self) -> bool:
@@ -168,6 +184,8 @@ class Host:
     reserved_cpus: frozenset[int] = field(default_factory=frozenset)
     cordoned: bool = False
     resctrl: Resctrl = NO_RESCTRL
+    hmat: Hmat = NO_HMAT
+    """Rated latency and bandwidth between cells (:mod:`vnuma.topology.hmat`), empty when the host gives none."""
 
     @property
     def cpu_ids(self) -> frozenset[int]:
@@ -239,6 +257,9 @@ def check_host(host: Host) -> Host:
     problem = resctrl_problem(host.resctrl, frozenset(seen))
     if problem is not None:
         raise InvalidInputError(f"{where}: resctrl {problem}")
+    problem = hmat_problem(host.hmat, frozenset(cell_ids), frozenset(c.id for c in host.cells if c.cpus))
+    if problem is not None:
+        raise InvalidInputError(f"{where}: {problem}")
     return host
 
 

@@ -1,0 +1,135 @@
+"""Memory performance between NUMA cells as the platform rates it (ACPI HMAT), and the memory tiers.
+
+Pure: no I/O. Where SLIT distances (10/12/21) only say which node is nearer,
+HMAT gives, per initiator (a cell with CPUs) and target (a cell with
+memory), read and write latency (ns) and bandwidth (KiB/s). libvirt's
+capabilities list them under ``<interconnects>`` for each target's best CPU
+initiator; hwloc as memory attributes whose initiators are cpusets (mapped
+to the cells whose CPUs they cover entirely; the others are kept in
+``ignored`` and shown). These are rated platform values, not measurements.
+
+A cell's **kind** (:func:`cell_kinds`): hwloc names it (its NUMA node
+``subtype``: ``DRAM``, ``HBM``/``MCDRAM``, ``CXL``...); capabilities do not,
+so a cell with CPUs is ``dram``, and a memory-only cell is ``hbm`` when its
+best read bandwidth beats every CPU cell's own, ``cxl`` when HMAT rates it
+below, and ``unknown`` without HMAT figures for it. A cell's **tier**
+(:func:`cell_tiers`) ranks the kinds present on the host, fastest first:
+``hbm``, ``dram``, ``cxl``, ``unknown`` (0 is the fastest tier the host has).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vnuma.topology import Host
+
+KINDS = ("hbm", "dram", "cxl", "unknown")
+"""Memory kinds, fastest first."""
+_SUBTYPES = {"DRAM": "dram", "HBM": "hbm", "MCDRAM": "hbm", "CXL": "cxl", "CXL-DRAM": "cxl", "NVM": "cxl"}
+
+Matrix = tuple[tuple[int, int, int], ...]
+"""(initiator cell, target cell, value) triples sorted by initiator then target."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hmat:
+    """HMAT figures per (initiator, target): latency in ns, bandwidth in KiB/s; read and write apart."""
+
+    latency_ns: Matrix = ()
+    bandwidth_kib_s: Matrix = ()
+    write_latency_ns: Matrix = ()
+    write_bandwidth_kib_s: Matrix = ()
+    ignored: tuple[str, ...] = field(default=())
+    """hwloc initiators (cpusets) that cover no cell's CPUs entirely, as written in the file."""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.latency_ns or self.bandwidth_kib_s or self.write_latency_ns or self.write_bandwidth_kib_s)
+
+    def matrices(self) -> dict[str, Matrix]:
+        return {
+            "latency_ns": self.latency_ns,
+            "bandwidth_kib_s": self.bandwidth_kib_s,
+            "write_latency_ns": self.write_latency_ns,
+            "write_bandwidth_kib_s": self.write_bandwidth_kib_s,
+        }
+
+
+NO_HMAT = Hmat()
+
+
+def nested(matrix: Matrix) -> dict[int, dict[int, int]]:
+    """``{initiator: {target: value}}``."""
+    out: dict[int, dict[int, int]] = {}
+    for initiator, target, value in matrix:
+        out.setdefault(initiator, {})[target] = value
+    return out
+
+
+def hmat_problem(hmat: Hmat, cell_ids: frozenset[int], cpu_cells: frozenset[int]) -> str | None:
+    """The first entry naming a cell the host lacks, an initiator without CPUs, a pair given twice or a value
+    below 1; None when consistent."""
+    for name, matrix in hmat.matrices().items():
+        seen: set[tuple[int, int]] = set()
+        for initiator, target, value in matrix:
+            where = f"hmat {name} initiator {initiator} target {target}"
+            if initiator not in cell_ids or target not in cell_ids:
+                return f"{where}: there is no cell {initiator if initiator not in cell_ids else target}"
+            if initiator not in cpu_cells:
+                return f"{where}: initiator cell {initiator} has no CPUs"
+            if (initiator, target) in seen:
+                return f"{where}: listed twice"
+            seen.add((initiator, target))
+            if value < 1:
+                return f"{where}: value {value} is below 1"
+    return None
+
+
+def _best(matrix: Mapping[int, Mapping[int, int]], target: int, *, low: bool) -> int | None:
+    values = [row[target] for row in matrix.values() if target in row]
+    if not values:
+        return None
+    return min(values) if low else max(values)
+
+
+def cell_kinds(host: Host) -> dict[int, str]:
+    """Each cell's memory kind (see the module doc), by cell id."""
+    bandwidth, latency = nested(host.hmat.bandwidth_kib_s), nested(host.hmat.latency_ns)
+    cpu_cells = [c.id for c in host.cells if c.cpus]
+    own_bandwidth = [bandwidth.get(c, {}).get(c) for c in cpu_cells]
+    own_latency = [latency.get(c, {}).get(c) for c in cpu_cells]
+    dram_bandwidth = max((b for b in own_bandwidth if b is not None), default=None)
+    dram_latency = min((v for v in own_latency if v is not None), default=None)
+    kinds: dict[int, str] = {}
+    for cell in host.cells:
+        named = _SUBTYPES.get((cell.subtype or "").upper())
+        if named is not None:
+            kinds[cell.id] = named
+        elif cell.cpus:
+            kinds[cell.id] = "dram"
+        else:
+            kinds[cell.id] = _memory_only_kind(cell.id, bandwidth, latency, dram_bandwidth, dram_latency)
+    return kinds
+
+
+def _memory_only_kind(
+    cell: int, bandwidth: Mapping[int, Mapping[int, int]], latency: Mapping[int, Mapping[int, int]],
+    dram_bandwidth: int | None, dram_latency: int | None,
+) -> str:
+    best = _best(bandwidth, cell, low=False)
+    if best is not None and dram_bandwidth is not None:
+        return "hbm" if best > dram_bandwidth else "cxl"
+    nearest = _best(latency, cell, low=True)
+    if nearest is not None and dram_latency is not None:
+        return "hbm" if nearest < dram_latency else "cxl"
+    return "unknown"
+
+
+def cell_tiers(host: Host) -> dict[int, int]:
+    """Each cell's tier: the rank of its kind among the kinds the host has, 0 the fastest."""
+    kinds = cell_kinds(host)
+    present = sorted(set(kinds.values()), key=KINDS.index)
+    return {cell: present.index(kind) for cell, kind in kinds.items()}
