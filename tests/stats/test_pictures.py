@@ -206,3 +206,27 @@ def test_fleet_picture_groups_hosts_of_one_shape_and_use(monkeypatch: pytest.Mon
     doc = valid_svg(fleet_svg(hosts, vms, {}))
     row_ids = [el.get("id") for el in doc.iter() if re.fullmatch(r"row-\d+", el.get("id") or "")]
     assert row_ids == ["row-0", "row-1"]
+
+
+def test_gpus_and_nics_are_drawn_inside_their_root_complex() -> None:
+    from vnuma.sources.capabilities import parse_capabilities
+    from vnuma.sources.nodedev import parse_nodedev_file_content, with_parent_bridges
+
+    data = Path(__file__).resolve().parent.parent / "data"
+    host = parse_capabilities((data / "capabilities" / "x86-2socket-cdp.xml").read_bytes(), name="dgx")
+    devices = with_parent_bridges(parse_nodedev_file_content((data / "nodedev" / "dgx-like.xml").read_bytes(), "d"))
+    host = replace(host, devices=devices)
+    ids = _by_id(valid_svg(host_svg(host, [], {})))
+
+    def box(el: etree._Element) -> tuple[float, float, float, float]:
+        x, y = float(el.get("x")), float(el.get("y"))
+        return x, y, x + float(el.get("width")), y + float(el.get("height"))
+
+    drawn = {k for k in ids if k.startswith("dev-")}
+    expected = {d for d in devices if d.kind.value in ("gpu", "nic") and d.pf is None}
+    assert drawn == {"dev-" + d.address.replace(":", "-") for d in expected}  # no VF, bridge or audio function
+    for dev in expected:
+        cell = "none" if dev.numa_node is None else str(dev.numa_node)
+        frame = box(ids[f"rc-{cell}-{dev.root_complex.replace(':', '-')}"])
+        x0, y0, x1, y1 = box(ids["dev-" + dev.address.replace(":", "-")])
+        assert frame[0] <= x0 and frame[1] <= y0 and x1 <= frame[2] and y1 <= frame[3], dev.address

@@ -7,8 +7,9 @@ data, never markup.
 What is drawn: sockets (packages) holding their NUMA cells; per cell its
 memory, one bar per hugepage pool (the share each VM holds, in its colour,
 then the free rest), its cores with their SMT threads (PUs) and its GPUs
-and NICs; memory-only cells in a box of their own; devices without a NUMA
-node at the bottom; a legend of every VM (tenant, vCPUs, cells). A PU is
+and NICs, each in the frame of its PCIe root complex (virtual functions and
+bridges are not drawn); memory-only cells in a box of their own; devices
+without a NUMA node at the bottom; a legend of every VM (tenant, vCPUs, cells). A PU is
 filled with its VM's colour when a VM holds it (a pinned vCPU or an
 isolated emulator pCPU), outlined in it when the VM keeps it empty (thread
 policy ``isolate``), dark grey when reserved for the host, blue-grey when in
@@ -19,7 +20,9 @@ the same accounting admission uses.
 Element ids, for scripts and tests: ``pu-N`` (CPU N), ``cell-N``,
 ``socket-N``, ``pages-C-SIZE`` (a pool's bar, SIZE in KiB) with its segments
 ``pages-C-SIZE-vmI`` and ``pages-C-SIZE-free``, ``dev-ADDRESS`` (``:``
-written ``-``), ``legend-vmI``; every element a VM holds has the class
+written ``-``), ``rc-C-ROOT`` (root complex ROOT, e.g. ``pci0000-16``, in
+cell C; ``unknown`` for devices whose root complex is not known, C ``none``
+for devices without a NUMA node), ``legend-vmI``; every element a VM holds has the class
 ``vmI tenantJ``, I and J numbering the VMs and tenants by name, and a
 ``<title>`` naming them.
 """
@@ -34,6 +37,7 @@ from vnuma.placement.ledger.admit import page_needs
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement
 from vnuma.report import palette
+from vnuma.report.pcietree import shown
 from vnuma.report.svgparts import EMPTY, PAD, Box, Elements, Owner, framed, rect, stack, text
 from vnuma.topology import PAGE_4K, Cell, Host, PciDevice, format_size_kib
 
@@ -168,13 +172,28 @@ def _device(dev: PciDevice, h: _Holders) -> Box:
     return Box(DEV_W, DEV_H, draw)
 
 
+def _root_complexes(devices: Sequence[PciDevice], h: _Holders, where: str) -> list[Box]:
+    """The GPUs and NICs (not VFs) of ``devices``, framed by root complex (one frame for unknown ones)."""
+    by_root: dict[str | None, list[PciDevice]] = {}
+    for dev in shown(devices):
+        by_root.setdefault(dev.root_complex, []).append(dev)
+    out = []
+    for root in sorted(by_root, key=lambda r: (r is None, r or "")):
+        name = root or "root complex unknown"
+        inner = stack([_device(d, h) for d in by_root[root]], 2, GAP)
+        ident = f"rc-{where}-{(root or 'unknown').replace(':', '-')}"
+        out.append(framed(name, inner, palette.ROOT_FILL, ident, f"PCIe root complex {name}", 9))
+    return out
+
+
 def _cell(cell: Cell, devices: Sequence[PciDevice], h: _Holders) -> Box:
     pools = [(p.size_kib, p.count) for p in cell.pages if p.size_kib != PAGE_4K and p.count]
     cores = [_core(c, h) for c in _cores(cell)]
     grid = stack(cores, CORES_PER_ROW, GAP) if cores else EMPTY
-    devs = [_device(d, h) for d in devices]
-    width = max(MIN_CELL_W, grid.w, min(len(devs), 2) * (DEV_W + GAP) - GAP)
-    dev_row = stack(devs, max(1, int((width + GAP) // (DEV_W + GAP))), GAP) if devs else EMPTY
+    groups = _root_complexes(devices, h, str(cell.id))
+    across = max(1, int((max(MIN_CELL_W, grid.w) + GAP) // (groups[0].w + GAP))) if groups else 1
+    dev_row = stack(groups, across, GAP) if groups else EMPTY
+    width = max(MIN_CELL_W, grid.w, dev_row.w)
     bars = [_pool_bar(cell, size, n, width, h) for size, n in pools]
     parts = [b for b in (*bars, grid, dev_row) if b.h]
     inner = stack(parts, 1, 6) if parts else Box(width, 0, lambda x, y: [])
@@ -235,9 +254,10 @@ def host_svg(host: Host, placements: Sequence[Placement], isolation: Mapping[str
     if memory_only:
         parts.append(framed("Memory-only cells (CXL, HBM)", stack(memory_only, CELLS_PER_ROW),
                              palette.SOCKET_FILL, "memory-only", "cells with memory and no CPUs"))
-    if None in devs_of:
-        loose = stack([_device(d, h) for d in devs_of[None]], 6, GAP)
-        parts.append(framed("Devices with no NUMA node", loose, palette.SOCKET_FILL, "no-node", "no NUMA node"))
+    loose = _root_complexes(devs_of.get(None, []), h, "none")
+    if loose:
+        parts.append(framed("Devices with no NUMA node", stack(loose, 4, GAP), palette.SOCKET_FILL, "no-node",
+                            "no NUMA node"))
     body = stack(parts, 1, 10)
     reserved = len(host.reserved_cpus)
     title = f"Host {host.name} · {len(host.cells)} cells · {len(host.cpu_ids)} CPUs ({reserved} reserved)"

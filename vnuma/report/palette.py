@@ -18,7 +18,7 @@ SHARED_POOL = "#b9c7d6"
 """A pCPU of the pool ``shared`` VMs float over."""
 OUTLINE = "#303030"
 BACKGROUND = "#ffffff"
-HOST_FILL = "#fbfbf7"
+ROOT_FILL = "#fbfbf7"
 SOCKET_FILL = "#eef0e6"
 CELL_FILL = "#fff6d9"
 MEMORY_ONLY_FILL = "#e3ecf7"
@@ -45,7 +45,7 @@ def vm_colours(vms: Iterable[tuple[str, str | None]]) -> dict[str, str]:
     Colours never repeat and never equal the fixed colours above: when a
     shade is taken (many tenants), the hue turns by one degree until it is free.
     """
-    taken = {FREE, RESERVED, SHARED_POOL, OUTLINE, BACKGROUND, HOST_FILL, SOCKET_FILL, CELL_FILL,
+    taken = {FREE, RESERVED, SHARED_POOL, OUTLINE, BACKGROUND, ROOT_FILL, SOCKET_FILL, CELL_FILL,
              MEMORY_ONLY_FILL, CORE_FILL, STRANDED, FREE_GPU, USED}
     by_tenant: dict[str, list[str]] = {}
     for vm, tenant in vms:

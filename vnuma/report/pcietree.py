@@ -9,6 +9,8 @@ device had no sysfs path) hangs under ``(root complex unknown)``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from vnuma.topology import DeviceKind, Host, PciDevice
 from vnuma.topology.pcie import pcie_level
 
@@ -20,7 +22,12 @@ Trie = dict[str, "Trie"]
 
 def shown_devices(host: Host) -> list[PciDevice]:
     """GPUs and NICs that are not virtual functions, in address order."""
-    return [d for d in host.devices if d.kind in _SHOWN and d.pf is None]
+    return shown(host.devices)
+
+
+def shown(devices: Iterable[PciDevice]) -> list[PciDevice]:
+    """Of ``devices``, the GPUs and NICs that are not virtual functions, in address order."""
+    return sorted((d for d in devices if d.kind in _SHOWN and d.pf is None), key=lambda d: d.address)
 
 
 def tree_lines(host: Host) -> list[str]:
