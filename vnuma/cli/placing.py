@@ -23,6 +23,7 @@ from vnuma.placement.model import (
     iothread_pins,
 )
 from vnuma.topology import format_size_kib
+from vnuma.topology.pcie import Level
 
 vm_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -68,6 +69,24 @@ def parse_memory_modes(text: str) -> tuple[MemoryMode, ...]:
     return tuple(modes)
 
 
+def _nics(value: str | None, affinity: str) -> tuple[int, bool, Level]:
+    """``--nics N|per-gpu`` and ``--nic-affinity LEVEL`` as (count, per GPU, level)."""
+    try:
+        level = Level(affinity.strip().upper())
+    except ValueError:
+        raise typer.BadParameter(
+            f"{affinity!r} is not one of pix, pxb, phb, node, sys", param_hint="--nic-affinity"
+        ) from None
+    if value is None:
+        return 0, False, level
+    if value.strip().lower() == "per-gpu":
+        return 0, True, level
+    try:
+        return int(value), False, level
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a count or per-gpu", param_hint="--nics") from None
+
+
 def place(
     ctx: typer.Context,
     tenant: TenantArg,
@@ -87,6 +106,17 @@ def place(
         ),
     ] = None,
     gpu_affinity: Annotated[GpuAffinity, typer.Option("--gpu-affinity")] = GpuAffinity.REQUIRED,
+    nics: Annotated[
+        str | None,
+        typer.Option("--nics", metavar="N|per-gpu", help="NICs to pass through beside the GPUs: a count, or per-gpu."),
+    ] = None,
+    nic_affinity: Annotated[
+        str,
+        typer.Option(
+            "--nic-affinity", metavar="LEVEL",
+            help="Farthest PCIe level between a GPU and its NIC: pix, pxb (default), phb, node or sys.",
+        ),
+    ] = "pxb",
     emulator_threads: Annotated[EmulatorThreads, typer.Option("--emulator-threads")] = EmulatorThreads.SHARE,
     memory_mode: Annotated[
         MemoryMode, typer.Option("--memory-mode", help="How every guest cell's memory binds to host memory.")
@@ -165,6 +195,14 @@ def place(
     lands on a host cell with room for it, its GPUs on its own host cell,
     and every move keeps the sizes.
 
+    --nics per-gpu gives each GPU a NIC of its own within --nic-affinity
+    (NVIDIA's levels as `host show` prints them: pix one switch, pxb
+    bridges, phb the host bridge, node the same NUMA node, sys anywhere;
+    default pxb, where NCCL uses GPUDirect RDMA); --nics N gives N NICs,
+    each within the level of one of the VM's GPUs. NICs are physical
+    functions, passed through whole; a VM holding NICs is not moved by
+    rebalance, drain, repin or migrate.
+
     --iothreads N renders N I/O threads pinned with the emulator threads, or
     with --iothreads-policy device-local on the pCPUs of the guest cell the
     VM's first device (by PCI address) is attached to; `render`/`apply
@@ -186,6 +224,7 @@ def place(
     per_vcpus = _int_list(cell_vcpus, "--cell-vcpus") if cell_vcpus is not None else None
     per_memory = tuple(parse_size_kib(x) for x in cell_memory.split(",")) if cell_memory is not None else None
     per_gpus = _int_list(cell_gpus, "--cell-gpus") if cell_gpus is not None else None
+    nic_count, per_gpu, level = _nics(nics, nic_affinity)
     nodes = parse_numa_nodes(numa_nodes)
     if nodes is None and per_vcpus is not None:
         nodes = len(per_vcpus)  # per-cell sizes say how many guest cells
@@ -210,6 +249,9 @@ def place(
         memory_modes=parse_memory_modes(cell_memory_mode) if cell_memory_mode is not None else (memory_mode,),
         iothreads=iothreads,
         iothread_policy=iothreads_policy,
+        nics=nic_count,
+        nics_per_gpu=per_gpu,
+        nic_affinity=level,
     )
     if (apply or yes or allow_restart or allow_migrate) and not rebalance:
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")

@@ -336,6 +336,7 @@ PIPELINE: tuple[str, ...] = (
     *(f.name for f in SIZE_FILTERS),
     "gpus",
     "gpu-strand",
+    "nic-affinity",
     *(unit.name for unit in ADMISSION),
 )
 """Every check name in the order a request meets it: the filters, then admission's checks."""

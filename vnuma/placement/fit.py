@@ -29,11 +29,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from vnuma.placement.cellsets import choose_cells
+from vnuma.placement.devices import pick_devices
 from vnuma.placement.filters import CELL_FILTERS, SIZE_FILTERS, STAGE, Attempt
 from vnuma.placement.gpus import strands_gpus, threads_taken
 from vnuma.placement.ledger.admit import pages_by_cell
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import GpuAffinity, Isolation, MemoryMode, Rejection, Strategy, VmRequest
+from vnuma.placement.nics import NicShortage
 from vnuma.placement.order import cell_preference
 from vnuma.placement.rules import KEEP_PER_GPU
 from vnuma.placement.view import HostView
@@ -121,20 +123,24 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
     keep = strategy is Strategy.GPU_FIRST and req.gpus > 0
     ordered = a.n > 1 and (req.asymmetric or MemoryMode.INTERLEAVE in req.memory_modes)
     pages: Accept | None = (lambda cells: guest_order(a, cells) is not None) if ordered else None
-    accept = _both(_no_stranding(hs, req, a.vs) if keep else None, pages)
+    nics = _nics_near(hs, req, a.vs) if req.wants_nics else None
+    accept = _both(_both(_no_stranding(hs, req, a.vs) if keep else None, pages), nics)
     cells = choose_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=accept)
     stranding = cells is None and keep and choose_cells(
-        hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=pages
+        hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=_both(pages, nics)
     )
     if cells is None and req.gpus and req.gpu_affinity is not GpuAffinity.REQUIRED:
         accept = _both(_socket_test(hs, req.gpus) if req.gpu_affinity is GpuAffinity.SOCKET else None, pages)
-        cells = choose_cells(hs, ids, a.n, 0, gpus, pref, anchors=a.anchors, accept=accept)
+        cells = choose_cells(hs, ids, a.n, 0, gpus, pref, anchors=a.anchors, accept=_both(accept, nics))
         if cells is not None and req.gpu_affinity is GpuAffinity.PREFERRED and hs.gpus_free < req.gpus:
             cells = None
     if cells is not None:
         if ordered:
             cells = guest_order(a, cells) or cells  # accepted: an order exists
         return HostFit(hs, cells, a.size, hs.is_adjacent(cells))
+    short = _nic_shortage(hs, req, a, ids, gpus, pref, pages) if nics is not None and not stranding else None
+    if short is not None:
+        return a.reject("nic-affinity", short)
     if stranding:
         return a.reject(
             "gpu-strand",
@@ -191,6 +197,34 @@ def _no_stranding(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
         return not strands_gpus(hs, cells, req.gpus, threads_taken(req, hs, vs))
 
     return accept
+
+
+def _nics_near(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
+    """Accept a cell set whose GPUs (as the builder would take them) have the NICs asked for."""
+
+    def accept(cells: tuple[int, ...]) -> bool:
+        try:
+            pick_devices(hs, cells, req, vs)
+        except NicShortage:
+            return False
+        return True
+
+    return accept
+
+
+def _nic_shortage(
+    hs: HostState, req: VmRequest, a: Attempt, ids: list[int], gpus: Mapping[int, int], pref: Mapping[int, int],
+    pages: Accept | None,
+) -> str | None:
+    """Why the set that fits but for its NICs cannot have them (None when no set fits even so)."""
+    cells = choose_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=pages)
+    if cells is None:
+        return None
+    try:
+        pick_devices(hs, cells, req, a.vs)
+    except NicShortage as err:
+        return f"{err} (and on every other cell set)"
+    return None
 
 
 def _socket_test(hs: HostState, want: int) -> Accept:

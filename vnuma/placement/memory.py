@@ -80,6 +80,9 @@ def _key(request: VmRequest, fleet: Fleet, strategy: Strategy) -> object:
         strategy,
         request.gpus > 0,
         gpu_epoch,
+        request.nics,
+        request.nics_per_gpu,
+        request.nic_affinity,
     )
 
 
@@ -88,7 +91,8 @@ def _bigger(request: VmRequest, vcpus: int, memory: int, gpus: int, strategy: St
     assert request.vcpus is not None and request.memory_kib is not None
     # Only with the node count and page size fixed: otherwise a bigger size may divide into
     # cells or pages that a smaller one did not. Under gpu-first more GPUs can strand fewer.
-    if request.numa_nodes is None or request.page_size_kib is None:
+    # Nor with NICs: more GPUs put more NICs within reach of one of them.
+    if request.numa_nodes is None or request.page_size_kib is None or request.wants_nics:
         return False
     more_gpus = request.gpus == gpus if strategy is Strategy.GPU_FIRST else request.gpus >= gpus
     return request.vcpus >= vcpus and request.memory_kib >= memory and more_gpus

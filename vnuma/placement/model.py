@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from vnuma.placement.groups import AntiAffinity
 from vnuma.topology import DeviceKind
+from vnuma.topology.pcie import Level
 
 
 class Isolation(StrEnum):
@@ -182,6 +183,15 @@ class VmRequest:
     cell_vcpus: tuple[int, ...] | None = None
     cell_memory_kib: tuple[int, ...] | None = None
     cell_gpus: tuple[int, ...] | None = None
+    nics: int = 0
+    nics_per_gpu: bool = False
+    nic_affinity: Level = Level.PXB
+    """``nics`` NICs, or one per GPU (``nics_per_gpu``), each within ``nic_affinity`` of a GPU
+    (:mod:`vnuma.placement.nics`)."""
+
+    @property
+    def wants_nics(self) -> bool:
+        return self.nics_per_gpu or self.nics > 0
 
     def cell_sizes(self, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Each of ``n`` guest cells' vCPUs and memory (KiB): the request's own lists, else an even split.

@@ -148,8 +148,22 @@ def request_problem(request: VmRequest) -> str | None:
     """What is wrong with a request by its own numbers and policies (None: nothing)."""
     return (
         _numbers_problem(request) or _split_problem(request) or _policy_problem(request)
-        or _memory_mode_problem(request) or _iothread_problem(request)
+        or _memory_mode_problem(request) or _iothread_problem(request) or _nic_problem(request)
     )
+
+
+MAX_NICS = 64
+
+
+def _nic_problem(request: VmRequest) -> str | None:
+    """NICs are placed beside GPUs (their level is to a GPU), one count or one per GPU."""
+    if request.nics < 0 or request.nics > MAX_NICS:
+        return f"NIC count must be 0 to {MAX_NICS}, got {request.nics}"
+    if request.nics_per_gpu and request.nics:
+        return "ask for NICs per GPU or for a count, not both"
+    if request.wants_nics and request.gpus <= 0:
+        return "NICs are placed within a PCIe level of the VM's GPUs: --nics needs --gpus"
+    return None
 
 
 def validate_request(request: VmRequest, fleet: Fleet) -> None:

@@ -20,9 +20,9 @@ from vnuma.inventory.reading import Snapshot, open_reader
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Objective, Placement, PlacementResult, Strategy, VmRequest
-from vnuma.placement.rebalance.base import Plan, make_move, refit_affinities, request_of
+from vnuma.placement.rebalance.base import Plan, is_movable, make_move, refit_affinities, request_of
 from vnuma.services import Settings
-from vnuma.topology import format_cpuset
+from vnuma.topology import DeviceKind, format_cpuset
 
 
 def plan_repin(settings: Settings, vm: str, cells: frozenset[int] | None = None) -> Plan:
@@ -89,6 +89,12 @@ def _read(settings: Settings, vm: str) -> tuple[Snapshot, Placement]:
 
 
 def _refit(snap: Snapshot, p: Placement, host: str, avoid: frozenset[tuple[str, int]]) -> Placement:
+    if not is_movable(p):
+        others = sorted(d.address for d in p.devices if d.kind is not DeviceKind.GPU)
+        raise ConflictError(
+            f"VM {p.vm!r} holds devices other than GPUs ({', '.join(others)}): vnuma does not move it",
+            hint=f"release and place it again: vnuma vm release {p.vm}",
+        )
     fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
     fleet.remove(p.vm)
     isolation = snap.tenants[str(p.tenant)].isolation  # a tenant with VMs cannot be removed

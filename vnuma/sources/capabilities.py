@@ -35,6 +35,7 @@ from vnuma.sources.xmlsafe import (
     element_where,
     parse_xml,
     read_int,
+    read_int_attr,
     read_optional_int,
     shown,
 )
@@ -262,7 +263,7 @@ def _parse_resctrl(host_el: etree._Element, what: str) -> Resctrl:
     nodes = tuple(_parse_bandwidth_node(el, what) for el in host_el.findall("memory_bandwidth/node"))
     cache_monitor, bandwidth_monitor = host_el.find("cache/monitor"), host_el.find("memory_bandwidth/monitor")
     counts = [
-        _required_int(m, "maxMonitors", what) for m in (cache_monitor, bandwidth_monitor) if m is not None
+        read_int_attr(m, "maxMonitors", what=what) for m in (cache_monitor, bandwidth_monitor) if m is not None
     ]
     return Resctrl(
         caches=tuple(sorted(banks, key=lambda b: (b.level, b.id))),
@@ -278,13 +279,6 @@ def _features(monitor: etree._Element | None) -> tuple[str, ...]:
     if monitor is None:
         return ()
     return tuple(name for f in monitor.findall("feature") if (name := (f.get("name") or "").strip()))
-
-
-def _required_int(el: etree._Element, attr: str, what: str) -> int:
-    value = el.get(attr)
-    if value is None:
-        raise InvalidInputError(f"{element_where(what, el)}: <{el.tag}> has no {attr} attribute")
-    return read_int(value, what=what, element=el, field=f"attribute {attr}", maximum=INT32_MAX)
 
 
 def _cache_type(el: etree._Element, what: str) -> CacheType:
@@ -328,12 +322,12 @@ def _parse_bank(el: etree._Element, what: str) -> CacheBank:
                 granularity_kib=granule,
                 min_kib=granule if minimum is None else scaled_kib(control, minimum, what=what, field="attribute min"),
                 type=_cache_type(control, what),
-                max_allocs=_required_int(control, "maxAllocs", what),
+                max_allocs=read_int_attr(control, "maxAllocs", what=what),
             )
         )
     return CacheBank(
-        id=_required_int(el, "id", what),
-        level=_required_int(el, "level", what),
+        id=read_int_attr(el, "id", what=what),
+        level=read_int_attr(el, "level", what=what),
         type=_cache_type(el, what),
         size_kib=scaled_kib(el, size, what=what, field="attribute size"),
         cpus=_cpus_attr(el, what),
@@ -346,14 +340,14 @@ def _parse_bandwidth_node(el: etree._Element, what: str) -> BandwidthNode:
     values: dict[str, int | None] = {"granularity": None, "min": None, "maxAllocs": None}
     if control is not None:
         for attr in ("granularity", "maxAllocs"):
-            values[attr] = _required_int(control, attr, what)
+            values[attr] = read_int_attr(control, attr, what=what)
         minimum = control.get("min")
         values["min"] = (
             values["granularity"] if minimum is None
             else read_int(minimum, what=what, element=control, field="attribute min", maximum=INT32_MAX)
         )
     return BandwidthNode(
-        id=_required_int(el, "id", what),
+        id=read_int_attr(el, "id", what=what),
         cpus=_cpus_attr(el, what),
         granularity=values["granularity"],
         min=values["min"],

@@ -33,7 +33,15 @@ from dataclasses import replace
 from lxml import etree
 
 from vnuma.errors import InvalidInputError
-from vnuma.sources.xmlsafe import INT32_MAX, element_where, one_line, parse_xml, read_int, read_optional_int
+from vnuma.sources.xmlsafe import (
+    INT32_MAX,
+    element_where,
+    one_line,
+    parse_xml,
+    read_int,
+    read_int_attr,
+    read_optional_int,
+)
 from vnuma.topology import PciDevice, device_kind_for_class
 from vnuma.topology.pcie import PciLink
 
@@ -133,14 +141,14 @@ def device_from_element(device_el: etree._Element, *, what: str) -> PciDevice | 
         parent=nodedev_name_to_address(device_el.findtext("parent")),
         root_complex=root_complex,
         bridges=bridges,
-        iommu_group=None if group is None else _int_attr(group, "number", label),
+        iommu_group=None if group is None else read_int_attr(group, "number", what=label),
         iommu_peers=() if group is None else tuple(
             sorted({a for el in group.findall("address") if (a := _address(el, label)) != address})
         ),
         pci_class=pci_class,
         vfs=() if functions is None else tuple(sorted({_address(el, label) for el in functions.findall("address")})),
         vf_max=None if functions is None or functions.get("maxCount") is None
-        else _int_attr(functions, "maxCount", label),
+        else read_int_attr(functions, "maxCount", what=label),
         pf=None if pf is None else _address(pf, label),
         link=_link(cap, label),
     )
@@ -155,13 +163,6 @@ def _path(text: str | None, address: str) -> tuple[str | None, tuple[str, ...]]:
     if chain[-1] != address:
         return None, ()
     return match.group(1).lower(), tuple(reversed(chain[:-1]))
-
-
-def _int_attr(el: etree._Element, attr: str, label: str) -> int:
-    value = el.get(attr)
-    if value is None:
-        raise InvalidInputError(f"{element_where(label, el)}: <{el.tag}> has no {attr} attribute")
-    return read_int(value, what=label, element=el, field=f"attribute {attr}", maximum=INT32_MAX)
 
 
 def _address(el: etree._Element, label: str) -> str:
@@ -187,7 +188,7 @@ def _link(cap: etree._Element, label: str) -> PciLink | None:
         speed, width = (el.get("speed") or "").strip(), el.get("width")
         if not _SPEED.match(speed) or width is None:
             continue  # libvirt omits speed or width it cannot read: the link stays unknown
-        links[el.get("validity") or ""] = (float(speed), _int_attr(el, "width", label))
+        links[el.get("validity") or ""] = (float(speed), read_int_attr(el, "width", what=label))
     now = links.get("sta")
     if now is None:
         return None

@@ -199,3 +199,11 @@ def read_optional_int(
     return read_int(
         text, what=what, element=element, field=field, allow_negative=allow_negative, maximum=maximum
     )
+
+
+def read_int_attr(element: etree._Element, attr: str, *, what: str, maximum: int = INT32_MAX) -> int:
+    """A required integer attribute (0..``maximum``): missing or unreadable is an InvalidInputError naming it."""
+    value = element.get(attr)
+    if value is None:
+        raise InvalidInputError(f"{element_where(what, element)}: <{element.tag}> has no {attr} attribute")
+    return read_int(value, what=what, element=element, field=f"attribute {attr}", maximum=maximum)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from vnuma.placement.ledger.cell import CellState, cell_states
 from vnuma.placement.model import Placement, ThreadPolicy
-from vnuma.topology import PAGE_4K, DeviceKind, Host
+from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
 
 UNKNOWN_REMOTE_DISTANCE = 20  # libvirt's default when a host reports no SLIT table
 
@@ -31,6 +31,7 @@ class HostShape:
         "cells",
         "cpu_ids",
         "cpu_index",
+        "device_at",
         "distance",
         "gpu_home",
         "gpus_total",
@@ -39,7 +40,9 @@ class HostShape:
         "loose_gpus",
         "mem_total_kib",
         "min_pair_distance",
+        "near",
         "neighbors",
+        "nics",
         "socket_of",
         "template",
         "threads_total",
@@ -76,6 +79,11 @@ class HostShape:
         self.gpu_home: dict[str, int | None] = {d.address: d.numa_node for d in gpus}
         self.loose_gpus: tuple[str, ...] = tuple(sorted(d.address for d in gpus if d.address not in on_cells))
         self.gpus_total = len(gpus)
+        self.device_at: dict[str, PciDevice] = {d.address: d for d in host.devices}
+        self.nics: tuple[PciDevice, ...] = tuple(d for d in host.devices if d.kind is DeviceKind.NIC and d.pf is None)
+        """NICs a VM may be given (physical functions), in address order."""
+        self.near: dict[str, tuple[tuple[int, PciDevice], ...]] = {}
+        """GPU -> (level rank, NIC) for every NIC, best first, filled as asked (:func:`vnuma.placement.nics.near`)."""
         self.threads_total = sum(c.threads_total for c in self.cells)
         self.mem_total_kib = sum(size * n for c in self.cells for size, n in c.pages_total.items())
         self.width = max((c.width for c in self.cells), default=1)

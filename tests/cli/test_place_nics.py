@@ -1,0 +1,75 @@
+"""``vnuma place --nics N|per-gpu --nic-affinity LEVEL``: NICs claimed beside the GPUs, rendered and shown, and
+refused (with the level reached) where none is near enough."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from tests.cli.conftest import Cli, refused_unchanged
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+CAPS = DATA / "capabilities" / "x86-2cell-smt-resctrl.xml"
+DGX = DATA / "nodedev" / "dgx-like.xml"
+SMALL = ("--vcpus", "2", "--memory", "2GiB", "--page-size", "4K")
+
+
+@pytest.fixture
+def dgx(cli: Cli) -> Cli:
+    cli.ok("host", "import", "dgx", "--capabilities", str(CAPS), "--nodedev", str(DGX))
+    cli.ok("tenant", "create", "t")
+    return cli
+
+
+def test_per_gpu_claims_a_nic_beside_each_gpu_and_renders_them(dgx: Cli) -> None:
+    doc = dgx.ok("place", "t", "--gpus", "2", "--nics", "per-gpu", *SMALL, "--name", "a", "--json").json()
+    kinds = sorted(d["kind"] for d in doc["devices"])
+    assert kinds == ["gpu", "gpu", "nic", "nic"]
+    xml = etree.fromstring(dgx.ok("render", "a").stdout.encode())
+    sources = {
+        "{:04x}:{:02x}:{:02x}.{:x}".format(*(int(a.get(k), 16) for k in ("domain", "bus", "slot", "function")))
+        for a in xml.iterfind("devices/hostdev/source/address")
+    }
+    assert sources == {d["address"] for d in doc["devices"]}
+    view = dgx.ok("vm", "guest-view", "a", "--json").json()
+    assert sorted((d["kind"], d["cuda_index"] is None) for d in view["devices"]) == [
+        ("gpu", False),
+        ("gpu", False),
+        ("nic", True),
+        ("nic", True),
+    ]
+    # The next VM cannot take those NICs: the database holds each device once.
+    other = dgx.ok("place", "t", "--gpus", "2", "--nics", "per-gpu", *SMALL, "--json").json()
+    assert not {d["address"] for d in other["devices"]} & {d["address"] for d in doc["devices"]}
+
+
+def test_no_nic_near_enough_is_exit_5_naming_the_level(cli: Cli) -> None:
+    cli.ok("host", "add", "demo", "--demo")  # each GPU's NIC is on another root complex of its cell: NODE
+    cli.ok("tenant", "create", "t")
+    res = cli("place", "t", "--gpus", "1", "--nics", "per-gpu", *SMALL, "--explain")
+    assert res.exit_code == 5
+    assert "nic-affinity" in res.stdout and "within PXB; nearest free NIC" in res.stdout and "is NODE" in res.stdout
+    assert cli.ok("place", "t", "--gpus", "1", "--nics", "per-gpu", "--nic-affinity", "node", *SMALL, "--json")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (["--nics", "1"], 4, "--nics needs --gpus"),
+        (["--gpus", "1", "--nics", "two"], 2, "'two' is not a count or per-gpu"),
+        (["--gpus", "1", "--nics", "1", "--nic-affinity", "near"], 2, "'near' is not one of pix, pxb, phb, node, sys"),
+        (["--gpus", "1", "--nics", "65"], 4, "NIC count must be 0 to 64"),
+    ],
+    ids=["no-gpus", "bad-count", "bad-level", "too-many"],
+)
+def test_bad_nic_requests_change_nothing(dgx: Cli, args: list[str], code: int, words: str) -> None:
+    refused_unchanged(dgx, ["place", "t", *SMALL, *args], code, words)
+
+
+def test_a_vm_with_nics_is_not_moved(dgx: Cli) -> None:
+    dgx.ok("place", "t", "--gpus", "1", "--nics", "1", *SMALL, "--name", "a")
+    refused_unchanged(dgx, ["vm", "repin", "a"], 9, "holds devices other than GPUs")
+    dgx.ok("host", "import", "dgx-2", "--capabilities", str(CAPS), "--nodedev", str(DGX))
+    refused_unchanged(dgx, ["vm", "migrate", "a", "--to", "dgx-2"], 9, "holds devices other than GPUs")

@@ -1,0 +1,133 @@
+"""NICs beside GPUs (``--nics N|per-gpu --nic-affinity LEVEL``) on the DGX-like host: every GPU's NIC within
+the level, no NIC twice, no virtual function, and refusals that name the level reached.
+
+The invariants are checked from the placements and the host's devices with
+the level function alone (a brute-force matching for ``per-gpu``), never from
+the engine's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.placement.helpers import request
+from vnuma.placement.engine import place
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.nics import within
+from vnuma.sources.capabilities import parse_capabilities
+from vnuma.sources.nodedev import parse_nodedev_file_content, with_parent_bridges
+from vnuma.topology import PAGE_4K, DeviceKind, Host
+from vnuma.topology.pcie import Level, pcie_level
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def _dgx(name: str = "dgx") -> Host:
+    host = parse_capabilities((DATA / "capabilities" / "x86-2cell-smt-resctrl.xml").read_bytes(), name=name)
+    devices = with_parent_bridges(parse_nodedev_file_content((DATA / "nodedev" / "dgx-like.xml").read_bytes(), "d"))
+    return replace(host, devices=devices)
+
+
+DGX = _dgx()
+DEVICE = {d.address: d for d in DGX.devices}
+
+
+def _ask(name: str, gpus: int, **kw: object) -> VmRequest:
+    return request(name, "t1", vcpus=1, memory_gib=1, gpus=gpus, page_size_kib=PAGE_4K, **kw)
+
+
+def _check(p: Placement, req: VmRequest) -> None:
+    gpus = [DEVICE[d.address] for d in p.devices if d.kind is DeviceKind.GPU]
+    nics = [DEVICE[d.address] for d in p.devices if d.kind is DeviceKind.NIC]
+    assert all(n.pf is None and n.kind is DeviceKind.NIC for n in nics)
+    if req.nics_per_gpu:
+        assert len(nics) == len(gpus)
+        assert any(
+            all(within(pcie_level(g, n), req.nic_affinity) for g, n in zip(gpus, order, strict=True))
+            for order in itertools.permutations(nics)
+        ), "no pairing of the VM's GPUs and NICs is within the level"
+    else:
+        assert len(nics) == req.nics
+        assert all(any(within(pcie_level(g, n), req.nic_affinity) for g in gpus) for n in nics)
+
+
+def test_per_gpu_gives_each_gpu_a_nic_under_its_own_switch() -> None:
+    fleet = Fleet([DGX])
+    req = _ask("a", 2, nics_per_gpu=True)
+    p = place(req, fleet).chosen
+    assert p is not None
+    _check(p, req)
+    gpus = [DEVICE[d.address] for d in p.devices if d.kind is DeviceKind.GPU]
+    nics = [DEVICE[d.address] for d in p.devices if d.kind is DeviceKind.NIC]
+    assert {pcie_level(g, n) for g in gpus for n in nics} == {Level.PIX}  # one switch: two GPUs, two NICs
+
+
+def test_a_refusal_names_the_gpu_the_level_and_the_nearest_nic() -> None:
+    fleet = Fleet([DGX])
+    for i in range(7):  # each switch's two NICs go to one VM of one GPU (the 8th switch's GPUs are PXB)
+        taken = place(_ask(f"n{i}", 1, nics=2, nic_affinity=Level.PIX), fleet).chosen
+        assert taken is not None
+        fleet.add(taken)
+    refused = place(_ask("late", 1, nics_per_gpu=True, nic_affinity=Level.PIX), fleet, explain=True)
+    assert refused.chosen is None
+    (rejection,) = refused.rejections
+    assert rejection.check == "nic-affinity"
+    assert "has no free NIC of its own within PIX; nearest free NIC 0000:" in rejection.reason
+    assert rejection.reason.endswith("is PHB (and on every other cell set)"), rejection.reason
+    assert place(_ask("late", 1, nics_per_gpu=True, nic_affinity=Level.SYS), fleet).chosen is not None
+
+
+def test_the_matching_gives_a_contested_nic_to_the_gpu_without_another_choice() -> None:
+    from vnuma.placement import nics
+
+    g1, g2 = DEVICE["0000:13:00.0"], DEVICE["0000:14:00.0"]
+    n1, n2 = DEVICE["0000:15:00.0"], DEVICE["0000:16:00.0"]
+    table = {
+        (g1.address, n1.address): Level.PIX,
+        (g1.address, n2.address): Level.PXB,
+        (g2.address, n1.address): Level.PIX,
+        (g2.address, n2.address): Level.SYS,
+    }
+    options = {
+        g.address: [n for n in (n1, n2) if nics.within(table[(g.address, n.address)], Level.PXB)] for g in (g1, g2)
+    }
+    chosen = nics.matching([g1.address, g2.address], options)
+    assert not isinstance(chosen, str)
+    assert [n.address for n in chosen] == [n2.address, n1.address]  # g1 takes its second choice
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 4),
+            st.sampled_from(["per-gpu", 0, 1, 2]),
+            st.sampled_from(list(Level)),
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_no_device_twice_and_every_nic_within_its_level(asks: list[tuple[int, object, Level]]) -> None:
+    fleet = Fleet([DGX, _dgx("dgx-2")])
+    placed: list[Placement] = []
+    for i, (gpus, nics, level) in enumerate(asks):
+        req = _ask(
+            f"v{i}", gpus, nics_per_gpu=nics == "per-gpu", nics=0 if nics == "per-gpu" else nics, nic_affinity=level
+        )
+        result = place(req, fleet, explain=True)
+        if result.chosen is None:
+            assert result.rejections
+            continue
+        _check(result.chosen, req)
+        fleet.add(result.chosen)
+        placed.append(result.chosen)
+    held = [(p.host, d.address) for p in placed for d in p.devices]
+    assert len(held) == len(set(held))
+    assert all(DEVICE[a].pf is None for _h, a in held)

@@ -1,0 +1,92 @@
+"""Which GPUs and NICs a VM takes on a cell set: asked by the fit (to accept a set) and by the builder.
+
+Pure: no I/O; reads the host state. GPUs come from the guest cells' host
+cells as :func:`vnuma.placement.gpus.split_gpus` says (where free GPUs are
+most at risk of stranding; lowest addresses first); ``preferred``/``socket``
+affinity tops up from the nearest other cells. With ``cell_gpus`` each
+guest cell takes its own count from its host cell. With NICs asked
+(:mod:`vnuma.placement.nics`), a cell's GPUs that have a free NIC within
+the level are taken first, then the NICs are picked for the GPUs taken. A
+device is attached to the guest cell on its host cell, else to the closest
+guest cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vnuma.placement.gpus import split_gpus, threads_taken
+from vnuma.placement.ledger.host import HostState
+from vnuma.placement.model import DeviceAssignment, GpuAffinity, VmRequest
+from vnuma.placement.nics import has_near_nic, pick_nics
+from vnuma.topology import DeviceKind
+
+FAR = 1 << 20  # distance used for a device with no NUMA node
+
+
+def pick_devices(
+    hs: HostState, cells: tuple[int, ...], req: VmRequest, vs: Sequence[int]
+) -> tuple[DeviceAssignment, ...]:
+    """The VM's GPUs, then its NICs, on ``cells`` (guest order) with ``vs`` vCPUs per guest cell.
+
+    Raises:
+        NicShortage: the NICs asked for are not within the level of the GPUs taken.
+    """
+    if req.cell_gpus is None:
+        gpus = pick_gpus(hs, cells, req, threads_taken(req, hs, vs))
+    else:
+        devices = []
+        for g, (cid, k) in enumerate(zip(cells, req.cell_gpus, strict=True)):
+            free = _nic_first(hs, req, hs.cell_by_id[cid].gpus_free)
+            assert len(free) >= k, "the fit matched each guest cell to a host cell with its GPUs"
+            devices += [DeviceAssignment(a, DeviceKind.GPU, g, cid) for a in free[:k]]
+        gpus = tuple(sorted(devices, key=lambda d: d.address))
+    if not req.wants_nics:
+        return gpus
+    nics = pick_nics(hs, gpus, req, lambda home: _attach(hs, home, cells))
+    return tuple(sorted((*gpus, *nics), key=lambda d: d.address))
+
+
+def _nic_first(hs: HostState, req: VmRequest, addresses: list[str]) -> list[str]:
+    """``addresses`` (free GPUs), those with a free NIC within the asked level first, when NICs are asked."""
+    if not req.wants_nics:
+        return addresses
+    return sorted(addresses, key=lambda a: (not has_near_nic(hs, a, req.nic_affinity), a))
+
+
+def _attach(hs: HostState, home: int | None, cells: tuple[int, ...]) -> int:
+    """The guest cell a device on host cell ``home`` attaches to: its own, else the nearest."""
+    if home is not None and home in cells:
+        return cells.index(home)
+    return min(range(len(cells)), key=lambda i: (_distance(hs, home, cells[i]), i))
+
+
+def _distance(hs: HostState, home: int | None, cell: int) -> int:
+    if home is None:
+        return FAR
+    try:
+        d = hs.host.cell(home).distance_to(cell)
+    except KeyError:
+        return FAR
+    return d if d is not None else (10 if home == cell else FAR // 2)
+
+
+def pick_gpus(
+    hs: HostState, cells: tuple[int, ...], req: VmRequest, taken: list[int]
+) -> tuple[DeviceAssignment, ...]:
+    """Free GPUs for a VM on ``cells`` (guest order) that takes ``taken`` threads per cell."""
+    want, affinity = req.gpus, req.gpu_affinity
+    take = split_gpus(hs, cells, want, taken)
+    picked = [a for c, k in zip(cells, take, strict=True) for a in _nic_first(hs, req, hs.cell_by_id[c].gpus_free)[:k]]
+    if len(picked) < want and affinity is not GpuAffinity.REQUIRED:
+        if affinity is GpuAffinity.SOCKET:
+            near = {s for c in cells for s in hs.socket_cells(hs.socket_of.get(c), c)} - set(cells)
+            spare = [a for c in sorted(near) for a in hs.cell_by_id[c].gpus_free]
+        else:
+            spare = [a for c in hs.cells if c.id not in cells for a in c.gpus_free] + hs.loose_gpus_free
+        spare.sort(key=lambda a: (min(_distance(hs, hs.gpu_home[a], c) for c in cells), a))
+        picked += spare[: want - len(picked)]
+    assert len(picked) == want, "fit promised enough GPUs"
+    return tuple(
+        DeviceAssignment(a, DeviceKind.GPU, _attach(hs, hs.gpu_home[a], cells), hs.gpu_home[a]) for a in sorted(picked)
+    )
