@@ -49,7 +49,6 @@ from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.memory import RefusalMemory
 from vnuma.placement.model import Placement, PlacementResult, Rejection, Strategy, VmRequest
-from vnuma.placement.nics import NicShortage
 from vnuma.placement.order import host_key
 from vnuma.placement.prefilter import Assessment, assess, stages
 from vnuma.placement.quota import check_quota
@@ -169,25 +168,13 @@ def _admitted(
     """The first ranked candidate admission accepts; refused ones join ``rejections``."""
     refused: set[str] = set()
     for _key, fit, req, _score in ranked:
-        placement = _built(fit, req)
-        if isinstance(placement, Rejection):
-            rejections.append(placement)
-            refused.add(fit.state.name)
-            continue
+        placement = build_placement(fit, req)
         refusal = fleet.admit(placement, req.isolation)
         if refusal is None:
             return placement, refused
         rejections.append(refusal)
         refused.add(fit.state.name)
     return None, refused
-
-
-def _built(fit: HostFit, req: VmRequest) -> Placement | Rejection:
-    """The placement of a fit, or the host's refusal when the NICs asked for are not near its GPUs."""
-    try:
-        return build_placement(fit, req)
-    except NicShortage as err:
-        return Rejection(fit.state.name, "nic-affinity", str(err))
 
 
 def _exact_fit(
@@ -335,9 +322,7 @@ def _first_fit(
 def _try(
     fit: HostFit, request: VmRequest, fleet: Fleet, score: int, closest: Rejection | None
 ) -> tuple[PlacementResult | None, Rejection | None]:
-    placement = _built(fit, request)
-    if isinstance(placement, Rejection):
-        return None, further(closest, placement)
+    placement = build_placement(fit, request)
     refusal = fleet.admit(placement, request.isolation)
     if refusal is not None:
         return None, further(closest, refusal)
