@@ -110,3 +110,12 @@ def test_a_node_without_vcpus_binds_memory_only() -> None:
     view = GuestView("v", "t", "h", (GuestNode(0, (0, 1), 1024, 4, ()), GuestNode(1, (), 1024, 4, ())), ())
     assert launch_prefix(view, 1) == "numactl --membind=1"
     assert launch_prefix(view, 0) == "numactl --cpunodebind=0 --membind=0"
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.placement.devices], ids=lambda s: s.name)
+def test_the_guests_pci_order_follows_its_nodes(scenario: Scenario) -> None:
+    _root, view = _rendered(scenario)
+    by_address = sorted(view.devices, key=lambda d: d.guest_address)
+    assert [d.node for d in by_address] == sorted(d.node for d in view.devices)
+    gpus = [d for d in by_address if d.cuda_index is not None]
+    assert [d.cuda_index for d in gpus] == list(range(len(gpus)))

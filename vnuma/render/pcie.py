@@ -113,20 +113,23 @@ def layout_devices(
     expanders: list[Expander] = []
     ports: list[RootPort] = []
     hostdevs: list[Hostdev] = []
-    next_bus_nr = TOP_BUS_NR
+    for cell in cells:
+        if len(by_cell[cell]) > MAX_PORTS_PER_BUS:
+            raise RenderError(f"VM {vm!r}: {len(by_cell[cell])} devices on guest cell {cell}; at most 32 fit")
+    # Each expander takes its own bus plus one secondary bus per root port. The ranges sit at the
+    # top of the 255 bus numbers (clear of pcie-root's buses, as libvirt's own busNr choice is),
+    # in guest-cell order upward, so the guest's PCI order follows its nodes (CUDA_DEVICE_ORDER=PCI_BUS_ID).
+    next_bus_nr = TOP_BUS_NR - sum(1 + len(by_cell[c]) for c in cells)
+    if next_bus_nr < 1:
+        raise RenderError(f"VM {vm!r}: too many devices for the guest's 255 PCI bus numbers")
     next_port_index = 1 + len(cells)
     for i, cell in enumerate(cells):
         members = sorted(by_cell[cell], key=lambda d: d.address)
-        if len(members) > MAX_PORTS_PER_BUS:
-            raise RenderError(f"VM {vm!r}: {len(members)} devices on guest cell {cell}; at most 32 fit")
-        # The expander's own bus plus one secondary bus per root port, taken
-        # from the top down as libvirt's own busNr auto-assignment does.
-        next_bus_nr -= 1 + len(members)
-        if next_bus_nr < 1:
-            raise RenderError(f"VM {vm!r}: too many devices for the guest's 255 PCI bus numbers")
+        bus_nr = next_bus_nr
+        next_bus_nr += 1 + len(members)
         exp_index = 1 + i
         expanders.append(
-            Expander(str(exp_index), str(next_bus_nr), str(cell), _hex2(FIRST_EXPANDER_SLOT + i))
+            Expander(str(exp_index), str(bus_nr), str(cell), _hex2(FIRST_EXPANDER_SLOT + i))
         )
         for slot, dev in enumerate(members):
             port_index = next_port_index
@@ -134,7 +137,7 @@ def layout_devices(
             ports.append(
                 RootPort(str(port_index), str(port_index), f"0x{slot * 8:x}", _hex2(exp_index), _hex2(slot))
             )
-            hostdevs.append(_hostdev(vm, dev, _hex2(port_index), f"0000:{next_bus_nr + 1 + slot:02x}:00.0"))
+            hostdevs.append(_hostdev(vm, dev, _hex2(port_index), f"0000:{bus_nr + 1 + slot:02x}:00.0"))
     return PcieLayout(tuple(expanders), tuple(ports), tuple(hostdevs))
 
 
