@@ -74,6 +74,9 @@ def test_host_dict_has_the_public_shape() -> None:
         "vf_max": None,
         "pf": None,
         "link": None,
+        "mdev_types": [],
+        "mode": None,
+        "partitions": [],
     }
 
 

@@ -223,3 +223,39 @@ def test_a_gpus_virtual_functions_are_not_gpus(cli: Cli) -> None:
         "place", "t", "--gpus", "1", "--vcpus", "2", "--memory", "1GiB", "--page-size", "4K", "--json"
     ).json()
     assert [d["address"] for d in placed["devices"]] == ["0000:3b:00.0"]
+
+
+def test_vgpu_types_are_counted_on_their_gpu(cli: Cli) -> None:
+    cli.ok(
+        "host",
+        "import",
+        "v",
+        "--capabilities",
+        str(CAPS),
+        "--nodedev",
+        str(DATA / "nodedev" / "gpu-sriov-vfs.xml"),
+        "--nodedev",
+        str(DATA / "nodedev" / "gpu-mdev-types.xml"),
+    )
+    shown = {d["address"]: d for d in cli.ok("host", "show", "v", "--json").json()["devices"]}
+    # An SR-IOV GPU: a type's capacity is the number of its VFs offering it (4 here, each VF one instance).
+    assert shown["0000:3b:00.0"]["partitions"] == [
+        {"type": "nvidia-1047", "name": "NVIDIA H100-20C", "free": 4, "total": 4},
+        {"type": "nvidia-1049", "name": "NVIDIA H100-40C", "free": 4, "total": 4},
+    ]
+    assert shown["0000:3b:00.4"]["partitions"] == [] and len(shown["0000:3b:00.4"]["mdev_types"]) == 2
+    # Types on the physical function itself: the driver's available instances.
+    assert [(p["type"], p["total"]) for p in shown["0000:86:00.0"]["partitions"]] == [
+        ("nvidia-11", 16),
+        ("nvidia-18", 2),
+    ]
+    assert {d["mode"] for d in shown.values()} == {None}
+    assert "GPU partitions (vGPU types" in cli.ok("host", "show", "v").stdout
+    host = parse_capabilities(CAPS.read_bytes(), name="v")
+    devices = with_parent_bridges(
+        parse_nodedev_file_content((DATA / "nodedev" / "gpu-sriov-vfs.xml").read_bytes(), "s")
+        + parse_nodedev_file_content((DATA / "nodedev" / "gpu-mdev-types.xml").read_bytes(), "m")
+    )
+    host = replace(host, devices=devices)
+    assert host_from_dict(host_to_dict(host)) == host
+    assert ShapeDecoder().host("v", None, host.source.value, encode_topology(host), "") == host

@@ -40,6 +40,7 @@ def host_tables(host: Host) -> None:
             [(d.address, d.kind, d.numa_node, d.vendor_id, d.product_id, d.parent) for d in host.devices],
         )
     pcie_tables(host)
+    partition_table(host)
     memory_tables(host)
     if any(c.distances for c in host.cells):
         ids = [c.id for c in host.cells]
@@ -49,6 +50,19 @@ def host_tables(host: Host) -> None:
             [(c.id, *(c.distance_to(o) for o in ids)) for c in host.cells],
         )
     resctrl_tables(host)
+
+
+def partition_table(host: Host) -> None:
+    """Each GPU's vGPU types (offered itself or through its virtual functions), when any GPU offers one."""
+    from vnuma.topology.partitions import vgpu_partitions
+
+    partitions = vgpu_partitions(host)
+    if partitions:
+        output.echo_table(
+            "GPU partitions (vGPU types; every GPU is whole until vnuma places partitions)",
+            ["GPU", "TYPE", "NAME", "FREE", "TOTAL"],
+            [(gpu, p.type, p.name, p.total, p.total) for gpu, ps in sorted(partitions.items()) for p in ps],
+        )
 
 
 def memory_tables(host: Host) -> None:

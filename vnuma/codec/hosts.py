@@ -32,6 +32,7 @@ from vnuma.topology import (
     Cpu,
     DeviceKind,
     Host,
+    MdevType,
     MemoryCache,
     PagePool,
     PciDevice,
@@ -41,6 +42,7 @@ from vnuma.topology import (
     format_size_kib,
 )
 from vnuma.topology.hmat import NO_HMAT, cell_kinds, cell_tiers
+from vnuma.topology.partitions import Partition, vgpu_partitions
 from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_RESCTRL
 
@@ -50,7 +52,7 @@ _KIND = enum_of(DeviceKind)
 
 def host_to_dict(host: Host) -> dict[str, Any]:
     """The host as a JSON-ready dict (see the module docstring for the contract)."""
-    kinds, tiers = cell_kinds(host), cell_tiers(host)
+    kinds, tiers, partitions = cell_kinds(host), cell_tiers(host), vgpu_partitions(host)
     return {
         "name": host.name,
         "uri": host.uri,
@@ -58,7 +60,7 @@ def host_to_dict(host: Host) -> dict[str, Any]:
         "reserved_cpus": sorted(host.reserved_cpus),
         "cordoned": host.cordoned,
         "cells": [_cell_to_dict(c, kinds[c.id], tiers[c.id]) for c in host.cells],
-        "devices": [_device_to_dict(d) for d in host.devices],
+        "devices": [_device_to_dict(d, partitions.get(d.address, ())) for d in host.devices],
         "resctrl": resctrl_to_dict(host.resctrl, host.cells_of),
         "hmat": hmat_to_dict(host.hmat),
     }
@@ -90,7 +92,7 @@ def _cell_to_dict(cell: Cell, kind: str, tier: int) -> dict[str, Any]:
     }
 
 
-def _device_to_dict(dev: PciDevice) -> dict[str, Any]:
+def _device_to_dict(dev: PciDevice, partitions: tuple[Partition, ...]) -> dict[str, Any]:
     link = dev.link
     return {
         "address": dev.address,
@@ -111,6 +113,12 @@ def _device_to_dict(dev: PciDevice) -> dict[str, Any]:
             "speed_gts": link.speed_gts, "width": link.width,
             "max_speed_gts": link.max_speed_gts, "max_width": link.max_width,
         },
+        "mdev_types": [
+            {"id": t.id, "name": t.name, "device_api": t.device_api, "available": t.available}
+            for t in dev.mdev_types
+        ],
+        "mode": None,
+        "partitions": [{"type": p.type, "name": p.name, "free": p.total, "total": p.total} for p in partitions],
     }
 
 
@@ -229,6 +237,18 @@ def _device_from_dict(value: object, parent: At, i: int) -> PciDevice:
         vf_max=take(d, "vf_max", at, as_opt_int, None),
         pf=take(d, "pf", at, as_opt_str, None),
         link=take(d, "link", at, _link, None),
+        mdev_types=take(d, "mdev_types", at, _MDEV_TYPES, []),
+    )
+
+
+def _mdev_type_from_dict(value: object, parent: At, i: int) -> MdevType:
+    at = parent.index(i)
+    d = as_mapping(value, at)
+    return MdevType(
+        id=take(d, "id", at, as_str),
+        name=take(d, "name", at, as_str),
+        device_api=take(d, "device_api", at, as_str),
+        available=take(d, "available", at, as_int),
     )
 
 
@@ -267,6 +287,7 @@ def _number(value: object, at: At) -> float:
 _CPUS = list_of(_cpu_from_dict)
 _CELLS = list_of(_cell_from_dict)
 _CACHES = list_of(_cache_from_dict)
+_MDEV_TYPES = list_of(_mdev_type_from_dict)
 _DEVICES = list_of(_device_from_dict)
 
 

@@ -19,8 +19,9 @@ missing or does not read that way leaves both unknown, and
 :func:`with_parent_bridges` then follows the ``<parent>`` links among the
 devices given for the bridges (the root complex stays unknown). Also read:
 the IOMMU group and its other members, SR-IOV (``virt_functions`` with
-``maxCount``, ``phys_function``), the class and the PCIe link (``cap`` and
-``sta``). A VF whose PF or an IOMMU peer that is not among the devices is
+``maxCount``, ``phys_function``), the class, the PCIe link (``cap`` and
+``sta``) and the mediated-device types it offers (``mdev_types``: id, name,
+device API, available instances). A VF whose PF or an IOMMU peer that is not among the devices is
 kept as an address (the host may not list it); a ``<parent>`` cycle is refused.
 """
 
@@ -42,7 +43,7 @@ from vnuma.sources.xmlsafe import (
     read_int_attr,
     read_optional_int,
 )
-from vnuma.topology import PciDevice, device_kind_for_class
+from vnuma.topology import MdevType, PciDevice, device_kind_for_class
 from vnuma.topology.pcie import PciLink
 
 _PCI_NODEDEV_NAME = re.compile(r"^pci_([0-9a-f]{4})_([0-9a-f]{2})_([0-9a-f]{2})_([0-7])$", re.IGNORECASE)
@@ -151,6 +152,22 @@ def device_from_element(device_el: etree._Element, *, what: str) -> PciDevice | 
         else read_int_attr(functions, "maxCount", what=label),
         pf=None if pf is None else _address(pf, label),
         link=_link(cap, label),
+        mdev_types=tuple(_mdev_type(el, label) for el in cap.findall("capability[@type='mdev_types']/type")),
+    )
+
+
+def _mdev_type(el: etree._Element, label: str) -> MdevType:
+    type_id = (el.get("id") or "").strip()
+    if not type_id:
+        raise InvalidInputError(f"{element_where(label, el)}: an mdev <type> has no id")
+    available = el.find("availableInstances")
+    return MdevType(
+        id=type_id,
+        name=one_line(el.findtext("name") or "") or type_id,
+        device_api=one_line(el.findtext("deviceAPI") or "") or "vfio-pci",
+        available=0 if available is None else read_int(
+            available.text, what=label, element=available, field="available instances", maximum=INT32_MAX
+        ),
     )
 
 

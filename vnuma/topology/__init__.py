@@ -136,6 +136,16 @@ class Cell:
 
 
 @dataclass(frozen=True, slots=True)
+class MdevType:
+    """A mediated-device type a PCI function can create (a vGPU type): its instances available now."""
+
+    id: str
+    name: str
+    device_api: str
+    available: int
+
+
+@dataclass(frozen=True, slots=True)
 class PciDevice:
     """A PCI function: ``address`` is ``dddd:bb:ss.f``; ids are ``0x`` hex strings.
 
@@ -146,7 +156,8 @@ class PciDevice:
     ``iommu_group`` and ``iommu_peers`` (the group's other members) say what
     VFIO passes through with it; ``vfs``/``vf_max`` (a PF's virtual functions)
     and ``pf`` (a VF's physical function) its SR-IOV relations; ``pci_class``
-    the 24-bit class code; ``link`` its PCIe link.
+    the 24-bit class code; ``link`` its PCIe link; ``mdev_types`` the
+    mediated-device (vGPU) types it offers.
     """
 
     address: str
@@ -164,6 +175,7 @@ class PciDevice:
     vf_max: int | None = None
     pf: str | None = None
     link: PciLink | None = None
+    mdev_types: tuple[MdevType, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
