@@ -17,20 +17,16 @@ from typing import Any
 
 import typer
 
+from vnuma.services.progress import Silent
+
 
 def watching(as_json: bool) -> bool:
     """True when a person sees the output: both streams are terminals and it is not JSON."""
     return not as_json and sys.stdout.isatty() and sys.stderr.isatty()
 
 
-class Plain:
+class Plain(Silent):
     """No bar: progress is dropped, notes are stderr lines."""
-
-    def start(self, total: int | None) -> None:
-        """Nothing to draw."""
-
-    def advance(self, label: str = "", *, failed: bool = False, n: int = 1) -> None:
-        """Nothing to draw."""
 
     def note(self, line: str) -> None:
         typer.echo(line, err=True)

@@ -34,6 +34,7 @@ from vnuma.sources.xmlsafe import (
     INT64_MAX,
     element_where,
     parse_xml,
+    read_cpuset_attr,
     read_int,
     read_int_attr,
     read_optional_int,
@@ -293,16 +294,6 @@ def _cache_type(el: etree._Element, what: str) -> CacheType:
         ) from None
 
 
-def _cpus_attr(el: etree._Element, what: str) -> frozenset[int]:
-    text = el.get("cpus")
-    if text is None:
-        raise InvalidInputError(f"{element_where(what, el)}: <{el.tag}> has no cpus attribute")
-    try:
-        return parse_cpuset(text)
-    except InvalidInputError as err:
-        raise InvalidInputError(f"{element_where(what, el)}: <{el.tag}> cpus: {err}") from err
-
-
 def _parse_bank(el: etree._Element, what: str) -> CacheBank:
     size = el.get("size")
     if size is None:
@@ -330,7 +321,7 @@ def _parse_bank(el: etree._Element, what: str) -> CacheBank:
         level=read_int_attr(el, "level", what=what),
         type=_cache_type(el, what),
         size_kib=scaled_kib(el, size, what=what, field="attribute size"),
-        cpus=_cpus_attr(el, what),
+        cpus=_cpus(el, what),
         controls=tuple(sorted(controls, key=lambda c: c.type)),
     )
 
@@ -348,8 +339,14 @@ def _parse_bandwidth_node(el: etree._Element, what: str) -> BandwidthNode:
         )
     return BandwidthNode(
         id=read_int_attr(el, "id", what=what),
-        cpus=_cpus_attr(el, what),
+        cpus=_cpus(el, what),
         granularity=values["granularity"],
         min=values["min"],
         max_allocs=values["maxAllocs"],
     )
+
+
+def _cpus(el: etree._Element, what: str) -> frozenset[int]:
+    cpus = read_cpuset_attr(el, "cpus", what)
+    assert cpus is not None  # not optional
+    return cpus

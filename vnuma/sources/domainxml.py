@@ -27,8 +27,8 @@ from lxml import etree
 from vnuma.errors import InvalidInputError
 from vnuma.sources.capabilities import scaled_kib
 from vnuma.sources.nodedev import format_pci_address
-from vnuma.sources.xmlsafe import INT32_MAX, element_where, one_line, parse_xml, read_int, shown
-from vnuma.topology import MAX_CPUSET_IDS, parse_cpuset
+from vnuma.sources.xmlsafe import INT32_MAX, element_where, one_line, parse_xml, read_cpuset_attr, read_int, shown
+from vnuma.topology import MAX_CPUSET_IDS
 
 VNUMA_NS = "https://vnuma.dev/xmlns/domain/1"
 _HINT = "expected <domain> as printed by `virsh dumpxml DOMAIN`"
@@ -135,11 +135,11 @@ def parse_domain(data: bytes | str, *, what: str = "domain XML") -> Domain:
         name=name,
         vcpus=vcpus,
         memory_kib=scaled_kib(memory_el, memory_el.text, what=what, field="memory"),
-        vcpu_cpuset=_cpuset_attr(vcpu_el, "cpuset", what, optional=True),
+        vcpu_cpuset=read_cpuset_attr(vcpu_el, "cpuset", what, optional=True),
         vcpupins=_vcpupins(cputune, vcpus, what),
-        emulatorpin=_cpuset_attr(emulator_el, "cpuset", what) if emulator_el is not None else None,
+        emulatorpin=read_cpuset_attr(emulator_el, "cpuset", what) if emulator_el is not None else None,
         memory_mode=memory_el_tune.get("mode", "strict") if memory_el_tune is not None else None,
-        memory_nodeset=_cpuset_attr(memory_el_tune, "nodeset", what, optional=True)
+        memory_nodeset=read_cpuset_attr(memory_el_tune, "nodeset", what, optional=True)
         if memory_el_tune is not None
         else None,
         memnodes=_memnodes(root, what),
@@ -165,20 +165,6 @@ def _text(root: etree._Element, tag: str, what: str) -> str:
     return text
 
 
-def _cpuset_attr(
-    element: etree._Element, attr: str, what: str, *, optional: bool = False
-) -> frozenset[int] | None:
-    value = element.get(attr)
-    if value is None:
-        if optional:
-            return None
-        raise InvalidInputError(f"{element_where(what, element)}: <{element.tag}> has no {attr}")
-    try:
-        return parse_cpuset(value)
-    except InvalidInputError as err:
-        raise InvalidInputError(f"{element_where(what, element)}: <{element.tag}> {attr}: {err}") from None
-
-
 def _int_attr(element: etree._Element, attr: str, what: str, maximum: int = INT32_MAX) -> int:
     return read_int(element.get(attr), what=what, element=element, field=f"attribute {attr}", maximum=maximum)
 
@@ -198,7 +184,7 @@ def _vcpupins(cputune: etree._Element | None, vcpus: int, what: str) -> tuple[tu
             raise InvalidInputError(f"{where}: <vcpupin> vCPU {vcpu} is beyond the domain's {vcpus} vCPUs")
         if vcpu in pins:
             raise InvalidInputError(f"{where}: vCPU {vcpu} has two <vcpupin>s")
-        cpus = _cpuset_attr(pin, "cpuset", what)
+        cpus = read_cpuset_attr(pin, "cpuset", what)
         assert cpus is not None
         pins[vcpu] = cpus
     return tuple(sorted(pins.items()))
@@ -210,7 +196,7 @@ def _memnodes(root: etree._Element, what: str) -> tuple[MemNode, ...]:
         cellid = _int_attr(el, "cellid", what)
         if cellid in nodes:
             raise InvalidInputError(f"{element_where(what, el)}: guest cell {cellid} has two <memnode>s")
-        nodeset = _cpuset_attr(el, "nodeset", what)
+        nodeset = read_cpuset_attr(el, "nodeset", what)
         assert nodeset is not None
         nodes[cellid] = MemNode(cellid, el.get("mode", "strict"), nodeset)
     return tuple(nodes[c] for c in sorted(nodes))
@@ -220,7 +206,7 @@ def _hugepages(root: etree._Element, what: str) -> tuple[HugePages, ...]:
     pages = []
     for el in root.iterfind("memoryBacking/hugepages/page"):
         size = scaled_kib(el, el.get("size"), what=what, field="attribute size", maximum=INT32_MAX)
-        pages.append(HugePages(size, _cpuset_attr(el, "nodeset", what, optional=True)))
+        pages.append(HugePages(size, read_cpuset_attr(el, "nodeset", what, optional=True)))
     # A page without nodeset is libvirt's default for every other cell: look it up last.
     return tuple(sorted(pages, key=lambda p: (p.guest_cells is None, p.size_kib)))
 
@@ -231,7 +217,7 @@ def _cells(root: etree._Element, what: str) -> tuple[GuestCell, ...]:
         cell_id = _int_attr(el, "id", what) if el.get("id") is not None else len(cells)
         if cell_id in cells:
             raise InvalidInputError(f"{element_where(what, el)}: guest cell {cell_id} is defined twice")
-        vcpus = _cpuset_attr(el, "cpus", what, optional=True) or frozenset()
+        vcpus = read_cpuset_attr(el, "cpus", what, optional=True) or frozenset()
         memory = scaled_kib(el, el.get("memory"), what=what, field="attribute memory")
         cells[cell_id] = GuestCell(cell_id, vcpus, memory)
     return tuple(cells[c] for c in sorted(cells))

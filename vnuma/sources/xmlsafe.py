@@ -20,6 +20,7 @@ import re
 from lxml import etree
 
 from vnuma.errors import InvalidInputError
+from vnuma.topology import parse_cpuset
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -207,3 +208,18 @@ def read_int_attr(element: etree._Element, attr: str, *, what: str, maximum: int
     if value is None:
         raise InvalidInputError(f"{element_where(what, element)}: <{element.tag}> has no {attr} attribute")
     return read_int(value, what=what, element=element, field=f"attribute {attr}", maximum=maximum)
+
+
+def read_cpuset_attr(
+    element: etree._Element, attr: str, what: str, *, optional: bool = False
+) -> frozenset[int] | None:
+    """A cpuset attribute (``0-3,8``); missing is None when ``optional``, else an InvalidInputError naming it."""
+    value = element.get(attr)
+    if value is None:
+        if optional:
+            return None
+        raise InvalidInputError(f"{element_where(what, element)}: <{element.tag}> has no {attr} attribute")
+    try:
+        return parse_cpuset(value)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"{element_where(what, element)}: <{element.tag}> {attr}: {err}") from None

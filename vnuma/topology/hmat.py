@@ -20,7 +20,7 @@ below, and ``unknown`` without HMAT figures for it. A cell's **tier**
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class Hmat:
     bandwidth_kib_s: Matrix = ()
     write_latency_ns: Matrix = ()
     write_bandwidth_kib_s: Matrix = ()
-    ignored: tuple[str, ...] = field(default=())
+    ignored: tuple[str, ...] = ()
     """hwloc initiators (cpusets) that cover no cell's CPUs entirely, as written in the file."""
 
     @property

@@ -13,10 +13,8 @@ Free equals total while vnuma places no partitions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from vnuma.topology import Host
+from vnuma.topology import DeviceKind, Host
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +31,7 @@ def vgpu_partitions(host: Host) -> dict[str, tuple[Partition, ...]]:
     by_address = {d.address: d for d in host.devices}
     out: dict[str, tuple[Partition, ...]] = {}
     for gpu in host.devices:
-        if gpu.kind.value != "gpu" or gpu.pf is not None:
+        if gpu.kind is not DeviceKind.GPU or gpu.pf is not None:
             continue
         names: dict[str, str] = {}
         counts: dict[str, int] = {}
