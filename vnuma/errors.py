@@ -87,3 +87,22 @@ class HypervisorError(VnumaError):
     def __init__(self, message: str, *, code: int | None = None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.code = code
+
+
+class AuthenticationError(VnumaError):
+    """An API request without a valid token: none, malformed, unknown, revoked or expired (HTTP 401)."""
+
+    exit_code = 10
+
+
+class ForbiddenError(VnumaError):
+    """An API token whose role does not allow the request (HTTP 403)."""
+
+    exit_code = 11
+
+
+def not_in_inventory(what: str, name: str) -> NotFoundError:
+    """The one "unknown name" error (``what``: host, tenant, vm, token): also what a tenant's API token is
+    told about another tenant's VM or tenant, word for word."""
+    label = "VM" if what == "vm" else what
+    return NotFoundError(f"{label} {name!r} is not in the inventory", hint=f"see `vnuma {what} list`")

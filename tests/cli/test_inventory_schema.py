@@ -107,6 +107,10 @@ OPENING = {
     ("vm", "undefine"): ["vm", "undefine", "vm1"],
     ("vm", "repin"): ["vm", "repin", "vm1"],
     ("vm", "migrate"): ["vm", "migrate", "vm1", "--to", "h1"],
+    ("token", "create"): ["token", "create", "t1", "--role", "admin"],
+    ("token", "list"): ["token", "list"],
+    ("token", "revoke"): ["token", "revoke", "t1"],
+    ("serve",): ["serve", "--listen", "127.0.0.1:1"],
 }
 # `db status` reads the revision without opening; `db upgrade` is the way out; `simulate`
 # and `trace` have no inventory.

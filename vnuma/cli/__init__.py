@@ -90,7 +90,8 @@ def _internal_error(ctx: typer.Context, err: Exception) -> NoReturn:
 READ_ONLY = {
     ("capacity",), ("config", "show"), ("db", "status"), ("host", "list"), ("host", "show"), ("log",),
     ("render",), ("simulate",), ("stats",), ("tenant", "list"), ("tenant", "show"), ("trace", "export"),
-    ("trace", "generate"), ("trace", "list"), ("vm", "guest-view"), ("vm", "list"), ("vm", "show"),
+    ("trace", "generate"), ("trace", "list"), ("token", "list"), ("serve",), ("vm", "guest-view"), ("vm", "list"),
+    ("vm", "show"),
 }
 """Commands that never change the inventory: their refusals are not logged (`rebalance` without --apply and
 any --dry-run neither)."""
@@ -249,6 +250,8 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "db": ("vnuma.cli.db", "app", "Inventory database: status and upgrade."),
     "log": ("vnuma.cli.auditlog", "log", None),
     "config": ("vnuma.cli.configuring", "app", "Site configuration: the effective settings and where each comes from."),
+    "serve": ("vnuma.cli.serving", "serve", None),
+    "token": ("vnuma.cli.tokens", "app", "Bearer tokens of the HTTP API (vnuma serve): create, list, revoke."),
 }
 
 

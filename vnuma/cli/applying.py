@@ -10,7 +10,8 @@ import typer
 from vnuma.cli import config, output, settings
 from vnuma.cli.completion import VmArg
 from vnuma.cli.output import JsonOpt
-from vnuma.cli.placing import vm_app, vm_dict
+from vnuma.cli.placing import vm_app
+from vnuma.documents import released_doc, vm_doc
 
 TemplateOpt = Annotated[
     Path | None,
@@ -154,7 +155,7 @@ def _done(ctx: typer.Context, vm: str, state: str, as_json: bool) -> None:
     from vnuma.services.queries import get_vm
 
     placement, recorded = get_vm(settings(ctx), vm)
-    output.echo_json(vm_dict(placement, recorded))
+    output.echo_json(vm_doc(placement, recorded))
 
 
 @vm_app.command("start")
@@ -212,6 +213,6 @@ def release(
     placement, state = get_vm(settings(ctx), vm)
     release_vm(settings(ctx), vm, undefine=undefine)
     if as_json:
-        output.echo_json({**vm_dict(placement, state), "released": True})
+        output.echo_json(released_doc(placement, state))
         return
     typer.echo(f"released VM {vm}")

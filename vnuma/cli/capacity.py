@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -56,22 +56,11 @@ def capacity(
             settings(ctx), list(shapes), count=count, host=host, strategy=chosen, tenant=tenant, progress=progress
         )
     if as_json:
-        output.echo_json(report_to_dict(report))
+        from vnuma.documents import capacity_doc
+
+        output.echo_json(capacity_doc(report))
         return
     _print(report)
-
-
-def report_to_dict(report: CapacityReport) -> dict[str, Any]:
-    """The ``capacity --json`` document."""
-    return {
-        "shapes": list(report.shapes),
-        "fits": len(report.placements),
-        "placements": [{"shape": s, "host": p.host, "cells": list(p.host_cells)} for s, p in report.placements],
-        "stopped_by": [
-            {"reason": s.example, "hosts": s.hosts, "check": s.check, "example_host": s.example_host}
-            for s in report.stopped_by
-        ],
-    }
 
 
 def _print(report: CapacityReport) -> None:

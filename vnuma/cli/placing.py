@@ -28,47 +28,6 @@ from vnuma.topology.pcie import Level
 vm_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
 
-def parse_numa_nodes(text: str) -> int | None:
-    """``auto`` -> None, else a positive integer."""
-    from vnuma.errors import InvalidInputError
-
-    if text.strip().lower() == "auto":
-        return None
-    # isdecimal, not isdigit: "²" is a digit that int() refuses.
-    if not text.strip().isdecimal() or len(text.strip()) > 6 or int(text) < 1:
-        raise InvalidInputError(f"bad --numa-nodes {text!r}: use a positive number or auto")
-    return int(text)
-
-
-def _int_list(text: str, option: str) -> tuple[int, ...]:
-    """``12,4`` -> (12, 4)."""
-    from vnuma.errors import InvalidInputError
-
-    words = [w.strip() for w in text.split(",")]
-    if not all(w.isdecimal() and len(w) <= 6 for w in words):
-        raise InvalidInputError(
-            f"bad {option} {text!r}: use whole numbers, one per guest cell, comma-separated (e.g. 12,4)"
-        )
-    return tuple(int(w) for w in words)
-
-
-def parse_memory_modes(text: str) -> tuple[MemoryMode, ...]:
-    """``strict,interleave`` -> one mode per guest cell."""
-    from vnuma.errors import InvalidInputError
-
-    modes = []
-    for word in text.split(","):
-        try:
-            modes.append(MemoryMode(word.strip().lower()))
-        except ValueError:
-            choices = "|".join(m.value for m in MemoryMode)
-            raise InvalidInputError(
-                f"bad --cell-memory-mode {text!r}: {word.strip()!r} is not one of {choices}",
-                hint="one mode per guest cell, comma-separated, e.g. strict,interleave",
-            ) from None
-    return tuple(modes)
-
-
 def _nics(value: str | None, affinity: str) -> tuple[int, bool, Level]:
     """``--nics N|per-gpu`` and ``--nic-affinity LEVEL`` as (count, per GPU, level)."""
     try:
@@ -211,47 +170,19 @@ def place(
     Example: vnuma place tenant-a --vcpus 16 --memory 64GiB --numa-nodes 2
     --cell-memory-mode strict,interleave
     """
-    from vnuma.services.names import check_vm_name
     from vnuma.services.placing import place_vm, require_chosen
-    from vnuma.topology import parse_page_size, parse_size_kib
+    from vnuma.services.requests import place_request
 
-    if name is not None:
-        check_vm_name(name)  # an empty --name is refused, not taken as "generate one"
-    if group is not None:
-        check_vm_name(group, "group")
-    elif anti_affinity is not None:
+    if group is None and anti_affinity is not None:
         raise typer.BadParameter("--anti-affinity needs --group G", param_hint="--anti-affinity")
-    per_vcpus = _int_list(cell_vcpus, "--cell-vcpus") if cell_vcpus is not None else None
-    per_memory = tuple(parse_size_kib(x) for x in cell_memory.split(",")) if cell_memory is not None else None
-    per_gpus = _int_list(cell_gpus, "--cell-gpus") if cell_gpus is not None else None
     nic_count, per_gpu, level = _nics(nics, nic_affinity)
-    nodes = parse_numa_nodes(numa_nodes)
-    if nodes is None and per_vcpus is not None:
-        nodes = len(per_vcpus)  # per-cell sizes say how many guest cells
-    request = VmRequest(
-        name=name or "",
-        tenant=tenant,
-        vcpus=vcpus if vcpus is not None or per_vcpus is None else sum(per_vcpus),
-        memory_kib=parse_size_kib(memory) if memory is not None else (sum(per_memory) if per_memory else None),
-        gpus=gpus if gpus or per_gpus is None else sum(per_gpus),
-        numa_nodes=nodes,
-        cell_vcpus=per_vcpus,
-        cell_memory_kib=per_memory,
-        cell_gpus=per_gpus,
-        cpu_policy=cpu_policy,
-        thread_policy=thread_policy,
-        page_size_kib=parse_page_size(page_size or config(ctx)["page_size"]),
-        gpu_affinity=gpu_affinity,
-        emulator_threads=emulator_threads,
-        host=host,
-        group=group,
-        anti_affinity=anti_affinity,
-        memory_modes=parse_memory_modes(cell_memory_mode) if cell_memory_mode is not None else (memory_mode,),
-        iothreads=iothreads,
-        iothread_policy=iothreads_policy,
-        nics=nic_count,
-        nics_per_gpu=per_gpu,
-        nic_affinity=level,
+    request = place_request(
+        tenant=tenant, page_size=page_size or config(ctx)["page_size"], vcpus=vcpus, memory=memory, gpus=gpus,
+        name=name, numa_nodes=numa_nodes, cpu_policy=cpu_policy, thread_policy=thread_policy,
+        gpu_affinity=gpu_affinity, nics=nic_count, nics_per_gpu=per_gpu, nic_affinity=level,
+        emulator_threads=emulator_threads, memory_mode=memory_mode, cell_memory_mode=cell_memory_mode,
+        cell_vcpus=cell_vcpus, cell_memory=cell_memory, cell_gpus=cell_gpus, iothreads=iothreads,
+        iothreads_policy=iothreads_policy, host=host, group=group, anti_affinity=anti_affinity,
     )
     if (apply or yes or allow_restart or allow_migrate) and not rebalance:
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
@@ -265,15 +196,9 @@ def place(
         if "run" in moved:
             request, result = place_vm(settings(ctx), request, chosen_strategy, dry_run=False)
     if result.chosen is None and as_json:
-        from vnuma.placement.engine import best_reason
+        from vnuma.documents import no_fit_doc
 
-        output.echo_json(
-            {
-                "error": f"no host can take VM {request.name!r}: {best_reason(result)}",
-                "rejections": [{"host": r.host, "reason": r.reason} for r in result.rejections],
-                **({"rebalance": moved} if moved is not None else {}),
-            }
-        )
+        output.echo_json({**no_fit_doc(request, result), **({"rebalance": moved} if moved is not None else {})})
     if explain:
         _print_explain(result)
     chosen = require_chosen(request, result)
@@ -367,7 +292,9 @@ def vm_list(
 
     vms = list_vms(settings(ctx), tenant, host)
     if as_json:
-        output.echo_json([vm_dict(p, s) for p, s in vms])
+        from vnuma.documents import vm_doc
+
+        output.echo_json([vm_doc(p, s) for p, s in vms])
         return
     output.echo_table(
         None,
@@ -380,13 +307,6 @@ def vm_list(
     )
 
 
-def vm_dict(p: Placement, state: str) -> dict[str, Any]:
-    """A VM's JSON document (``vm show --json``): its placement and ``state``."""
-    from vnuma.codec import placement_to_dict
-
-    return {**placement_to_dict(p), "state": state}
-
-
 @vm_app.command("show")
 def vm_show(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -> None:
     """Show one VM's placement and state.
@@ -397,6 +317,8 @@ def vm_show(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -> N
 
     placement, state = get_vm(settings(ctx), vm)
     if as_json:
-        output.echo_json(vm_dict(placement, state))
+        from vnuma.documents import vm_doc
+
+        output.echo_json(vm_doc(placement, state))
     else:
         print_placement(placement, f"VM {placement.vm} (tenant {placement.tenant}) on host {placement.host}", state)

@@ -57,71 +57,16 @@ def stats(
 
         output.write_pictures(lambda: fleet_picture(settings(ctx), vm, host), svg, png)
 
+    from vnuma.documents import stats_doc
+
     report = collect(settings(ctx), vm, host)
-    doc = report_to_dict(report)
+    doc = stats_doc(report)
     for warning in report.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if as_json:
         output.echo_json(doc)
         return
     _print(doc)
-
-
-def _shape(s: Any) -> dict[str, int] | None:
-    if s is None:
-        return None
-    return {"vcpus": s.vcpus, "memory_kib": s.memory_kib, "page_size_kib": s.page_size_kib, "gpus": s.gpus}
-
-
-def report_to_dict(report: Any) -> dict[str, Any]:
-    """The ``stats --json`` document."""
-    hosts = [
-        {
-            "host": h.host,
-            "cells": [
-                {
-                    "cell": c.cell,
-                    "pcpus": {
-                        "total": c.pcpus_total,
-                        "claimed": c.pcpus_claimed,
-                        "free": c.pcpus_free,
-                        "reserved": c.pcpus_reserved,
-                    },
-                    "pages": [
-                        {"size_kib": p.size_kib, "total": p.total, "claimed": p.claimed, "free": p.free}
-                        for p in c.pools
-                    ],
-                    "gpus": {"total": c.gpus_total, "free": c.gpus_free},
-                    "largest_free": _shape(c.largest_free),
-                }
-                for c in h.cells
-            ],
-            "fragmentation": [{"cells": k, "largest": _shape(s)} for k, s in h.fragmentation],
-        }
-        for h in report.hosts
-    ]
-    vms = []
-    for v in report.vms:
-        loc, m, b = v.locality, v.measured, v.bandwidth
-        vms.append(
-            {
-                "vm": loc.vm,
-                "tenant": loc.tenant,
-                "host": loc.host,
-                "state": v.state,
-                "cells": list(loc.cells),
-                "vcpus_local": loc.vcpus_local,
-                "memory_local": loc.memory_local,
-                "devices_local": loc.devices_local,
-                "measured": None
-                if m is None
-                else {"pid": m.pid, "node_kib": {str(n): k for n, k in m.node_kib}, "memory_local": m.local},
-                "bandwidth": None
-                if b is None
-                else {"local_bytes": b.local_bytes, "total_bytes": b.total_bytes, "local": b.local},
-            }
-        )
-    return {"hosts": hosts, "vms": vms, "warnings": list(report.warnings)}
 
 
 def _size(kib: int) -> str:

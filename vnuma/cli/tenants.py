@@ -42,22 +42,6 @@ def create(
     typer.echo(f"created tenant {tenant.name} (isolation {tenant.isolation})")
 
 
-def _quota(text: str | None, flag: str) -> object:
-    """``N`` -> N, ``none``/``unlimited`` -> None (no quota), not given -> keep the current one."""
-    from vnuma.errors import InvalidInputError
-    from vnuma.services.tenants import KEEP
-
-    if text is None:
-        return KEEP
-    value = text.strip().lower()
-    if value in ("none", "unlimited"):
-        return None
-    # isdecimal, not isdigit: "²" is a digit that int() refuses.
-    if not value.isdecimal() or len(value) > 9:
-        raise InvalidInputError(f"bad {flag} {text!r}: use a whole number, or none for no quota")
-    return int(value)
-
-
 @app.command("update")
 def update(
     ctx: typer.Context,
@@ -83,14 +67,14 @@ def update(
 
     Example: vnuma tenant update tenant-a --max-vcpus none
     """
-    from vnuma.services.tenants import update_tenant
+    from vnuma.services.tenants import parse_quota, update_tenant
 
     old, new = update_tenant(
         settings(ctx),
         name,
         isolation=isolation,
-        max_vcpus=_quota(max_vcpus, "--max-vcpus"),
-        max_gpus=_quota(max_gpus, "--max-gpus"),
+        max_vcpus=parse_quota(max_vcpus, "--max-vcpus"),
+        max_gpus=parse_quota(max_gpus, "--max-gpus"),
     )
     if as_json:
         from vnuma.codec import tenant_to_dict

@@ -58,9 +58,11 @@ def _user() -> str:
 _current: ContextVar[Invocation | None] = ContextVar("vnuma_invocation", default=None)
 
 
-def begin_invocation(command: str) -> Invocation:
-    """Name the command line the following changes belong to (the CLI calls this once per command)."""
-    inv = Invocation(command)
+def begin_invocation(command: str, *, user: str | None = None, machine: str | None = None) -> Invocation:
+    """Name the command line the following changes belong to (the CLI calls this once per command, the API
+    once per request, naming the token as ``user`` and the client's address as ``machine``)."""
+    given = {key: value for key, value in (("user", user), ("machine", machine)) if value is not None}
+    inv = Invocation(command, **given)
     _current.set(inv)
     return inv
 

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from vnuma.errors import NotFoundError
+from vnuma.errors import not_in_inventory
 
 R = TypeVar("R")
 
@@ -22,6 +22,5 @@ def named_row(session: Session, model: type[R], name: str, what: str, *, lock: b
     stmt = select(model).where(column == name)
     row = session.scalars(stmt.with_for_update() if lock else stmt).one_or_none()
     if row is None:
-        label = "VM" if what == "vm" else what
-        raise NotFoundError(f"{label} {name!r} is not in the inventory", hint=f"see `vnuma {what} list`")
+        raise not_in_inventory(what, name)
     return row

@@ -272,3 +272,24 @@ class AuditEntry(Base):
     vms: Mapped[str] = mapped_column(Text)
     hosts: Mapped[str] = mapped_column(Text)
     tenants: Mapped[str] = mapped_column(Text)
+
+
+TOKEN_ROLES = ("admin", "operator", "reader", "tenant")
+
+
+class ApiToken(Base):
+    """A bearer token of the HTTP API (:mod:`.tokens`): its public ``key`` (part of the token), a slow hash
+    of its secret (never the secret), its role and, for a ``tenant`` token, the tenant it acts for."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (CheckConstraint(_in("role", TOKEN_ROLES), name="role"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(32), unique=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    tenant: Mapped[str | None] = mapped_column(String(255))
+    secret_hash: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[str] = mapped_column(String(40))
+    expires_at: Mapped[str | None] = mapped_column(String(40))
+    revoked_at: Mapped[str | None] = mapped_column(String(40))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vnuma.errors import NotFoundError
+from vnuma.errors import not_in_inventory
 from vnuma.inventory import audit
 from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.claims import decode_placement
@@ -24,7 +24,6 @@ from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.topology import Host
 
-HOST_HINT = "see `vnuma host list`"
 TENANTS = "SELECT name, isolation, max_vcpus, max_gpus FROM tenants ORDER BY name"
 FLEET_HOSTS = "SELECT name, uri, source, reserved_cpuset, topology_digest, cordoned FROM hosts ORDER BY name"
 OWN_TOPOLOGIES = "SELECT name, topology FROM hosts WHERE topology_digest = ''"  # rows written behind our back
@@ -123,7 +122,7 @@ def read_host(x: Executor, name: str) -> Host:
 def host_of(name: str, rows: list[Row]) -> tuple[int, Host]:
     """The id and host of the first of the rows :data:`HOST` returned (NotFoundError: none)."""
     if not rows:
-        raise NotFoundError(f"host {name!r} is not in the inventory", hint=HOST_HINT)
+        raise not_in_inventory("host", name)
     row = rows[0]
     return int(row[0]), decode_host(*row[1:])
 
@@ -142,7 +141,7 @@ def list_vms(x: Executor, tenant: str | None = None, host: str | None = None) ->
     """
     for what, name in (("tenant", tenant), ("host", host)):
         if name is not None and x.one(NAMED[what], {"name": name}) is None:
-            raise NotFoundError(f"{what} {name!r} is not in the inventory", hint=f"see `vnuma {what} list`")
+            raise not_in_inventory(what, name)
     given = {key: value for key, value in (("tenant", tenant), ("host", host)) if value is not None}
     # Only the filters given (PostgreSQL cannot type a parameter that is only compared with NULL).
     filters = " AND ".join(VM_FILTERS[key] for key in given) or "1 = 1"
@@ -154,7 +153,7 @@ def get_vm(x: Executor, name: str) -> tuple[Placement, VmState]:
     """A VM's placement and state (NotFoundError if unknown)."""
     row = x.one(VM, {"name": name})
     if row is None:
-        raise NotFoundError(f"VM {name!r} is not in the inventory", hint="see `vnuma vm list`")
+        raise not_in_inventory("vm", name)
     return decode_placement(str(row[0]), row[1]), VmState(row[2])
 
 
@@ -163,7 +162,7 @@ def embedded_domains(x: Executor, name: str) -> str | None:
     when none was kept yet (NotFoundError: no such host)."""
     row = x.one(EMBEDDED, {"name": name})
     if row is None:
-        raise NotFoundError(f"host {name!r} is not in the inventory", hint=HOST_HINT)
+        raise not_in_inventory("host", name)
     return None if row[0] is None else str(row[0])
 
 
@@ -171,7 +170,7 @@ def keep_embedded_domains(x: Executor, name: str, document: str) -> None:
     """Replace the document of domains kept for a ``test://`` host; unchanged, nothing is written."""
     row = x.one(EMBEDDED + x.lock, {"name": name})
     if row is None:
-        raise NotFoundError(f"host {name!r} is not in the inventory", hint=HOST_HINT)
+        raise not_in_inventory("host", name)
     if row[0] != document:
         x.run(KEEP_EMBEDDED, {"name": name, "document": document})
         audit.record(x, "embedded-domains", host=name)

@@ -35,6 +35,12 @@ def begin(argv: Sequence[str]) -> None:
     audit.begin_invocation(command_line(argv))
 
 
+def begin_request(method: str, path: str, token: str, client: str) -> None:
+    """Changes from now on belong to the API request ``METHOD PATH`` made with token ``token`` from ``client``
+    (logged as user ``token:NAME``)."""
+    audit.begin_invocation(f"{method} {path}", user=f"token:{token}", machine=client)
+
+
 def end() -> None:
     """The command is over (see :func:`begin`)."""
     audit.end_invocation()
@@ -57,7 +63,7 @@ _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def parse_since(text: str, now: datetime | None = None) -> datetime:
+def parse_since(text: str, now: datetime | None = None, option: str = "--since") -> datetime:
     """``--since``: an ISO date or time (``2026-12-01``, ``2026-12-01T08:00``, UTC unless it says), or an age
     (``30m``, ``2h``, ``7d``, ``1w``).
 
@@ -72,7 +78,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
         raise InvalidInputError(
-            f"bad --since {text!r}", hint="give an ISO date or time (2026-12-01, 2026-12-01T08:00) or an age "
+            f"bad {option} {text!r}", hint="give an ISO date or time (2026-12-01, 2026-12-01T08:00) or an age "
             "(30m, 2h, 7d, 1w)"
         ) from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vnuma.errors import not_in_inventory
 from vnuma.inventory.db import current_revision, head_revision, masked_url, open_inventory, upgrade
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
@@ -50,20 +51,31 @@ def remove_tenant(settings: Settings, name: str) -> None:
         inventory.remove_tenant(name)
 
 
-def list_vms(settings: Settings, tenant: str | None, host: str | None) -> list[tuple[Placement, str]]:
-    """(placement, state) of VMs, optionally filtered (NotFoundError: a filter names nothing known)."""
+def list_vms(
+    settings: Settings, tenant: str | None, host: str | None, *, seen_by: str | None = None
+) -> list[tuple[Placement, str]]:
+    """(placement, state) of VMs, optionally filtered (NotFoundError: a filter names nothing known).
+
+    ``seen_by`` (a tenant's API token): only that tenant's VMs; a filter naming another tenant is unknown.
+    """
+    from vnuma.inventory.reading import open_reader
+
+    if seen_by is not None and tenant not in (None, seen_by):
+        raise not_in_inventory("tenant", tenant)
+    with open_reader(settings.db_url) as reader:
+        return reader.list_vms(tenant=seen_by or tenant, host=host)
+
+
+def get_vm(settings: Settings, name: str, *, seen_by: str | None = None) -> tuple[Placement, str]:
+    """(placement, state) of one VM (NotFoundError if unknown), without the ORM; ``seen_by`` (a tenant's API
+    token): another tenant's VM is unknown, with the very words of a VM that does not exist."""
     from vnuma.inventory.reading import open_reader
 
     with open_reader(settings.db_url) as reader:
-        return reader.list_vms(tenant=tenant, host=host)
-
-
-def get_vm(settings: Settings, name: str) -> tuple[Placement, str]:
-    """(placement, state) of one VM (NotFoundError if unknown), without the ORM."""
-    from vnuma.inventory.reading import open_reader
-
-    with open_reader(settings.db_url) as reader:
-        return reader.vm(name)
+        placement, state = reader.vm(name)
+    if seen_by is not None and placement.tenant != seen_by:
+        raise not_in_inventory("vm", name)
+    return placement, state
 
 
 def db_status(settings: Settings) -> dict[str, Any]:
@@ -76,3 +88,15 @@ def db_upgrade(settings: Settings) -> str:
     """Migrate the inventory to head; returns the head revision."""
     upgrade(settings.db_url)
     return head_revision()
+
+
+def check_serving(settings: Settings) -> None:
+    """Refuse to serve an inventory that cannot be opened or is not at this vnuma's schema.
+
+    Raises:
+        InventoryError: unreachable, missing, or at another revision (hint: ``vnuma db upgrade``).
+    """
+    from vnuma.inventory.access import open_access
+
+    with open_access(settings.db_url) as access, access.begin(False):
+        pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vnuma.errors import InvalidInputError
+from vnuma.errors import InvalidInputError, not_in_inventory
 from vnuma.inventory.db import open_inventory
 from vnuma.placement.model import Isolation, Tenant
 from vnuma.services import Settings
@@ -12,6 +12,24 @@ from vnuma.services.names import check_vm_name
 
 KEEP = object()
 """An :func:`update_tenant` argument left as it is."""
+
+
+def parse_quota(text: str | int | None, flag: str) -> object:
+    """A quota as ``tenant update`` takes it: ``N`` -> N, ``none``/``unlimited`` -> None (no quota), not
+    given (None) -> :data:`KEEP` the current one.
+
+    Raises:
+        InvalidInputError: anything else.
+    """
+    if text is None:
+        return KEEP
+    value = str(text).strip().lower()
+    if value in ("none", "unlimited"):
+        return None
+    # isdecimal, not isdigit: "²" is a digit that int() refuses.
+    if not value.isdecimal() or len(value) > 9:
+        raise InvalidInputError(f"bad {flag} {text!r}: use a whole number, or none for no quota")
+    return int(value)
 
 
 def _check_quotas(max_vcpus: int | None, max_gpus: int | None) -> None:
@@ -65,8 +83,13 @@ def update_tenant(
     return old, new
 
 
-def tenant_rows(settings: Settings, only: str | None = None) -> list[dict[str, Any]]:
-    """One dict per tenant (``only``: just that one; NotFoundError if unknown)."""
+def tenant_rows(settings: Settings, only: str | None = None, *, seen_by: str | None = None) -> list[dict[str, Any]]:
+    """One dict per tenant (``only``: just that one; NotFoundError if unknown). ``seen_by`` (a tenant's API
+    token): that tenant alone; any other is unknown, as one that does not exist."""
+    if seen_by is not None:
+        if only not in (None, seen_by):
+            raise not_in_inventory("tenant", only)
+        only = seen_by
     with open_inventory(settings.db_url) as inventory:
         tenants = [inventory.get_tenant(only)] if only else inventory.list_tenants()
         rows = []

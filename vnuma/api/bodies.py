@@ -1,0 +1,105 @@
+"""Request bodies: each command's options by their long names with underscores, in the CLI's own units.
+
+Sizes and lists stay the CLI's text (``"memory": "64GiB"``, ``"cell_vcpus":
+"12,4"``) and are read by the same service functions as the CLI's; choices
+are the CLI's words. Unknown members and values of the wrong JSON type are
+refused (422): numbers, strings and booleans are strict (no ``"16"`` for
+16, no ``1`` for true); choices take the CLI's words.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from vnuma.placement.groups import AntiAffinity
+from vnuma.placement.model import (
+    CpuPolicy,
+    EmulatorThreads,
+    GpuAffinity,
+    IoThreadPolicy,
+    Isolation,
+    MemoryMode,
+    Strategy,
+    ThreadPolicy,
+)
+
+
+class Body(BaseModel):
+    """Unknown members refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlaceBody(Body):
+    """``vnuma place``'s options (``tenant`` may be left out by a tenant token: its own tenant)."""
+
+    tenant: StrictStr | None = None
+    vcpus: StrictInt | None = Field(None, ge=0)
+    memory: StrictStr | None = None
+    gpus: StrictInt = Field(0, ge=0)
+    name: StrictStr | None = None
+    numa_nodes: StrictStr | StrictInt = "auto"
+    cpu_policy: CpuPolicy = CpuPolicy.DEDICATED
+    thread_policy: ThreadPolicy = ThreadPolicy.PREFER
+    page_size: StrictStr | None = None
+    gpu_affinity: GpuAffinity = GpuAffinity.REQUIRED
+    nics: StrictInt | Literal["per-gpu"] | None = None
+    nic_affinity: Literal["pix", "pxb", "phb", "node", "sys"] = "pxb"
+    emulator_threads: EmulatorThreads = EmulatorThreads.SHARE
+    memory_mode: MemoryMode = MemoryMode.STRICT
+    cell_memory_mode: StrictStr | None = None
+    cell_vcpus: StrictStr | None = None
+    cell_memory: StrictStr | None = None
+    cell_gpus: StrictStr | None = None
+    iothreads: StrictInt = Field(0, ge=0)
+    iothreads_policy: IoThreadPolicy = IoThreadPolicy.EMULATOR
+    host: StrictStr | None = None
+    group: StrictStr | None = None
+    anti_affinity: AntiAffinity | None = None
+    strategy: Strategy | None = None
+    dry_run: StrictBool = False
+    explain: StrictBool = False
+
+
+class TenantCreateBody(Body):
+    """``vnuma tenant create``."""
+
+    name: StrictStr
+    isolation: Isolation = Isolation.CORE
+    max_vcpus: StrictInt | None = Field(None, ge=0)
+    max_gpus: StrictInt | None = Field(None, ge=0)
+
+
+class TenantUpdateBody(Body):
+    """``vnuma tenant update``: a member left out keeps its value; a quota of null or "none" is unlimited."""
+
+    isolation: Isolation | None = None
+    max_vcpus: StrictInt | Literal["none"] | None = None
+    max_gpus: StrictInt | Literal["none"] | None = None
+
+
+class ReleaseBody(Body):
+    """``vnuma vm release``."""
+
+    undefine: StrictBool = False
+
+
+class CapacityBody(Body):
+    """``vnuma capacity``."""
+
+    shapes: list[StrictStr] = Field(min_length=1, max_length=64)
+    count: StrictInt | None = None
+    host: StrictStr | None = None
+    tenant: StrictStr | None = None
+    strategy: Strategy | None = None
+
+
+class TokenCreateBody(Body):
+    """``vnuma token create``."""
+
+    name: StrictStr
+    role: Literal["admin", "operator", "reader", "tenant"]
+    tenant: StrictStr | None = None
+    expires: StrictStr | None = None

@@ -1,0 +1,76 @@
+"""``vnuma serve``: the HTTP API (:mod:`vnuma.api`) on uvicorn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vnuma.cli import settings
+
+
+def serve(
+    ctx: typer.Context,
+    listen: Annotated[str, typer.Option("--listen", metavar="HOST:PORT", help="Address to listen on.")] = (
+        "127.0.0.1:8750"
+    ),
+    workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Serving processes.")] = 1,
+    max_body: Annotated[
+        int, typer.Option("--max-body", min=1, metavar="BYTES", help="Largest request body (413 above).")
+    ] = 1 << 20,
+    rate_limit: Annotated[
+        float,
+        typer.Option("--rate-limit", min=0, metavar="N", help="Requests per second per token and process "
+                     "(429 above; 0: no limit)."),
+    ] = 50.0,
+    burst: Annotated[
+        int | None, typer.Option("--burst", min=1, metavar="N", help="Requests a token may make at once "
+                                 "[default: the rate, rounded up].")
+    ] = None,
+    ssl_certfile: Annotated[
+        Path | None, typer.Option("--ssl-certfile", exists=True, dir_okay=False, help="Serve HTTPS: certificate.")
+    ] = None,
+    ssl_keyfile: Annotated[
+        Path | None, typer.Option("--ssl-keyfile", exists=True, dir_okay=False, help="Serve HTTPS: its key.")
+    ] = None,
+) -> None:
+    """Serve the inventory over HTTP: the CLI's commands and JSON under /v1, for bearer tokens.
+
+    Routes (request bodies carry the command's options by their long names,
+    with underscores, in the CLI's units; answers are the command's --json
+    document): GET /v1/hosts, GET /v1/hosts/NAME, POST
+    /v1/hosts/NAME/cordon|uncordon; GET|POST /v1/tenants, GET|PATCH|DELETE
+    /v1/tenants/NAME; POST /v1/place; GET /v1/vms, GET /v1/vms/NAME, POST
+    /v1/vms/NAME/release; GET /v1/stats; POST /v1/capacity; GET|POST
+    /v1/tokens, POST /v1/tokens/NAME/revoke. GET /openapi.json describes
+    them. Errors are application/problem+json with the CLI's message, hint
+    and exit code.
+
+    Roles (vnuma token create): reader reads; operator also places and
+    releases; tenant places, sees and releases only its tenant's VMs;
+    admin also manages hosts, tenants and tokens. Every request needs
+    Authorization: Bearer TOKEN (401 without). The inventory must be at
+    this vnuma's schema (vnuma db upgrade).
+
+    Example: vnuma --db /var/lib/vnuma/inventory.db serve --listen 0.0.0.0:8750 --workers 4
+    """
+    import os
+
+    import uvicorn
+
+    from vnuma.api.serving import HANDOFF, handoff, parse_listen
+    from vnuma.services.queries import check_serving
+
+    host, port = parse_listen(listen)
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        raise typer.BadParameter("give both --ssl-certfile and --ssl-keyfile, or neither")
+    chosen = settings(ctx)
+    check_serving(chosen)
+    os.environ[HANDOFF] = handoff(chosen, max_body=max_body, rate=rate_limit, burst=burst)
+    uvicorn.run(
+        "vnuma.api.serving:from_handoff", factory=True, host=host, port=port, workers=workers,
+        ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
+        ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None, log_level="warning", access_log=False,
+        server_header=False,
+    )

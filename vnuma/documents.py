@@ -1,0 +1,122 @@
+"""The JSON documents of the commands: one builder each, shared by the CLI's ``--json`` and the HTTP API.
+
+A document is the contract scripts rely on (README, "JSON interfaces"):
+keys are only added, never renamed. The CLI prints these documents and the
+API (:mod:`vnuma.api`) answers with them, so both say the same thing about
+the same state by construction. Builders take what the services return;
+they read nothing themselves.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from vnuma.codec import placement_to_dict
+
+if TYPE_CHECKING:
+    from vnuma.placement.model import Placement, PlacementResult, VmRequest
+    from vnuma.services.capacity import CapacityReport
+    from vnuma.services.stats import StatsReport
+
+
+def vm_doc(p: Placement, state: str) -> dict[str, Any]:
+    """A VM (``vm show --json``, each row of ``vm list --json``): its placement and ``state``."""
+    return {**placement_to_dict(p), "state": state}
+
+
+def released_doc(p: Placement, state: str) -> dict[str, Any]:
+    """``vm release --json``: the VM as it was, with ``"released": true``."""
+    return {**vm_doc(p, state), "released": True}
+
+
+def rejections_doc(result: PlacementResult) -> list[dict[str, str]]:
+    """Every host's rejection of a request: ``[{"host", "check", "reason"}]`` in fleet order."""
+    return [{"host": r.host, "check": r.check, "reason": r.reason} for r in result.rejections]
+
+
+def no_fit_doc(request: VmRequest, result: PlacementResult) -> dict[str, Any]:
+    """``place --json`` when no host takes the VM: the error line and every host's rejection."""
+    from vnuma.placement.engine import best_reason
+
+    return {
+        "error": f"no host can take VM {request.name!r}: {best_reason(result)}",
+        "rejections": rejections_doc(result),
+    }
+
+
+def explain_doc(result: PlacementResult) -> dict[str, Any]:
+    """What ``place --explain`` shows: each fitting host's score and each other host's rejection."""
+    return {
+        "scores": [{"host": host, "score": score} for host, score in result.scores],
+        "rejections": rejections_doc(result),
+    }
+
+
+def _shape(s: Any) -> dict[str, int] | None:
+    if s is None:
+        return None
+    return {"vcpus": s.vcpus, "memory_kib": s.memory_kib, "page_size_kib": s.page_size_kib, "gpus": s.gpus}
+
+
+def stats_doc(report: StatsReport) -> dict[str, Any]:
+    """The ``stats --json`` document."""
+    hosts = [
+        {
+            "host": h.host,
+            "cells": [
+                {
+                    "cell": c.cell,
+                    "pcpus": {
+                        "total": c.pcpus_total,
+                        "claimed": c.pcpus_claimed,
+                        "free": c.pcpus_free,
+                        "reserved": c.pcpus_reserved,
+                    },
+                    "pages": [
+                        {"size_kib": p.size_kib, "total": p.total, "claimed": p.claimed, "free": p.free}
+                        for p in c.pools
+                    ],
+                    "gpus": {"total": c.gpus_total, "free": c.gpus_free},
+                    "largest_free": _shape(c.largest_free),
+                }
+                for c in h.cells
+            ],
+            "fragmentation": [{"cells": k, "largest": _shape(s)} for k, s in h.fragmentation],
+        }
+        for h in report.hosts
+    ]
+    vms = []
+    for v in report.vms:
+        loc, m, b = v.locality, v.measured, v.bandwidth
+        vms.append(
+            {
+                "vm": loc.vm,
+                "tenant": loc.tenant,
+                "host": loc.host,
+                "state": v.state,
+                "cells": list(loc.cells),
+                "vcpus_local": loc.vcpus_local,
+                "memory_local": loc.memory_local,
+                "devices_local": loc.devices_local,
+                "measured": None
+                if m is None
+                else {"pid": m.pid, "node_kib": {str(n): k for n, k in m.node_kib}, "memory_local": m.local},
+                "bandwidth": None
+                if b is None
+                else {"local_bytes": b.local_bytes, "total_bytes": b.total_bytes, "local": b.local},
+            }
+        )
+    return {"hosts": hosts, "vms": vms, "warnings": list(report.warnings)}
+
+
+def capacity_doc(report: CapacityReport) -> dict[str, Any]:
+    """The ``capacity --json`` document."""
+    return {
+        "shapes": list(report.shapes),
+        "fits": len(report.placements),
+        "placements": [{"shape": s, "host": p.host, "cells": list(p.host_cells)} for s, p in report.placements],
+        "stopped_by": [
+            {"reason": s.example, "hosts": s.hosts, "check": s.check, "example_host": s.example_host}
+            for s in report.stopped_by
+        ],
+    }

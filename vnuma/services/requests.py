@@ -1,0 +1,145 @@
+"""A placement request from the options of ``vnuma place``, in the CLI's own units: read once, here.
+
+``vnuma place`` and ``POST /v1/place`` take the same options by the same
+names (``--cell-vcpus 12,4`` is ``"cell_vcpus": "12,4"``) and both turn
+them into a :class:`VmRequest` with :func:`place_request`, so a request
+means the same whichever way it came.
+"""
+
+from __future__ import annotations
+
+from vnuma.errors import InvalidInputError
+from vnuma.placement.groups import AntiAffinity
+from vnuma.placement.model import (
+    CpuPolicy,
+    EmulatorThreads,
+    GpuAffinity,
+    IoThreadPolicy,
+    MemoryMode,
+    ThreadPolicy,
+    VmRequest,
+)
+from vnuma.services.names import check_vm_name
+from vnuma.topology import parse_page_size, parse_size_kib
+from vnuma.topology.pcie import Level
+
+
+def parse_numa_nodes(text: str) -> int | None:
+    """``auto`` -> None, else a positive integer.
+
+    Raises:
+        InvalidInputError: anything else.
+    """
+    if text.strip().lower() == "auto":
+        return None
+    # isdecimal, not isdigit: "²" is a digit that int() refuses.
+    if not text.strip().isdecimal() or len(text.strip()) > 6 or int(text) < 1:
+        raise InvalidInputError(f"bad --numa-nodes {text!r}: use a positive number or auto")
+    return int(text)
+
+
+def int_list(text: str, option: str) -> tuple[int, ...]:
+    """``12,4`` -> (12, 4).
+
+    Raises:
+        InvalidInputError: a word that is not a whole number.
+    """
+    words = [w.strip() for w in text.split(",")]
+    if not all(w.isdecimal() and len(w) <= 6 for w in words):
+        raise InvalidInputError(
+            f"bad {option} {text!r}: use whole numbers, one per guest cell, comma-separated (e.g. 12,4)"
+        )
+    return tuple(int(w) for w in words)
+
+
+def parse_memory_modes(text: str) -> tuple[MemoryMode, ...]:
+    """``strict,interleave`` -> one mode per guest cell.
+
+    Raises:
+        InvalidInputError: a word that is not a memory mode.
+    """
+    modes = []
+    for word in text.split(","):
+        try:
+            modes.append(MemoryMode(word.strip().lower()))
+        except ValueError:
+            choices = "|".join(m.value for m in MemoryMode)
+            raise InvalidInputError(
+                f"bad --cell-memory-mode {text!r}: {word.strip()!r} is not one of {choices}",
+                hint="one mode per guest cell, comma-separated, e.g. strict,interleave",
+            ) from None
+    return tuple(modes)
+
+
+def place_request(
+    *,
+    tenant: str,
+    page_size: str,
+    vcpus: int | None = None,
+    memory: str | None = None,
+    gpus: int = 0,
+    name: str | None = None,
+    numa_nodes: str = "auto",
+    cpu_policy: CpuPolicy = CpuPolicy.DEDICATED,
+    thread_policy: ThreadPolicy = ThreadPolicy.PREFER,
+    gpu_affinity: GpuAffinity = GpuAffinity.REQUIRED,
+    nics: int = 0,
+    nics_per_gpu: bool = False,
+    nic_affinity: Level = Level.PXB,
+    emulator_threads: EmulatorThreads = EmulatorThreads.SHARE,
+    memory_mode: MemoryMode = MemoryMode.STRICT,
+    cell_memory_mode: str | None = None,
+    cell_vcpus: str | None = None,
+    cell_memory: str | None = None,
+    cell_gpus: str | None = None,
+    iothreads: int = 0,
+    iothreads_policy: IoThreadPolicy = IoThreadPolicy.EMULATOR,
+    host: str | None = None,
+    group: str | None = None,
+    anti_affinity: AntiAffinity | None = None,
+) -> VmRequest:
+    """The request ``vnuma place`` makes of its options (``page_size``: the option, or the configured default).
+
+    Per-cell sizes give the guest cell count when ``numa_nodes`` is auto; the
+    totals, when given, must be their sums (the engine's request check says so).
+
+    Raises:
+        InvalidInputError: a bad name, size, list, cell count, or ``anti_affinity`` without ``group``.
+    """
+    if name is not None:
+        check_vm_name(name)  # an empty name is refused, not taken as "generate one"
+    if group is not None:
+        check_vm_name(group, "group")
+    elif anti_affinity is not None:
+        raise InvalidInputError("--anti-affinity needs --group G")
+    per_vcpus = int_list(cell_vcpus, "--cell-vcpus") if cell_vcpus is not None else None
+    per_memory = tuple(parse_size_kib(x) for x in cell_memory.split(",")) if cell_memory is not None else None
+    per_gpus = int_list(cell_gpus, "--cell-gpus") if cell_gpus is not None else None
+    nodes = parse_numa_nodes(numa_nodes)
+    if nodes is None and per_vcpus is not None:
+        nodes = len(per_vcpus)  # per-cell sizes say how many guest cells
+    return VmRequest(
+        name=name or "",
+        tenant=tenant,
+        vcpus=vcpus if vcpus is not None or per_vcpus is None else sum(per_vcpus),
+        memory_kib=parse_size_kib(memory) if memory is not None else (sum(per_memory) if per_memory else None),
+        gpus=gpus if gpus or per_gpus is None else sum(per_gpus),
+        numa_nodes=nodes,
+        cell_vcpus=per_vcpus,
+        cell_memory_kib=per_memory,
+        cell_gpus=per_gpus,
+        cpu_policy=cpu_policy,
+        thread_policy=thread_policy,
+        page_size_kib=parse_page_size(page_size),
+        gpu_affinity=gpu_affinity,
+        emulator_threads=emulator_threads,
+        host=host,
+        group=group,
+        anti_affinity=anti_affinity,
+        memory_modes=parse_memory_modes(cell_memory_mode) if cell_memory_mode is not None else (memory_mode,),
+        iothreads=iothreads,
+        iothread_policy=iothreads_policy,
+        nics=nics,
+        nics_per_gpu=nics_per_gpu,
+        nic_affinity=nic_affinity,
+    )
