@@ -61,6 +61,8 @@ def test_dry_run_and_explain_claim_nothing(service: Service) -> None:
     assert {s["host"] for s in doc["explain"]["scores"]} == {"h1", "h2"}
     assert doc["explain"]["rejections"] == []
     assert service.cli.ok("vm", "list", "--json").json() == before
+    cli = service.cli.ok("place", "tenant-b", "--vcpus", "8", "--memory", "16GiB", "--dry-run", "--explain", "--json")
+    assert cli.json() == doc
 
 
 def test_no_fit_is_409_with_every_hosts_reason(service: Service) -> None:

@@ -199,13 +199,18 @@ def place(
         from vnuma.documents import no_fit_doc
 
         output.echo_json({**no_fit_doc(request, result), **({"rebalance": moved} if moved is not None else {})})
-    if explain:
+    if explain and not as_json:
         _print_explain(result)
     chosen = require_chosen(request, result)
     if as_json:
         from vnuma.codec import placement_to_dict
+        from vnuma.documents import explain_doc
 
-        output.echo_json({**placement_to_dict(chosen), **({"rebalance": moved} if moved is not None else {})})
+        output.echo_json({
+            **placement_to_dict(chosen),
+            **({"explain": explain_doc(result)} if explain else {}),
+            **({"rebalance": moved} if moved is not None else {}),
+        })
     else:
         verb = "would place" if dry_run else "placed"
         print_placement(chosen, f"{verb} VM {chosen.vm} (tenant {chosen.tenant}) on host {chosen.host}")
