@@ -9,8 +9,8 @@
   0.3-0.5 s, more than deciding on 1,000 hosts);
 * a PostgreSQL database at head given by a plain ``postgresql[+psycopg]://``
   URL: psycopg 3 directly (no SQLAlchemy either); reads run in
-  ``REPEATABLE READ`` transactions, and the connection stays open for the
-  process's next opening;
+  ``REPEATABLE READ`` transactions, and a closed access's connection stays
+  open for the process's next opening (one access, so one thread, at a time);
 * anything else (URL options, a new file to create, a schema to refuse, a
   server that cannot be reached): a SQLAlchemy Core engine after the schema check every command
   makes; the ORM is not loaded. A server database's engine and its pool of
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
@@ -100,7 +101,7 @@ def open_access(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> 
     if conninfo is not None:
         pg = _postgres_at_head(conninfo)
         if pg is not None:
-            return Access(url, _postgres_begin(pg, url), lambda: None)
+            return Access(url, _postgres_begin(pg, url), lambda: _check_in(conninfo, pg))
     from vnuma.inventory.db import open_engine, writer
     from vnuma.inventory.guard import guarded
 
@@ -149,7 +150,7 @@ def _postgres_at_head(conninfo: str) -> Any | None:
     (the SQLAlchemy path then says what is wrong: unreachable, never upgraded, behind)."""
     import psycopg
 
-    conn = _CONNECTIONS.pop(conninfo, None)
+    conn = _check_out(conninfo)
     try:
         if conn is None or conn.closed:
             conn = psycopg.connect(conninfo)
@@ -160,19 +161,40 @@ def _postgres_at_head(conninfo: str) -> Any | None:
     except (psycopg.Error, ValueError):
         rows = []
     if conn is not None and rows == [(SCHEMA_REVISION,)]:
-        _CONNECTIONS[conninfo] = conn  # kept for the next placement of this process
         return conn
     if conn is not None:
         conn.close()
     return None
 
 
-_CONNECTIONS: dict[str, Any] = {}
+_IDLE: dict[str, list[Any]] = {}
+"""Open psycopg connections no :class:`Access` is using, kept for the next opening of this process: each
+thread of a serving process opens its own access, so a connection is only ever used by one at a time."""
+_IDLE_LOCK = threading.Lock()
+_IDLE_MAX = 32
+
+
+def _check_out(conninfo: str) -> Any | None:
+    with _IDLE_LOCK:
+        idle = _IDLE.get(conninfo)
+        return idle.pop() if idle else None
+
+
+def _check_in(conninfo: str, conn: Any) -> None:
+    """An access is closed: its connection waits for the next opening (closed when too many wait)."""
+    if conn.closed:
+        return
+    with _IDLE_LOCK:
+        idle = _IDLE.setdefault(conninfo, [])
+        if len(idle) < _IDLE_MAX:
+            idle.append(conn)
+            return
+    conn.close()
 
 
 def _forget_connections() -> None:
-    # A forked child must not use its parent's connection (the parent still does).
-    _CONNECTIONS.clear()
+    # A forked child must not use its parent's connections (the parent still does).
+    _IDLE.clear()
 
 
 os.register_at_fork(after_in_child=_forget_connections)
