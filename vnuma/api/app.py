@@ -1,6 +1,9 @@
 """The application: ``/v1`` routes, each the CLI command it mirrors, answering with that command's document.
 
-Routes are plain (``def``) functions: FastAPI runs each in its thread pool,
+``POST /v1/place`` decides on the process's warm ledger
+(:class:`~vnuma.services.warm.WarmFleet`: only hosts whose generation moved
+are read again) and claims as the CLI does. Routes are plain (``def``)
+functions: FastAPI runs each in its thread pool,
 so a request waiting on a slow libvirt or database call never holds up
 requests for other hosts. A route that changes the inventory runs as one
 audited invocation (user ``token:NAME``, machine the client's address, the
@@ -35,6 +38,7 @@ from vnuma.api.problems import from_error, problem
 from vnuma.errors import HypervisorError, InventoryError, VnumaError
 from vnuma.services import Settings
 from vnuma.services.tokens import Authenticator, Token
+from vnuma.services.warm import WarmFleet
 
 T = TypeVar("T")
 API_VERSION = "1"
@@ -108,7 +112,7 @@ def create_app(settings: Settings, options: ServeOptions | None = None) -> FastA
 
     _host_routes(app, settings, change)
     _tenant_routes(app, settings, change)
-    _vm_routes(app, settings, change)
+    _vm_routes(app, settings, change, WarmFleet())
     _fleet_routes(app, settings)
     _token_routes(app, settings, change)
     app.add_middleware(BodyLimit, limit=options.max_body)
@@ -253,7 +257,7 @@ def _tenant_routes(app: FastAPI, settings: Settings, change: Change) -> None:
         return change(request, token, {"tenant": name}, run)
 
 
-def _vm_routes(app: FastAPI, settings: Settings, change: Change) -> None:
+def _vm_routes(app: FastAPI, settings: Settings, change: Change, warm: WarmFleet) -> None:
     from vnuma.documents import explain_doc, released_doc, vm_doc
 
     @app.post("/v1/place", summary="vnuma place")
@@ -276,7 +280,7 @@ def _vm_routes(app: FastAPI, settings: Settings, change: Change) -> None:
                 nics=body.nics if isinstance(body.nics, int) else 0, nics_per_gpu=body.nics == "per-gpu",
             )
             strategy = body.strategy or Strategy(settings.strategy)
-            vm, result = place_vm(settings, vm, strategy, dry_run=body.dry_run, explain=body.explain)
+            vm, result = place_vm(settings, vm, strategy, dry_run=body.dry_run, explain=body.explain, view=warm)
             chosen = require_chosen(vm, result)
             doc = placement_to_dict(chosen)
             if body.explain:

@@ -9,14 +9,28 @@ queries, the checks and the rows are the same on every backend (:mod:`.placing`)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, open_access
+from vnuma.inventory.executor import Row
 from vnuma.inventory.placing import claim
-from vnuma.inventory.reading import Reader
+from vnuma.inventory.reading import Reader, Snapshot
+from vnuma.inventory.warm import Changes, Mark, read_changes, read_warm_snapshot
 from vnuma.placement.model import Isolation, Placement
 
 
 class Placer(Reader):
     """The reads (a snapshot to decide on) and a claim, each one transaction."""
+
+    def changes(self, known: Mapping[str, Mark]) -> Changes:
+        """See :func:`.warm.read_changes` (one transaction)."""
+        with self._access.begin(False) as x:
+            return read_changes(x, known)
+
+    def warm_snapshot(self) -> tuple[dict[str, Mark], dict[str, Row], Snapshot]:
+        """See :func:`.warm.read_warm_snapshot` (one transaction)."""
+        with self._access.begin(False) as x:
+            return read_warm_snapshot(x)
 
     def claim(self, placement: Placement, isolation: Isolation | None = None) -> None:
         """Claim the placement in one write transaction (see :func:`.placing.claim`)."""

@@ -75,10 +75,10 @@ def _int(value: object) -> int | None:
 
 def read_tenants(x: Executor) -> dict[str, Tenant]:
     """Every tenant, by name."""
-    return _tenants(x.rows(TENANTS))
+    return decode_tenants(x.rows(TENANTS))
 
 
-def _tenants(rows: list[Row]) -> dict[str, Tenant]:
+def decode_tenants(rows: list[Row]) -> dict[str, Tenant]:
     return {t.name: t for t in map(tenant_of, rows)}
 
 
@@ -99,10 +99,10 @@ def _hosts(x: Executor, rows: list[Row], own: list[Row]) -> list[Host]:
 
 def read_placements(x: Executor) -> list[Placement]:
     """Every VM's placement, sorted by VM name."""
-    return _placements(x.rows(PLACEMENTS))
+    return decode_placements(x.rows(PLACEMENTS))
 
 
-def _placements(rows: list[Row]) -> list[Placement]:
+def decode_placements(rows: list[Row]) -> list[Placement]:
     return [decode_placement(name, doc) for name, doc in rows]
 
 
@@ -111,7 +111,7 @@ def read_snapshot(x: Executor) -> Snapshot:
     hosts, own, placements, tenants = x.batch(
         [(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PLACEMENTS, None), (TENANTS, None)]
     )
-    return Snapshot(_hosts(x, hosts, own), _placements(placements), _tenants(tenants))
+    return Snapshot(_hosts(x, hosts, own), decode_placements(placements), decode_tenants(tenants))
 
 
 def read_host(x: Executor, name: str) -> Host:

@@ -84,6 +84,10 @@ class ShapeDecoder:
         self._shapes: dict[str, _Shape] = {}
         self._parts: dict[tuple[str, str, str], _Parts] = {}
 
+    def __len__(self) -> int:
+        """Distinct (topology, source, reservation) rows decoded so far."""
+        return len(self._parts)
+
     def host(
         self, name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str, cordoned: bool = False
     ) -> Host:
@@ -129,8 +133,17 @@ class ShapeDecoder:
 
 
 
+_KEPT = ShapeDecoder()
+"""The decoder of single host rows (a claim's, a ``host show``'s): a serving process claims on the same
+hosts again and again, and decodes each topology once. Its parts are frozen, so threads share them."""
+_KEPT_MAX = 256
+
+
 def decode_host(
     name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str, cordoned: object = False
 ) -> Host:
-    """One host from its stored columns."""
-    return ShapeDecoder().host(name, uri, source, topology, reserved_cpuset, bool(cordoned))
+    """One host from its stored columns (topologies decoded before are reused)."""
+    global _KEPT
+    if len(_KEPT) > _KEPT_MAX:
+        _KEPT = ShapeDecoder()
+    return _KEPT.host(name, uri, source, topology, reserved_cpuset, bool(cordoned))

@@ -14,57 +14,100 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
+from typing import Protocol
 
 from vnuma.errors import ConflictError, NotFoundError
 from vnuma.inventory.placer import Placer, open_placer
 from vnuma.inventory.reading import Snapshot
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Placement, PlacementResult, Strategy, VmRequest
+from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, VmRequest
 from vnuma.services import Settings
 from vnuma.services.names import check_vm_name
 from vnuma.topology import gc_paused
 
 CLAIM_ATTEMPTS = 5
+LAST_ATTEMPT = CLAIM_ATTEMPTS - 1
 RETRY_PAUSE_S = 0.02
 _BUSY_HINT = "other commands are claiming on the same hosts right now; run the command again"
-def _named(request: VmRequest, snap: Snapshot) -> VmRequest:
+class View(Protocol):
+    """Where a placement's ledger comes from: a fresh snapshot per attempt (:class:`Cold`, one command), or
+    a ledger kept between placements (:class:`vnuma.services.warm.WarmFleet`, a serving process)."""
+
+    def viewing(self, placer: Placer, *, attempt: int) -> AbstractContextManager[tuple[Fleet, Mapping[str, Tenant]]]:
+        """The ledger and the tenants to decide on, unchanged while the context lasts; ``attempt``: how many
+        claims this request lost so far (up to :data:`LAST_ATTEMPT`)."""
+        ...
+
+    def hold(self, placement: Placement) -> None:
+        """Inside :meth:`viewing`: ``placement`` is about to be claimed (later decisions see it taken)."""
+        ...
+
+    def settle(self, placement: Placement, claimed: bool) -> None:
+        """Its claim committed (``claimed``) or was lost."""
+        ...
+
+
+class Cold:
+    """A new snapshot, and a ledger built from it, for every attempt."""
+
+    @contextmanager
+    def viewing(self, placer: Placer, *, attempt: int) -> Iterator[tuple[Fleet, Mapping[str, Tenant]]]:
+        with gc_paused():  # decoding a fleet makes many small acyclic objects (see gc_paused)
+            snap = placer.snapshot()
+            yield Fleet(snap.hosts, snap.placements, snap.tenants.values()), snap.tenants
+
+    def hold(self, placement: Placement) -> None:
+        """Nothing to keep: the next attempt reads a new snapshot."""
+
+    def settle(self, placement: Placement, claimed: bool) -> None:
+        """Nothing to keep."""
+
+
+def _named(request: VmRequest, tenants: Mapping[str, Tenant], fleet: Fleet) -> VmRequest:
     """The request with its tenant's isolation and a name (``TENANT-vmN`` when none was given)."""
     assert request.tenant is not None
-    tenant = snap.tenants.get(request.tenant)
+    tenant = tenants.get(request.tenant)
     if tenant is None:
         raise NotFoundError(f"unknown tenant {request.tenant!r}", hint=f"vnuma tenant create {request.tenant}")
-    taken = {p.vm for p in snap.placements}
     name = request.name
     if not name:
         n = 1
-        while f"{request.tenant}-vm{n}" in taken:
+        while fleet.placement(f"{request.tenant}-vm{n}") is not None:
             n += 1
         name = f"{request.tenant}-vm{n}"
     check_vm_name(name)
-    if name in taken:
+    if fleet.placement(name) is not None:
         raise ConflictError(f"VM {name!r} already exists", hint=f"vnuma vm show {name}")
     return replace(request, name=name, isolation=tenant.isolation)
+
+
+def decided(fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool) -> PlacementResult:
+    """The engine's answer on a ledger (a refusal is always explained)."""
+    result = place(request, fleet, strategy, explain=explain)
+    if result.chosen is None and not explain:
+        result = place(request, fleet, strategy, explain=True)
+    return result
 
 
 def decide(snap: Snapshot, request: VmRequest, strategy: Strategy, *, explain: bool) -> PlacementResult:
     """The engine's answer on a snapshot (a refusal is always explained)."""
     with gc_paused():
-        fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
-        result = place(request, fleet, strategy, explain=explain)
-        if result.chosen is None and not explain:
-            result = place(request, fleet, strategy, explain=True)
-    return result
+        return decided(Fleet(snap.hosts, snap.placements, snap.tenants.values()), request, strategy, explain=explain)
 
 
 def place_vm(
-    settings: Settings, request: VmRequest, strategy: Strategy, *, dry_run: bool, explain: bool = False
+    settings: Settings, request: VmRequest, strategy: Strategy, *, dry_run: bool, explain: bool = False,
+    view: View | None = None,
 ) -> tuple[VmRequest, PlacementResult]:
     """Place a VM and, unless ``dry_run``, claim its resources in one transaction.
 
     Returns the request as completed (VM name, tenant isolation) and the
-    result; ``explain`` gives every host's rejection and score.
+    result; ``explain`` gives every host's rejection and score. ``view``: where
+    the ledger comes from (default :class:`Cold`, a snapshot per attempt).
 
     Raises:
         NotFoundError: unknown tenant or host.
@@ -73,25 +116,31 @@ def place_vm(
             attempt lost its claim ("inventory busy").
     """
     with open_placer(settings.db_url) as placer:
-        return _decide_and_claim(placer, request, strategy, dry_run=dry_run, explain=explain)
+        return _decide_and_claim(placer, view or Cold(), request, strategy, dry_run=dry_run, explain=explain)
 
 
 def _decide_and_claim(
-    placer: Placer, request: VmRequest, strategy: Strategy, *, dry_run: bool, explain: bool
+    placer: Placer, view: View, request: VmRequest, strategy: Strategy, *, dry_run: bool, explain: bool
 ) -> tuple[VmRequest, PlacementResult]:
     last = ""
     for attempt in range(CLAIM_ATTEMPTS):
-        with gc_paused():  # decoding a fleet makes many small acyclic objects (see gc_paused)
-            snap = placer.snapshot()
-        request = _named(request, snap)
-        result = decide(snap, request, strategy, explain=explain)
-        if result.chosen is None or dry_run:
-            return request, result
+        with view.viewing(placer, attempt=attempt) as (fleet, tenants):
+            request = _named(request, tenants, fleet)
+            result = decided(fleet, request, strategy, explain=explain)
+            if result.chosen is None or dry_run:
+                return request, result
+            view.hold(result.chosen)
         try:
             placer.claim(result.chosen)
-            return request, result
         except ConflictError as err:
+            view.settle(result.chosen, False)
             last = str(err)
+        except BaseException:
+            view.settle(result.chosen, False)
+            raise
+        else:
+            view.settle(result.chosen, True)
+            return request, result
         if attempt + 1 < CLAIM_ATTEMPTS:
             # Jitter, so that commands that lost the same race do not collide again in lockstep.
             time.sleep(random.uniform(0, RETRY_PAUSE_S * (attempt + 1)))

@@ -1,0 +1,98 @@
+"""The warm ledger a serving process keeps decides exactly as a fresh snapshot would, after every kind of change
+any other command makes, and reads again only the hosts whose generation moved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import Cli
+from vnuma.errors import VnumaError
+from vnuma.inventory.placer import open_placer
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.model import Strategy, VmRequest
+from vnuma.services.placing import Cold, decided
+from vnuma.services.warm import WarmFleet
+from vnuma.topology import KIB_PER_GIB, PAGE_1G
+
+PROBES = [
+    VmRequest("probe-1", "tenant-a", 8, 16 * KIB_PER_GIB, page_size_kib=PAGE_1G),
+    VmRequest("probe-2", "tenant-b", 16, 64 * KIB_PER_GIB, gpus=2, page_size_kib=PAGE_1G),
+    VmRequest("probe-3", "tenant-a", 48, 96 * KIB_PER_GIB, numa_nodes=2, page_size_kib=PAGE_1G),
+]
+
+
+def _state(fleet: Fleet) -> tuple[object, ...]:
+    hosts = fleet.host_names()
+    return (
+        fleet.placements(),
+        {h: fleet.free_pcpus(h) for h in hosts},
+        {h: fleet.free_gpus(h) for h in hosts},
+        {t: fleet.used(t) for t in ("tenant-a", "tenant-b")},
+    )
+
+
+def _answer(fleet: Fleet, probe: VmRequest, strategy: Strategy) -> object:
+    """The engine's explained answer, or the refusal it raises (a quota)."""
+    try:
+        return decided(fleet, probe, strategy, explain=True)
+    except VnumaError as err:
+        return type(err).__name__, str(err)
+
+
+def _same_as_cold(cli: Cli, warm: WarmFleet) -> None:
+    with (
+        open_placer(f"sqlite:///{cli.db}") as placer,
+        warm.viewing(placer, attempt=0) as (kept, kept_tenants),
+        Cold().viewing(placer, attempt=0) as (cold, cold_tenants),
+    ):
+        assert kept_tenants == cold_tenants
+        assert _state(kept) == _state(cold)
+        for probe in PROBES:
+            for strategy in Strategy:
+                assert _answer(kept, probe, strategy) == _answer(cold, probe, strategy)
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Cli:
+    cli = Cli(tmp_path / "inventory.db")
+    cli.ok("host", "add", "h1", "--demo")
+    cli.ok("host", "add", "h2", "--demo")
+    cli.ok("tenant", "create", "tenant-a")
+    cli.ok("tenant", "create", "tenant-b", "--isolation", "none")
+    return cli
+
+
+def test_the_warm_ledger_follows_every_change(fleet: Cli) -> None:
+    warm = WarmFleet()
+    _same_as_cold(fleet, warm)
+    assert (warm.full_reads, warm.host_reads) == (1, 0)
+    steps = [
+        ["place", "tenant-a", "--vcpus", "8", "--memory", "16GiB", "--page-size", "1G", "--name", "a1"],
+        ["place", "tenant-b", "--gpus", "2", "--vcpus", "8", "--memory", "32GiB", "--name", "b1", "--host", "h2"],
+        ["place", "tenant-a", "--vcpus", "4", "--memory", "8GiB", "--name", "a2", "--numa-nodes", "2", "--host", "h1"],
+        ["vm", "repin", "a1", "--cells", "3"],
+        ["vm", "migrate", "a2", "--to", "h2"],
+        ["vm", "release", "b1"],
+        ["host", "reserve", "h1", "--cpus", "0-3"],
+        ["host", "cordon", "h2"],
+        ["host", "uncordon", "h2"],
+        ["tenant", "update", "tenant-a", "--max-vcpus", "40"],
+        ["tenant", "update", "tenant-b", "--isolation", "core"],
+        ["rebalance", "--apply", "--yes"],
+    ]
+    for args in steps:
+        fleet.ok(*args)
+        _same_as_cold(fleet, warm)
+    assert warm.full_reads < len(steps)  # claims, releases and moves re-read hosts, not the fleet
+
+
+def test_a_claim_elsewhere_rereads_one_host(fleet: Cli) -> None:
+    warm = WarmFleet()
+    _same_as_cold(fleet, warm)
+    fleet.ok("place", "tenant-a", "--vcpus", "8", "--memory", "16GiB", "--host", "h2", "--name", "x")
+    _same_as_cold(fleet, warm)
+    assert (warm.full_reads, warm.host_reads) == (1, 1)
+    _same_as_cold(fleet, warm)  # nothing moved: nothing read again
+    assert (warm.full_reads, warm.host_reads) == (1, 1)

@@ -1,0 +1,67 @@
+"""The reads of a warm ledger (a serving process's): every host's generation, and only what changed.
+
+Every change to a host or to the VMs on it bumps the host's
+``host_generation`` in the transaction that makes it (a claim, a release,
+a move, a refresh, a reservation, a cordon). A process that keeps a ledger
+between placements reads every host's mark (its id and generation: a host
+removed and added again under its name gets a new id) and the tenants,
+then the row and the placements of just the hosts whose mark moved
+(:func:`read_changes`), all in one transaction; when a host's own row, the
+set of hosts or the tenants changed, it reads the whole snapshot again
+(:func:`read_warm_snapshot`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vnuma.inventory.executor import Executor, Row
+from vnuma.inventory.reading import TENANTS, Snapshot, decode_placements, decode_tenants, read_snapshot
+from vnuma.placement.model import Placement, Tenant
+
+Mark = tuple[int, int]
+"""A host's (id, generation)."""
+
+MARKS = "SELECT name, id, host_generation FROM hosts"
+ROWS = "SELECT name, uri, source, reserved_cpuset, topology_digest, cordoned FROM hosts"
+HOST_ROW = ROWS + " WHERE name = :name"
+HOST_VMS = (
+    "SELECT v.name, v.placement FROM vms v JOIN hosts h ON h.id = v.host_id WHERE h.name = :name ORDER BY v.name"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """Every host's mark and every tenant; the row and the placements of each host whose mark moved."""
+
+    marks: dict[str, Mark]
+    tenants: dict[str, Tenant]
+    rows: dict[str, Row]
+    placements: dict[str, list[Placement]]
+
+
+def _marks(rows: list[Row]) -> dict[str, Mark]:
+    return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+
+def _rows(rows: list[Row]) -> dict[str, Row]:
+    return {str(r[0]): tuple(r[1:]) for r in rows}
+
+
+def read_changes(x: Executor, known: Mapping[str, Mark]) -> Changes:
+    """The marks and tenants, and the row and placements of each host whose mark is not the ``known`` one."""
+    marks_rows, tenants = x.batch([(MARKS, None), (TENANTS, None)])
+    marks = _marks(marks_rows)
+    changed = sorted(name for name, mark in marks.items() if known.get(name) != mark)
+    queries = [q for name in changed for q in ((HOST_ROW, {"name": name}), (HOST_VMS, {"name": name}))]
+    found = x.batch(queries) if queries else []
+    rows = {name: _rows(found[2 * i])[name] for i, name in enumerate(changed) if found[2 * i]}
+    placements = {name: decode_placements(found[2 * i + 1]) for i, name in enumerate(changed)}
+    return Changes(marks, decode_tenants(tenants), rows, placements)
+
+
+def read_warm_snapshot(x: Executor) -> tuple[dict[str, Mark], dict[str, Row], Snapshot]:
+    """Every host's mark and row, and the whole snapshot, as one transaction sees them."""
+    marks, rows = x.batch([(MARKS, None), (ROWS, None)])
+    return _marks(marks), _rows(rows), read_snapshot(x)

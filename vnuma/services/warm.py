@@ -1,0 +1,128 @@
+"""A serving process's warm ledger: the fleet kept in memory between placements, refreshed by generation.
+
+A :class:`WarmFleet` is a :class:`~vnuma.services.placing.View` for
+:func:`~vnuma.services.placing.place_vm`. Before each decision it reads every
+host's generation (bumped by every change to the host or its VMs) and the
+tenants, then the placements of only the hosts whose generation moved, and
+swaps those hosts' VMs in its ledger (all removals first, so a VM that moved
+between hosts is never held twice). When a host's own row (topology,
+reserved CPUs, cordon), the set of hosts or the tenants changed, or on the
+last attempt of a request whose claims kept losing, it reads the whole
+snapshot again. The claim that follows
+each decision is the same transaction as the CLI's, with the same admission
+check under the lock: a ledger that is behind can cost a retry, never a
+double booking. One lock keeps the ledger still while a decision reads it;
+the claims run outside it, so placements on different hosts overlap in the
+database. A placement being claimed is held in the ledger meanwhile
+(:meth:`WarmFleet.hold`), so concurrent decisions do not all pick the same
+pCPUs; a lost claim gives its hold back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from vnuma.errors import VnumaError
+from vnuma.inventory.executor import Row
+from vnuma.inventory.placer import Placer
+from vnuma.inventory.warm import Mark
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.model import Placement, Tenant
+from vnuma.services.placing import LAST_ATTEMPT
+from vnuma.topology import gc_paused
+
+
+class WarmFleet:
+    """The ledger of one inventory, kept for the placements of one process (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fleet: Fleet | None = None
+        self._marks: dict[str, Mark] = {}
+        self._rows: dict[str, Row] = {}
+        self._tenants: dict[str, Tenant] = {}
+        self._on_host: dict[str, list[str]] = {}
+        self._pending: dict[str, Placement] = {}
+        self.full_reads = 0
+        """How many times the whole snapshot was read (for tests and benchmarks)."""
+        self.host_reads = 0
+        """How many hosts were read again after their generation moved."""
+
+    @contextmanager
+    def viewing(self, placer: Placer, *, attempt: int) -> Iterator[tuple[Fleet, Mapping[str, Tenant]]]:
+        with self._lock:
+            # The last attempt of a request that kept losing its claim reads everything: a belt to the
+            # generations' braces (a lost claim's host moved generation, so a refresh sees what beat it).
+            fleet = self._rebuilt(placer) if attempt >= LAST_ATTEMPT else self._refreshed(placer)
+            yield fleet, self._tenants
+
+    def hold(self, placement: Placement) -> None:
+        """Called inside :meth:`viewing` (the lock is held): the engine admitted it on this very ledger."""
+        assert self._fleet is not None
+        self._fleet.record(placement)
+        self._on_host.setdefault(placement.host, []).append(placement.vm)
+        self._pending[placement.vm] = placement
+
+    def settle(self, placement: Placement, claimed: bool) -> None:
+        with self._lock:
+            self._pending.pop(placement.vm, None)
+            if claimed or self._fleet is None or self._fleet.placement(placement.vm) is not placement:
+                return  # claimed: the host's generation moved, the next refresh reads it as committed
+            self._fleet.remove(placement.vm)
+            self._on_host[placement.host].remove(placement.vm)
+
+    def _refreshed(self, placer: Placer) -> Fleet:
+        if self._fleet is None:
+            return self._rebuilt(placer)
+        got = placer.changes(self._marks)
+        if (
+            got.marks.keys() != self._marks.keys()
+            or got.tenants != self._tenants
+            or any(self._rows.get(name) != row for name, row in got.rows.items())
+        ):
+            return self._rebuilt(placer)
+        fleet = self._fleet
+        for name in got.placements:
+            for vm in self._on_host.pop(name, []):
+                fleet.remove(vm)
+        with gc_paused():
+            for name, placements in got.placements.items():
+                for p in placements:
+                    fleet.record(p)
+                self._on_host[name] = [p.vm for p in placements]
+            self._keep_pending(set(got.placements))
+        self.host_reads += len(got.placements)
+        self._marks = got.marks
+        return fleet
+
+    def _rebuilt(self, placer: Placer) -> Fleet:
+        with gc_paused():
+            self._marks, self._rows, snap = placer.warm_snapshot()
+            self._fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
+            self._tenants = snap.tenants
+            self._on_host = _by_host(snap.placements)
+            self._keep_pending(None)
+        self.full_reads += 1
+        return self._fleet
+
+    def _keep_pending(self, hosts: set[str] | None) -> None:
+        """Hold again the placements being claimed on ``hosts`` (None: every host) that the inventory does
+        not show yet, where admission still takes them (where it does not, their claim fails too)."""
+        assert self._fleet is not None
+        for p in list(self._pending.values()):
+            if (hosts is not None and p.host not in hosts) or self._fleet.placement(p.vm) is not None:
+                continue
+            try:
+                self._fleet.add(p)
+            except VnumaError:
+                continue
+            self._on_host.setdefault(p.host, []).append(p.vm)
+
+
+def _by_host(placements: list[Placement]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for p in placements:
+        found.setdefault(p.host, []).append(p.vm)
+    return found
