@@ -12,9 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vnuma.codec import placement_to_dict
+from vnuma.placement.model import Objective
 
 if TYPE_CHECKING:
-    from vnuma.placement.model import Placement, PlacementResult, VmRequest
+    from vnuma.placement.model import Placement, PlacementResult, Rejection, VmRequest
+    from vnuma.placement.rebalance import Plan
     from vnuma.services.capacity import CapacityReport
     from vnuma.services.stats import StatsReport
 
@@ -29,9 +31,9 @@ def released_doc(p: Placement, state: str) -> dict[str, Any]:
     return {**vm_doc(p, state), "released": True}
 
 
-def rejections_doc(result: PlacementResult) -> list[dict[str, str]]:
-    """Every host's rejection of a request: ``[{"host", "check", "reason"}]`` in fleet order."""
-    return [{"host": r.host, "check": r.check, "reason": r.reason} for r in result.rejections]
+def rejections_doc(rejections: tuple[Rejection, ...]) -> list[dict[str, str | None]]:
+    """Every host's rejection of a request: ``[{"host", "check", "reason", "hint"}]`` in fleet order."""
+    return [{"host": r.host, "check": r.check, "reason": r.reason, "hint": r.hint} for r in rejections]
 
 
 def no_fit_doc(request: VmRequest, result: PlacementResult) -> dict[str, Any]:
@@ -40,7 +42,7 @@ def no_fit_doc(request: VmRequest, result: PlacementResult) -> dict[str, Any]:
 
     return {
         "error": f"no host can take VM {request.name!r}: {best_reason(result)}",
-        "rejections": rejections_doc(result),
+        "rejections": rejections_doc(result.rejections),
     }
 
 
@@ -48,7 +50,7 @@ def explain_doc(result: PlacementResult) -> dict[str, Any]:
     """What ``place --explain`` shows: each fitting host's score and each other host's rejection."""
     return {
         "scores": [{"host": host, "score": score} for host, score in result.scores],
-        "rejections": rejections_doc(result),
+        "rejections": rejections_doc(result.rejections),
     }
 
 
@@ -119,4 +121,30 @@ def capacity_doc(report: CapacityReport) -> dict[str, Any]:
             {"reason": s.example, "hosts": s.hosts, "check": s.check, "example_host": s.example_host}
             for s in report.stopped_by
         ],
+        "stopped": report.stopped,
     }
+
+
+def plan_doc(plan: Plan) -> dict[str, Any]:
+    """The ``rebalance --json`` document (a drain's adds ``"left": [{"vm", "reason"}]``)."""
+    doc: dict[str, Any] = {
+        "objective": str(plan.objective),
+        "before": plan.before,
+        "after": plan.after,
+        "optimal": plan.optimal,
+        "moves": [
+            {
+                "vm": m.vm,
+                "from": {"host": m.from_host, "cells": list(m.from_cells)},
+                "to": {"host": m.to_host, "cells": list(m.to_cells)},
+                "reason": m.reason,
+                "cost_kib": m.cost_kib,
+            }
+            for m in plan.moves
+        ],
+    }
+    if plan.objective is Objective.DRAIN:  # a drain says which VMs stay
+        doc["left"] = [{"vm": vm, "reason": reason} for vm, reason in plan.left]
+    doc["solver"] = plan.solver
+    doc["gap"] = plan.gap
+    return doc

@@ -62,9 +62,13 @@ class NoPlacementError(VnumaError):
 
 class NoRoomError(VnumaError):
     """No plan of at most the allowed moves does what was asked: make room for a VM shape, or empty a
-    host (exit 5, as for a VM no host takes)."""
+    host (exit 5, as for a VM no host takes); ``plan``: the plan's document, when one was made."""
 
     exit_code = 5
+
+    def __init__(self, message: str, *, hint: str | None = None, plan: dict[str, Any] | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.plan = plan
 
 
 class InventoryError(VnumaError):

@@ -59,6 +59,12 @@ def test_revoked_and_expired_tokens_are_refused_at_once(service: Service) -> Non
         ("alice", "POST", "/v1/capacity", {"shapes": ["vcpus=2,memory=4GiB"]}),
         ("alice", "POST", "/v1/place", {"tenant": "tenant-b", "vcpus": 2, "memory": "4GiB"}),
         ("alice", "POST", "/v1/tokens", {"name": "mine", "role": "admin"}),
+        ("alice", "POST", "/v1/hosts", {"name": "h9", "demo": True}),
+        ("ops", "POST", "/v1/hosts/h1/reserve", {"cpus": "0-1"}),
+        ("ops", "POST", "/v1/hosts/h1/refresh", None),
+        ("ops", "DELETE", "/v1/hosts/h1", None),
+        ("watch", "POST", "/v1/vms/tenant-a-vm0/apply", {}),
+        ("watch", "POST", "/v1/vms/tenant-a-vm0/start", None),
     ],
 )
 def test_roles_refuse_what_they_do_not_allow(
@@ -85,7 +91,8 @@ def test_a_tenant_token_sees_and_touches_only_its_tenant(service: Service) -> No
         name, other = existing.rsplit("/", 1)[-1].split("=")[-1], missing.rsplit("/", 1)[-1].split("=")[-1]
         assert seen.json()["detail"] == absent.json()["detail"].replace(other, name)
     before = dump(service.cli.db)
-    _problem(alice.post("/v1/vms/tenant-b-vm0/release", json={}), 404, "NotFoundError")
+    for action in ("release", "render", "apply", "start", "stop"):
+        _problem(alice.post(f"/v1/vms/tenant-b-vm0/{action}", json={}), 404, "NotFoundError")
     assert dump(service.cli.db) == before
     # Its own: placed for its tenant without naming it, and released.
     made = alice.post("/v1/place", json={"vcpus": 2, "memory": "4GiB"})

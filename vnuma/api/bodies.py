@@ -96,6 +96,16 @@ class CapacityBody(Body):
     strategy: Strategy | None = None
 
 
+class RebalanceBody(Body):
+    """``vnuma rebalance`` (a plan; carrying it out stays on the command line, where its journal is watched)."""
+
+    host: StrictStr | None = None
+    objective: Literal["locality", "room", "spread-tenants", "fragmentation"] = "locality"
+    make_room_for: StrictStr | None = None
+    max_moves: StrictInt = Field(3, ge=0)
+    time_limit: float = Field(10.0, gt=0, le=600)
+
+
 class TokenCreateBody(Body):
     """``vnuma token create``."""
 
@@ -103,3 +113,37 @@ class TokenCreateBody(Body):
     role: Literal["admin", "operator", "reader", "tenant"]
     tenant: StrictStr | None = None
     expires: StrictStr | None = None
+
+
+class HostAddBody(Body):
+    """``vnuma host add NAME --uri URI | --demo`` (topology files stay on the command line: a service reads
+    no files a caller names)."""
+
+    name: StrictStr
+    uri: StrictStr | None = None
+    demo: StrictBool = False
+
+
+class ReserveBody(Body):
+    """``vnuma host reserve NAME --cpus LIST``."""
+
+    cpus: StrictStr
+
+
+class RenderBody(Body):
+    """``vnuma render``/``apply`` options (the operator's own template stays on the command line)."""
+
+    domain_type: StrictStr | None = None
+    memnode_mode: StrictStr | None = None
+    iothreads: StrictInt | None = Field(None, ge=0)
+    sockets: StrictInt | None = Field(None, ge=1)
+    cores: StrictInt | None = Field(None, ge=1)
+    threads: StrictInt | None = Field(None, ge=1)
+    guest_hints: StrictBool = False
+
+
+class ApplyBody(RenderBody):
+    """``vnuma apply``."""
+
+    start: StrictBool = False
+    dry_run: StrictBool = False

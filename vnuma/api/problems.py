@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
+from vnuma.documents import rejections_doc
 from vnuma.errors import (
     AuthenticationError,
     ConflictError,
@@ -56,8 +57,11 @@ def from_error(err: VnumaError) -> JSONResponse:
     found = ((status, slug, title) for cls, status, slug, title in PROBLEMS if isinstance(err, cls))
     status, slug, title = next(found, (500, "error", "error"))
     extra: dict[str, Any] = {"hint": err.hint, "error": type(err).__name__, "exit_code": err.exit_code}
+    if isinstance(err, NoRoomError) and err.plan is not None:
+        extra["plan"] = err.plan
     if isinstance(err, NoPlacementError):
-        extra["rejections"] = [{"host": r.host, "check": r.check, "reason": r.reason} for r in err.rejections]
+        extra["vm"] = err.vm
+        extra["rejections"] = rejections_doc(err.rejections)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     response = problem(status, slug, title, " ".join(str(err).split("\n")), **extra)
     if headers:

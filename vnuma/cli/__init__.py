@@ -99,6 +99,38 @@ _PARAMS: dict[str, Any] = {}
 """The running command's path and parameters (kept by :func:`_remembering`), for the audit log."""
 
 
+REMOTE = {
+    ("apply",), ("capacity",), ("host", "add"), ("host", "cordon"), ("host", "list"), ("host", "refresh"),
+    ("host", "remove"), ("host", "reserve"), ("host", "show"), ("host", "uncordon"), ("place",), ("rebalance",),
+    ("render",),
+    ("stats",), ("tenant", "create"), ("tenant", "list"), ("tenant", "remove"), ("tenant", "show"),
+    ("tenant", "update"), ("vm", "list"), ("vm", "release"), ("vm", "show"), ("vm", "start"), ("vm", "stop"),
+}
+"""Commands that run through a service (``--server``): those the HTTP API serves."""
+
+
+_GIVEN: dict[str, Any] = {}
+"""The running command's --server (set by the root callback: one command runs at a time)."""
+
+
+def _server_url() -> str | None:
+    return _GIVEN.get("server") or os.environ.get("VNUMA_SERVER") or None
+
+
+def remote(ctx: typer.Context) -> Any:
+    """The service to send this command to (``--server URL`` or ``VNUMA_SERVER``, bearer ``VNUMA_TOKEN``), or
+    None to open the inventory."""
+    url = _server_url()
+    if url is None:
+        return None
+    root = ctx.find_root()
+    if "client" not in root.obj:
+        from vnuma.api.client import Client
+
+        root.obj["client"] = Client(url, os.environ.get("VNUMA_TOKEN"))
+    return root.obj["client"]
+
+
 def _log_outcome(ctx: typer.Context, outcome: str, error: str) -> None:
     """Log a refused or failed invocation of a command that changes the inventory (best effort)."""
     path = tuple(_PARAMS.get("path", ()))
@@ -106,6 +138,8 @@ def _log_outcome(ctx: typer.Context, outcome: str, error: str) -> None:
     argv = ctx.meta.get("vnuma_argv", sys.argv[1:])
     if not path or path in READ_ONLY or "--dry-run" in argv or (path == ("rebalance",) and "--apply" not in argv):
         return
+    if _server_url() is not None:
+        return  # the service logs what its requests were refused
     named = params.get("name")
     subjects = {
         "vm": params.get("vm") or (named if path == ("place",) else None),
@@ -199,9 +233,15 @@ def _root(
     version: Annotated[
         bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print vnuma's version.")
     ] = False,
+    server: Annotated[
+        str | None,
+        typer.Option("--server", metavar="URL", help="Send the command to a `vnuma serve` at URL instead of "
+                     "opening the inventory [env VNUMA_SERVER; token: env VNUMA_TOKEN]."),
+    ] = None,
 ) -> None:
     """NUMA-aware placement of tenant VMs on libvirt hypervisors."""
     ctx.obj = {"db": db, "create": create}
+    _GIVEN["server"] = server
 
 
 def config(ctx: typer.Context) -> Any:
@@ -285,6 +325,14 @@ def _remembering(command: TyperCommand | TyperGroup, path: tuple[str, ...]) -> N
 
     def run(*args: Any, **kwargs: Any) -> Any:
         _PARAMS.update(path=path, params=kwargs)
+        if path not in REMOTE and _server_url() is not None:
+            from vnuma.errors import InvalidInputError
+
+            raise InvalidInputError(
+                f"`vnuma {' '.join(path)}` does not run through --server",
+                hint="run it where the inventory is (commands that do: "
+                + ", ".join(" ".join(p) for p in sorted(REMOTE)) + ")",
+            )
         return callback(*args, **kwargs)
 
     command.callback = run

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from vnuma.cli import config, output, settings
+from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import VmArg
 from vnuma.cli.output import JsonOpt
 from vnuma.cli.placing import vm_app
@@ -60,20 +60,9 @@ def _options(
     topology: tuple[int | None, int | None, int | None] = (None, None, None), guest_hints: bool = False,
 ) -> Any:
     """The render options: given ones checked as the configuration's are, the others configured."""
-    from vnuma.render.view import RenderOptions
-    from vnuma.services.config import check_value
+    from vnuma.services.applying import render_options
 
-    configured = config(ctx)
-    if domain_type is not None:
-        check_value("domain_type", domain_type, "--domain-type")
-    if memnode_mode is not None:
-        check_value("memnode_mode", memnode_mode, "--memnode-mode")
-    sockets, cores, threads = topology
-    return RenderOptions(
-        domain_type=domain_type or configured["domain_type"],
-        memnode_mode=memnode_mode or configured["memnode_mode"],
-        iothreads=iothreads, sockets=sockets, cores=cores, threads=threads, guest_hints=guest_hints,
-    )
+    return render_options(settings(ctx), domain_type, memnode_mode, iothreads, topology, guest_hints)
 
 
 def render(
@@ -100,8 +89,14 @@ def render(
     """
     from vnuma.services.applying import render_vm
 
-    options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads), guest_hints)
-    xml = render_vm(settings(ctx), vm, options, template)
+    client = remote(ctx)
+    if client:
+        _no_template(template)
+        xml = client.render(vm, _remote_options(domain_type, memnode_mode, iothreads, (sockets, cores, threads),
+                                                guest_hints))
+    else:
+        options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads), guest_hints)
+        xml = render_vm(settings(ctx), vm, options, template)
     if as_json:
         output.echo_json({"vm": vm, "xml": xml})
         return
@@ -136,15 +131,37 @@ def apply(
     """
     from vnuma.services.applying import apply_vm
 
-    options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads), guest_hints)
-    result = apply_vm(settings(ctx), vm, options, template, start=start, dry_run=dry_run)
+    client = remote(ctx)
+    if client:
+        _no_template(template)
+        doc = client.apply(vm, {**_remote_options(domain_type, memnode_mode, iothreads, (sockets, cores, threads),
+                                                   guest_hints), "start": start, "dry_run": dry_run})
+        diff, state = doc.get("diff"), doc.get("state", "")
+    else:
+        options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads), guest_hints)
+        result = apply_vm(settings(ctx), vm, options, template, start=start, dry_run=dry_run)
+        diff, state = result.diff, result.state
     if dry_run:
         if as_json:
-            output.echo_json({"vm": vm, "diff": result.diff})
+            output.echo_json({"vm": vm, "diff": diff})
             return
-        typer.echo(result.diff or f"VM {vm}: libvirt already holds this definition", nl=not result.diff)
+        typer.echo(diff or f"VM {vm}: libvirt already holds this definition", nl=not diff)
     else:
-        _done(ctx, vm, result.state, as_json)
+        _done(ctx, vm, state, as_json)
+
+
+def _no_template(template: Path | None) -> None:
+    if template is not None:
+        raise typer.BadParameter("--template is read where the inventory is, not through --server")
+
+
+def _remote_options(
+    domain_type: str | None, memnode_mode: str | None, iothreads: int | None,
+    topology: tuple[int | None, int | None, int | None], guest_hints: bool,
+) -> dict[str, Any]:
+    sockets, cores, threads = topology
+    return {"domain_type": domain_type, "memnode_mode": memnode_mode, "iothreads": iothreads, "sockets": sockets,
+            "cores": cores, "threads": threads, "guest_hints": guest_hints}
 
 
 def _done(ctx: typer.Context, vm: str, state: str, as_json: bool) -> None:
@@ -154,7 +171,8 @@ def _done(ctx: typer.Context, vm: str, state: str, as_json: bool) -> None:
         return
     from vnuma.services.queries import get_vm
 
-    placement, recorded = get_vm(settings(ctx), vm)
+    client = remote(ctx)
+    placement, recorded = client.get_vm(vm) if client else get_vm(settings(ctx), vm)
     output.echo_json(vm_doc(placement, recorded))
 
 
@@ -166,7 +184,8 @@ def start(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
     """
     from vnuma.services.applying import start_vm
 
-    state = start_vm(settings(ctx), vm)
+    client = remote(ctx)
+    state = client.start_vm(vm)[1] if client else start_vm(settings(ctx), vm)
     _done(ctx, vm, state, as_json)
 
 
@@ -178,7 +197,8 @@ def stop(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
     """
     from vnuma.services.applying import stop_vm
 
-    state = stop_vm(settings(ctx), vm)
+    client = remote(ctx)
+    state = client.stop_vm(vm)[1] if client else stop_vm(settings(ctx), vm)
     _done(ctx, vm, state, as_json)
 
 
@@ -210,8 +230,12 @@ def release(
     from vnuma.services.applying import release_vm
     from vnuma.services.queries import get_vm
 
-    placement, state = get_vm(settings(ctx), vm)
-    release_vm(settings(ctx), vm, undefine=undefine)
+    client = remote(ctx)
+    if client:
+        placement, state = client.release_vm(vm, undefine)
+    else:
+        placement, state = get_vm(settings(ctx), vm)
+        release_vm(settings(ctx), vm, undefine=undefine)
     if as_json:
         output.echo_json(released_doc(placement, state))
         return

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import output, remote, settings
 from vnuma.cli.options import StrategyOpt, strategy_of
 from vnuma.cli.progress import bar
-
-if TYPE_CHECKING:
-    from vnuma.services.capacity import CapacityReport
 
 
 def capacity(
@@ -44,37 +41,42 @@ def capacity(
 
     JSON: {"shapes": [str], "fits": int, "placements": [{"shape", "host",
     "cells": [int]}], "stopped_by": [{"reason", "hosts", "check",
-    "example_host"}]} ("reason" is the example host's refusal).
+    "example_host"}], "stopped": bool} ("reason" is the example host's
+    refusal; "stopped": false when --count copies fit before any refusal).
 
     Example: vnuma capacity vcpus=16,memory=64GiB,gpus=2 vcpus=4,memory=16GiB
     """
+    from vnuma.documents import capacity_doc
     from vnuma.services.capacity import capacity as run
 
-    chosen = strategy_of(ctx, strategy)
-    with bar("placing copies", as_json=as_json) as progress:
-        report = run(
-            settings(ctx), list(shapes), count=count, host=host, strategy=chosen, tenant=tenant, progress=progress
-        )
+    client = remote(ctx)
+    if client:
+        doc = client.capacity({"shapes": list(shapes), "count": count, "host": host, "tenant": tenant,
+                               "strategy": strategy.value if strategy else None})
+    else:
+        with bar("placing copies", as_json=as_json) as progress:
+            doc = capacity_doc(run(
+                settings(ctx), list(shapes), count=count, host=host, strategy=strategy_of(ctx, strategy),
+                tenant=tenant, progress=progress,
+            ))
     if as_json:
-        from vnuma.documents import capacity_doc
-
-        output.echo_json(capacity_doc(report))
+        output.echo_json(doc)
         return
-    _print(report)
+    _print(doc)
 
 
-def _print(report: CapacityReport) -> None:
-    mix = ", round-robin" if len(report.shapes) > 1 else ""
-    output.echo_lines([f"{len(report.placements)} fit ({' + '.join(report.shapes)}{mix})"])
-    if report.placements:
-        per_host = Counter(p.host for _s, p in report.placements)
+def _print(doc: dict[str, Any]) -> None:
+    mix = ", round-robin" if len(doc["shapes"]) > 1 else ""
+    output.echo_lines([f"{doc['fits']} fit ({' + '.join(doc['shapes'])}{mix})"])
+    if doc["placements"]:
+        per_host = Counter(p["host"] for p in doc["placements"])
         output.echo_table(None, ["HOST", "FIT"], sorted(per_host.items()))
-    if report.stopped_by:
+    if doc["stopped_by"]:
         output.echo_lines(["the next one is refused by:"])
         output.echo_table(
             None, ["CHECK", "HOSTS", "FOR EXAMPLE"],
-            [(s.check, s.hosts, f"{s.example_host}: {s.example}" if s.example_host else s.example)
-             for s in report.stopped_by],
+            [(s["check"], s["hosts"], f"{s['example_host']}: {s['reason']}" if s["example_host"] else s["reason"])
+             for s in doc["stopped_by"]],
         )
-    elif not report.stopped:
+    elif not doc["stopped"]:
         output.echo_lines(["(stopped at --count)"])

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import HostArg
 from vnuma.cli.progress import bar
 from vnuma.cli.rebalancing import AllowMigrateOpt, AllowRestartOpt, ApplyOpt, YesOpt
+from vnuma.documents import plan_doc
 from vnuma.topology import format_size_kib
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ def add(
 
     Example: vnuma host add gpu-node-1 --uri qemu+ssh://root@gpu-node-1/system
     """
+    if from_file is not None and remote(ctx):
+        raise typer.BadParameter("--from-file runs where the inventory is, not through --server")
     if from_file is not None:
         from vnuma.services.discovery import add_from_file
 
@@ -58,10 +61,17 @@ def add(
             batch = add_from_file(settings(ctx), from_file, sys.stdin, jobs, progress, clashing=clashing)
         _print_batch(batch, as_json)
         return
+    from vnuma.codec import host_summary
     from vnuma.services.hosts import add_host
 
-    host = add_host(settings(ctx), name, uri, capabilities, demo)
-    _print_added(host, as_json)
+    client = remote(ctx)
+    if client:
+        if capabilities is not None or name is None:
+            raise typer.BadParameter("--server adds a host by NAME with --uri or --demo: a service reads no files "
+                                     "named on your command line")
+        _print_added(client.add_host(name, uri, demo), as_json)
+        return
+    _print_added(host_summary(add_host(settings(ctx), name, uri, capabilities, demo)), as_json)
 
 
 @app.command("import")
@@ -82,20 +92,19 @@ def import_(
 
     Example: vnuma host import old-box --capabilities caps.xml --nodedev gpus.xml
     """
+    from vnuma.codec import host_summary
     from vnuma.services.hosts import import_host
 
-    host = import_host(settings(ctx), name, capabilities, nodedev or [], hwloc)
-    _print_added(host, as_json)
+    _print_added(host_summary(import_host(settings(ctx), name, capabilities, nodedev or [], hwloc)), as_json)
 
 
-def _print_added(host: Any, as_json: bool) -> None:
-    from vnuma.codec import host_summary, summary_text
+def _print_added(summary: dict[str, Any], as_json: bool) -> None:
+    from vnuma.codec import summary_text
 
-    summary = host_summary(host)
     if as_json:
         output.echo_json(summary)
     else:
-        typer.echo(f"added host {host.name}: {summary_text(summary)}")
+        typer.echo(f"added host {summary['name']}: {summary_text(summary)}")
 
 
 @app.command("refresh")
@@ -118,6 +127,8 @@ def refresh(
 
     Example: vnuma host refresh --all --jobs 16 --json
     """
+    if all_hosts and remote(ctx):
+        raise typer.BadParameter("--all runs where the inventory is, not through --server")
     if all_hosts:
         from vnuma.services.discovery import refresh_all
 
@@ -128,11 +139,15 @@ def refresh(
         return
     from vnuma.services.hosts import refresh_host
 
-    result = refresh_host(settings(ctx), name, capabilities)
+    client = remote(ctx)
+    if client and (capabilities is not None or name is None):
+        raise typer.BadParameter("--server refreshes one host by NAME, as recorded: a service reads no files "
+                                 "named on your command line")
+    changes = client.refresh_host(name) if client else list(refresh_host(settings(ctx), name, capabilities).changes)
     if as_json:
-        output.echo_json({"name": name, "changed": bool(result.changes), "changes": list(result.changes)})
-    elif result.changes:
-        output.echo_lines([f"host {name}: {len(result.changes)} change(s)", *("  " + c for c in result.changes)])
+        output.echo_json({"name": name, "changed": bool(changes), "changes": changes})
+    elif changes:
+        output.echo_lines([f"host {name}: {len(changes)} change(s)", *("  " + c for c in changes)])
     else:
         typer.echo(f"host {name}: no change")
 
@@ -147,7 +162,8 @@ def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
     """
     from vnuma.services.queries import host_summaries
 
-    rows = host_summaries(settings(ctx))
+    client = remote(ctx)
+    rows = client.host_summaries() if client else host_summaries(settings(ctx))
     if as_json:
         output.echo_json(rows)
         return
@@ -172,7 +188,8 @@ def cordon(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -
     """
     from vnuma.services.queries import set_cordoned
 
-    before = set_cordoned(settings(ctx), name, True)
+    client = remote(ctx)
+    before = client.set_cordoned(name, True) if client else set_cordoned(settings(ctx), name, True)
     if as_json:
         output.echo_json({"name": name, "cordoned": True, "changed": not before})
         return
@@ -220,7 +237,7 @@ def drain(
 
     Example: vnuma host drain gpu-node-1 --solver cp-sat --apply --yes --allow-migrate
     """
-    from vnuma.cli.rebalancing import carry_out, plan_to_dict, print_plan
+    from vnuma.cli.rebalancing import carry_out, print_plan
     from vnuma.errors import NoRoomError
     from vnuma.services.rebalancing import drain_plan
     from vnuma.topology import count_of
@@ -230,7 +247,7 @@ def drain(
     plan = drain_plan(
         settings(ctx), name, max_moves=max_moves, time_limit_s=time_limit, for_apply=apply, solver=solver
     )
-    doc = plan_to_dict(plan)
+    doc = plan_doc(plan)
     if not as_json:
         output.echo_lines([f"host {name}: cordoned"])
     if plan.left and not partial:
@@ -262,7 +279,8 @@ def uncordon(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False)
     """
     from vnuma.services.queries import set_cordoned
 
-    before = set_cordoned(settings(ctx), name, False)
+    client = remote(ctx)
+    before = client.set_cordoned(name, False) if client else set_cordoned(settings(ctx), name, False)
     if as_json:
         output.echo_json({"name": name, "cordoned": False, "changed": before})
         return
@@ -290,11 +308,14 @@ def show(
     from vnuma.codec import host_to_dict
     from vnuma.services.queries import get_host
 
+    client = remote(ctx)
     if svg is not None or png is not None:
+        if client:
+            raise typer.BadParameter("pictures are drawn where the inventory is, not through --server")
         from vnuma.services.pictures import host_picture
 
         output.write_pictures(lambda: host_picture(settings(ctx), name), svg, png)
-    host = get_host(settings(ctx), name)
+    host = client.host(name) if client else get_host(settings(ctx), name)
     if as_json:
         output.echo_json(host_to_dict(host))
         return
@@ -311,7 +332,11 @@ def remove(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -
     """
     from vnuma.services.queries import remove_host
 
-    remove_host(settings(ctx), name)
+    client = remote(ctx)
+    if client:
+        client.remove_host(name)
+    else:
+        remove_host(settings(ctx), name)
     if as_json:
         output.echo_json({"name": name, "removed": True})
         return
@@ -335,11 +360,16 @@ def reserve(
     from vnuma.topology import format_cpuset, parse_cpuset
 
     cpu_set = parse_cpuset(cpus)
-    reserve_cpus(settings(ctx), name, cpu_set)
-    if as_json:
+    client = remote(ctx)
+    if client:
+        doc = client.reserve_cpus(name, cpus)
+    else:
         from vnuma.codec import host_to_dict
 
-        output.echo_json(host_to_dict(get_host(settings(ctx), name)))
+        reserve_cpus(settings(ctx), name, cpu_set)
+        doc = host_to_dict(get_host(settings(ctx), name)) if as_json else {}
+    if as_json:
+        output.echo_json(doc)
         return
     typer.echo(f"host {name}: reserved CPUs {format_cpuset(cpu_set) or 'none'}")
 

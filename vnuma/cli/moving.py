@@ -9,7 +9,8 @@ import typer
 from vnuma.cli import output, settings
 from vnuma.cli.completion import VmArg, hosts
 from vnuma.cli.placing import vm_app
-from vnuma.cli.rebalancing import carry_out, plan_to_dict, print_plan
+from vnuma.cli.rebalancing import carry_out, print_plan
+from vnuma.documents import plan_doc
 
 if TYPE_CHECKING:
     from vnuma.placement.rebalance import Plan
@@ -85,7 +86,7 @@ def _carry(
     ctx: typer.Context, vm: str, plan: Plan, dry_run: bool, as_json: bool, *, allow_restart: bool,
     allow_migrate: bool,
 ) -> None:
-    doc = plan_to_dict(plan)
+    doc = plan_doc(plan)
     if dry_run or not plan.moves:
         if as_json:
             output.echo_json(doc)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
 
-from vnuma.cli import config, output, settings
+from vnuma.cli import config, output, remote, settings
 from vnuma.cli.completion import TenantArg, VmArg, hosts
 from vnuma.cli.options import StrategyOpt, strategy_of
+from vnuma.documents import plan_doc
 from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.model import (
     CpuPolicy,
@@ -188,13 +190,31 @@ def place(
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
     if apply and dry_run:
         raise typer.BadParameter("--apply and --dry-run contradict each other")
-    chosen_strategy = strategy_of(ctx, strategy)
-    request, result = place_vm(settings(ctx), request, chosen_strategy, dry_run=dry_run, explain=explain)
+    client = remote(ctx)
+    if client:
+        if rebalance:
+            raise typer.BadParameter("--rebalance runs where the inventory is, not through --server")
+        body = {
+            "tenant": tenant, "vcpus": vcpus, "memory": memory, "gpus": gpus, "name": name, "numa_nodes": numa_nodes,
+            "cpu_policy": cpu_policy.value, "thread_policy": thread_policy.value, "page_size": page_size,
+            "gpu_affinity": gpu_affinity.value, "nics": "per-gpu" if per_gpu else (nic_count if nics else None),
+            "nic_affinity": level.value.lower(), "emulator_threads": emulator_threads.value,
+            "memory_mode": memory_mode.value, "cell_memory_mode": cell_memory_mode, "cell_vcpus": cell_vcpus,
+            "cell_memory": cell_memory, "cell_gpus": cell_gpus, "iothreads": iothreads,
+            "iothreads_policy": iothreads_policy.value, "host": host, "group": group,
+            "anti_affinity": anti_affinity.value if anti_affinity else None,
+            "strategy": strategy.value if strategy else None, "dry_run": dry_run, "explain": explain,
+        }
+        placed_name, result = client.place(body)
+        request = replace(request, name=placed_name)
+    else:
+        chosen_strategy = strategy_of(ctx, strategy)
+        request, result = place_vm(settings(ctx), request, chosen_strategy, dry_run=dry_run, explain=explain)
     moved: dict[str, Any] | None = None
     if result.chosen is None and rebalance:
         moved = _make_room(ctx, request, max_moves, apply, yes, allow_restart, allow_migrate, as_json)
         if "run" in moved:
-            request, result = place_vm(settings(ctx), request, chosen_strategy, dry_run=False)
+            request, result = place_vm(settings(ctx), request, strategy_of(ctx, strategy), dry_run=False)
     if result.chosen is None and as_json:
         from vnuma.documents import no_fit_doc
 
@@ -222,11 +242,11 @@ def _make_room(
 ) -> dict[str, Any]:
     """The room plan for a VM that fits nowhere, applied with --apply; without a plan, why none was found
     (``"found": false`` and the ``"reason"``). With ``--host`` the plan moves VMs on that host only, and says so."""
-    from vnuma.cli.rebalancing import confirm_apply, plan_to_dict, print_plan, room_words, run_to_dict, step_progress
-    from vnuma.services.rebalancing import plan_room_for
+    from vnuma.cli.rebalancing import confirm_apply, print_plan, run_to_dict, step_progress
+    from vnuma.services.rebalancing import plan_room_for, room_words
 
     plan = plan_room_for(settings(ctx), request, max_moves=max_moves, for_apply=apply)
-    doc = plan_to_dict(plan)
+    doc = plan_doc(plan)
     doc["host"] = request.host
     if not plan.moves:
         reason = room_words(max_moves, request.host, f"VM {request.name!r}")
@@ -295,7 +315,8 @@ def vm_list(
     """
     from vnuma.services.queries import list_vms
 
-    vms = list_vms(settings(ctx), tenant, host)
+    client = remote(ctx)
+    vms = client.list_vms(tenant, host) if client else list_vms(settings(ctx), tenant, host)
     if as_json:
         from vnuma.documents import vm_doc
 
@@ -320,7 +341,8 @@ def vm_show(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -> N
     """
     from vnuma.services.queries import get_vm
 
-    placement, state = get_vm(settings(ctx), vm)
+    client = remote(ctx)
+    placement, state = client.get_vm(vm) if client else get_vm(settings(ctx), vm)
     if as_json:
         from vnuma.documents import vm_doc
 

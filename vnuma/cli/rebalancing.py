@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import output, remote, settings
 from vnuma.cli.progress import bar
+from vnuma.documents import plan_doc
 from vnuma.placement.model import SEARCHED, Objective
 from vnuma.topology import format_size_kib
 
@@ -81,6 +82,8 @@ def rebalance(
 
     Example: vnuma rebalance --objective locality --max-moves 4 --apply --yes
     """
+    if (resume or abort) and remote(ctx):
+        raise typer.BadParameter("--resume and --abort run where the inventory is, not through --server")
     if resume or abort:
         _finish_run(ctx, resume=resume, abort=abort, as_json=as_json, busy=apply)
         return
@@ -89,16 +92,25 @@ def rebalance(
     if (allow_restart or allow_migrate or yes) and not apply:
         raise typer.BadParameter("--yes, --allow-restart and --allow-migrate go with --apply")
     shape = parse_shape(make_room_for) if make_room_for is not None else None
-    goal = Objective.ROOM if shape is not None else Objective(objective.value)
-    plan = plan_rebalance(
-        settings(ctx), goal, host=host, max_moves=max_moves, make_room_for=shape,
-        time_limit_s=time_limit, for_apply=apply,
-    )
-    doc = plan_to_dict(plan)
-    if shape is not None and not plan.moves:
+    client = remote(ctx)
+    if client:
+        if apply:
+            raise typer.BadParameter("--apply runs where the inventory is, not through --server")
+        doc = client.rebalance({"host": host, "objective": objective.value, "make_room_for": make_room_for,
+                                "max_moves": max_moves, "time_limit": time_limit})
+        moves = bool(doc["moves"])
+    else:
+        goal = Objective.ROOM if shape is not None else Objective(objective.value)
+        plan = plan_rebalance(
+            settings(ctx), goal, host=host, max_moves=max_moves, make_room_for=shape,
+            time_limit_s=time_limit, for_apply=apply,
+        )
+        doc = plan_doc(plan)
+        moves = bool(plan.moves)
+    if shape is not None and not moves:
         _no_room_moves(doc, max_moves, host, as_json)
         return
-    if apply and plan.moves:
+    if apply and moves:
         carry_out(ctx, plan, doc, as_json, confirm=yes, allow_restart=allow_restart, allow_migrate=allow_migrate)
         return
     if as_json:
@@ -107,26 +119,17 @@ def rebalance(
     print_plan(doc)
 
 
-def room_words(max_moves: int, host: str | None, what: str) -> str:
-    """The sentence for a room search that found no plan."""
-    where = f" on host {host}" if host is not None else ""
-    return f"no plan of at most {max_moves} move(s){where} makes room for {what}"
-
-
 def _no_room_moves(doc: dict[str, Any], max_moves: int, host: str | None, as_json: bool) -> None:
     """--make-room-for without moves: the shape already fits (exit 0), or no plan makes room (exit 5)."""
-    from vnuma.errors import NoRoomError
+    from vnuma.services.rebalancing import no_room
 
     if as_json:
         output.echo_json(doc)
-    if doc["before"] == 0:
-        if not as_json:
-            output.echo_lines(["the shape already fits: nothing to do"])
-        return
-    raise NoRoomError(
-        room_words(max_moves, host, "the shape"),
-        hint="allow more moves (--max-moves N), release VMs, or ask for a smaller shape",
-    )
+    refusal = no_room(doc, max_moves, host)
+    if refusal is not None:
+        raise refusal
+    if not as_json:
+        output.echo_lines(["the shape already fits: nothing to do"])
 
 
 def print_plan(doc: dict[str, Any]) -> None:
@@ -246,26 +249,3 @@ def _where(w: dict[str, Any]) -> str:
     return f"{w['host']} cells {','.join(map(str, w['cells']))}"
 
 
-def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    """The ``rebalance --json`` document (a drain's adds ``"left": [{"vm", "reason"}]``)."""
-    doc: dict[str, Any] = {
-        "objective": str(plan.objective),
-        "before": plan.before,
-        "after": plan.after,
-        "optimal": plan.optimal,
-        "moves": [
-            {
-                "vm": m.vm,
-                "from": {"host": m.from_host, "cells": list(m.from_cells)},
-                "to": {"host": m.to_host, "cells": list(m.to_cells)},
-                "reason": m.reason,
-                "cost_kib": m.cost_kib,
-            }
-            for m in plan.moves
-        ],
-    }
-    if plan.objective is Objective.DRAIN:
-        doc["left"] = [{"vm": vm, "reason": reason} for vm, reason in plan.left]
-    doc["solver"] = plan.solver
-    doc["gap"] = plan.gap
-    return doc

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import output, remote, settings
 from vnuma.topology import format_size_kib, shape_text
 
 
@@ -52,6 +52,9 @@ def stats(
     """
     from vnuma.services.stats import collect
 
+    client = remote(ctx)
+    if (svg is not None or png is not None) and client:
+        raise typer.BadParameter("pictures are drawn where the inventory is, not through --server")
     if svg is not None or png is not None:
         from vnuma.services.pictures import fleet_picture
 
@@ -59,9 +62,8 @@ def stats(
 
     from vnuma.documents import stats_doc
 
-    report = collect(settings(ctx), vm, host)
-    doc = stats_doc(report)
-    for warning in report.warnings:
+    doc = client.stats(vm, host) if client else stats_doc(collect(settings(ctx), vm, host))
+    for warning in doc["warnings"]:
         typer.echo(f"warning: {warning}", err=True)
     if as_json:
         output.echo_json(doc)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import TenantArg
 from vnuma.placement.model import Isolation
 
@@ -33,7 +33,9 @@ def create(
     from vnuma.placement.model import Tenant
     from vnuma.services.tenants import create_tenant
 
-    tenant = create_tenant(settings(ctx), Tenant(name, isolation, max_vcpus, max_gpus))
+    client = remote(ctx)
+    wanted = Tenant(name, isolation, max_vcpus, max_gpus)
+    tenant = client.create_tenant(wanted) if client else create_tenant(settings(ctx), wanted)
     if as_json:
         from vnuma.codec import tenant_to_dict
 
@@ -67,15 +69,14 @@ def update(
 
     Example: vnuma tenant update tenant-a --max-vcpus none
     """
-    from vnuma.services.tenants import parse_quota, update_tenant
+    from vnuma.services.tenants import KEEP, parse_quota, update_tenant
 
-    old, new = update_tenant(
-        settings(ctx),
-        name,
-        isolation=isolation,
-        max_vcpus=parse_quota(max_vcpus, "--max-vcpus"),
-        max_gpus=parse_quota(max_gpus, "--max-gpus"),
-    )
+    quotas = {"max_vcpus": parse_quota(max_vcpus, "--max-vcpus"), "max_gpus": parse_quota(max_gpus, "--max-gpus")}
+    client = remote(ctx)
+    if client:
+        old, new = client.update_tenant(name, isolation, {k: v for k, v in quotas.items() if v is not KEEP})
+    else:
+        old, new = update_tenant(settings(ctx), name, isolation=isolation, **quotas)
     if as_json:
         from vnuma.codec import tenant_to_dict
 
@@ -105,7 +106,8 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """
     from vnuma.services.tenants import tenant_rows
 
-    rows = tenant_rows(settings(ctx))
+    client = remote(ctx)
+    rows = client.tenant_rows() if client else tenant_rows(settings(ctx))
     if as_json:
         output.echo_json(rows)
         return
@@ -124,7 +126,8 @@ def show(ctx: typer.Context, name: TenantArg, as_json: JsonOpt = False) -> None:
     """
     from vnuma.services.tenants import tenant_rows
 
-    rows = [r for r in tenant_rows(settings(ctx), name) if r["name"] == name]
+    client = remote(ctx)
+    rows = [r for r in (client.tenant_rows(name) if client else tenant_rows(settings(ctx), name)) if r["name"] == name]
     row = rows[0]
     if as_json:
         output.echo_json(row)
@@ -140,7 +143,11 @@ def remove(ctx: typer.Context, name: TenantArg, as_json: JsonOpt = False) -> Non
     """
     from vnuma.services.queries import remove_tenant
 
-    remove_tenant(settings(ctx), name)
+    client = remote(ctx)
+    if client:
+        client.remove_tenant(name)
+    else:
+        remove_tenant(settings(ctx), name)
     if as_json:
         output.echo_json({"name": name, "removed": True})
         return

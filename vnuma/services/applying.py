@@ -32,6 +32,29 @@ def _load(inventory: Inventory, vm: str) -> tuple[Placement, str, Host]:
     return placement, state, inventory.get_host(placement.host)
 
 
+def render_options(
+    settings: Settings, domain_type: str | None, memnode_mode: str | None, iothreads: int | None = None,
+    topology: tuple[int | None, int | None, int | None] = (None, None, None), guest_hints: bool = False,
+) -> RenderOptions:
+    """The options ``render``/``apply`` take: the given ones checked as the configuration's are, the others
+    the configured ones (``settings``).
+
+    Raises:
+        ConfigError: an unknown domain type or memory mode.
+    """
+    from vnuma.services.config import check_value
+
+    if domain_type is not None:
+        check_value("domain_type", domain_type, "--domain-type")
+    if memnode_mode is not None:
+        check_value("memnode_mode", memnode_mode, "--memnode-mode")
+    sockets, cores, threads = topology
+    return RenderOptions(
+        domain_type=domain_type or settings.domain_type, memnode_mode=memnode_mode or settings.memnode_mode,
+        iothreads=iothreads, sockets=sockets, cores=cores, threads=threads, guest_hints=guest_hints,
+    )
+
+
 def render_vm(settings: Settings, vm: str, options: RenderOptions, template: Path | None) -> str:
     """The validated domain XML of a placed VM."""
     placement, _state, host = _load(open_inventory(settings.db_url), vm)

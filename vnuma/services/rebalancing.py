@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
-from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.errors import ConflictError, InvalidInputError, NoRoomError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.rebalance import FleetState, Objective, Plan, check_limits, check_solver, plan_moves
@@ -168,4 +169,21 @@ def plan_room_for(
     return plan_rebalance(
         settings, Objective.ROOM, host=request.host, max_moves=max_moves,
         make_room_for=request, time_limit_s=time_limit_s, for_apply=for_apply,
+    )
+
+
+def room_words(max_moves: int, host: str | None, what: str) -> str:
+    """The sentence for a room search that found no plan."""
+    where = f" on host {host}" if host is not None else ""
+    return f"no plan of at most {max_moves} move(s){where} makes room for {what}"
+
+
+def no_room(doc: dict[str, Any], max_moves: int, host: str | None) -> NoRoomError | None:
+    """A ``--make-room-for`` plan without moves (its document ``doc``): None when the shape already fits,
+    else the refusal (exit 5), carrying the document."""
+    if doc["before"] == 0:
+        return None
+    return NoRoomError(
+        room_words(max_moves, host, "the shape"),
+        hint="allow more moves (--max-moves N), release VMs, or ask for a smaller shape", plan=doc,
     )

@@ -1,0 +1,137 @@
+"""`vnuma --server URL`: through a service, a command prints exactly what it prints on the inventory itself.
+
+Two inventories are made alike; one is served. Each command runs on the
+other directly and on the served one through `--server`: same exit code, same
+stdout, same stderr, line for line, for reads, writes, refusals and errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.api.conftest import Service, prepared, start
+from tests.cli.conftest import Cli
+
+
+@pytest.fixture
+def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Cli, Cli, Service]]:
+    local = Cli(tmp_path / "local.db")
+    prepared(local)
+    served = Cli(tmp_path / "served.db")
+    tokens = prepared(served)
+    base, proc = start(str(served.db), tmp_path / "serve.log", "--rate-limit", "0")
+    client = Cli(tmp_path / "unused.db")
+    client.options = ["--server", base]
+    monkeypatch.setenv("VNUMA_TOKEN", tokens["root"])
+    service = Service(served, base, tokens, proc, tmp_path / "serve.log")
+    yield local, client, service
+    service.close()
+
+
+COMMANDS = [
+    ["host", "list"], ["host", "list", "--json"], ["host", "show", "h1"], ["host", "show", "h2", "--json"],
+    ["host", "show", "nosuch"],
+    ["tenant", "list"], ["tenant", "show", "tenant-a", "--json"], ["tenant", "show", "nobody"],
+    ["tenant", "create", "tenant-c", "--isolation", "cell", "--max-gpus", "4"],
+    ["tenant", "create", "tenant-c"],
+    ["tenant", "update", "tenant-c", "--max-gpus", "none", "--max-vcpus", "32", "--json"],
+    ["tenant", "update", "tenant-c"],
+    ["place", "tenant-c", "--vcpus", "8", "--memory", "16GiB", "--page-size", "1G"],
+    ["place", "tenant-a", "--gpus", "2", "--vcpus", "16", "--memory", "64GiB", "--page-size", "1G", "--json"],
+    ["place", "tenant-a", "--vcpus", "4", "--memory", "8GiB", "--dry-run", "--explain"],
+    ["place", "tenant-a", "--vcpus", "4", "--memory", "8GiB", "--dry-run", "--explain", "--json"],
+    ["place", "tenant-a", "--vcpus", "8", "--memory", "16GiB", "--gpus", "9"],
+    ["place", "tenant-a", "--vcpus", "8", "--memory", "16GiB", "--gpus", "9", "--json"],
+    ["place", "tenant-a", "--vcpus", "2", "--memory", "4XB"],
+    ["place", "nobody", "--vcpus", "2", "--memory", "4GiB"],
+    ["place", "tenant-a", "--vcpus", "2", "--memory", "4GiB", "--name", "tenant-b-vm0"],
+    ["host", "cordon", "h2"], ["host", "cordon", "h2", "--json"],
+    ["place", "tenant-a", "--vcpus", "2", "--memory", "4GiB", "--host", "h2"],
+    ["host", "uncordon", "h2"],
+    ["vm", "list"], ["vm", "list", "--tenant", "tenant-a", "--json"], ["vm", "list", "--host", "nosuch"],
+    ["vm", "show", "tenant-a-vm1"], ["vm", "show", "tenant-a-vm1", "--json"], ["vm", "show", "nosuch"],
+    ["stats"], ["stats", "--json"], ["stats", "--host", "h1"],
+    ["capacity", "vcpus=16,memory=64GiB,gpus=2", "--count", "3"],
+    ["capacity", "vcpus=16,memory=64GiB,gpus=2", "vcpus=2,memory=4GiB", "--json"],
+    ["capacity", "vcpus=16,colour=red"],
+    ["rebalance", "--max-moves", "2"], ["rebalance", "--objective", "fragmentation", "--json"],
+    ["rebalance", "--make-room-for", "vcpus=16,memory=32GiB,gpus=9", "--max-moves", "1"],
+    ["rebalance", "--make-room-for", "vcpus=16,memory=32GiB,gpus=9", "--max-moves", "1", "--json"],
+    ["rebalance", "--make-room-for", "vcpus=2,memory=2GiB", "--json"],
+    ["render", "tenant-a-vm0"], ["render", "tenant-a-vm0", "--threads", "1", "--json"], ["render", "nosuch"],
+    ["apply", "tenant-a-vm0", "--dry-run"], ["apply", "tenant-a-vm0", "--start"], ["apply", "tenant-b-vm0", "--json"],
+    ["vm", "stop", "tenant-a-vm0"], ["vm", "start", "tenant-b-vm0", "--json"], ["vm", "stop", "tenant-b-vm0"],
+    ["host", "add", "h3", "--demo"], ["host", "add", "h3", "--demo"], ["host", "reserve", "h3", "--cpus", "0-1"],
+    ["host", "reserve", "h3", "--cpus", "0-1", "--json"], ["host", "refresh", "h3"], ["host", "remove", "h3"],
+    ["host", "remove", "h1"],
+    ["vm", "release", "tenant-c-vm1"], ["vm", "release", "tenant-a-vm1", "--json"],
+    ["tenant", "remove", "tenant-c"], ["tenant", "remove", "tenant-a"],
+]
+
+
+EXPECTED_CODES = [
+    0, 0, 0, 0, 3,
+    0, 0, 3,
+    0, 9, 0, 4,
+    0, 0, 0, 0, 5, 5, 4, 3, 9,
+    0, 0, 5, 0,
+    0, 0, 3, 0, 0, 3,
+    0, 0, 0,
+    0, 0, 4,
+    0, 0, 5, 5, 0,
+    0, 0, 3,
+    0, 0, 0,
+    0, 0, 0,
+    0, 9, 0,
+    0, 0, 0,
+    9,
+    0, 0, 0, 9,
+]
+
+
+def test_every_served_command_prints_what_it_prints_locally(pair: tuple[Cli, Cli, Service]) -> None:
+    local, client, _service = pair
+    codes = []
+    for args in COMMANDS:
+        here, there = local(*args), client(*args)
+        assert (there.exit_code, there.stdout, there.stderr) == (here.exit_code, here.stdout, here.stderr), args
+        codes.append(here.exit_code)
+    wrong = [(a, c, e) for a, c, e in zip(COMMANDS, codes, EXPECTED_CODES, strict=True) if c != e]
+    assert wrong == []
+
+
+def test_commands_the_service_does_not_serve_say_so(pair: tuple[Cli, Cli, Service]) -> None:
+    _local, client, _service = pair
+    for args in (["host", "import", "h3", "--hwloc", "x.xml"], ["trace", "export"],
+                 ["vm", "guest-view", "tenant-a-vm0"], ["log"], ["db", "status"], ["token", "list"]):
+        res = client(*args)
+        assert res.exit_code == 4 and "does not run through --server" in res.stderr, args
+    for args, words in (
+        (["place", "tenant-a", "--vcpus", "2", "--memory", "4GiB", "--rebalance"], "--rebalance runs where"),
+        (["host", "add", "h3", "--capabilities", "caps.xml"], "reads no files"),
+        (["host", "refresh", "--all"], "--all runs where"),
+        (["render", "tenant-a-vm0", "--template", "t.j2"], "--template is read where"),
+        (["stats", "--svg", "x.svg"], "pictures are drawn where"),
+        (["rebalance", "--apply", "--yes"], "--apply runs where"),
+        (["rebalance", "--resume"], "--resume and --abort run where"),
+    ):
+        res = client(*args)
+        assert res.exit_code == 2 and words in res.stderr, args
+
+
+def test_the_token_and_the_service_decide(pair: tuple[Cli, Cli, Service], monkeypatch: pytest.MonkeyPatch) -> None:
+    _local, client, service = pair
+    monkeypatch.setenv("VNUMA_TOKEN", service.tokens["alice"])
+    res = client("place", "tenant-b", "--vcpus", "2", "--memory", "4GiB")
+    assert res.exit_code == 11 and "acts for tenant 'tenant-a' only" in res.stderr
+    assert client("vm", "show", "tenant-b-vm0").exit_code == 3
+    assert [line.split()[0] for line in client("vm", "list").stdout.splitlines()[1:]] == ["tenant-a-vm0"]
+    monkeypatch.setenv("VNUMA_TOKEN", "nonsense")
+    res = client("host", "list")
+    assert res.exit_code == 10 and res.stderr.startswith("error: malformed token")
+    client.options = ["--server", "http://127.0.0.1:9"]
+    res = client("host", "list")
+    assert res.exit_code == 6 and "cannot be reached" in res.stderr and "Traceback" not in res.stderr

@@ -1,0 +1,192 @@
+"""The service as the CLI's backend (``vnuma --server URL``): each call is one request, each answer decoded
+back into what the local services return, each problem raised as the very error the CLI would raise.
+
+The CLI prints what it gets the same way whichever backend answered, so a
+command prints through a service exactly what it prints on the inventory
+itself (a test runs both). Options a command leaves unset (page size,
+strategy) take the service's configuration, not the caller's. A service that
+cannot be reached is an inventory problem (exit 6), as an unreachable
+database is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from vnuma import errors
+from vnuma.codec import host_from_dict, placement_from_dict, tenant_from_dict
+from vnuma.placement.model import Isolation, Placement, PlacementResult, Rejection, Tenant
+from vnuma.topology import Host
+
+TIMEOUT_S = 600.0  # a capacity or stats run on a large fleet takes a while; the server bounds nothing less
+
+
+def _rejections(items: list[dict[str, Any]]) -> tuple[Rejection, ...]:
+    return tuple(Rejection(r["host"], r["check"], r["reason"], r.get("hint")) for r in items)
+
+
+class Client:
+    """One service at ``url`` (``http[s]://HOST:PORT``), called with bearer ``token``."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=TIMEOUT_S)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None, **params: Any) -> Any:
+        """The JSON answer of one request.
+
+        Raises:
+            VnumaError: the service's problem, as the class it names (its message, hint and exit code).
+            InventoryError: the service cannot be reached, or answers something that is not vnuma's.
+        """
+        query = {k: v for k, v in params.items() if v is not None}
+        try:
+            got = self._http.request(method, path, json=body, params=query)
+        except httpx.HTTPError as err:
+            raise errors.InventoryError(
+                f"service {self.url} cannot be reached: {err}", hint="check --server / VNUMA_SERVER and `vnuma serve`"
+            ) from None
+        if got.headers.get("content-type", "").startswith("application/problem+json"):
+            raise _error(got.json())
+        if got.status_code >= 400 or not got.headers.get("content-type", "").startswith("application/json"):
+            raise errors.InventoryError(f"service {self.url} answered {got.status_code} {got.reason_phrase}",
+                                        hint="is --server a vnuma service?")
+        return got.json()
+
+    # --- the calls the CLI makes ---------------------------------------------------------------
+
+    def host_summaries(self) -> list[dict[str, Any]]:
+        return list(self.call("GET", "/v1/hosts"))
+
+    def host(self, name: str) -> Host:
+        return host_from_dict(self.call("GET", f"/v1/hosts/{_seg(name)}"))
+
+    def add_host(self, name: str, uri: str | None, demo: bool) -> dict[str, Any]:
+        """The new host's summary (``host add --json``)."""
+        return dict(self.call("POST", "/v1/hosts", {"name": name, "uri": uri, "demo": demo}))
+
+    def refresh_host(self, name: str) -> list[str]:
+        """What changed."""
+        return list(self.call("POST", f"/v1/hosts/{_seg(name)}/refresh")["changes"])
+
+    def reserve_cpus(self, name: str, cpus: str) -> dict[str, Any]:
+        """The host after the change (``host show --json``)."""
+        return dict(self.call("POST", f"/v1/hosts/{_seg(name)}/reserve", {"cpus": cpus}))
+
+    def remove_host(self, name: str) -> None:
+        self.call("DELETE", f"/v1/hosts/{_seg(name)}")
+
+    def set_cordoned(self, name: str, cordoned: bool) -> bool:
+        """Whether it was cordoned before."""
+        doc = self.call("POST", f"/v1/hosts/{_seg(name)}/{'cordon' if cordoned else 'uncordon'}")
+        return bool(doc["cordoned"]) != bool(doc["changed"])
+
+    def tenant_rows(self, only: str | None = None) -> list[dict[str, Any]]:
+        if only is None:
+            return list(self.call("GET", "/v1/tenants"))
+        return [self.call("GET", f"/v1/tenants/{_seg(only)}")]
+
+    def create_tenant(self, tenant: Tenant) -> Tenant:
+        body = {"name": tenant.name, "isolation": tenant.isolation.value, "max_vcpus": tenant.max_vcpus,
+                "max_gpus": tenant.max_gpus}
+        return tenant_from_dict(self.call("POST", "/v1/tenants", body))
+
+    def update_tenant(self, name: str, isolation: Isolation | None, quotas: dict[str, int | None]) -> tuple[
+        Tenant, Tenant
+    ]:
+        """``quotas``: the quotas to change (None: unlimited); the others are kept."""
+        body: dict[str, Any] = {**quotas, **({"isolation": isolation.value} if isolation else {})}
+        doc = self.call("PATCH", f"/v1/tenants/{_seg(name)}", body)
+        return tenant_from_dict(doc["before"]), tenant_from_dict({k: v for k, v in doc.items() if k != "before"})
+
+    def remove_tenant(self, name: str) -> None:
+        self.call("DELETE", f"/v1/tenants/{_seg(name)}")
+
+    def place(self, body: dict[str, Any]) -> tuple[str, PlacementResult]:
+        """The VM's name and the engine's answer (a refusal comes back with every host's rejection)."""
+        try:
+            doc = self.call("POST", "/v1/place", body)
+        except errors.NoPlacementError as err:
+            return err.vm, PlacementResult(None, err.rejections)
+        explained = doc.pop("explain", None) or {"scores": [], "rejections": []}
+        scores = tuple((s["host"], int(s["score"])) for s in explained["scores"])
+        chosen = placement_from_dict(doc)
+        return chosen.vm, PlacementResult(chosen, _rejections(explained["rejections"]), scores)
+
+    def list_vms(self, tenant: str | None, host: str | None) -> list[tuple[Placement, str]]:
+        return [_vm(d) for d in self.call("GET", "/v1/vms", tenant=tenant, host=host)]
+
+    def get_vm(self, name: str) -> tuple[Placement, str]:
+        return _vm(self.call("GET", f"/v1/vms/{_seg(name)}"))
+
+    def release_vm(self, name: str, undefine: bool) -> tuple[Placement, str]:
+        """The VM as it was."""
+        return _vm(self.call("POST", f"/v1/vms/{_seg(name)}/release", {"undefine": undefine}))
+
+    def render(self, vm: str, options: dict[str, Any]) -> str:
+        return str(self.call("POST", f"/v1/vms/{_seg(vm)}/render", options)["xml"])
+
+    def apply(self, vm: str, options: dict[str, Any]) -> dict[str, Any]:
+        """``{"vm", "diff"}`` for a dry run, else the VM after the change."""
+        return dict(self.call("POST", f"/v1/vms/{_seg(vm)}/apply", options))
+
+    def start_vm(self, vm: str) -> tuple[Placement, str]:
+        return _vm(self.call("POST", f"/v1/vms/{_seg(vm)}/start"))
+
+    def stop_vm(self, vm: str) -> tuple[Placement, str]:
+        return _vm(self.call("POST", f"/v1/vms/{_seg(vm)}/stop"))
+
+    def rebalance(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The plan's document (also when it makes no room: the CLI decides from it, as it does locally)."""
+        try:
+            return dict(self.call("POST", "/v1/rebalance", body))
+        except errors.NoRoomError as err:
+            if err.plan is None:
+                raise
+            return err.plan
+
+    def stats(self, vm: str | None, host: str | None) -> dict[str, Any]:
+        return dict(self.call("GET", "/v1/stats", vm=vm, host=host))
+
+    def capacity(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.call("POST", "/v1/capacity", body))
+
+
+def _seg(name: str) -> str:
+    """A name as one path segment (``/`` and the like escaped: names are data)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
+def _vm(doc: dict[str, Any]) -> tuple[Placement, str]:
+    state = str(doc["state"])
+    return placement_from_dict({k: v for k, v in doc.items() if k not in ("state", "released")}), state
+
+
+def _error(problem: dict[str, Any]) -> errors.VnumaError:
+    """The error a problem body names, with its message and hint."""
+    detail, hint = str(problem.get("detail", "")), problem.get("hint")
+    name = problem.get("error")
+    if name == "NoPlacementError":
+        err = errors.NoPlacementError(str(problem.get("vm", "")), _rejections(problem.get("rejections", [])),
+                                      hint=hint)
+        err.args = (detail,)
+        return err
+    if name == "NoRoomError":
+        return errors.NoRoomError(detail, hint=hint, plan=problem.get("plan"))
+    if name == "HypervisorError":
+        return errors.HypervisorError(detail, hint=hint)
+    cls = getattr(errors, str(name), None)
+    if isinstance(cls, type) and issubclass(cls, errors.VnumaError):
+        return cls(detail, hint=hint)
+    status = problem.get("status")
+    if status == 429:
+        return errors.ConflictError(detail, hint=hint)
+    return errors.InvalidInputError(f"service: {detail}", hint=hint)

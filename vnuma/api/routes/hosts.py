@@ -1,0 +1,95 @@
+"""Hosts: ``host list|show|add|refresh|reserve|remove|cordon|uncordon``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+
+from vnuma.api import auth
+from vnuma.api.bodies import HostAddBody, ReserveBody
+from vnuma.api.gate import Caller, Change
+from vnuma.services import Settings
+from vnuma.services.tokens import Token
+
+
+def routes(app: FastAPI, settings: Settings, change: Change) -> None:
+    """The host routes."""
+    @app.get("/v1/hosts", summary="vnuma host list")
+    def host_list(token: Caller) -> list[dict[str, Any]]:
+        from vnuma.services.queries import host_summaries
+
+        auth.allow(token, auth.FLEET_READ, "read hosts")
+        return host_summaries(settings)
+
+    @app.get("/v1/hosts/{name}", summary="vnuma host show")
+    def host_show(name: str, token: Caller) -> dict[str, Any]:
+        from vnuma.codec import host_to_dict
+        from vnuma.services.queries import get_host
+
+        auth.allow(token, auth.FLEET_READ, "read hosts")
+        return host_to_dict(get_host(settings, name))
+
+    @app.post("/v1/hosts", summary="vnuma host add", status_code=201)
+    def host_add(body: HostAddBody, token: Caller, request: Request) -> dict[str, Any]:
+        from vnuma.codec import host_summary
+        from vnuma.services.hosts import add_host
+
+        def run() -> dict[str, Any]:
+            auth.allow(token, auth.ADMIN, "add hosts")
+            return host_summary(add_host(settings, body.name, body.uri, None, body.demo))
+
+        return change(request, token, {"host": body.name}, run)
+
+    @app.post("/v1/hosts/{name}/refresh", summary="vnuma host refresh")
+    def host_refresh(name: str, token: Caller, request: Request) -> dict[str, Any]:
+        from vnuma.services.hosts import refresh_host
+
+        def run() -> dict[str, Any]:
+            auth.allow(token, auth.ADMIN, "refresh hosts")
+            result = refresh_host(settings, name, None)
+            return {"name": name, "changed": bool(result.changes), "changes": list(result.changes)}
+
+        return change(request, token, {"host": name}, run)
+
+    @app.post("/v1/hosts/{name}/reserve", summary="vnuma host reserve")
+    def host_reserve(name: str, body: ReserveBody, token: Caller, request: Request) -> dict[str, Any]:
+        from vnuma.codec import host_to_dict
+        from vnuma.services.queries import get_host, reserve_cpus
+        from vnuma.topology import parse_cpuset
+
+        def run() -> dict[str, Any]:
+            auth.allow(token, auth.ADMIN, "reserve host CPUs")
+            reserve_cpus(settings, name, parse_cpuset(body.cpus))
+            return host_to_dict(get_host(settings, name))
+
+        return change(request, token, {"host": name}, run)
+
+    @app.delete("/v1/hosts/{name}", summary="vnuma host remove")
+    def host_remove(name: str, token: Caller, request: Request) -> dict[str, Any]:
+        from vnuma.services.queries import remove_host
+
+        def run() -> dict[str, Any]:
+            auth.allow(token, auth.ADMIN, "remove hosts")
+            remove_host(settings, name)
+            return {"name": name, "removed": True}
+
+        return change(request, token, {"host": name}, run)
+
+    def cordoning(name: str, token: Token, request: Request, cordoned: bool) -> dict[str, Any]:
+        from vnuma.services.queries import set_cordoned
+
+        def run() -> dict[str, Any]:
+            auth.allow(token, auth.ADMIN, "cordon hosts")
+            before = set_cordoned(settings, name, cordoned)
+            return {"name": name, "cordoned": cordoned, "changed": before != cordoned}
+
+        return change(request, token, {"host": name}, run)
+
+    @app.post("/v1/hosts/{name}/cordon", summary="vnuma host cordon")
+    def cordon(name: str, token: Caller, request: Request) -> dict[str, Any]:
+        return cordoning(name, token, request, True)
+
+    @app.post("/v1/hosts/{name}/uncordon", summary="vnuma host uncordon")
+    def uncordon(name: str, token: Caller, request: Request) -> dict[str, Any]:
+        return cordoning(name, token, request, False)
