@@ -11,6 +11,7 @@ one (forced here by a URL option, as PostgreSQL always takes it).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def claimer(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Settings, A
     return Settings(db_url=f"{url}?timeout=5"), Placer
 
 
-Claim = Callable[[Any, Placement, Isolation | None], None]
+Claim = Callable[..., Placement]
 
 
 def _losing(
@@ -45,13 +46,13 @@ def _losing(
 ) -> Claim:
     """A claim that loses its first ``times`` calls (after running ``racer``), then is ``real``."""
 
-    def claim(self: Any, p: Placement, isolation: Isolation | None = None) -> None:
+    def claim(self: Any, p: Placement, isolation: Isolation | None = None, refit: Any = None) -> Placement:
         calls.append(p)
         if len(calls) <= times:
             if racer is not None:
                 racer(self)
             raise ConflictError(f"host {p.host!r}: pCPU(s) taken by a racer")
-        real(self, p, isolation)
+        return real(self, p, isolation, refit)
 
     return claim
 
@@ -102,3 +103,28 @@ def test_a_name_taken_by_a_racer_is_not_retried(
     with pytest.raises(ConflictError, match=r"^VM 'vm1' already exists"):
         placing.place_vm(settings, REQUEST, Strategy.PACK, dry_run=False)
     assert len(calls) == 1
+
+
+def test_a_claim_beaten_on_its_pcpus_refits_on_the_locked_host(
+    claimer: tuple[Settings, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A racer claims the very pCPUs this VM chose, first: the claim chooses again on that host, under its
+    lock, and records that (one claim, no new decision on the fleet)."""
+    settings, cls = claimer
+    real = cls.claim
+    calls: list[Placement] = []
+
+    def racing(self: Any, p: Placement, isolation: Isolation | None = None, refit: Any = None) -> Placement:
+        calls.append(p)
+        if len(calls) == 1:
+            real(self, replace(p, vm="racer"), None)  # the same pCPUs, pages and host, another VM
+        return real(self, p, isolation, refit)
+
+    monkeypatch.setattr(cls, "claim", racing)
+    _request, result = placing.place_vm(settings, REQUEST, Strategy.PACK, dry_run=False)
+    assert len(calls) == 1 and result.chosen is not None  # one claim: refitted inside it
+    assert result.chosen.host == calls[0].host
+    assert result.chosen.dedicated_pcpus.isdisjoint(calls[0].dedicated_pcpus)
+    with open_inventory(settings.db_url) as inv:
+        assert inv.get_vm("vm1")[0] == result.chosen
+        assert inv.get_vm("racer")[0] == replace(calls[0], vm="racer")

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, open_access
 from vnuma.inventory.executor import Row
-from vnuma.inventory.placing import claim
+from vnuma.inventory.placing import Refit, claim
 from vnuma.inventory.reading import Reader, Snapshot
 from vnuma.inventory.warm import Changes, Mark, read_changes, read_warm_snapshot
 from vnuma.placement.model import Isolation, Placement
@@ -32,10 +32,10 @@ class Placer(Reader):
         with self._access.begin(False) as x:
             return read_warm_snapshot(x)
 
-    def claim(self, placement: Placement, isolation: Isolation | None = None) -> None:
-        """Claim the placement in one write transaction (see :func:`.placing.claim`)."""
+    def claim(self, placement: Placement, isolation: Isolation | None = None, refit: Refit | None = None) -> Placement:
+        """Claim the placement in one write transaction (see :func:`.placing.claim`); the placement claimed."""
         with self._access.begin(True) as x:
-            claim(x, placement, isolation)
+            return claim(x, placement, isolation, refit)
 
 
 def open_placer(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Placer:

@@ -16,6 +16,8 @@ a transaction its opener began; nothing here begins or commits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory import audit
 from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
@@ -62,6 +64,10 @@ NEW_DEVICES = f"INSERT INTO device_claims (vm_id, host_id, address) VALUES ({_VM
 DROP_CLAIMS = tuple(f"DELETE FROM {t} WHERE vm_id = :vm" for t in ("cpu_claims", "page_claims", "device_claims"))
 BUMP = "UPDATE hosts SET host_generation = host_generation + 1, updated_at = CURRENT_TIMESTAMP WHERE id = :host"
 
+
+
+Refit = Callable[[Fleet], Placement | None]
+"""A caller's engine choosing again on one host's ledger (see :func:`claim`)."""
 
 
 def _locked_host(x: Executor, name: str) -> tuple[int, Host]:
@@ -117,10 +123,16 @@ def _write_claims(
     )
 
 
-def claim(x: Executor, p: Placement, isolation: Isolation | None = None) -> None:
-    """Record VM ``p.vm`` and everything it holds, if admission accepts it on its host as it is now.
+def claim(
+    x: Executor, p: Placement, isolation: Isolation | None = None, refit: Refit | None = None
+) -> Placement:
+    """Record VM ``p.vm`` and everything it holds, if admission accepts it on its host as it is now; the
+    placement claimed.
 
-    ``isolation`` creates the tenant with it when missing; None requires the tenant.
+    ``isolation`` creates the tenant with it when missing; None requires the tenant. ``refit``: when
+    admission refuses ``p`` (someone claimed first), the placement the caller's engine would choose on
+    this host's ledger as the locked transaction sees it (None: none fits); it is claimed instead if
+    admission takes it, so a lost race costs no new decision on the whole fleet.
 
     Raises:
         NotFoundError: no such host, or no such tenant and no ``isolation``.
@@ -140,6 +152,10 @@ def claim(x: Executor, p: Placement, isolation: Isolation | None = None) -> None
     tenant_id, tenant = _claimant(x, p.tenant, isolation, tenant_rows)
     ledger = host_ledger(x, host_id, host, tenant_id, tenant)
     refusal = ledger.admit(p)
+    if refusal is not None and refit is not None:
+        again = refit(ledger)
+        if again is not None and again.vm == p.vm and again.host == p.host and ledger.admit(again) is None:
+            p, refusal = again, None
     if refusal is not None:
         _refuse(p, refusal)
     row = {
@@ -154,6 +170,7 @@ def claim(x: Executor, p: Placement, isolation: Isolation | None = None) -> None
             hint="another command claimed the same resources first; place the VM again",
         ) from err
     audit.record(x, "claim", **claim_change(p))
+    return p
 
 
 def claim_change(p: Placement) -> dict[str, object]:

@@ -3,9 +3,11 @@
 ``place_vm`` reads one snapshot (hosts, placements, tenants) in one
 transaction, decides with the engine on a ledger built from it, and claims
 in one more transaction, where admission re-checks the chosen placement
-under the host lock (:mod:`vnuma.inventory.placing`). A claim lost to a
-racing command is decided again on a new snapshot, up to
-``CLAIM_ATTEMPTS`` times. The engine takes its fast path unless the caller
+under the host lock (:mod:`vnuma.inventory.placing`). When a racing command
+claimed first, the engine chooses again on that host's ledger inside the
+claim's transaction (the host is locked: what it sees is what it claims);
+when nothing fits there any more, the VM is decided again on a new
+snapshot, up to ``CLAIM_ATTEMPTS`` times. The engine takes its fast path unless the caller
 wants every host's reason (``explain``) or nothing fits (then the refusal
 is explained).
 """
@@ -14,12 +16,12 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import Protocol
 
-from vnuma.errors import ConflictError, NotFoundError
+from vnuma.errors import ConflictError, NotFoundError, VnumaError
 from vnuma.inventory.placer import Placer, open_placer
 from vnuma.inventory.reading import Snapshot
 from vnuma.placement.engine import no_placement, place
@@ -131,7 +133,7 @@ def _decide_and_claim(
                 return request, result
             view.hold(result.chosen)
         try:
-            placer.claim(result.chosen)
+            claimed = placer.claim(result.chosen, refit=_refit(request, strategy))
         except ConflictError as err:
             view.settle(result.chosen, False)
             last = str(err)
@@ -140,7 +142,7 @@ def _decide_and_claim(
             raise
         else:
             view.settle(result.chosen, True)
-            return request, result
+            return request, result if claimed is result.chosen else replace(result, chosen=claimed)
         if attempt + 1 < CLAIM_ATTEMPTS:
             # Jitter, so that commands that lost the same race do not collide again in lockstep.
             time.sleep(random.uniform(0, RETRY_PAUSE_S * (attempt + 1)))
@@ -149,6 +151,19 @@ def _decide_and_claim(
         f"(last: {last})",
         hint=_BUSY_HINT,
     )
+
+
+def _refit(request: VmRequest, strategy: Strategy) -> Callable[[Fleet], Placement | None]:
+    """What the claim asks when someone claimed first: the engine's choice on the locked host's ledger."""
+
+    def refit(ledger: Fleet) -> Placement | None:
+        (host,) = ledger.host_names()
+        try:
+            return place(replace(request, host=host), ledger, strategy, explain=False).chosen
+        except VnumaError:  # a quota the VM now breaks: the claim's own refusal says so
+            return None
+
+    return refit
 
 
 def require_chosen(request: VmRequest, result: PlacementResult) -> Placement:
