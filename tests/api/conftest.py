@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -61,7 +62,9 @@ class Service:
             self.process.wait()
 
 
-def start(db: str, log: Path, *extra: str) -> tuple[str, subprocess.Popen[bytes]]:
+def start(
+    db: str, log: Path, *extra: str, scheme: str = "http", verify: ssl.SSLContext | bool = True
+) -> tuple[str, subprocess.Popen[bytes]]:
     """`vnuma --db DB serve` on a free port, once it answers; (base URL, process)."""
     port = free_port()
     out = log.open("ab")
@@ -69,13 +72,13 @@ def start(db: str, log: Path, *extra: str) -> tuple[str, subprocess.Popen[bytes]
         [sys.executable, "-m", "vnuma.cli", "--db", db, "serve", "--listen", f"127.0.0.1:{port}", *extra],
         stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=os.environ.copy(),
     )
-    base = f"http://127.0.0.1:{port}"
+    base = f"{scheme}://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"vnuma serve exited {proc.returncode}: {log.read_text()}")
         try:
-            if httpx.get(f"{base}/openapi.json", timeout=2).status_code == 200:
+            if httpx.get(f"{base}/openapi.json", timeout=2, verify=verify).status_code == 200:
                 return base, proc
         except httpx.TransportError:
             pass

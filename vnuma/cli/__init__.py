@@ -77,6 +77,9 @@ class _Group(TyperGroup):
             _internal_error(ctx, err)
         finally:
             audit.end()
+            client = (ctx.obj or {}).get("client") if isinstance(ctx.obj, dict) else None
+            if client is not None:
+                client.close()
 
 
 def _internal_error(ctx: typer.Context, err: Exception) -> NoReturn:
