@@ -13,7 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.api.conftest import Service, prepared, start
-from tests.cli.conftest import Cli
+from tests.cli.conftest import REPO, Cli
+from vnuma.sources.demo import demo_capabilities_path
+
+DATA = REPO / "tests" / "data"
+CAPS = demo_capabilities_path()
 
 
 @pytest.fixture
@@ -67,6 +71,12 @@ COMMANDS = [
     ["host", "add", "h3", "--demo"], ["host", "add", "h3", "--demo"], ["host", "reserve", "h3", "--cpus", "0-1"],
     ["host", "reserve", "h3", "--cpus", "0-1", "--json"], ["host", "refresh", "h3"], ["host", "remove", "h3"],
     ["host", "remove", "h1"],
+    ["host", "import", "h4", "--hwloc", str(DATA / "hwloc" / "2pkg-snc-smt-cxl-gpu.xml"), "--json"],
+    ["host", "import", "h5", "--capabilities", str(CAPS), "--nodedev", str(DATA / "nodedev" / "gpu-h100.xml")],
+    ["host", "import", "h5", "--capabilities", str(CAPS)],
+    ["host", "import", "h6", "--capabilities", str(DATA / "nosuch.xml")],
+    ["host", "import", "h6", "--hwloc", str(DATA / "nodedev" / "gpu-h100.xml")],
+    ["host", "show", "h5", "--json"],
     ["vm", "release", "tenant-c-vm1"], ["vm", "release", "tenant-a-vm1", "--json"],
     ["tenant", "remove", "tenant-c"], ["tenant", "remove", "tenant-a"],
 ]
@@ -88,6 +98,7 @@ EXPECTED_CODES = [
     0, 9, 0,
     0, 0, 0,
     9,
+    0, 0, 9, 4, 4, 0,
     0, 0, 0, 9,
 ]
 
@@ -105,7 +116,7 @@ def test_every_served_command_prints_what_it_prints_locally(pair: tuple[Cli, Cli
 
 def test_commands_the_service_does_not_serve_say_so(pair: tuple[Cli, Cli, Service]) -> None:
     _local, client, _service = pair
-    for args in (["host", "import", "h3", "--hwloc", "x.xml"], ["trace", "export"],
+    for args in (["trace", "export"],
                  ["vm", "guest-view", "tenant-a-vm0"], ["log"], ["db", "status"], ["token", "list"]):
         res = client(*args)
         assert res.exit_code == 4 and "does not run through --server" in res.stderr, args

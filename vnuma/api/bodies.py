@@ -124,6 +124,23 @@ class HostAddBody(Body):
     demo: StrictBool = False
 
 
+class Document(Body):
+    """One input file of ``host import``: its name (for messages) and its bytes, base64."""
+
+    file: StrictStr
+    content_base64: StrictStr
+
+
+class HostImportBody(Body):
+    """``vnuma host import NAME --capabilities FILE [--nodedev FILE]... | --hwloc FILE``, the files' contents
+    sent along (the CLI reads them where it runs)."""
+
+    name: StrictStr
+    capabilities: Document | None = None
+    nodedev: list[Document] = Field(default_factory=list, max_length=256)
+    hwloc: Document | None = None
+
+
 class ReserveBody(Body):
     """``vnuma host reserve NAME --cpus LIST``."""
 

@@ -11,6 +11,7 @@ database is.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import httpx
@@ -70,6 +71,19 @@ class Client:
     def add_host(self, name: str, uri: str | None, demo: bool) -> dict[str, Any]:
         """The new host's summary (``host add --json``)."""
         return dict(self.call("POST", "/v1/hosts", {"name": name, "uri": uri, "demo": demo}))
+
+    def import_host(
+        self, name: str, capabilities: tuple[str, bytes] | None, nodedevs: list[tuple[str, bytes]],
+        hwloc: tuple[str, bytes] | None,
+    ) -> dict[str, Any]:
+        """The new host's summary; the files' contents (read here) go in the request."""
+
+        def doc(d: tuple[str, bytes] | None) -> dict[str, str] | None:
+            return None if d is None else {"file": d[0], "content_base64": base64.b64encode(d[1]).decode()}
+
+        body = {"name": name, "capabilities": doc(capabilities), "nodedev": [doc(d) for d in nodedevs],
+                "hwloc": doc(hwloc)}
+        return dict(self.call("POST", "/v1/hosts/import", body))
 
     def refresh_host(self, name: str) -> list[str]:
         """What changed."""

@@ -103,7 +103,8 @@ _PARAMS: dict[str, Any] = {}
 
 
 REMOTE = {
-    ("apply",), ("capacity",), ("host", "add"), ("host", "cordon"), ("host", "list"), ("host", "refresh"),
+    ("apply",), ("capacity",), ("host", "add"), ("host", "cordon"), ("host", "import"), ("host", "list"),
+    ("host", "refresh"),
     ("host", "remove"), ("host", "reserve"), ("host", "show"), ("host", "uncordon"), ("place",), ("rebalance",),
     ("render",),
     ("stats",), ("tenant", "create"), ("tenant", "list"), ("tenant", "remove"), ("tenant", "show"),

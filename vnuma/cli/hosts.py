@@ -93,9 +93,14 @@ def import_(
     Example: vnuma host import old-box --capabilities caps.xml --nodedev gpus.xml
     """
     from vnuma.codec import host_summary
-    from vnuma.services.hosts import import_host
+    from vnuma.services.hosts import import_host, read_documents
 
-    _print_added(host_summary(import_host(settings(ctx), name, capabilities, nodedev or [], hwloc)), as_json)
+    documents = read_documents(capabilities, nodedev or [], hwloc)
+    client = remote(ctx)
+    if client:
+        _print_added(client.import_host(name, *documents), as_json)
+        return
+    _print_added(host_summary(import_host(settings(ctx), name, *documents)), as_json)
 
 
 def _print_added(summary: dict[str, Any], as_json: bool) -> None:

@@ -57,34 +57,66 @@ def _with_devices(host: Host, devices: Sequence[PciDevice]) -> Host:
     return replace(host, devices=with_parent_bridges(devices))
 
 
-def import_files(
-    name: str, capabilities: Path | None, nodedevs: Sequence[Path], hwloc: Path | None
-) -> Host:
-    """Build a host from a capabilities file (+ node-device files) or an hwloc XML file.
+Document = tuple[str, bytes]
+"""An input's name in messages (its file name) and its content."""
 
-    Raises:
-        InvalidInputError: neither or both of capabilities/hwloc, unreadable or malformed files.
-    """
+
+def _one_source(capabilities: object, nodedevs: Sequence[object], hwloc: object) -> None:
     if (capabilities is None) == (hwloc is None):
         raise InvalidInputError(
             "give exactly one of --capabilities FILE or --hwloc FILE",
             hint="vnuma host import NAME --capabilities caps.xml [--nodedev dev.xml]... | --hwloc topo.xml",
         )
+    if hwloc is not None and nodedevs:
+        raise InvalidInputError("--nodedev goes with --capabilities; hwloc files carry their PCI devices")
+
+
+def import_documents(
+    name: str, capabilities: Document | None, nodedevs: Sequence[Document], hwloc: Document | None
+) -> Host:
+    """Build a host from capabilities XML (+ node-device XML) or hwloc XML.
+
+    Raises:
+        InvalidInputError: neither or both of capabilities/hwloc, malformed documents, a device given twice.
+    """
+    _one_source(capabilities, nodedevs, hwloc)
     if hwloc is not None:
-        if nodedevs:
-            raise InvalidInputError("--nodedev goes with --capabilities; hwloc files carry their PCI devices")
-        return parse_hwloc(read_input(hwloc, "hwloc"), name=name, what=str(hwloc))
+        return parse_hwloc(hwloc[1], name=name, what=hwloc[0])
     assert capabilities is not None
-    host = parse_capabilities(read_input(capabilities, "capabilities"), name=name, what=str(capabilities))
+    host = parse_capabilities(capabilities[1], name=name, what=capabilities[0])
     devices: list[PciDevice] = []
-    for path in nodedevs:
-        devices.extend(parse_nodedev_file_content(read_input(path, "node device"), str(path)))
+    for what, content in nodedevs:
+        devices.extend(parse_nodedev_file_content(content, what))
     seen: set[str] = set()
     for dev in devices:
         if dev.address in seen:
             raise InvalidInputError(f"PCI device {dev.address} is given twice in the --nodedev files")
         seen.add(dev.address)
     return check_host(_with_devices(host, devices))
+
+
+def read_documents(
+    capabilities: Path | None, nodedevs: Sequence[Path], hwloc: Path | None
+) -> tuple[Document | None, list[Document], Document | None]:
+    """The files ``host import`` names, read (each named by its path).
+
+    Raises:
+        InvalidInputError: neither or both of capabilities/hwloc; a missing, unreadable or oversized file.
+    """
+    _one_source(capabilities, nodedevs, hwloc)
+    return (
+        (str(capabilities), read_input(capabilities, "capabilities")) if capabilities is not None else None,
+        [(str(p), read_input(p, "node device")) for p in nodedevs],
+        (str(hwloc), read_input(hwloc, "hwloc")) if hwloc is not None else None,
+    )
+
+
+def import_files(
+    name: str, capabilities: Path | None, nodedevs: Sequence[Path], hwloc: Path | None
+) -> Host:
+    """Build a host from a capabilities file (+ node-device files) or an hwloc XML file (see
+    :func:`import_documents`)."""
+    return import_documents(name, *read_documents(capabilities, nodedevs, hwloc))
 
 
 def add_host(settings: Settings, name: str | None, uri: str | None, capabilities: Path | None, demo: bool) -> Host:
@@ -153,13 +185,14 @@ def refresh_source(name: str, uri: str, override: str | None) -> tuple[str, Path
 
 
 def import_host(
-    settings: Settings, name: str, capabilities: Path | None, nodedevs: Sequence[Path], hwloc: Path | None
+    settings: Settings, name: str, capabilities: Document | None, nodedevs: Sequence[Document],
+    hwloc: Document | None,
 ) -> Host:
-    """Parse files and record the host."""
+    """Parse the documents (``host import``'s files, read by the caller) and record the host."""
     check_host_name(name)
     with open_registrar(settings.db_url) as registrar:
         _ensure_absent(registrar, name)
-        host = import_files(name, capabilities, nodedevs, hwloc)
+        host = import_documents(name, capabilities, nodedevs, hwloc)
         registrar.add_host(host)
     return host
 

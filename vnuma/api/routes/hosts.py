@@ -1,14 +1,17 @@
-"""Hosts: ``host list|show|add|refresh|reserve|remove|cordon|uncordon``."""
+"""Hosts: ``host list|show|add|import|refresh|reserve|remove|cordon|uncordon``."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from fastapi import FastAPI, Request
 
 from vnuma.api import auth
-from vnuma.api.bodies import HostAddBody, ReserveBody
+from vnuma.api.bodies import Document, HostAddBody, HostImportBody, ReserveBody
 from vnuma.api.gate import Caller, Change
+from vnuma.errors import InvalidInputError
 from vnuma.services import Settings
 from vnuma.services.tokens import Token
 
@@ -38,6 +41,19 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
         def run() -> dict[str, Any]:
             auth.allow(token, auth.ADMIN, "add hosts")
             return host_summary(add_host(settings, body.name, body.uri, None, body.demo))
+
+        return change(request, token, {"host": body.name}, run)
+
+    @app.post("/v1/hosts/import", summary="vnuma host import", status_code=201)
+    def host_import(body: HostImportBody, token: Caller, request: Request) -> dict[str, Any]:
+        from vnuma.codec import host_summary
+        from vnuma.services.hosts import import_host
+
+        def run() -> dict[str, Any]:
+            auth.allow(token, auth.ADMIN, "import hosts")
+            host = import_host(settings, body.name, _document(body.capabilities),
+                               [d for d in map(_document, body.nodedev) if d is not None], _document(body.hwloc))
+            return host_summary(host)
 
         return change(request, token, {"host": body.name}, run)
 
@@ -93,3 +109,17 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
     @app.post("/v1/hosts/{name}/uncordon", summary="vnuma host uncordon")
     def uncordon(name: str, token: Caller, request: Request) -> dict[str, Any]:
         return cordoning(name, token, request, False)
+
+
+def _document(doc: Document | None) -> tuple[str, bytes] | None:
+    """A body's file as the services take it.
+
+    Raises:
+        InvalidInputError: content that is not base64.
+    """
+    if doc is None:
+        return None
+    try:
+        return doc.file, base64.b64decode(doc.content_base64, validate=True)
+    except binascii.Error:
+        raise InvalidInputError(f"{doc.file}: content_base64 is not base64") from None
