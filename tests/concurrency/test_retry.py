@@ -94,7 +94,8 @@ def test_a_name_taken_by_a_racer_is_not_retried(
     real = cls.claim
 
     def racer(placer: Placer) -> None:
-        other = placing.decide(placer.snapshot(), REQUEST, Strategy.PACK, explain=False).chosen
+        with placing.Cold().viewing(placer, attempt=0) as (fleet, _tenants):
+            other = placing.decided(fleet, REQUEST, Strategy.PACK, explain=False).chosen
         assert other is not None
         real(placer, other, None)
 

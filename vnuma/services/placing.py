@@ -23,7 +23,6 @@ from typing import Protocol
 
 from vnuma.errors import ConflictError, NotFoundError, VnumaError
 from vnuma.inventory.placer import Placer, open_placer
-from vnuma.inventory.reading import Snapshot
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, VmRequest
@@ -93,12 +92,6 @@ def decided(fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bo
     if result.chosen is None and not explain:
         result = place(request, fleet, strategy, explain=True)
     return result
-
-
-def decide(snap: Snapshot, request: VmRequest, strategy: Strategy, *, explain: bool) -> PlacementResult:
-    """The engine's answer on a snapshot (a refusal is always explained)."""
-    with gc_paused():
-        return decided(Fleet(snap.hosts, snap.placements, snap.tenants.values()), request, strategy, explain=explain)
 
 
 def place_vm(
