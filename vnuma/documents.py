@@ -47,10 +47,12 @@ def no_fit_doc(request: VmRequest, result: PlacementResult) -> dict[str, Any]:
 
 
 def explain_doc(result: PlacementResult) -> dict[str, Any]:
-    """What ``place --explain`` shows: each fitting host's score and each other host's rejection."""
+    """What ``place --explain`` shows: each fitting host's score, each other host's rejection, and the
+    criterion that chose the cells (``cells_decided_by``; null when nothing was placed)."""
     return {
         "scores": [{"host": host, "score": score} for host, score in result.scores],
         "rejections": rejections_doc(result.rejections),
+        "cells_decided_by": result.cells_decided_by,
     }
 
 

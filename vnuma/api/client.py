@@ -131,7 +131,9 @@ class Client:
         explained = doc.pop("explain", None) or {"scores": [], "rejections": []}
         scores = tuple((s["host"], int(s["score"])) for s in explained["scores"])
         chosen = placement_from_dict(doc)
-        return chosen.vm, PlacementResult(chosen, _rejections(explained["rejections"]), scores)
+        return chosen.vm, PlacementResult(
+            chosen, _rejections(explained["rejections"]), scores, explained.get("cells_decided_by")
+        )
 
     def list_vms(self, tenant: str | None, host: str | None) -> list[tuple[Placement, str]]:
         return [_vm(d) for d in self.call("GET", "/v1/vms", tenant=tenant, host=host)]

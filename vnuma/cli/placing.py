@@ -276,6 +276,24 @@ def _print_explain(result: PlacementResult) -> None:
     if result.rejections:
         rows = [(r.host, r.check, r.reason) for r in result.rejections]
         output.echo_table("rejections", ["HOST", "CHECK", "REASON"], rows)
+    chosen = result.chosen
+    if chosen is not None and result.cells_decided_by is not None:
+        cells = ",".join(str(c) for c in chosen.host_cells)
+        output.echo_lines([f"cells {cells} on {chosen.host}: {_DECIDED[result.cells_decided_by]}"])
+
+
+_DECIDED = {
+    "only-choice": "the only cell set that fits there",
+    "hmat-bandwidth": "chosen by HMAT bandwidth (the best lowest bandwidth between its cells)",
+    "hmat-latency": "chosen by HMAT latency (the lowest highest latency between its cells)",
+    "hmat-local-bandwidth": "chosen by HMAT bandwidth of each cell's own memory",
+    "hmat-local-latency": "chosen by HMAT latency of each cell's own memory",
+    "slit-distance": "chosen by SLIT distance (the closest cells)",
+    "slit-sum": "chosen by the sum of SLIT distances",
+    "cell-preference": "chosen by the strategy's cell preference",
+    "cell-ids": "chosen by the lowest cell ids (a tie otherwise)",
+}
+"""``place --explain``'s words for :data:`vnuma.placement.order.SET_CRITERIA`."""
 
 
 def print_placement(p: Placement, title: str, state: str | None = None) -> None:

@@ -3,10 +3,11 @@
 Pure: no I/O. The caller has already kept only the cells that can each
 take one guest cell (CPUs, pages); what is left to decide is the set.
 
-Search (never all permutations, never all subsets): every feasible cell
-is tried as an *anchor*; around it the other feasible cells are ordered by
-(distance from the anchor, the strategy's cell preference, cell id) and up
-to three candidate sets are built:
+Search (never all permutations, and all subsets only where HMAT asks for
+them and they are few): every feasible cell is tried as an *anchor*;
+around it the other feasible cells are ordered by (HMAT's rating of the
+pair where the host has one, distance from the anchor, the strategy's cell
+preference, cell id) and up to three candidate sets are built:
 
 1. the anchor plus its ``n - 1`` nearest cells;
 2. if those lack GPUs: the nearest cells that have free GPUs until enough
@@ -16,22 +17,35 @@ to three candidate sets are built:
 The first candidate that holds enough GPUs is kept per anchor, so variant 3
 finds a set whenever any set containing the anchor has enough GPUs. Among
 the kept sets the best is chosen by :func:`vnuma.placement.order.cellset_key`
-(tightest, then preferred cells, then ids; neighbours join an anchor in
+(best rated by HMAT where the host has it, then tightest by SLIT, then
+preferred cells, then ids; neighbours join an anchor in
 :func:`~vnuma.placement.order.neighbour_key` order). Closeness
 is measured from the anchor; on socket-grouped SLIT tables (the normal case)
 that yields the tightest group, and an adjacent pair whenever one exists.
+HMAT figures need not be grouped so, so on a host whose HMAT rates pairs of
+CPU cells every set of ``n`` feasible cells is ranked instead, up to
+:data:`EXHAUSTIVE_SETS` of them (8 cells hold at most 70 sets): there the
+chosen set is the best rated of all.
 
 Work bound: with C feasible cells, O(C) anchors x O(C log C) per anchor =
 O(C^2 log C) comparisons plus O(C n^2) distance look-ups; a 64-cell host
-needs a few thousand steps, well under 10 ms.
+needs a few thousand steps, well under 10 ms. The exhaustive ranking of an
+HMAT host costs at most :data:`EXHAUSTIVE_SETS` sets x n^2 look-ups.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import combinations
+from math import comb
 
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.order import SetKey, cellset_key, neighbour_key
+from vnuma.placement.order import SetKey, cellset_key, decided_by, neighbour_key
+
+EXHAUSTIVE_SETS = 4096
+"""On a host whose HMAT rates pairs of CPU cells, every set of ``n`` feasible cells is ranked when there are at
+most this many: HMAT tables need not be grouped by socket as SLIT tables are, so the anchor search could miss the
+best-rated set."""
 
 
 def _variants(
@@ -42,7 +56,10 @@ def _variants(
         return
     missing = need - gpus[anchor]
     chosen: list[int] = []
-    for b in sorted((b for b in others if gpus[b] > 0), key=lambda b: (hs.distance[(anchor, b)], -gpus[b])):
+    near = sorted(
+        (b for b in others if gpus[b] > 0), key=lambda b: (hs.rated_pair(anchor, b), hs.distance[(anchor, b)], -gpus[b])
+    )
+    for b in near:
         if missing <= 0 or len(chosen) == n - 1:
             break
         chosen.append(b)
@@ -50,8 +67,79 @@ def _variants(
     if missing <= 0:
         rest = [b for b in others if b not in chosen][: n - 1 - len(chosen)]
         yield (anchor, *chosen, *rest)
-    top = sorted(others, key=lambda b: (-gpus[b], hs.distance[(anchor, b)]))[: n - 1]
+    top = sorted(others, key=lambda b: (-gpus[b], hs.rated_pair(anchor, b), hs.distance[(anchor, b)]))[: n - 1]
     yield (anchor, *top)
+
+
+def _candidates(
+    hs: HostState, feasible: Sequence[int], n: int, need_gpus: int, gpus: Mapping[int, int],
+    pref: Mapping[int, int], anchors: Sequence[int] | None, accept: Callable[[tuple[int, ...]], bool] | None,
+) -> Iterator[tuple[int, ...]]:
+    """Candidate sets, anchor first, each with ``n`` cells and enough GPUs and accepted."""
+
+    def fine(cand: tuple[int, ...]) -> bool:
+        return sum(gpus[c] for c in cand) >= need_gpus and (not accept or accept(cand))
+
+    if n > 1 and hs.shape.ratings is not None and comb(len(feasible), n) <= EXHAUSTIVE_SETS:
+        allowed = set(anchors) if anchors is not None else None
+        for ids in combinations(sorted(feasible), n):
+            if allowed is None:
+                cand: tuple[int, ...] = ids
+            else:
+                first = next((c for c in ids if c in allowed), None)
+                if first is None:
+                    continue
+                cand = (first, *(c for c in ids if c != first))
+            if fine(cand):
+                yield cand
+        return
+    pool = set(feasible)
+    for a in anchors if anchors is not None else feasible:
+        if n == 1:
+            if fine((a,)):
+                yield (a,)
+            continue
+        others = sorted(pool - {a}, key=neighbour_key(hs, a, pref))
+        for cand in _variants(a, others, n, need_gpus, gpus, hs):
+            if len(cand) == n and fine(cand):
+                yield cand
+                break
+
+
+def rank_cells(
+    hs: HostState,
+    feasible: Sequence[int],
+    n: int,
+    need_gpus: int,
+    gpus: Mapping[int, int],
+    pref: Mapping[int, int],
+    *,
+    anchors: Sequence[int] | None = None,
+    accept: Callable[[tuple[int, ...]], bool] | None = None,
+) -> tuple[tuple[int, ...], str] | None:
+    """The best set of ``n`` distinct feasible cells holding ``need_gpus`` free GPUs, in guest order, and the
+    criterion that set it before the next best set found (:func:`vnuma.placement.order.decided_by`).
+
+    ``anchors`` (when given) restricts which cell becomes guest cell 0 (the
+    one that must also hold an isolated emulator pCPU); ``accept`` is an
+    extra test on a whole set (socket GPU affinity). Guest order: the anchor
+    when ``anchors`` is given, then ascending host cell id.
+    """
+    if len(feasible) < n:
+        return None
+    best: tuple[SetKey, tuple[int, ...]] | None = None
+    runner_up: SetKey | None = None
+    for found in _candidates(hs, feasible, n, need_gpus, gpus, pref, anchors, accept):
+        ids = tuple(sorted(found))
+        key = cellset_key(hs, ids, pref)
+        if best is None or key < best[0]:
+            if best is not None and best[0][-1] != ids:
+                runner_up = best[0]
+            order = (found[0], *sorted(found[1:])) if anchors is not None else ids
+            best = (key, order)
+        elif key[-1] != best[0][-1] and (runner_up is None or key < runner_up):
+            runner_up = key
+    return None if best is None else (best[1], decided_by(best[0], runner_up))
 
 
 def choose_cells(
@@ -65,38 +153,6 @@ def choose_cells(
     anchors: Sequence[int] | None = None,
     accept: Callable[[tuple[int, ...]], bool] | None = None,
 ) -> tuple[int, ...] | None:
-    """The best set of ``n`` distinct feasible cells holding ``need_gpus`` free GPUs, in guest order.
-
-    ``anchors`` (when given) restricts which cell becomes guest cell 0 (the
-    one that must also hold an isolated emulator pCPU); ``accept`` is an
-    extra test on a whole set (socket GPU affinity). Guest order: the anchor
-    when ``anchors`` is given, then ascending host cell id.
-    """
-    if len(feasible) < n:
-        return None
-    best: tuple[SetKey, tuple[int, ...]] | None = None
-    pool = set(feasible)
-    for a in anchors if anchors is not None else feasible:
-        if n == 1:
-            found: tuple[int, ...] | None = (
-                (a,) if gpus[a] >= need_gpus and (not accept or accept((a,))) else None
-            )
-        else:
-            others = sorted(pool - {a}, key=neighbour_key(hs, a, pref))
-            found = None
-            for cand in _variants(a, others, n, need_gpus, gpus, hs):
-                if (
-                    len(cand) == n
-                    and sum(gpus[c] for c in cand) >= need_gpus
-                    and (not accept or accept(cand))
-                ):
-                    found = cand
-                    break
-        if found is None:
-            continue
-        ids = tuple(sorted(found))
-        key = cellset_key(hs, ids, pref)
-        if best is None or key < best[0]:
-            order = (found[0], *sorted(found[1:])) if anchors is not None else ids
-            best = (key, order)
-    return best[1] if best else None
+    """:func:`rank_cells`' set alone."""
+    ranked = rank_cells(hs, feasible, n, need_gpus, gpus, pref, anchors=anchors, accept=accept)
+    return None if ranked is None else ranked[0]

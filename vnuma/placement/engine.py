@@ -156,25 +156,25 @@ def _place_explained(request: VmRequest, fleet: Fleet, strategy: Strategy, *, si
         else:
             score = int(total_scores(strategy, fleet.arrays.totals(np.array([hs.index])), req)[0])
         candidates.append((host_key(fit.cells, fit.adjacent, score, hs.name), fit, req, score))
-    chosen, refused_hosts = _admitted(sorted(candidates, key=lambda c: c[0]), fleet, rejections)
+    chosen, fit, refused_hosts = _admitted(sorted(candidates, key=lambda c: c[0]), fleet, rejections)
     fitting = tuple((c[1].state.name, c[3]) for c in candidates if c[1].state.name not in refused_hosts)
     rejections.sort(key=lambda r: fleet.by_name[r.host].index)
-    return PlacementResult(chosen, tuple(rejections), fitting)
+    return PlacementResult(chosen, tuple(rejections), fitting, fit.decided_by if fit else None)
 
 
 def _admitted(
     ranked: list[Candidate], fleet: Fleet, rejections: list[Rejection]
-) -> tuple[Placement | None, set[str]]:
-    """The first ranked candidate admission accepts; refused ones join ``rejections``."""
+) -> tuple[Placement | None, HostFit | None, set[str]]:
+    """The first ranked candidate admission accepts, and its fit; refused ones join ``rejections``."""
     refused: set[str] = set()
     for _key, fit, req, _score in ranked:
         placement = build_placement(fit, req)
         refusal = fleet.admit(placement, req.isolation)
         if refusal is None:
-            return placement, refused
+            return placement, fit, refused
         rejections.append(refusal)
         refused.add(fit.state.name)
-    return None, refused
+    return None, None, refused
 
 
 def _exact_fit(
@@ -326,4 +326,4 @@ def _try(
     refusal = fleet.admit(placement, request.isolation)
     if refusal is not None:
         return None, further(closest, refusal)
-    return PlacementResult(placement, (), ((fit.state.name, score),)), closest
+    return PlacementResult(placement, (), ((fit.state.name, score),), fit.decided_by), closest

@@ -28,7 +28,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from vnuma.placement.cellsets import choose_cells
+from vnuma.placement.cellsets import choose_cells, rank_cells
 from vnuma.placement.devices import pick_devices
 from vnuma.placement.filters import CELL_FILTERS, SIZE_FILTERS, STAGE, Attempt
 from vnuma.placement.gpus import strands_gpus, threads_taken
@@ -44,12 +44,14 @@ from vnuma.topology import format_size_kib
 
 @dataclass(frozen=True, slots=True)
 class HostFit:
-    """A host that can take the VM: host cells in guest order, the page size, adjacency."""
+    """A host that can take the VM: host cells in guest order, the page size, adjacency, and the criterion
+    that chose these cells over the next best set (:func:`vnuma.placement.order.decided_by`)."""
 
     state: HostState
     cells: tuple[int, ...]
     page_size_kib: int
     adjacent: bool
+    decided_by: str = "only-choice"
 
 
 def further(old: Rejection | None, new: Rejection) -> Rejection:
@@ -125,19 +127,20 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
     pages: Accept | None = (lambda cells: guest_order(a, cells) is not None) if ordered else None
     nics = _nics_near(hs, req, a.vs) if req.wants_nics else None
     accept = _both(_both(_no_stranding(hs, req, a.vs) if keep else None, pages), nics)
-    cells = choose_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=accept)
-    stranding = cells is None and keep and choose_cells(
+    ranked = rank_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=accept)
+    stranding = ranked is None and keep and choose_cells(
         hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=_both(pages, nics)
     )
-    if cells is None and req.gpus and req.gpu_affinity is not GpuAffinity.REQUIRED:
+    if ranked is None and req.gpus and req.gpu_affinity is not GpuAffinity.REQUIRED:
         accept = _both(_socket_test(hs, req.gpus) if req.gpu_affinity is GpuAffinity.SOCKET else None, pages)
-        cells = choose_cells(hs, ids, a.n, 0, gpus, pref, anchors=a.anchors, accept=_both(accept, nics))
-        if cells is not None and req.gpu_affinity is GpuAffinity.PREFERRED and hs.gpus_free < req.gpus:
-            cells = None
-    if cells is not None:
+        ranked = rank_cells(hs, ids, a.n, 0, gpus, pref, anchors=a.anchors, accept=_both(accept, nics))
+        if ranked is not None and req.gpu_affinity is GpuAffinity.PREFERRED and hs.gpus_free < req.gpus:
+            ranked = None
+    if ranked is not None:
+        cells, why = ranked
         if ordered:
             cells = guest_order(a, cells) or cells  # accepted: an order exists
-        return HostFit(hs, cells, a.size, hs.is_adjacent(cells))
+        return HostFit(hs, cells, a.size, hs.is_adjacent(cells), why)
     short = _nic_shortage(hs, req, a, ids, gpus, pref, pages) if nics is not None and not stranding else None
     if short is not None:
         return a.reject("nic-affinity", short)

@@ -322,11 +322,13 @@ class Rejection:
 @dataclass(frozen=True, slots=True)
 class PlacementResult:
     """The engine's answer: ``chosen`` (None when nothing fits), every rejection,
-    and the total score of each host that could take the VM."""
+    the total score of each host that could take the VM, and what set the chosen cells apart from the next
+    best set on their host (a :data:`vnuma.placement.order.SET_CRITERIA` name, or ``only-choice``)."""
 
     chosen: Placement | None
     rejections: tuple[Rejection, ...] = ()
     scores: tuple[tuple[str, int], ...] = ()
+    cells_decided_by: str | None = None
 
 
 def vcpu_pins(p: Placement) -> dict[int, frozenset[int]]:

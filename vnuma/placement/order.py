@@ -9,15 +9,21 @@ so input order never matters.
   strategy score (:mod:`.scorers`), then the host name, then the cell ids.
   The fast path visits hosts by (score descending, name) and takes the
   first adjacent fit of the smallest cell count: the same order.
-* **Cell sets** (:func:`cellset_key`): the smallest largest pairwise
-  distance, then the smallest sum of pairwise distances, then the smallest
-  sum of cell preferences, then the sorted cell ids.
+* **Cell sets** (:func:`cellset_key`): where the host's HMAT rates pairs
+  of its CPU cells, the highest lowest bandwidth between the set's cells,
+  the lowest highest latency between them, then the same for each cell's
+  own memory (:meth:`~vnuma.placement.ledger.host.HostState.rated`); then, and
+  alone on hosts without HMAT, the smallest largest pairwise SLIT
+  distance, the smallest sum of pairwise distances, the smallest sum of
+  cell preferences, the sorted cell ids. :data:`SET_CRITERIA` names the
+  parts; :func:`decided_by` says which one set a choice apart.
 * **Cells** (:func:`cell_preference`), lower first: under ``pack`` the cell
   with the least capacity left (best fit); under ``gpu-first`` cells with
   free GPUs come last (a GPU VM still gets the GPU cells it needs: the set
   search adds them for its GPU count).
-* **Neighbours of an anchor cell** (:func:`neighbour_key`): distance from
-  the anchor, then preference, then cell id.
+* **Neighbours of an anchor cell** (:func:`neighbour_key`): HMAT's rating
+  of the pair (where present), distance from the anchor, then preference,
+  then cell id.
 
 pCPUs within a cell follow :mod:`.cpus` (sibling pairs of whole free cores
 first, lowest ids first); GPUs follow :mod:`.gpus` (where free GPUs are most
@@ -33,7 +39,12 @@ from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import Strategy
 
 HostKey = tuple[int, int, int, str, tuple[int, ...]]
-SetKey = tuple[int, int, int, tuple[int, ...]]
+SetKey = tuple[int, int, int, int, int, int, int, tuple[int, ...]]
+SET_CRITERIA = (
+    "hmat-bandwidth", "hmat-latency", "hmat-local-bandwidth", "hmat-local-latency", "slit-distance", "slit-sum",
+    "cell-preference", "cell-ids",
+)
+"""The parts of a :data:`SetKey`, in order, by the names ``--explain`` gives them."""
 
 
 def host_key(cells: tuple[int, ...], adjacent: bool, score: int, host: str) -> HostKey:
@@ -42,8 +53,17 @@ def host_key(cells: tuple[int, ...], adjacent: bool, score: int, host: str) -> H
 
 
 def cellset_key(hs: HostState, ids: tuple[int, ...], pref: Mapping[int, int]) -> SetKey:
-    """The key of a sorted cell set: tightest first, then the preferred cells, then ids."""
-    return (hs.max_distance(ids), hs.sum_distance(ids), sum(pref[c] for c in ids), ids)
+    """The key of a sorted cell set: best rated by HMAT, then tightest by SLIT, then the preferred cells,
+    then ids."""
+    return (*hs.rated(ids), hs.max_distance(ids), hs.sum_distance(ids), sum(pref[c] for c in ids), ids)
+
+
+def decided_by(best: SetKey, runner_up: SetKey | None) -> str:
+    """The criterion (:data:`SET_CRITERIA`) that put ``best`` before ``runner_up``; ``only-choice`` without
+    one."""
+    if runner_up is None:
+        return "only-choice"
+    return next(name for name, a, b in zip(SET_CRITERIA, best, runner_up, strict=True) if a != b)
 
 
 def cell_preference(cell: CellState, capacity: int, strategy: Strategy) -> int:
@@ -53,6 +73,10 @@ def cell_preference(cell: CellState, capacity: int, strategy: Strategy) -> int:
     return capacity
 
 
-def neighbour_key(hs: HostState, anchor: int, pref: Mapping[int, int]) -> Callable[[int], tuple[int, int, int]]:
-    """The order in which cells join ``anchor``'s set: nearest, preferred, lowest id."""
-    return lambda b: (hs.distance[(anchor, b)], pref[b], b)
+def neighbour_key(
+    hs: HostState, anchor: int, pref: Mapping[int, int]
+) -> Callable[[int], tuple[tuple[int, int], int, int, int]]:
+    """The order in which cells join ``anchor``'s set: best rated by HMAT, nearest, preferred, lowest id."""
+    if hs.shape.ratings is None:
+        return lambda b: ((0, 0), hs.distance[(anchor, b)], pref[b], b)
+    return lambda b: (hs.rated_pair(anchor, b), hs.distance[(anchor, b)], pref[b], b)

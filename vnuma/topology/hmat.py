@@ -133,3 +133,20 @@ def cell_tiers(host: Host) -> dict[int, int]:
     kinds = cell_kinds(host)
     present = sorted(set(kinds.values()), key=KINDS.index)
     return {cell: present.index(kind) for cell, kind in kinds.items()}
+
+
+UNRATED_LATENCY_NS = 1 << 40
+"""The latency a pair HMAT does not rate counts as: worse than any rated one."""
+
+
+def cpu_cell_ratings(host: Host) -> dict[tuple[int, int], tuple[int, int]] | None:
+    """(read bandwidth KiB/s, read latency ns) per ordered pair (initiator, target) of the host's CPU cells,
+    0 and :data:`UNRATED_LATENCY_NS` where HMAT rates one figure and not the other; pairs it rates neither for
+    are left out. None when it rates no pair of CPU cells (the cell choice then goes by SLIT alone)."""
+    cpu_cells = {c.id for c in host.cells if c.cpus}
+    bandwidth = {(i, t): v for i, t, v in host.hmat.bandwidth_kib_s if i in cpu_cells and t in cpu_cells}
+    latency = {(i, t): v for i, t, v in host.hmat.latency_ns if i in cpu_cells and t in cpu_cells}
+    pairs = bandwidth.keys() | latency.keys()
+    if not pairs:
+        return None
+    return {p: (bandwidth.get(p, 0), latency.get(p, UNRATED_LATENCY_NS)) for p in pairs}

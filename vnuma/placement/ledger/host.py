@@ -18,6 +18,7 @@ from __future__ import annotations
 from vnuma.placement.ledger.cell import CellState, cell_states
 from vnuma.placement.model import Placement, ThreadPolicy
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
+from vnuma.topology.hmat import UNRATED_LATENCY_NS, cpu_cell_ratings
 
 UNKNOWN_REMOTE_DISTANCE = 20  # libvirt's default when a host reports no SLIT table
 
@@ -43,6 +44,7 @@ class HostShape:
         "near",
         "neighbors",
         "nics",
+        "ratings",
         "socket_of",
         "template",
         "threads_total",
@@ -70,6 +72,9 @@ class HostShape:
         self.neighbors: dict[int, tuple[tuple[int, int], ...]] = {
             a: tuple(sorted((self.distance[(a, b)], b) for b in ids if b != a)) for a in ids
         }
+        self.ratings = cpu_cell_ratings(host)
+        """HMAT's (bandwidth, latency) per ordered pair of CPU cells, None without (the cell choice's first
+        criterion where present: :func:`vnuma.placement.order.cellset_key`)."""
         self.socket_of: dict[int, int | None] = {}
         for c in self.cells:
             sockets = {cpu.socket for cpu in host.cell(c.id).cpus}
@@ -99,20 +104,20 @@ class ShapeCache:
     """Finds the :class:`HostShape` of hosts, one per distinct shape (identical objects first)."""
 
     def __init__(self) -> None:
-        self._by_id: dict[tuple[int, int, frozenset[int]], HostShape] = {}
+        self._by_id: dict[tuple[int, int, int, frozenset[int]], HostShape] = {}
         self._by_value: dict[object, HostShape] = {}
 
     def shape(self, host: Host) -> HostShape:
         """The shared shape of ``host`` (hosts decoded from one topology share cell objects)."""
-        fast = (id(host.cells), id(host.devices), host.reserved_cpus)
+        fast = (id(host.cells), id(host.devices), id(host.hmat), host.reserved_cpus)
         found = self._by_id.get(fast)
         if found is None:
-            key = (host.cells, host.devices, host.reserved_cpus)
+            key = (host.cells, host.devices, host.hmat, host.reserved_cpus)
             found = self._by_value.get(key)
             if found is None:
                 found = self._by_value[key] = HostShape(host)
             # The shape keeps a host holding these very objects alive, so their ids stay unique.
-            if found.host.cells is host.cells and found.host.devices is host.devices:
+            if found.host.cells is host.cells and found.host.devices is host.devices and found.host.hmat is host.hmat:
                 self._by_id[fast] = found
         return found
 
@@ -241,6 +246,31 @@ class HostState:
     def sum_distance(self, cells: tuple[int, ...]) -> int:
         """Sum of pairwise distances of a set (ties between equally wide sets)."""
         return sum(self.distance[(a, b)] for i, a in enumerate(cells) for b in cells[i + 1 :])
+
+    def rated(self, cells: tuple[int, ...]) -> tuple[int, int, int, int]:
+        """HMAT's verdict on a cell set, lower better: between its cells (minus the lowest bandwidth, the
+        highest latency) over every ordered pair of two of them, then the same within them (each cell's own
+        memory). A pair HMAT does not rate counts as bandwidth 0 and the worst latency; all four are 0 on a
+        host whose HMAT rates no pair of CPU cells (and the first two for one cell)."""
+        ratings = self.shape.ratings
+        if ratings is None:
+            return (0, 0, 0, 0)
+        unrated = (0, UNRATED_LATENCY_NS)
+        own = [ratings.get((a, a), unrated) for a in cells]
+        between = [ratings.get((a, b), unrated) for a in cells for b in cells if a != b] or [(0, 0)]
+        return (
+            -min(bw for bw, _lat in between), max(lat for _bw, lat in between),
+            -min(bw for bw, _lat in own), max(lat for _bw, lat in own),
+        )
+
+    def rated_pair(self, a: int, b: int) -> tuple[int, int]:
+        """:meth:`rated` of the pair ``a``, ``b`` alone, without their own cells' figures."""
+        ratings = self.shape.ratings
+        if ratings is None:
+            return (0, 0)
+        unrated = (0, UNRATED_LATENCY_NS)
+        ab, ba = ratings.get((a, b), unrated), ratings.get((b, a), unrated)
+        return (-min(ab[0], ba[0]), max(ab[1], ba[1]))
 
     def is_adjacent(self, cells: tuple[int, ...]) -> bool:
         """True when no pair of the cells is farther apart than the host's closest pair."""
