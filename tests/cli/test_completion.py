@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -46,8 +47,10 @@ def test_an_unreadable_inventory_completes_nothing_and_quietly(tmp_path: Path) -
 
 
 def test_the_completion_script_is_offered(cli: Cli) -> None:
-    out = subprocess.run([sys.executable, "-m", "vnuma.cli", "--show-completion", "bash"], cwd=REPO,
-                         capture_output=True, text=True, timeout=60)
+    # Typer detects the shell from the process's ancestors (shellingham): run it under a bash that stays its
+    # parent (a trailing command keeps bash from exec'ing it), as from an operator's shell.
+    command = f"{shlex.quote(sys.executable)} -m vnuma.cli --show-completion bash; true"
+    out = subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "_VNUMA_COMPLETE" in out.stdout
 
 
