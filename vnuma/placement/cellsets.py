@@ -56,8 +56,10 @@ def _variants(
         return
     missing = need - gpus[anchor]
     chosen: list[int] = []
+    rated = hs.shape.ratings is not None
     near = sorted(
-        (b for b in others if gpus[b] > 0), key=lambda b: (hs.rated_pair(anchor, b), hs.distance[(anchor, b)], -gpus[b])
+        (b for b in others if gpus[b] > 0),
+        key=lambda b: (hs.rated_pair(anchor, b) if rated else (0, 0), hs.distance[(anchor, b)], -gpus[b]),
     )
     for b in near:
         if missing <= 0 or len(chosen) == n - 1:
@@ -67,7 +69,9 @@ def _variants(
     if missing <= 0:
         rest = [b for b in others if b not in chosen][: n - 1 - len(chosen)]
         yield (anchor, *chosen, *rest)
-    top = sorted(others, key=lambda b: (-gpus[b], hs.rated_pair(anchor, b), hs.distance[(anchor, b)]))[: n - 1]
+    top = sorted(
+        others, key=lambda b: (-gpus[b], hs.rated_pair(anchor, b) if rated else (0, 0), hs.distance[(anchor, b)])
+    )[: n - 1]
     yield (anchor, *top)
 
 
@@ -76,11 +80,15 @@ def _candidates(
     pref: Mapping[int, int], anchors: Sequence[int] | None, accept: Callable[[tuple[int, ...]], bool] | None,
 ) -> Iterator[tuple[int, ...]]:
     """Candidate sets, anchor first, each with ``n`` cells and enough GPUs and accepted."""
+    if n == 1:  # the common case, kept tight
+        singles = anchors if anchors is not None else feasible
+        yield from ((a,) for a in singles if gpus[a] >= need_gpus and (not accept or accept((a,))))
+        return
 
     def fine(cand: tuple[int, ...]) -> bool:
         return sum(gpus[c] for c in cand) >= need_gpus and (not accept or accept(cand))
 
-    if n > 1 and hs.shape.ratings is not None and comb(len(feasible), n) <= EXHAUSTIVE_SETS:
+    if hs.shape.ratings is not None and comb(len(feasible), n) <= EXHAUSTIVE_SETS:
         allowed = set(anchors) if anchors is not None else None
         for ids in combinations(sorted(feasible), n):
             if allowed is None:
@@ -95,10 +103,6 @@ def _candidates(
         return
     pool = set(feasible)
     for a in anchors if anchors is not None else feasible:
-        if n == 1:
-            if fine((a,)):
-                yield (a,)
-            continue
         others = sorted(pool - {a}, key=neighbour_key(hs, a, pref))
         for cand in _variants(a, others, n, need_gpus, gpus, hs):
             if len(cand) == n and fine(cand):
@@ -132,12 +136,11 @@ def rank_cells(
     for found in _candidates(hs, feasible, n, need_gpus, gpus, pref, anchors, accept):
         ids = tuple(sorted(found))
         key = cellset_key(hs, ids, pref)
-        if best is None or key < best[0]:
-            if best is not None and best[0][-1] != ids:
+        if best is None or key < best[0]:  # a set's key ends with its ids: a lower key is another set
+            if best is not None:
                 runner_up = best[0]
-            order = (found[0], *sorted(found[1:])) if anchors is not None else ids
-            best = (key, order)
-        elif key[-1] != best[0][-1] and (runner_up is None or key < runner_up):
+            best = (key, (found[0], *sorted(found[1:])) if anchors is not None else ids)
+        elif (runner_up is None or key < runner_up) and key != best[0]:
             runner_up = key
     return None if best is None else (best[1], decided_by(best[0], runner_up))
 

@@ -55,7 +55,11 @@ def host_key(cells: tuple[int, ...], adjacent: bool, score: int, host: str) -> H
 def cellset_key(hs: HostState, ids: tuple[int, ...], pref: Mapping[int, int]) -> SetKey:
     """The key of a sorted cell set: best rated by HMAT, then tightest by SLIT, then the preferred cells,
     then ids."""
-    return (*hs.rated(ids), hs.max_distance(ids), hs.sum_distance(ids), sum(pref[c] for c in ids), ids)
+    rated = _UNRATED if hs.shape.ratings is None else hs.rated(ids)
+    return (*rated, hs.max_distance(ids), hs.sum_distance(ids), sum(pref[c] for c in ids), ids)
+
+
+_UNRATED = (0, 0, 0, 0)  # HostState.rated on a host without HMAT ratings, without the call
 
 
 def decided_by(best: SetKey, runner_up: SetKey | None) -> str:
