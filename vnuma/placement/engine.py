@@ -49,13 +49,13 @@ from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.memory import RefusalMemory
 from vnuma.placement.model import Placement, PlacementResult, Rejection, Strategy, VmRequest
-from vnuma.placement.order import host_key
+from vnuma.placement.order import HostKey, host_key
 from vnuma.placement.prefilter import Assessment, assess, stages
 from vnuma.placement.quota import check_quota
 from vnuma.placement.request import resolve_size, size_candidates, validate_request
 from vnuma.placement.scorers import total_scores
 
-__all__ = ["best_reason", "place"]
+__all__ = ["best_reason", "place", "place_on"]
 
 T = TypeVar("T")
 MASKED = -(1 << 62)
@@ -160,6 +160,29 @@ def _place_explained(request: VmRequest, fleet: Fleet, strategy: Strategy, *, si
     fitting = tuple((c[1].state.name, c[3]) for c in candidates if c[1].state.name not in refused_hosts)
     rejections.sort(key=lambda r: fleet.by_name[r.host].index)
     return PlacementResult(chosen, tuple(rejections), fitting, fit.decided_by if fit else None)
+
+
+def place_on(
+    request: VmRequest, fleet: Fleet, strategy: Strategy, hs: HostState
+) -> tuple[HostKey, Placement] | Rejection:
+    """What the explaining path makes of ``hs`` alone: its rank key among the hosts that fit and the
+    admitted placement there, or the host's rejection. :func:`place` chooses the fitting host of the lowest
+    key; a host's answer depends on that host's ledger only (its fit, and its score from its own totals).
+    The request is sized or not as in :func:`place`; validating it and the tenant's quotas is the caller's."""
+    refused = host_refusal(hs, request)
+    if refused is not None:
+        return refused
+    sized = request.vcpus is None or request.memory_kib is None
+    found = (_sized_fit if sized else _exact_fit)(request, hs, strategy, fleet)
+    if isinstance(found, Rejection):
+        return found
+    fit, req = found
+    score = int(total_scores(strategy, fleet.arrays.totals(np.array([hs.index])), req)[0])
+    placement = build_placement(fit, req)
+    refusal = fleet.admit(placement, req.isolation)
+    if refusal is not None:
+        return refusal
+    return host_key(fit.cells, fit.adjacent, score, hs.name), placement
 
 
 def _admitted(

@@ -9,6 +9,13 @@ isolation, or of ``--tenant T`` (its isolation and quotas apply). What
 stops the next copy is each host's rejection, grouped by the check that
 refused it (its name, how many hosts, one host's reason as the example),
 or the tenant's quota (check ``quota``, every host).
+
+One sized shape for a tenant without quotas (the common question) is
+answered host by host (:func:`vnuma.placement.fill.fill`: each group of
+alike hosts is filled once and the hosts' copies merged in the engine's
+order), which gives the same copies as placing them one after another
+without a fleet-wide decision per copy; a mix of shapes, a GPU-only shape
+(sized per host) or a tenant with quotas is placed one copy after another.
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ from dataclasses import dataclass, replace
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.engine import place
+from vnuma.placement.fill import fill
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Rejection, Strategy
+from vnuma.placement.request import validate_request
 from vnuma.services import Settings
 from vnuma.services.progress import SILENT, Progress
 from vnuma.services.rebalancing import parse_shape
@@ -75,6 +84,19 @@ def capacity(
     fleet.set_isolation(owner, isolation)
     placed: list[tuple[str, Placement]] = []
     progress.start(count)
+    quotas = owner in snap.tenants and (snap.tenants[owner].max_vcpus is not None
+                                        or snap.tenants[owner].max_gpus is not None)
+    one = requests[0]
+    if len(requests) == 1 and one.vcpus is not None and one.memory_kib is not None and not quotas:
+        req = replace(one, tenant=owner, host=host, isolation=isolation)
+        validate_request(req, fleet)
+        hosts = [fleet.state(host)] if host is not None else list(fleet.states)
+        filled = fill(req, fleet, strategy, hosts, count, name="capacity-{}")
+        for p in filled.placements:
+            placed.append((shapes[0], p))
+            progress.advance(p.host)
+        stopped = count is None or len(placed) < count
+        return CapacityReport(tuple(shapes), tuple(placed), _stops(filled.stops), stopped)
     while count is None or len(placed) < count:
         i = len(placed)
         req = replace(
@@ -92,6 +114,18 @@ def capacity(
         placed.append((shapes[i % len(shapes)], chosen))
         progress.advance(chosen.host)
     return CapacityReport(tuple(shapes), tuple(placed), (), False)
+
+
+def _stops(stops: tuple[tuple[Rejection, int], ...]) -> tuple[Stop, ...]:
+    """:func:`_grouped` of a fill's groups of alike hosts (each its first host's rejection and its size)."""
+    by_check: dict[str, list[tuple[Rejection, int]]] = {}
+    for r, hosts in stops:
+        by_check.setdefault(r.check, []).append((r, hosts))
+    found = []
+    for check, rs in by_check.items():
+        first = min(rs, key=lambda x: x[0].host)[0]
+        found.append(Stop(check, sum(n for _r, n in rs), first.host, first.reason))
+    return tuple(sorted(found, key=lambda s: (-s.hosts, s.check)))
 
 
 def _grouped(rejections: tuple[Rejection, ...]) -> tuple[Stop, ...]:
