@@ -8,7 +8,10 @@ limit); each client is a thread with its own HTTP connection placing
 ``--requests`` VMs (4 vCPUs, 16 GiB in 1 GiB pages) one after another.
 Prints, per client count: placements per second, p50 and p99 latency, the
 answers other than 201, beside the issue's goal (p99 <= 20 ms at 8 clients
-on 1,000 hosts).
+on 1,000 hosts), and where the CPU went: milliseconds per request of the
+service (its workers included), of PostgreSQL (every ``postgres`` process on
+this machine: run it on its own) and of the load generator, and how busy
+that kept the machine's CPUs.
 
     .venv/bin/python bench/bench_api.py [--hosts 1000] [--workers 1] [--clients 1,8,32] [--requests 25]
 """
@@ -82,6 +85,37 @@ def serve(url: str, workers: int, log: Path) -> tuple[str, subprocess.Popen[byte
     raise SystemExit(f"the service did not start: {log.read_text()}")
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stats() -> list[tuple[int, int, str, float]]:
+    """(pid, parent pid, command, CPU seconds) of every process (Linux /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        comm = raw[raw.index("(") + 1 : raw.rindex(")")]
+        fields = raw[raw.rindex(")") + 2 :].split()
+        out.append((int(entry), int(fields[1]), comm, (int(fields[11]) + int(fields[12])) / _TICK))
+    return out
+
+
+def cpu_seconds(service: int) -> dict[str, float]:
+    """CPU seconds so far of the service (its process and its workers), of PostgreSQL (every ``postgres``
+    process) and of this load generator."""
+    stats = _proc_stats()
+    mine = os.times()
+    return {
+        "service": sum(cpu for pid, ppid, _c, cpu in stats if service in (pid, ppid)),
+        "postgres": sum(cpu for _p, _pp, comm, cpu in stats if comm == "postgres"),
+        "clients": mine.user + mine.system,
+    }
+
+
 def load(base: str, token: str, clients: int, requests: int, tag: str) -> tuple[float, list[float], Counter[int]]:
     """``clients`` threads x ``requests`` placements; (wall seconds, latencies in ms, answers)."""
     latencies: list[float] = []
@@ -134,15 +168,20 @@ def main() -> None:
             base, proc = serve(url, args.workers, Path(tmp) / "serve.log")
             load(base, token, 1, 3, "warm")  # first requests pay the imports
             print(f"inventory: {args.hosts} hosts (PostgreSQL); service: {args.workers} worker(s)\n")
-            print("| clients | placements | per second | p50 ms | p99 ms | other answers | goal p99 ms |")
-            print("|---|---|---|---|---|---|---|")
+            print("| clients | placements | per second | p50 ms | p99 ms | other answers | goal p99 ms "
+                  "| CPU ms per placement: service / PostgreSQL / clients | CPUs busy |")
+            print("|---|---|---|---|---|---|---|---|---|")
             for clients in (int(c) for c in args.clients.split(",")):
+                before = cpu_seconds(proc.pid)
                 wall, lat, answers = load(base, token, clients, args.requests, f"c{clients}")
+                used = {k: v - before[k] for k, v in cpu_seconds(proc.pid).items()}
                 lat.sort()
                 p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
                 other = ", ".join(f"{k}: {v}" for k, v in sorted(answers.items()) if k != 201) or "-"
+                each = " / ".join(f"{1000 * used[k] / max(1, len(lat)):.1f}" for k in used)
+                busy = sum(used.values()) / (wall * (os.cpu_count() or 1))
                 print(f"| {clients} | {answers[201]} | {answers[201] / wall:.1f} | {statistics.median(lat):.1f} "
-                      f"| {p99:.1f} | {other} | {GOAL_P99_MS:.0f} |", flush=True)
+                      f"| {p99:.1f} | {other} | {GOAL_P99_MS:.0f} | {each} | {busy:.0%} |", flush=True)
     finally:
         if proc is not None:
             proc.terminate()
