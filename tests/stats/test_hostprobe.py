@@ -1,4 +1,4 @@
-"""numa_maps parsing (recorded text) and the pid/proc reading around it."""
+"""numa_maps parsing (recorded text) and the pid/proc reading around it; the kernel's tiering settings."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import make_host
+from vnuma.inventory import open_inventory
+from vnuma.inventory.db import upgrade
 from vnuma.placement.model import CellAssignment, Placement
-from vnuma.services.hostprobe import is_local_uri, memory_by_node, parse_numa_maps, qemu_pid
-from vnuma.services.stats import measure
+from vnuma.services import Settings
+from vnuma.services.hostprobe import is_local_uri, memory_by_node, parse_numa_maps, qemu_pid, tiering_problems
+from vnuma.services.stats import collect, measure
 
 # Recorded from a TCG guest with 2 MiB hugepages bound to node 0 (LIBVIRT.md), plus a
 # two-node anonymous mapping and lines numastat ignores (no N fields).
@@ -68,3 +72,41 @@ def test_measure_reads_pid_file_and_numa_maps(tmp_path: Path) -> None:
     (run / "bad.pid").write_text("not a pid")
     assert qemu_pid("bad", run) is None
     assert memory_by_node(9999, proc) is None
+
+
+@pytest.mark.parametrize(
+    ("demotion", "balancing", "expected"),
+    [
+        ("false\n", "1\n", []),
+        ("true\n", "0\n", ["kernel demotion is on"]),
+        ("false\n", "2\n", ["memory tiering balancing is on (kernel.numa_balancing = 2"]),
+        ("true\n", "3\n", ["kernel demotion is on", "memory tiering balancing is on (kernel.numa_balancing = 3"]),
+        (None, None, []),  # an older kernel without either file
+        ("garbage", "x3", []),
+    ],
+)
+def test_tiering_problems_name_the_setting(demotion: str | None, balancing: str | None, expected: list[str]) -> None:
+    problems = tiering_problems(demotion, balancing)
+    assert [p[: len(e)] for p, e in zip(problems, expected, strict=False)] == expected
+    assert len(problems) == len(expected)
+    if balancing == "3\n":
+        assert "sysctl -w kernel.numa_balancing=1" in problems[1]  # normal balancing kept, tiering off
+
+
+def test_stats_warns_about_tiering_on_local_hosts_with_memory_only_cells(tmp_path: Path) -> None:
+    sys_root, proc = tmp_path / "sys", tmp_path / "proc"
+    (sys_root / "kernel/mm/numa").mkdir(parents=True)
+    (proc / "sys/kernel").mkdir(parents=True)
+    (sys_root / "kernel/mm/numa/demotion_enabled").write_text("true\n")
+    (proc / "sys/kernel/numa_balancing").write_text("1\n")
+    url = f"sqlite:///{tmp_path / 'inv.db'}"
+    upgrade(url)
+    with open_inventory(url) as inv:
+        inv.add_host(make_host("tiered", memory_only_cells=2, uri="qemu:///system"))
+        inv.add_host(make_host("far", memory_only_cells=2, uri="qemu+ssh://far/system"))
+        inv.add_host(make_host("flat", uri="qemu:///system"))
+    report = collect(Settings(db_url=url), sys_root=sys_root, proc=proc)
+    assert [w.split(":")[0] for w in report.warnings] == ["host tiered"]
+    assert "demotion_enabled" in report.warnings[0]
+    (sys_root / "kernel/mm/numa/demotion_enabled").write_text("false\n")
+    assert collect(Settings(db_url=url), sys_root=sys_root, proc=proc).warnings == ()

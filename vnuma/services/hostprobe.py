@@ -62,3 +62,44 @@ def memory_by_node(pid: int, proc: Path = PROC) -> dict[int, int] | None:
     except OSError:
         return None
     return parse_numa_maps(text)
+
+
+SYS = Path("/sys")
+DEMOTION = "kernel/mm/numa/demotion_enabled"
+BALANCING = "sys/kernel/numa_balancing"
+TIERING_BIT = 2
+"""``kernel.numa_balancing`` is a bitmask: 1 normal balancing, 2 memory tiering (hot pages promoted from a
+slower tier)."""
+
+
+def tiering_problems(demotion: str | None, balancing: str | None) -> list[str]:
+    """What undoes strict binding on a host with memory-only (slower tier) nodes, from the text of
+    ``/sys/kernel/mm/numa/demotion_enabled`` and ``/proc/sys/kernel/numa_balancing`` (None: not there):
+    demotion moves pages to a slower tier at reclaim, even outside a VM's allowed nodes; tiering balancing
+    promotes hot pages between tiers. Each problem names the setting and what to write."""
+    problems = []
+    if demotion is not None and demotion.strip().lower() in ("true", "1", "y", "yes"):
+        problems.append(
+            f"kernel demotion is on (/sys/{DEMOTION} = {demotion.strip()}): reclaim can move pages of strictly "
+            f"bound VMs to memory-only nodes; `echo false > /sys/{DEMOTION}` keeps them where vnuma put them"
+        )
+    value = balancing.strip() if balancing is not None else ""
+    if value.isdecimal() and len(value) <= 10 and int(value) & TIERING_BIT:
+        keep = int(value) & ~TIERING_BIT
+        problems.append(
+            f"memory tiering balancing is on (kernel.numa_balancing = {value}, bit {TIERING_BIT}): the kernel "
+            f"moves VMs' pages between tiers; `sysctl -w kernel.numa_balancing={keep}` turns it off"
+        )
+    return problems
+
+
+def tiering_warnings(sys_root: Path = SYS, proc: Path = PROC) -> list[str]:
+    """:func:`tiering_problems` of this machine's settings (a setting that cannot be read counts as absent)."""
+
+    def read(path: Path) -> str | None:
+        try:
+            return path.read_text(encoding="ascii", errors="replace")[:64]
+        except OSError:
+            return None
+
+    return tiering_problems(read(sys_root / DEMOTION), read(proc / BALANCING))

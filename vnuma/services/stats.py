@@ -7,7 +7,10 @@ with a libvirt URI, the memory-bandwidth monitors libvirt reports (resctrl
 MBM, :mod:`vnuma.sources.mbm`): only domains whose definition has a
 ``<memorytune><monitor/>`` on hosts with MBM have any. A host whose libvirt
 cannot be reached gives a warning, not an error: the inventory's figures
-are still shown.
+are still shown. A local host with memory-only cells is warned about when
+this machine's kernel demotes pages to slower tiers or balances between
+tiers (``/sys/kernel/mm/numa/demotion_enabled``, ``kernel.numa_balancing``
+bit 2): both move a strictly bound VM's pages behind libvirt's back.
 """
 
 from __future__ import annotations
@@ -140,8 +143,12 @@ def collect(
     *,
     run_dir: Path = hostprobe.RUN_DIR,
     proc: Path = hostprobe.PROC,
+    sys_root: Path = hostprobe.SYS,
 ) -> StatsReport:
     """Stats of every host (or ``host``, or ``vm``'s host) and their VMs (or just ``vm``).
+
+    A host on this machine's libvirt (``qemu:///...``) with memory-only cells gets a warning for each
+    kernel setting that moves pages between tiers behind strict binding (:func:`hostprobe.tiering_problems`).
 
     Raises:
         NotFoundError: unknown VM or host.
@@ -167,4 +174,7 @@ def collect(
             bandwidths.close()
     cache = UsageCache({name: t.isolation for name, t in snap.tenants.items()})
     uses = tuple(cache.host_use(h, placements) for h in hosts)
-    return StatsReport(uses, tuple(vms), tuple(bandwidths.warnings))
+    tiered = [h.name for h in hosts if hostprobe.is_local_uri(h.uri) and any(c.memory_only for c in h.cells)]
+    tiering = hostprobe.tiering_warnings(sys_root, proc) if tiered else []
+    warnings = [f"host {name}: {problem}" for name in tiered for problem in tiering]
+    return StatsReport(uses, tuple(vms), tuple(bandwidths.warnings + warnings))
