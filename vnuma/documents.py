@@ -127,6 +127,19 @@ def capacity_doc(report: CapacityReport) -> dict[str, Any]:
     }
 
 
+def run_doc(report: Any) -> dict[str, Any]:
+    """The ``"run"`` part of a carried-out plan's document (``--apply``, ``--resume``, ``--abort``, repin,
+    migrate): ``{"id", "status", "steps": [{"seq", "vm", "kind", "status", "error"}]}``."""
+    return {
+        "id": report.run_id,
+        "status": str(report.status),
+        "steps": [
+            {"seq": s.seq, "vm": s.vm, "kind": s.kind, "status": str(s.status), "error": s.error}
+            for s in report.steps
+        ],
+    }
+
+
 def plan_doc(plan: Plan) -> dict[str, Any]:
     """The ``rebalance --json`` document (a drain's adds ``"left": [{"vm", "reason"}]``)."""
     doc: dict[str, Any] = {

@@ -65,6 +65,13 @@ def test_revoked_and_expired_tokens_are_refused_at_once(service: Service) -> Non
         ("ops", "DELETE", "/v1/hosts/h1", None),
         ("watch", "POST", "/v1/vms/tenant-a-vm0/apply", {}),
         ("watch", "POST", "/v1/vms/tenant-a-vm0/start", None),
+        ("alice", "POST", "/v1/vms/tenant-a-vm0/repin", {"cells": "3"}),
+        ("watch", "POST", "/v1/vms/tenant-a-vm0/migrate", {"to": "h2"}),
+        ("alice", "POST", "/v1/vms/tenant-a-vm0/migrate", {"to": "h2"}),
+        ("ops", "POST", "/v1/hosts/h1/drain", {}),
+        ("watch", "POST", "/v1/rebalance", {"objective": "fragmentation", "apply": True}),
+        ("alice", "POST", "/v1/rebalance/resume", None),
+        ("watch", "POST", "/v1/rebalance/abort", None),
     ],
 )
 def test_roles_refuse_what_they_do_not_allow(

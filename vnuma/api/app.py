@@ -35,7 +35,7 @@ API_VERSION = "1"
 
 def create_app(settings: Settings, options: ServeOptions | None = None) -> FastAPI:
     """The application serving the inventory of ``settings``."""
-    from vnuma.api.routes import fleet, hosts, tenants, tokens, vms
+    from vnuma.api.routes import fleet, hosts, moves, tenants, tokens, vms
 
     options = options or ServeOptions()
     app = FastAPI(
@@ -50,6 +50,7 @@ def create_app(settings: Settings, options: ServeOptions | None = None) -> FastA
     vms.routes(app, settings, change, WarmFleet())
     vms.domain_routes(app, settings, change)
     fleet.routes(app, settings)
+    moves.routes(app, settings, change)
     tokens.routes(app, settings, change)
     app.add_middleware(BodyLimit, limit=options.max_body)
     return app

@@ -6,7 +6,9 @@ nothing. Roles (see :mod:`vnuma.services.tokens`): fleet-wide reads (hosts,
 stats, capacity) are for ``reader``, ``operator`` and ``admin``; VM and
 tenant reads also for ``tenant`` tokens, which see only their own tenant;
 placing and releasing for ``operator``, ``admin`` and ``tenant`` (its own
-tenant's VMs only); hosts, tenants and tokens change for ``admin`` only.
+tenant's VMs only); moving VMs (repin, migrate, rebalance runs) for
+``operator`` and ``admin``; hosts (drain included), tenants and tokens
+change for ``admin`` only.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ SCOPED_READ = FLEET_READ | {Role.TENANT}
 """VMs and tenants: a tenant token sees its own."""
 OPERATE = frozenset({Role.ADMIN, Role.OPERATOR, Role.TENANT})
 """Place and release VMs (a tenant token: its own tenant's)."""
+MOVE = frozenset({Role.ADMIN, Role.OPERATOR})
+"""Move any tenant's VMs: repin, migrate, carry rebalance plans out."""
 ADMIN = frozenset({Role.ADMIN})
-"""Hosts, tenants and tokens."""
+"""Hosts (drain included: it cordons), tenants and tokens."""
 
 
 def allow(token: Token, roles: frozenset[Role], what: str) -> None:

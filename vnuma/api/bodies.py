@@ -96,14 +96,50 @@ class CapacityBody(Body):
     strategy: Strategy | None = None
 
 
-class RebalanceBody(Body):
-    """``vnuma rebalance`` (a plan; carrying it out stays on the command line, where its journal is watched)."""
+class Carried(Body):
+    """What carrying a plan out may do to running VMs (``--allow-restart``, ``--allow-migrate``); the request
+    is its own confirmation (``--yes``)."""
+
+    allow_restart: StrictBool = False
+    allow_migrate: StrictBool = False
+
+
+class RebalanceBody(Carried):
+    """``vnuma rebalance``: the plan, carried out (journaled) with ``apply``."""
 
     host: StrictStr | None = None
     objective: Literal["locality", "room", "spread-tenants", "fragmentation"] = "locality"
     make_room_for: StrictStr | None = None
     max_moves: StrictInt = Field(3, ge=0)
     time_limit: float = Field(10.0, gt=0, le=600)
+    apply: StrictBool = False
+
+
+class DrainBody(Carried):
+    """``vnuma host drain``: cordon, plan, and with ``apply`` carry the plan out."""
+
+    max_moves: StrictInt | None = Field(None, ge=0)
+    partial: StrictBool = False
+    time_limit: float = Field(10.0, gt=0, le=600)
+    solver: Literal["search", "cp-sat"] = "search"
+    apply: StrictBool = False
+
+
+class RepinBody(Body):
+    """``vnuma vm repin``."""
+
+    cells: StrictStr | None = None
+    live: StrictBool = False
+    dry_run: StrictBool = False
+
+
+class MigrateBody(Body):
+    """``vnuma vm migrate``."""
+
+    to: StrictStr
+    live: StrictBool = False
+    cold: StrictBool = False
+    dry_run: StrictBool = False
 
 
 class TokenCreateBody(Body):

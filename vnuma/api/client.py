@@ -167,6 +167,41 @@ class Client:
                 raise
             return err.plan
 
+    def finish_run(self, resume: bool) -> dict[str, Any]:
+        """``rebalance --resume`` or ``--abort``: ``{"run"}``."""
+        return dict(self.call("POST", f"/v1/rebalance/{'resume' if resume else 'abort'}"))
+
+    def repin(self, vm: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The one-move plan's document (with ``"run"`` when carried out)."""
+        return dict(self.call("POST", f"/v1/vms/{_seg(vm)}/repin", body))
+
+    def migrate(self, vm: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The one-move plan's document (with ``"run"`` when carried out)."""
+        return dict(self.call("POST", f"/v1/vms/{_seg(vm)}/migrate", body))
+
+    def drain(self, host: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The drain plan's document (with ``"run"`` when carried out); a drain that would leave VMs behind
+        raises :class:`~vnuma.errors.NoRoomError` carrying it."""
+        return dict(self.call("POST", f"/v1/hosts/{_seg(host)}/drain", body))
+
+    def guest_view(self, vm: str) -> dict[str, Any]:
+        """``vm guest-view --json``."""
+        return dict(self.call("GET", f"/v1/vms/{_seg(vm)}/guest-view"))
+
+    def log(self, **filters: Any) -> list[dict[str, Any]]:
+        """``log --json``: ``vm``, ``host``, ``tenant``, ``since``, ``limit`` as the command takes them."""
+        return list(self.call("GET", "/v1/log", **filters))
+
+    def tokens(self) -> list[dict[str, Any]]:
+        return list(self.call("GET", "/v1/tokens"))
+
+    def create_token(self, name: str, role: str, tenant: str | None, expires: str | None) -> dict[str, Any]:
+        """The new token (``"token"``: its secret, shown once)."""
+        return dict(self.call("POST", "/v1/tokens", {"name": name, "role": role, "tenant": tenant, "expires": expires}))
+
+    def revoke_token(self, name: str) -> dict[str, Any]:
+        return dict(self.call("POST", f"/v1/tokens/{_seg(name)}/revoke"))
+
     def stats(self, vm: str | None, host: str | None) -> dict[str, Any]:
         return dict(self.call("GET", "/v1/stats", vm=vm, host=host))
 

@@ -103,12 +103,12 @@ _PARAMS: dict[str, Any] = {}
 
 
 REMOTE = {
-    ("apply",), ("capacity",), ("host", "add"), ("host", "cordon"), ("host", "import"), ("host", "list"),
-    ("host", "refresh"),
-    ("host", "remove"), ("host", "reserve"), ("host", "show"), ("host", "uncordon"), ("place",), ("rebalance",),
-    ("render",),
-    ("stats",), ("tenant", "create"), ("tenant", "list"), ("tenant", "remove"), ("tenant", "show"),
-    ("tenant", "update"), ("vm", "list"), ("vm", "release"), ("vm", "show"), ("vm", "start"), ("vm", "stop"),
+    ("apply",), ("capacity",), ("host", "add"), ("host", "cordon"), ("host", "drain"), ("host", "import"),
+    ("host", "list"), ("host", "refresh"), ("host", "remove"), ("host", "reserve"), ("host", "show"),
+    ("host", "uncordon"), ("log",), ("place",), ("rebalance",), ("render",), ("stats",), ("tenant", "create"),
+    ("tenant", "list"), ("tenant", "remove"), ("tenant", "show"), ("tenant", "update"), ("token", "create"),
+    ("token", "list"), ("token", "revoke"), ("vm", "guest-view"), ("vm", "list"), ("vm", "migrate"),
+    ("vm", "release"), ("vm", "repin"), ("vm", "show"), ("vm", "start"), ("vm", "stop"),
 }
 """Commands that run through a service (``--server``): those the HTTP API serves."""
 

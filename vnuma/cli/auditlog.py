@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import hosts, tenants, vms
 
 
@@ -43,7 +43,9 @@ def log(
     """
     from vnuma.services.audit import read
 
-    entries = read(settings(ctx), vm=vm, host=host, tenant=tenant, since=since, limit=limit)
+    client = remote(ctx)
+    filters = {"vm": vm, "host": host, "tenant": tenant, "since": since, "limit": limit}
+    entries = client.log(**filters) if client else read(settings(ctx), **filters)
     if as_json:
         output.echo_json(entries)
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import VmArg
 from vnuma.cli.placing import vm_app
 
@@ -28,7 +28,8 @@ def guest_view(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -
     from vnuma.services.applying import guest_view_of
     from vnuma.topology import format_size_kib
 
-    view = as_dict(guest_view_of(settings(ctx), vm))
+    client = remote(ctx)
+    view = client.guest_view(vm) if client else as_dict(guest_view_of(settings(ctx), vm))
     if as_json:
         output.echo_json(view)
         return

@@ -242,38 +242,65 @@ def drain(
 
     Example: vnuma host drain gpu-node-1 --solver cp-sat --apply --yes --allow-migrate
     """
-    from vnuma.cli.rebalancing import carry_out, print_plan
+    from vnuma.cli.rebalancing import carry_out, confirm_apply, print_plan, show_carried
     from vnuma.errors import NoRoomError
-    from vnuma.services.rebalancing import drain_plan
-    from vnuma.topology import count_of
+    from vnuma.services.rebalancing import drain_plan, drain_refusal
 
     if (allow_restart or allow_migrate or yes) and not apply:
         raise typer.BadParameter("--yes, --allow-restart and --allow-migrate go with --apply")
+    client = remote(ctx)
+    if client:
+        body = {"max_moves": max_moves, "partial": partial, "time_limit": time_limit, "solver": solver}
+        carried = {"apply": True, "allow_restart": allow_restart, "allow_migrate": allow_migrate}
+        try:
+            doc = client.drain(name, {**body, **carried} if apply and yes else body)
+        except NoRoomError as err:
+            if not as_json:
+                output.echo_lines([f"host {name}: cordoned"])
+            if err.plan is not None and as_json:
+                output.echo_json(err.plan)
+            elif err.plan is not None:
+                print_plan(err.plan)
+            raise
+        if not as_json:
+            output.echo_lines([f"host {name}: cordoned"])
+        if "run" in doc:
+            show_carried(doc, as_json)
+            return
+        if apply and doc["moves"]:  # shown before the confirmation a service cannot ask for
+            if not as_json:
+                print_plan(doc)
+            confirm_apply(yes, len(doc["moves"]), ask=False)
+        _print_drain(name, doc, as_json)
+        return
     plan = drain_plan(
         settings(ctx), name, max_moves=max_moves, time_limit_s=time_limit, for_apply=apply, solver=solver
     )
     doc = plan_doc(plan)
     if not as_json:
         output.echo_lines([f"host {name}: cordoned"])
-    if plan.left and not partial:
+    refusal = drain_refusal(name, plan, partial, doc)
+    if refusal is not None:
         if as_json:
             output.echo_json(doc)
         else:
             print_plan(doc)
-        raise NoRoomError(
-            f"host {name}: {count_of(len(plan.left), 'VM')} cannot leave ({plan.left[0][0]}: {plan.left[0][1]}); "
-            "nothing was moved",
-            hint="--partial moves the others; or release, resize or make room for what stays",
-        )
+        raise refusal
     if not apply or not plan.moves:
-        if as_json:
-            output.echo_json(doc)
-        elif plan.before == 0:
-            output.echo_lines([f"host {name}: no VMs, nothing to move"])
-        else:
-            print_plan(doc)
+        _print_drain(name, doc, as_json)
         return
     carry_out(ctx, plan, doc, as_json, confirm=yes, allow_restart=allow_restart, allow_migrate=allow_migrate)
+
+
+def _print_drain(name: str, doc: dict[str, Any], as_json: bool) -> None:
+    from vnuma.cli.rebalancing import print_plan
+
+    if as_json:
+        output.echo_json(doc)
+    elif doc["before"] == 0:
+        output.echo_lines([f"host {name}: no VMs, nothing to move"])
+    else:
+        print_plan(doc)
 
 
 @app.command("uncordon")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import VmArg, hosts
 from vnuma.cli.placing import vm_app
-from vnuma.cli.rebalancing import carry_out, print_plan
+from vnuma.cli.rebalancing import carry_out, print_plan, show_carried
 from vnuma.documents import plan_doc
 
 if TYPE_CHECKING:
@@ -40,11 +40,16 @@ def repin(
 
     Example: vnuma vm repin tenant-a-vm1 --cells 2,3 --live
     """
-    from vnuma.services.lifecycle import plan_repin
+    from vnuma.services.lifecycle import plan_repin, repin_allows
     from vnuma.topology import parse_cpuset
 
+    client = remote(ctx)
+    if client:
+        _show(vm, client.repin(vm, {"cells": cells, "live": live, "dry_run": dry_run}), as_json)
+        return
     plan = plan_repin(settings(ctx), vm, parse_cpuset(cells) if cells is not None else None)
-    _carry(ctx, vm, plan, dry_run, as_json, allow_restart=not live, allow_migrate=False)
+    restart, migrate_ = repin_allows(live)
+    _carry(ctx, vm, plan, dry_run, as_json, allow_restart=restart, allow_migrate=migrate_)
 
 
 @vm_app.command("migrate")
@@ -74,12 +79,17 @@ def migrate(
 
     Example: vnuma vm migrate tenant-a-vm1 --to gpu-node-2 --live --dry-run
     """
-    from vnuma.services.lifecycle import plan_migrate
+    from vnuma.services.lifecycle import migrate_allows, plan_migrate
 
     if live and cold:
         raise typer.BadParameter("give --live or --cold, not both")
+    client = remote(ctx)
+    if client:
+        _show(vm, client.migrate(vm, {"to": to, "live": live, "cold": cold, "dry_run": dry_run}), as_json)
+        return
     plan = plan_migrate(settings(ctx), vm, to)
-    _carry(ctx, vm, plan, dry_run, as_json, allow_restart=cold, allow_migrate=not cold)
+    restart, live_move = migrate_allows(cold)
+    _carry(ctx, vm, plan, dry_run, as_json, allow_restart=restart, allow_migrate=live_move)
 
 
 def _carry(
@@ -88,11 +98,18 @@ def _carry(
 ) -> None:
     doc = plan_doc(plan)
     if dry_run or not plan.moves:
-        if as_json:
-            output.echo_json(doc)
-        elif plan.moves:
-            print_plan(doc)
-        else:
-            output.echo_lines([f"VM {vm}: already placed so: nothing to do"])
+        _show(vm, doc, as_json)
         return
     carry_out(ctx, plan, doc, as_json, confirm=None, allow_restart=allow_restart, allow_migrate=allow_migrate)
+
+
+def _show(vm: str, doc: dict[str, Any], as_json: bool) -> None:
+    """A move's document: carried out (with ``"run"``), or the plan (a dry run), or nothing to do."""
+    if "run" in doc:
+        show_carried(doc, as_json)
+    elif as_json:
+        output.echo_json(doc)
+    elif doc["moves"]:
+        print_plan(doc)
+    else:
+        output.echo_lines([f"VM {vm}: already placed so: nothing to do"])

@@ -242,7 +242,8 @@ def _make_room(
 ) -> dict[str, Any]:
     """The room plan for a VM that fits nowhere, applied with --apply; without a plan, why none was found
     (``"found": false`` and the ``"reason"``). With ``--host`` the plan moves VMs on that host only, and says so."""
-    from vnuma.cli.rebalancing import confirm_apply, print_plan, run_to_dict, step_progress
+    from vnuma.cli.rebalancing import confirm_apply, print_plan, step_progress
+    from vnuma.documents import run_doc
     from vnuma.services.rebalancing import plan_room_for, room_words
 
     plan = plan_room_for(settings(ctx), request, max_moves=max_moves, for_apply=apply)
@@ -266,7 +267,7 @@ def _make_room(
             report = apply_plan(
                 settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate, progress=progress
             )
-        doc["run"] = run_to_dict(report)
+        doc["run"] = run_doc(report)
     return doc
 
 

@@ -11,7 +11,7 @@ import typer
 
 from vnuma.cli import output, remote, settings
 from vnuma.cli.progress import bar
-from vnuma.documents import plan_doc
+from vnuma.documents import plan_doc, run_doc
 from vnuma.placement.model import SEARCHED, Objective
 from vnuma.topology import format_size_kib
 
@@ -82,8 +82,6 @@ def rebalance(
 
     Example: vnuma rebalance --objective locality --max-moves 4 --apply --yes
     """
-    if (resume or abort) and remote(ctx):
-        raise typer.BadParameter("--resume and --abort run where the inventory is, not through --server")
     if resume or abort:
         _finish_run(ctx, resume=resume, abort=abort, as_json=as_json, busy=apply)
         return
@@ -94,11 +92,18 @@ def rebalance(
     shape = parse_shape(make_room_for) if make_room_for is not None else None
     client = remote(ctx)
     if client:
-        if apply:
-            raise typer.BadParameter("--apply runs where the inventory is, not through --server")
-        doc = client.rebalance({"host": host, "objective": objective.value, "make_room_for": make_room_for,
-                                "max_moves": max_moves, "time_limit": time_limit})
+        body = {"host": host, "objective": objective.value, "make_room_for": make_room_for,
+                "max_moves": max_moves, "time_limit": time_limit}
+        carried = {"apply": True, "allow_restart": allow_restart, "allow_migrate": allow_migrate}
+        doc = client.rebalance({**body, **carried} if apply and yes else body)
         moves = bool(doc["moves"])
+        if apply and moves:
+            if "run" not in doc:  # the plan alone, to show before the confirmation a service cannot ask for
+                if not as_json:
+                    print_plan(doc)
+                confirm_apply(yes, len(doc["moves"]), ask=False)
+            show_carried(doc, as_json)
+            return
     else:
         goal = Objective.ROOM if shape is not None else Objective(objective.value)
         plan = plan_rebalance(
@@ -179,20 +184,21 @@ def carry_out(
         report = apply_plan(
             settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate, progress=progress
         )
-    doc["run"] = run_to_dict(report)
+    doc["run"] = run_doc(report)
     if as_json:
         output.echo_json(doc)
     else:
         output.echo_lines([f"run {report.run_id}: {report.status}"])
 
 
-def confirm_apply(yes: bool, moves: int) -> None:
-    """Ask on a terminal; without one, --yes is required (exit 4 otherwise)."""
+def confirm_apply(yes: bool, moves: int, *, ask: bool = True) -> None:
+    """Ask on a terminal; without one (or ``ask`` False: through --server, where the service carries the
+    plan out as one request), --yes is required (exit 4 otherwise)."""
     import sys
 
     if yes:
         return
-    if not sys.stdin.isatty():
+    if not ask or not sys.stdin.isatty():
         from vnuma.errors import InvalidInputError
 
         raise InvalidInputError("--apply changes libvirt domains; nothing was changed", hint="confirm with --yes")
@@ -218,9 +224,37 @@ def step_progress(as_json: bool, total: int | None) -> Iterator[Callable[[Any, s
         yield report
 
 
+def show_carried(doc: dict[str, Any], as_json: bool) -> None:
+    """A plan a service carried out (its document with ``"run"``), printed as :func:`carry_out` prints it
+    here: the plan, each step's lines on stderr as they went, the run's status."""
+    if as_json:
+        output.echo_json(doc)
+        return
+    print_plan(doc)
+    show_steps(doc["run"])
+    output.echo_lines([f"run {doc['run']['id']}: {doc['run']['status']}"])
+
+
+def show_steps(run: dict[str, Any]) -> None:
+    """A finished run's steps as :func:`step_progress` reports them while they run (stderr)."""
+    said = {"done": ("started", "done"), "undone": ("undoing", "undone"), "failed": ("started",)}
+    for step in run["steps"]:
+        for status in said.get(step["status"], ()):
+            typer.echo(f"step {step['seq']} {step['vm']} ({step['kind']}): {status}", err=True)
+
+
 def _finish_run(ctx: typer.Context, *, resume: bool, abort: bool, as_json: bool, busy: bool) -> None:
     if resume == abort or busy:
         raise typer.BadParameter("give one of --apply, --resume or --abort")
+    client = remote(ctx)
+    if client:
+        doc = client.finish_run(resume)
+        if as_json:
+            output.echo_json(doc)
+        else:
+            show_steps(doc["run"])
+            output.echo_lines([f"run {doc['run']['id']}: {doc['run']['status']}"])
+        return
     from vnuma.services.rebalance_apply import abort as abort_run
     from vnuma.services.rebalance_apply import resume as resume_run
 
@@ -228,21 +262,9 @@ def _finish_run(ctx: typer.Context, *, resume: bool, abort: bool, as_json: bool,
     with step_progress(as_json, None) as progress:
         report = act(settings(ctx), progress=progress)
     if as_json:
-        output.echo_json({"run": run_to_dict(report)})
+        output.echo_json({"run": run_doc(report)})
     else:
         output.echo_lines([f"run {report.run_id}: {report.status}"])
-
-
-def run_to_dict(report: Any) -> dict[str, Any]:
-    """The ``"run"`` part of the JSON of --apply/--resume/--abort."""
-    return {
-        "id": report.run_id,
-        "status": str(report.status),
-        "steps": [
-            {"seq": s.seq, "vm": s.vm, "kind": s.kind, "status": str(s.status), "error": s.error}
-            for s in report.steps
-        ],
-    }
 
 
 def _where(w: dict[str, Any]) -> str:

@@ -40,17 +40,21 @@ def serve(
     Routes (request bodies carry the command's options by their long names,
     with underscores, in the CLI's units; answers are the command's --json
     document): GET|POST /v1/hosts, GET|DELETE /v1/hosts/NAME, POST
-    /v1/hosts/NAME/cordon|uncordon|refresh|reserve; GET|POST /v1/tenants,
-    GET|PATCH|DELETE /v1/tenants/NAME; POST /v1/place; GET /v1/vms, GET
-    /v1/vms/NAME, POST /v1/vms/NAME/release|render|apply|start|stop; GET
-    /v1/stats; POST /v1/capacity; GET|POST /v1/tokens, POST
-    /v1/tokens/NAME/revoke. GET /openapi.json describes them. `vnuma
+    /v1/hosts/NAME/cordon|uncordon|refresh|reserve|drain; GET|POST
+    /v1/tenants, GET|PATCH|DELETE /v1/tenants/NAME; POST /v1/place; GET
+    /v1/vms, GET /v1/vms/NAME, GET /v1/vms/NAME/guest-view, POST
+    /v1/vms/NAME/release|render|apply|start|stop|repin|migrate; GET
+    /v1/stats; POST /v1/capacity; POST /v1/rebalance (with "apply": a
+    journaled run), POST /v1/rebalance/resume|abort; GET /v1/log; GET|POST
+    /v1/tokens, POST /v1/tokens/NAME/revoke. GET /openapi.json describes
+    them. `vnuma
     --server URL` runs the CLI's commands through a service. Errors are
     application/problem+json with the CLI's message, hint and exit code.
 
-    Roles (vnuma token create): reader reads; operator also places and
-    releases; tenant places, sees and releases only its tenant's VMs;
-    admin also manages hosts, tenants and tokens. Every request needs
+    Roles (vnuma token create): reader reads; operator also places,
+    releases and moves VMs (repin, migrate, rebalance runs); tenant places,
+    sees and releases only its tenant's VMs; admin also manages hosts
+    (drain included), tenants and tokens. Every request needs
     Authorization: Bearer TOKEN (401 without). The inventory must be at
     this vnuma's schema (vnuma db upgrade).
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from vnuma.cli import output, settings
+from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import tenants
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
@@ -42,13 +42,18 @@ def create(
         chosen = Role(role.strip().lower())
     except ValueError:
         raise InvalidInputError(f"bad --role {role!r}: use {ROLES}") from None
-    when = parse_expires(expires) if expires is not None else None
-    token, secret = create_token(settings(ctx), name, chosen, tenant, when)
+    client = remote(ctx)
+    if client:
+        doc = client.create_token(name, chosen.value, tenant, expires)
+    else:
+        when = parse_expires(expires) if expires is not None else None
+        token, secret = create_token(settings(ctx), name, chosen, tenant, when)
+        doc = {**token.as_dict(), "token": secret}
     if as_json:
-        output.echo_json({**token.as_dict(), "token": secret})
+        output.echo_json(doc)
         return
-    typer.echo(secret)
-    typer.echo(f"token {token.name} ({token.role.value}{f', tenant {tenant}' if tenant else ''}): shown once, "
+    typer.echo(doc["token"])
+    typer.echo(f"token {doc['name']} ({doc['role']}{f', tenant {tenant}' if tenant else ''}): shown once, "
                "keep it safe", err=True)
 
 
@@ -62,7 +67,8 @@ def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
     """
     from vnuma.services.tokens import tokens
 
-    rows = [t.as_dict() for t in tokens(settings(ctx))]
+    client = remote(ctx)
+    rows = client.tokens() if client else [t.as_dict() for t in tokens(settings(ctx))]
     if as_json:
         output.echo_json(rows)
         return
@@ -81,8 +87,9 @@ def revoke(ctx: typer.Context, name: str, as_json: output.JsonOpt = False) -> No
     """
     from vnuma.services.tokens import revoke as run
 
-    token = run(settings(ctx), name)
+    client = remote(ctx)
+    doc = client.revoke_token(name) if client else run(settings(ctx), name).as_dict()
     if as_json:
-        output.echo_json(token.as_dict())
+        output.echo_json(doc)
         return
-    typer.echo(f"revoked token {name} (at {token.revoked_at})")
+    typer.echo(f"revoked token {name} (at {doc['revoked_at']})")

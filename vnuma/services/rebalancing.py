@@ -11,7 +11,7 @@ from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.rebalance import FleetState, Objective, Plan, check_limits, check_solver, plan_moves
 from vnuma.services import Settings
-from vnuma.topology import parse_page_size, parse_size_kib
+from vnuma.topology import count_of, parse_page_size, parse_size_kib
 
 _KEYS = ("vcpus", "memory", "gpus", "numa_nodes", "page_size")
 
@@ -169,6 +169,18 @@ def plan_room_for(
     return plan_rebalance(
         settings, Objective.ROOM, host=request.host, max_moves=max_moves,
         make_room_for=request, time_limit_s=time_limit_s, for_apply=for_apply,
+    )
+
+
+def drain_refusal(host: str, plan: Plan, partial: bool, doc: dict[str, Any]) -> NoRoomError | None:
+    """A drain that would leave VMs on ``host`` moves nothing unless ``partial``: the refusal (exit 5,
+    carrying the plan's document ``doc``), or None."""
+    if not plan.left or partial:
+        return None
+    return NoRoomError(
+        f"host {host}: {count_of(len(plan.left), 'VM')} cannot leave ({plan.left[0][0]}: {plan.left[0][1]}); "
+        "nothing was moved",
+        hint="--partial moves the others; or release, resize or make room for what stays", plan=doc,
     )
 
 

@@ -1,4 +1,4 @@
-"""VMs: ``place``, ``vm list|show|release|start|stop``, ``render``, ``apply``."""
+"""VMs: ``place``, ``vm list|show|guest-view|release|start|stop``, ``render``, ``apply``."""
 
 from __future__ import annotations
 
@@ -65,6 +65,16 @@ def routes(app: FastAPI, settings: Settings, change: Change, warm: WarmFleet) ->
 
         auth.allow(token, auth.SCOPED_READ, "read VMs")
         return vm_doc(*get_vm(settings, name, seen_by=auth.seen_by(token)))
+
+    @app.get("/v1/vms/{name}/guest-view", summary="vnuma vm guest-view")
+    def vm_guest_view(name: str, token: Caller) -> dict[str, Any]:
+        from vnuma.render.guestview import as_dict
+        from vnuma.services.applying import guest_view_of
+        from vnuma.services.queries import get_vm
+
+        auth.allow(token, auth.SCOPED_READ, "read VMs")
+        get_vm(settings, name, seen_by=auth.seen_by(token))
+        return dict(as_dict(guest_view_of(settings, name)))
 
     @app.post("/v1/vms/{name}/release", summary="vnuma vm release")
     def vm_release(name: str, token: Caller, request: Request, body: ReleaseBody | None = None) -> dict[str, Any]:
