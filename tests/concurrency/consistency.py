@@ -17,9 +17,10 @@ from sqlalchemy import create_engine, select
 from tests.placement.helpers import held_by
 from vnuma.codec import host_from_dict, placement_from_dict
 from vnuma.inventory.claims import page_needs
-from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
+from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, ResctrlClaim, VmRow
 from vnuma.placement.model import Placement
 from vnuma.topology import Host, parse_cpuset
+from vnuma.topology.resctrl import l3_banks, parse_policy
 
 
 def _rows(url: str) -> dict[str, list[Any]]:
@@ -28,7 +29,7 @@ def _rows(url: str) -> dict[str, list[Any]]:
         with engine.connect() as conn:
             return {
                 "hosts": list(conn.execute(
-                    select(HostRow.id, HostRow.name, HostRow.topology, HostRow.reserved_cpuset)
+                    select(HostRow.id, HostRow.name, HostRow.topology, HostRow.reserved_cpuset, HostRow.resctrl_policy)
                 ).all()),
                 "vms": list(conn.execute(select(VmRow.id, VmRow.name, VmRow.host_id, VmRow.placement)).all()),
                 "cpus": list(conn.execute(
@@ -43,15 +44,18 @@ def _rows(url: str) -> dict[str, list[Any]]:
                 "devices": list(conn.execute(
                     select(DeviceClaim.vm_id, DeviceClaim.host_id, DeviceClaim.address)
                 ).all()),
+                "slices": list(conn.execute(
+                    select(ResctrlClaim.vm_id, ResctrlClaim.domain_id, ResctrlClaim.ways, ResctrlClaim.mem_bw)
+                ).all()),
             }
     finally:
         engine.dispose()
 
 
-def _host(name: str, topology: str, reserved: str) -> Host:
+def _host(name: str, topology: str, reserved: str, policy: str) -> Host:
     doc = json.loads(topology)
     base = host_from_dict({**doc, "name": name})
-    return replace(base, reserved_cpus=parse_cpuset(reserved))
+    return replace(base, reserved_cpus=parse_cpuset(reserved), resctrl_policy=parse_policy(policy))
 
 
 def _expected_claims(p: Placement, host: Host) -> tuple[set[Any], set[Any], set[Any]]:
@@ -76,7 +80,12 @@ def _check_claims_match(data: dict[str, list[Any]], hosts: dict[int, Host], prob
     for vm_id, host_id, address in data["devices"]:
         devices[vm_id].add(address)
         claim_hosts[vm_id].add(host_id)
+    slices: dict[int, set[Any]] = defaultdict(set)
+    for vm_id, domain, ways, bw in data["slices"]:
+        slices[vm_id].add((domain, ways, bw))
     vm_ids = {row[0] for row in data["vms"]}
+    for orphan in sorted(set(slices) - vm_ids):
+        problems.append(f"cache/bandwidth claims of vm_id {orphan} without a VM row")
     for orphan in sorted(set(claim_hosts) - vm_ids):
         problems.append(f"claims of vm_id {orphan} without a VM row")
     for vm_id, name, host_id, doc in data["vms"]:
@@ -89,6 +98,10 @@ def _check_claims_match(data: dict[str, list[Any]], hosts: dict[int, Host], prob
         for what, w, g in zip(("cpu", "page", "device"), want, got, strict=True):
             if w != g:
                 problems.append(f"VM {name}: {what} claims {sorted(g)} != placement's {sorted(w)}")
+        ways, caps = dict(p.llc), dict(p.mem_bw)
+        want_slices = {(d, ways.get(d, 0), caps.get(d)) for d in ways.keys() | caps.keys()}
+        if slices[vm_id] != want_slices:
+            problems.append(f"VM {name}: cache/bandwidth claims {sorted(slices[vm_id])} != {sorted(want_slices)}")
         if claim_hosts[vm_id] - {host_id}:
             problems.append(f"VM {name}: claims on other hosts {sorted(claim_hosts[vm_id] - {host_id})}")
 
@@ -147,9 +160,33 @@ def _check_recomputed(data: dict[str, list[Any]], hosts: dict[int, Host], proble
 def inconsistencies(url: str) -> list[str]:
     """Every disagreement between claims, placements and host capacity in the inventory at ``url``."""
     data = _rows(url)
-    hosts = {hid: _host(name, topo, reserved) for hid, name, topo, reserved in data["hosts"]}
+    hosts = {hid: _host(name, topo, reserved, policy) for hid, name, topo, reserved, policy in data["hosts"]}
     problems: list[str] = []
     _check_claims_match(data, hosts, problems)
     _check_claim_table(data, hosts, problems)
     _check_recomputed(data, hosts, problems)
+    _check_slices(data, hosts, problems)
     return problems
+
+
+def _check_slices(data: dict[str, list[Any]], hosts: dict[int, Host], problems: list[str]) -> None:
+    """From the placements alone: no cache's ways over-allocated beside the host's own, no domain's caps
+    over the host's limit."""
+    ways: Counter[tuple[int, int]] = Counter()
+    caps: Counter[tuple[int, int]] = Counter()
+    for _, _name, host_id, doc in data["vms"]:
+        p = placement_from_dict(json.loads(doc))
+        for cache, n in p.llc:
+            ways[(host_id, cache)] += n
+        for domain, cap in p.mem_bw:
+            caps[(host_id, domain)] += cap
+    for (host_id, cache), n in sorted(ways.items()):
+        host = hosts[host_id]
+        bank = l3_banks(host.resctrl)[cache]
+        kept = host.resctrl_policy.llc_default_ways or 0
+        if bank.ways is None or n + kept > bank.ways:
+            problems.append(f"host {host.name}: cache {cache}: {n} ways to VMs + {kept} kept > {bank.ways}")
+    for (host_id, domain), total in sorted(caps.items()):
+        host = hosts[host_id]
+        if total > host.resctrl_policy.mem_bw_limit:
+            problems.append(f"host {host.name}: domain {domain}: caps {total} > {host.resctrl_policy.mem_bw_limit}")

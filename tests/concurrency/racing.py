@@ -14,7 +14,7 @@ import random
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import create_engine, select
@@ -27,20 +27,29 @@ from vnuma.inventory.models import VmRow
 from vnuma.placement.model import Isolation, Strategy, Tenant, VmRequest
 from vnuma.services import Settings
 from vnuma.services.placing import place_vm
-from vnuma.topology import KIB_PER_GIB, PAGE_1G
+from vnuma.topology import KIB_PER_GIB, PAGE_1G, Host
+from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl, ResctrlPolicy
 
 TENANTS = (Tenant("acme", Isolation.CORE), Tenant("beta", Isolation.NONE))
 OUTCOMES = ("placed", "no-fit", "busy", "released")
 
 
 def make_fleet(url: str, hosts: int = 3) -> None:
-    """A fresh inventory with a few small GPU hosts and two tenants."""
+    """A fresh inventory with a few small GPU hosts (an 11-way L3 with CAT and MBA per cell, 2 ways kept for
+    the host, caps up to 100 per domain) and two tenants."""
     upgrade(url)  # a PostgreSQL database is never created implicitly
     with open_inventory(url) as inv:
         for i in range(hosts):
-            inv.add_host(make_host(f"host-{i}", cells=2, cores_per_cell=8, smt=2, gpus_per_cell=2))
+            host = make_host(f"host-{i}", cells=2, cores_per_cell=8, smt=2, gpus_per_cell=2)
+            inv.add_host(replace(host, resctrl=_rdt(host), resctrl_policy=ResctrlPolicy(2)))
         for t in TENANTS:
             inv.add_tenant(t)
+
+
+def _rdt(host: Host) -> Resctrl:
+    control = (CacheControl(2048, 4096, CacheType.BOTH, 16),)
+    banks = tuple(CacheBank(c.id, 3, CacheType.BOTH, 11 * 2048, c.cpu_ids, control) for c in host.cells)
+    return Resctrl(banks, tuple(BandwidthNode(c.id, c.cpu_ids, 10, 10, 8) for c in host.cells))
 
 
 def _request(rng: random.Random, name: str) -> VmRequest:
@@ -51,6 +60,8 @@ def _request(rng: random.Random, name: str) -> VmRequest:
         memory_kib=rng.choice((1, 2, 4)) * KIB_PER_GIB,
         gpus=rng.choice((0, 0, 0, 1)),
         page_size_kib=PAGE_1G,
+        llc_ways=rng.choice((None, None, 2, 3)),
+        mem_bw=rng.choice((None, None, 20, 40)),
     )
 
 

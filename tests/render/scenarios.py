@@ -11,6 +11,7 @@ from vnuma.placement.model import CpuPolicy, IoThreadPolicy, MemoryMode, Placeme
 from vnuma.render.domain import render_domain
 from vnuma.render.view import RenderOptions
 from vnuma.topology import KIB_PER_GIB, PAGE_1G, PAGE_2M, PAGE_4K, Host
+from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl, ResctrlPolicy
 
 TESTS = Path(__file__).resolve().parent.parent
 GOLDEN_DIR = TESTS / "golden"
@@ -47,6 +48,8 @@ def _build() -> tuple[Scenario, ...]:
     host = make_host()
     gpu_host = make_host("gpu-host", gpus_per_cell=2)
     snc_host = make_host("snc-host", cells=4, cells_per_socket=2)
+    rdt_host = _with_resctrl(make_host("rdt-host"), cdp=False)
+    cdp_host = _with_resctrl(make_host("cdp-host"), cdp=True)
     two_2m = [CellSpec(0, 4, _gib(4), PAGE_2M), CellSpec(1, 4, _gib(4), PAGE_2M)]
     return (
         Scenario("one-cell-2m", host, make_placement(host, [CellSpec(0, 4, _gib(4), PAGE_2M)], threads=2)),
@@ -172,7 +175,29 @@ def _build() -> tuple[Scenario, ...]:
                 host, [two_2m[0], replace(two_2m[1], memory_mode=MemoryMode.INTERLEAVE)], threads=2
             ),
         ),
+        Scenario(
+            "cache-slice-and-bandwidth-cap",
+            rdt_host,
+            replace(make_placement(rdt_host, two_2m, threads=2), llc=((0, 2), (1, 2)), mem_bw=((0, 30), (1, 30))),
+        ),
+        Scenario(
+            "cache-slice-cdp",
+            cdp_host,
+            replace(make_placement(cdp_host, [CellSpec(0, 4, _gib(4), PAGE_2M)], threads=2), llc=((0, 3),)),
+        ),
     )
+
+
+def _with_resctrl(host: Host, *, cdp: bool) -> Host:
+    """``host`` with an Intel-like L3 (22 MiB, 2 MiB ways) per cell, CAT (code and data apart with ``cdp``)
+    and MBA (10 % steps)."""
+    if cdp:
+        controls = (CacheControl(2048, 2048, CacheType.CODE, 8), CacheControl(2048, 2048, CacheType.DATA, 8))
+    else:
+        controls = (CacheControl(2048, 4096, CacheType.BOTH, 16),)
+    banks = tuple(CacheBank(c.id, 3, CacheType.BOTH, 22 * 1024, c.cpu_ids, controls) for c in host.cells)
+    nodes = tuple(BandwidthNode(c.id, c.cpu_ids, 10, 10, 8) for c in host.cells)
+    return replace(host, resctrl=Resctrl(banks, nodes), resctrl_policy=ResctrlPolicy(2))
 
 
 SCENARIOS = _build()

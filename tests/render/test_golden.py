@@ -78,6 +78,13 @@ def _essentials(xml: str) -> dict[str, Any]:
         "vcpupins": {p.get("vcpu"): p.get("cpuset") for p in root.iterfind("cputune/vcpupin")},
         "emulatorpin": [p.get("cpuset") for p in root.iterfind("cputune/emulatorpin")],
         "iothreadpins": {p.get("iothread"): p.get("cpuset") for p in root.iterfind("cputune/iothreadpin")},
+        "cachetune": [
+            (t.get("vcpus"), [(c.get("id"), c.get("level"), c.get("type"), _kib(c)) for c in t.iterfind("cache")])
+            for t in root.iterfind("cputune/cachetune")
+        ],
+        "memorytune": [
+            (t.get("vcpus"), [dict(n.attrib) for n in t.iterfind("node")]) for t in root.iterfind("cputune/memorytune")
+        ],
         "memory": [(m.get("mode"), m.get("nodeset")) for m in root.iterfind("numatune/memory")],
         "memnodes": {
             m.get("cellid"): (m.get("mode"), m.get("nodeset")) for m in root.iterfind("numatune/memnode")
@@ -98,6 +105,12 @@ def _essentials(xml: str) -> dict[str, Any]:
         "interfaces": len(root.findall("devices/interface")),
         "metadata": read_metadata(xml),
     }
+
+
+def _kib(cache: Any) -> int:
+    """A ``<cache size unit>`` in KiB (libvirt writes back the largest whole unit)."""
+    scale = {"B": 1 / 1024, "KiB": 1, "MiB": 1024, "GiB": 1024 * 1024}[cache.get("unit", "B")]
+    return int(int(cache.get("size")) * scale)
 
 
 @pytest.fixture

@@ -58,6 +58,9 @@ class PlaceBody(Body):
     host: StrictStr | None = None
     group: StrictStr | None = None
     anti_affinity: AntiAffinity | None = None
+    llc: StrictStr | None = None
+    llc_ways: StrictInt | None = None
+    mem_bw: StrictInt | None = None
     strategy: Strategy | None = None
     dry_run: StrictBool = False
     explain: StrictBool = False
@@ -178,9 +181,11 @@ class HostImportBody(Body):
 
 
 class ReserveBody(Body):
-    """``vnuma host reserve NAME --cpus LIST``."""
+    """``vnuma host reserve NAME [--cpus LIST] [--llc-ways N] [--mem-bw-limit PCT]``."""
 
-    cpus: StrictStr
+    cpus: StrictStr | None = None
+    llc_ways: StrictInt | None = None
+    mem_bw_limit: StrictInt | None = None
 
 
 class RenderBody(Body):

@@ -89,9 +89,9 @@ class Client:
         """What changed."""
         return list(self.call("POST", f"/v1/hosts/{_seg(name)}/refresh")["changes"])
 
-    def reserve_cpus(self, name: str, cpus: str) -> dict[str, Any]:
-        """The host after the change (``host show --json``)."""
-        return dict(self.call("POST", f"/v1/hosts/{_seg(name)}/reserve", {"cpus": cpus}))
+    def reserve(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``host reserve``: the host after the change (``host show --json``)."""
+        return dict(self.call("POST", f"/v1/hosts/{_seg(name)}/reserve", body))
 
     def remove_host(self, name: str) -> None:
         self.call("DELETE", f"/v1/hosts/{_seg(name)}")

@@ -379,31 +379,52 @@ def remove(ctx: typer.Context, name: HostArg, as_json: output.JsonOpt = False) -
 def reserve(
     ctx: typer.Context,
     name: HostArg,
-    cpus: Annotated[str, typer.Option("--cpus", help="CPU list kept for the host itself, e.g. 0-1,64-65.")],
+    cpus: Annotated[
+        str | None, typer.Option("--cpus", help="CPU list kept for the host itself, e.g. 0-1,64-65.")
+    ] = None,
+    llc_ways: Annotated[
+        int | None,
+        typer.Option("--llc-ways", metavar="N", help="L3 cache ways kept for the host's own processes (resctrl)."),
+    ] = None,
+    mem_bw_limit: Annotated[
+        int | None,
+        typer.Option("--mem-bw-limit", metavar="PCT", help="Most the VMs' bandwidth caps add up to per L3 domain "
+                     "(default 100)."),
+    ] = None,
     as_json: output.JsonOpt = False,
 ) -> None:
-    """Keep host CPUs for the host itself: never placeable (replaces the previous set).
+    """Keep host CPUs (never placeable; replaces the previous set) or L3 cache ways for the host itself.
 
-    JSON: the host as `host show --json` prints it.
+    --llc-ways N keeps N ways of every L3 cache for the host's own
+    processes (its default resctrl group): a VM's cache slice (place --llc)
+    is placed on a host only once this is set, and `host show` prints the
+    schemata line that shrinks the default group to those ways.
+    --mem-bw-limit PCT bounds the sum of the VMs' bandwidth caps (place
+    --mem-bw) on each L3 domain. JSON: the host as `host show --json`
+    prints it.
 
-    Example: vnuma host reserve gpu-node-1 --cpus 0-1,64-65
+    Example: vnuma host reserve gpu-node-1 --cpus 0-1,64-65 --llc-ways 2
     """
-    from vnuma.services.queries import get_host, reserve_cpus
+    from vnuma.services.queries import get_host, reserve
     from vnuma.topology import format_cpuset, parse_cpuset
 
-    cpu_set = parse_cpuset(cpus)
     client = remote(ctx)
     if client:
-        doc = client.reserve_cpus(name, cpus)
+        doc = client.reserve(name, {"cpus": cpus, "llc_ways": llc_ways, "mem_bw_limit": mem_bw_limit})
     else:
         from vnuma.codec import host_to_dict
 
-        reserve_cpus(settings(ctx), name, cpu_set)
+        reserve(settings(ctx), name, cpus, llc_ways, mem_bw_limit)
         doc = host_to_dict(get_host(settings(ctx), name)) if as_json else {}
     if as_json:
         output.echo_json(doc)
         return
-    typer.echo(f"host {name}: reserved CPUs {format_cpuset(cpu_set) or 'none'}")
+    if cpus is not None:
+        typer.echo(f"host {name}: reserved CPUs {format_cpuset(parse_cpuset(cpus)) or 'none'}")
+    if llc_ways is not None:
+        typer.echo(f"host {name}: keeps {llc_ways} L3 way(s) of every cache for itself")
+    if mem_bw_limit is not None:
+        typer.echo(f"host {name}: VMs' memory-bandwidth caps add up to at most {mem_bw_limit} per L3 domain")
 
 
 def _given(*options: tuple[str, object]) -> tuple[str, ...]:

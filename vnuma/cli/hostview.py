@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vnuma.cli import output
 from vnuma.topology import Host, format_cpuset, format_size_kib
+from vnuma.topology.resctrl import default_schemata, l3_banks
 
 
 def host_tables(host: Host) -> None:
@@ -182,6 +183,17 @@ def resctrl_tables(host: Host) -> None:
     ]
     limit = f"; {r.max_monitors} monitors at most" if r.max_monitors is not None else ""
     output.echo_lines([f"resctrl monitors: {'; '.join(features)}{limit}"])
+    policy = host.resctrl_policy
+    ways = policy.llc_default_ways
+    lines = [f"resctrl policy: VMs' memory-bandwidth caps add up to at most {policy.mem_bw_limit} per domain"]
+    if ways is None and l3_banks(r):
+        lines.append(f"resctrl policy: no L3 ways kept for the host's own processes: no cache slice is placed "
+                     f"here until `vnuma host reserve {host.name} --llc-ways N`")
+    elif ways is not None:
+        lines.append(f"resctrl policy: the host's own processes keep {ways} L3 way(s) of every cache; shrink its "
+                     "default group to them (VMs' slices take the others):")
+        lines += [f"  echo '{line}' > /sys/fs/resctrl/schemata" for line in default_schemata(r, ways)]
+    output.echo_lines(lines)
 
 
 def _or_dash(value: int | None) -> int | str:

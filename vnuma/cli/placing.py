@@ -107,6 +107,18 @@ def place(
     host: Annotated[
         str | None, typer.Option("--host", help="Only consider this host.", autocompletion=hosts)
     ] = None,
+    llc: Annotated[
+        str | None,
+        typer.Option("--llc", metavar="SIZE", help="L3 cache slice on each L3 domain its vCPUs use, e.g. 4MiB "
+                     "(rounded up to whole ways of each host's cache)."),
+    ] = None,
+    llc_ways: Annotated[
+        int | None, typer.Option("--llc-ways", metavar="N", help="The L3 slice as a number of cache ways.")
+    ] = None,
+    mem_bw: Annotated[
+        int | None,
+        typer.Option("--mem-bw", metavar="PCT", help="Memory-bandwidth cap on each of those L3 domains (MBA, %)."),
+    ] = None,
     group: Annotated[str | None, typer.Option("--group", help="Replica group the VM belongs to.")] = None,
     anti_affinity: Annotated[
         AntiAffinity | None,
@@ -164,6 +176,14 @@ def place(
     functions, passed through whole; a VM holding NICs is not moved by
     rebalance, drain, repin or migrate.
 
+    --llc SIZE (or --llc-ways N) and --mem-bw PCT give the VM its own slice
+    of the last-level cache and a memory-bandwidth cap on every L3 domain
+    its vCPUs use (Intel RDT / AMD PQoS, rendered as cachetune and
+    memorytune): ways are exclusive and add up after those the host keeps
+    for itself (`vnuma host reserve H --llc-ways N`, required before any
+    slice is placed there), caps add up to the host's --mem-bw-limit. A
+    size is rounded up to whole ways of each host's cache.
+
     --iothreads N renders N I/O threads pinned with the emulator threads, or
     with --iothreads-policy device-local on the pCPUs of the guest cell the
     VM's first device (by PCI address) is attached to; `render`/`apply
@@ -185,6 +205,7 @@ def place(
         emulator_threads=emulator_threads, memory_mode=memory_mode, cell_memory_mode=cell_memory_mode,
         cell_vcpus=cell_vcpus, cell_memory=cell_memory, cell_gpus=cell_gpus, iothreads=iothreads,
         iothreads_policy=iothreads_policy, host=host, group=group, anti_affinity=anti_affinity,
+        llc=llc, llc_ways=llc_ways, mem_bw=mem_bw,
     )
     if (apply or yes or allow_restart or allow_migrate) and not rebalance:
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
@@ -204,6 +225,7 @@ def place(
             "iothreads_policy": iothreads_policy.value, "host": host, "group": group,
             "anti_affinity": anti_affinity.value if anti_affinity else None,
             "strategy": strategy.value if strategy else None, "dry_run": dry_run, "explain": explain,
+            "llc": llc, "llc_ways": llc_ways, "mem_bw": mem_bw,
         }
         placed_name, result = client.place(body)
         request = replace(request, name=placed_name)
@@ -317,6 +339,10 @@ def print_placement(p: Placement, title: str, state: str | None = None) -> None:
         extras.append(f"iothreads: {p.iothreads} ({p.iothread_policy}) on pCPUs {format_cpuset(iothread_pins(p))}")
     if p.group is not None:
         extras.append(f"group: {p.group}" + (f" (anti-affinity {p.anti_affinity})" if p.anti_affinity else ""))
+    if p.llc:
+        extras.append("L3 slice: " + ", ".join(f"cache {i} {w} way(s)" for i, w in p.llc))
+    if p.mem_bw:
+        extras.append("bandwidth cap: " + ", ".join(f"domain {i} {c}" for i, c in p.mem_bw))
     extras += [f"{d.kind} {d.address} -> guest cell {d.guest_cell} (host cell {d.host_cell})" for d in p.devices]
     output.echo_lines(extras)
 

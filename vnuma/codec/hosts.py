@@ -44,7 +44,7 @@ from vnuma.topology import (
 from vnuma.topology.hmat import NO_HMAT, cell_kinds, cell_tiers
 from vnuma.topology.partitions import Partition, vgpu_partitions
 from vnuma.topology.pcie import PciLink
-from vnuma.topology.resctrl import NO_RESCTRL
+from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, ResctrlPolicy
 
 _SOURCE = enum_of(Source)
 _KIND = enum_of(DeviceKind)
@@ -59,6 +59,10 @@ def host_to_dict(host: Host) -> dict[str, Any]:
         "source": host.source.value,
         "reserved_cpus": sorted(host.reserved_cpus),
         "cordoned": host.cordoned,
+        "resctrl_policy": {
+            "llc_default_ways": host.resctrl_policy.llc_default_ways,
+            "mem_bw_limit": host.resctrl_policy.mem_bw_limit,
+        },
         "cells": [_cell_to_dict(c, kinds[c.id], tiers[c.id]) for c in host.cells],
         "devices": [_device_to_dict(d, partitions.get(d.address, ())) for d in host.devices],
         "resctrl": resctrl_to_dict(host.resctrl, host.cells_of),
@@ -141,10 +145,23 @@ def host_from_dict(d: Mapping[str, Any]) -> Host:
         source=take(d, "source", at, _SOURCE, Source.CAPABILITIES.value),
         reserved_cpus=frozenset(take(d, "reserved_cpus", at, as_ints, [])),
         cordoned=take(d, "cordoned", at, as_bool, False),
+        resctrl_policy=_policy(d.get("resctrl_policy"), at.key("resctrl_policy")),
         hmat=hmat_from_dict(d["hmat"], at.key("hmat")) if d.get("hmat") is not None else NO_HMAT,
         resctrl=resctrl_from_dict(d["resctrl"], at.key("resctrl")) if d.get("resctrl") is not None else NO_RESCTRL,
     )
     return check_host(host)
+
+
+def _policy(value: object, at: At) -> ResctrlPolicy:
+    """``resctrl_policy`` (absent or null: none set)."""
+    if value is None:
+        return NO_POLICY
+    d = as_mapping(value, at)
+    ways = take(d, "llc_default_ways", at, as_opt_int, None)
+    limit = take(d, "mem_bw_limit", at, as_int, NO_POLICY.mem_bw_limit)
+    if (ways is not None and ways < 0) or limit < 1:
+        raise at.fail("llc_default_ways must be 0 or more and mem_bw_limit 1 or more")
+    return ResctrlPolicy(ways, limit)
 
 
 def _cell_from_dict(value: object, parent: At, i: int) -> Cell:

@@ -44,7 +44,13 @@ _IOTHREAD_POLICY = enum_of(IoThreadPolicy)
 
 
 def placement_to_dict(p: Placement) -> dict[str, Any]:
-    """The placement as a JSON-ready dict; ``memory_mib`` is for readers, ``memory_kib`` is exact."""
+    """The placement as a JSON-ready dict; ``memory_mib`` is for readers, ``memory_kib`` is exact.
+    ``llc`` (``[{"cache", "ways"}]``) and ``mem_bw`` (``[{"domain", "cap"}]``) only when it holds them."""
+    slices: dict[str, Any] = {}
+    if p.llc:
+        slices["llc"] = [{"cache": i, "ways": w} for i, w in p.llc]
+    if p.mem_bw:
+        slices["mem_bw"] = [{"domain": i, "cap": c} for i, c in p.mem_bw]
     return {
         "vm": p.vm,
         "tenant": p.tenant,
@@ -74,6 +80,7 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
             {"address": d.address, "kind": d.kind.value, "guest_cell": d.guest_cell, "host_cell": d.host_cell}
             for d in p.devices
         ],
+        **slices,
     }
 
 
@@ -109,7 +116,22 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         threads_per_core=take(d, "threads_per_core", at, as_int, 1),
         iothreads=take(d, "iothreads", at, as_int, 0),
         iothread_policy=take(d, "iothread_policy", at, _IOTHREAD_POLICY, IoThreadPolicy.EMULATOR.value),
+        llc=take(d, "llc", at, _LLC, []),
+        mem_bw=take(d, "mem_bw", at, _MEM_BW, []),
     )
+
+
+def _pair(first: str, second: str) -> Any:
+    def decode(value: object, parent: At, i: int) -> tuple[int, int]:
+        at = parent.index(i)
+        d = as_mapping(value, at)
+        return take(d, first, at, as_int), take(d, second, at, as_int)
+
+    return list_of(decode)
+
+
+_LLC = _pair("cache", "ways")
+_MEM_BW = _pair("domain", "cap")
 
 
 def _opt(value: object) -> str | None:

@@ -23,11 +23,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class ClaimRows:
-    """The rows a claim writes: (pCPU, exclusive), (cell, page size KiB, count), device addresses."""
+    """The rows a claim writes: (pCPU, exclusive), (cell, page size KiB, count), device addresses, and
+    (L3 domain, cache ways, bandwidth cap or None)."""
 
     cpus: tuple[tuple[int, bool], ...]
     pages: tuple[tuple[int, int, int], ...]
     devices: tuple[str, ...]
+    slices: tuple[tuple[int, int, int | None], ...] = ()
 
 
 def encode_placement(p: Placement) -> str:
@@ -60,4 +62,6 @@ def claim_rows(p: Placement, ledger: Fleet) -> ClaimRows:
     held = ledger.held_pcpus(p)
     cpus = [(c, True) for c in sorted(held)] + [(c, False) for c in sorted(p.shared_pcpus - held)]
     pages = tuple((cell, size, n) for (cell, size), n in page_needs(p).items())
-    return ClaimRows(tuple(cpus), pages, tuple(d.address for d in p.devices))
+    ways, caps = dict(p.llc), dict(p.mem_bw)
+    slices = tuple((d, ways.get(d, 0), caps.get(d)) for d in sorted(ways.keys() | caps.keys()))
+    return ClaimRows(tuple(cpus), pages, tuple(d.address for d in p.devices), slices)

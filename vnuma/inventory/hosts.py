@@ -12,11 +12,14 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.hostwrite import host_columns
 from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
 from vnuma.inventory.topologies import decode_host
+from vnuma.placement.resctrl import ResctrlUse, policy_problem
 from vnuma.topology import Host, check_host, format_cpuset, parse_cpuset
+from vnuma.topology.resctrl import ResctrlPolicy, format_policy, parse_policy
 
 _LIST_HINT = "see `vnuma host list`"
 
@@ -32,7 +35,9 @@ def host_row(session: Session, name: str, *, lock: bool = False) -> HostRow:
 
 def row_host(row: HostRow) -> Host:
     """The Host of a row."""
-    return decode_host(row.name, row.uri, row.source, row.topology, row.reserved_cpuset, row.cordoned)
+    return decode_host(
+        row.name, row.uri, row.source, row.topology, row.reserved_cpuset, row.cordoned, row.resctrl_policy
+    )
 
 
 def bump_generation(session: Session, host_id: int) -> None:
@@ -95,6 +100,35 @@ def claimed_cpus(session: Session, host_id: int) -> dict[int, str]:
     }
 
 
+def reserve(session: Session, name: str, cpus: frozenset[int] | None, policy: ResctrlPolicy | None) -> None:
+    """:func:`set_resctrl_policy` and :func:`reserve_cpus` (each when given) in the caller's transaction."""
+    if policy is not None:
+        set_resctrl_policy(session, name, policy)
+    if cpus is not None:
+        reserve_cpus(session, name, cpus)
+
+
+def set_resctrl_policy(session: Session, name: str, policy: ResctrlPolicy) -> None:
+    """Set the host's cache ways kept for itself and its bandwidth-cap limit.
+
+    Raises:
+        NotFoundError: no such host.
+        InvalidInputError: a policy the host cannot hold beside its VMs' slices
+            (:func:`vnuma.placement.resctrl.policy_problem`).
+    """
+    row = host_row(session, name, lock=True)
+    host = replace(row_host(row), resctrl_policy=policy)
+    use = ResctrlUse()
+    for vm, doc in session.execute(select(VmRow.name, VmRow.placement).where(VmRow.host_id == row.id)):
+        use.apply(decode_placement(vm, doc), +1)
+    problem = policy_problem(host, use)
+    if problem is not None:
+        raise InvalidInputError(f"host {name!r}: {problem.reason}", hint=problem.hint)
+    row.resctrl_policy = format_policy(policy)
+    session.flush()
+    bump_generation(session, row.id)
+
+
 def reserve_cpus(session: Session, name: str, cpus: frozenset[int]) -> None:
     """Set the host's reserved CPUs (an empty set clears them).
 
@@ -145,7 +179,8 @@ def replace_host(session: Session, host: Host, topology_override: str | None = N
     """
     check_host(replace(host, reserved_cpus=frozenset()))
     row = host_row(session, host.name, lock=True)
-    new = replace(host, reserved_cpus=parse_cpuset(row.reserved_cpuset), cordoned=row.cordoned)
+    new = replace(host, reserved_cpus=parse_cpuset(row.reserved_cpuset), cordoned=row.cordoned,
+                  resctrl_policy=parse_policy(row.resctrl_policy or ""))
     lost_reserved = new.reserved_cpus - new.cpu_ids
     if lost_reserved:
         raise ConflictError(

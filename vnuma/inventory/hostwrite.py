@@ -18,11 +18,13 @@ from vnuma.inventory.executor import Executor
 from vnuma.inventory.reading import NAMED
 from vnuma.inventory.topologies import digest_topology, encode_topology
 from vnuma.topology import DeviceKind, Host, check_host, format_cpuset
+from vnuma.topology.resctrl import format_policy
 
 NEW_HOST = (
-    "INSERT INTO hosts (name, uri, source, topology, topology_digest, reserved_cpuset, cordoned, n_cells, "
-    "n_cpus, n_gpus, memory_kib, topology_override) VALUES (:name, :uri, :source, :topology, :topology_digest, "
-    ":reserved_cpuset, :cordoned, :n_cells, :n_cpus, :n_gpus, :memory_kib, :topology_override)"
+    "INSERT INTO hosts (name, uri, source, topology, topology_digest, reserved_cpuset, cordoned, resctrl_policy, "
+    "n_cells, n_cpus, n_gpus, memory_kib, topology_override) VALUES (:name, :uri, :source, :topology, "
+    ":topology_digest, :reserved_cpuset, :cordoned, :resctrl_policy, :n_cells, :n_cpus, :n_gpus, :memory_kib, "
+    ":topology_override)"
 )
 
 
@@ -36,6 +38,7 @@ def host_columns(host: Host) -> dict[str, Any]:
         "topology_digest": digest_topology(topology),
         "reserved_cpuset": format_cpuset(host.reserved_cpus),
         "cordoned": host.cordoned,
+        "resctrl_policy": format_policy(host.resctrl_policy),
         "n_cells": len(host.cells),
         "n_cpus": len(host.cpu_ids),
         "n_gpus": len(host.devices_of(DeviceKind.GPU)),

@@ -83,7 +83,10 @@ class HostRow(Base):
     __tablename__ = "hosts"
     # The fleet read of every placement (vnuma.inventory.reading.FLEET_HOSTS) from the index alone.
     __table_args__ = (
-        Index("ix_hosts_fleet", "name", "topology_digest", "reserved_cpuset", "uri", "source", "cordoned"),
+        Index(
+            "ix_hosts_fleet", "name", "topology_digest", "reserved_cpuset", "uri", "source", "cordoned",
+            "resctrl_policy",
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -97,6 +100,8 @@ class HostRow(Base):
     embedded_domains: Mapped[str | None] = mapped_column(Text)
     # A cordoned host takes no new placements and no incoming moves; its VMs stay until moved.
     cordoned: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # The cache ways the host keeps for itself and its bandwidth-cap limit (topology.resctrl.format_policy).
+    resctrl_policy: Mapped[str] = mapped_column(Text, default="", server_default="")
     n_cells: Mapped[int]
     n_cpus: Mapped[int]
     n_gpus: Mapped[int]
@@ -185,6 +190,25 @@ class PageClaim(Base):
     cell_id: Mapped[int]
     page_size_kib: Mapped[int]
     count: Mapped[int] = mapped_column(BigInteger)
+
+
+class ResctrlClaim(Base):
+    """A VM's cache ways (``ways``, 0: none) and memory-bandwidth cap (``mem_bw``, None: none) on one L3
+    domain of its host (:mod:`vnuma.placement.resctrl`)."""
+
+    __tablename__ = "resctrl_claims"
+    __table_args__ = (
+        UniqueConstraint("vm_id", "domain_id"),
+        Index("ix_resctrl_claims_host_domain", "host_id", "domain_id"),
+        CheckConstraint("ways >= 0", name="ways_not_negative"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    vm_id: Mapped[int] = mapped_column(ForeignKey("vms.id", ondelete="CASCADE"))
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="RESTRICT"))
+    domain_id: Mapped[int]
+    ways: Mapped[int]
+    mem_bw: Mapped[int | None]
 
 
 class DeviceClaim(Base):

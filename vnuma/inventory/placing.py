@@ -61,7 +61,13 @@ NEW_PAGES = (
     f"VALUES ({_VM_ID}, :host, :cell, :size, :count)"
 )
 NEW_DEVICES = f"INSERT INTO device_claims (vm_id, host_id, address) VALUES ({_VM_ID}, :host, :address)"
-DROP_CLAIMS = tuple(f"DELETE FROM {t} WHERE vm_id = :vm" for t in ("cpu_claims", "page_claims", "device_claims"))
+NEW_SLICES = (
+    f"INSERT INTO resctrl_claims (vm_id, host_id, domain_id, ways, mem_bw) VALUES ({_VM_ID}, :host, :domain, "
+    ":ways, :mem_bw)"
+)
+DROP_CLAIMS = tuple(
+    f"DELETE FROM {t} WHERE vm_id = :vm" for t in ("cpu_claims", "page_claims", "device_claims", "resctrl_claims")
+)
 BUMP = "UPDATE hosts SET host_generation = host_generation + 1, updated_at = CURRENT_TIMESTAMP WHERE id = :host"
 
 
@@ -118,6 +124,7 @@ def _write_claims(
             (NEW_CPUS, [{**ids, "cpu": cpu, "exclusive": excl} for cpu, excl in rows.cpus]),
             (NEW_PAGES, [{**ids, "cell": cell, "size": size, "count": n} for cell, size, n in rows.pages]),
             (NEW_DEVICES, [{**ids, "address": address} for address in rows.devices]),
+            (NEW_SLICES, [{**ids, "domain": d, "ways": w, "mem_bw": bw} for d, w, bw in rows.slices]),
             (BUMP, [{"host": h} for h in host_ids]),
         ]
     )

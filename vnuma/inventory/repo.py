@@ -25,6 +25,7 @@ from vnuma.inventory.reading import Snapshot
 from vnuma.inventory.schema import WRITE_OPTION, RunStatus, VmState
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.topology import Host, format_cpuset
+from vnuma.topology.resctrl import ResctrlPolicy
 
 T = TypeVar("T")
 
@@ -144,6 +145,15 @@ class Inventory:
     def reserve_cpus(self, name: str, cpus: frozenset[int]) -> None:
         """Set the CPUs kept for the host itself (InvalidInputError if absent, ConflictError if claimed)."""
         self._write(("host-reserve", {"host": name, "cpus": format_cpuset(cpus)}), hosts.reserve_cpus, name, cpus)
+
+    def reserve(self, name: str, cpus: frozenset[int] | None, policy: ResctrlPolicy | None) -> None:
+        """Set the host's reserved CPUs and/or its resctrl policy, in one transaction (see :func:`hosts.reserve`)."""
+        details: dict[str, Any] = {"host": name}
+        if cpus is not None:
+            details["cpus"] = format_cpuset(cpus)
+        if policy is not None:
+            details.update(llc_ways=policy.llc_default_ways, mem_bw_limit=policy.mem_bw_limit)
+        self._write(("host-reserve", details), hosts.reserve, name, cpus, policy)
 
     def host_generation(self, name: str) -> int:
         """Counter bumped on every change of the host's claims, reservation or topology."""

@@ -2,7 +2,7 @@
 
 The ``hosts.topology`` column holds ``codec.host_to_dict(host)`` without the
 keys that have columns of their own (``name``, ``uri``, ``source``,
-``reserved_cpus``, ``cordoned``), and without ``resctrl`` when the host has
+``reserved_cpus``, ``cordoned``, ``resctrl_policy``), and without ``resctrl`` when the host has
 none and ``hmat`` when it publishes none (so texts written before vnuma read
 them stay what they are).
 Hosts of one hardware model therefore store the same text, and
@@ -25,12 +25,13 @@ from vnuma.codec import host_from_dict, host_to_dict
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.topology import Cell, Host, PciDevice, Source, format_cpuset, gc_paused, parse_cpuset
 from vnuma.topology.hmat import Hmat
-from vnuma.topology.resctrl import Resctrl
+from vnuma.topology.resctrl import Resctrl, parse_policy
 
-_OWN_COLUMNS = ("name", "uri", "source", "reserved_cpus", "cordoned")
+_OWN_COLUMNS = ("name", "uri", "source", "reserved_cpus", "cordoned", "resctrl_policy")
 
-HostRowTuple = tuple[str, str | None, str, str, str, object, str | None]
-"""A fleet-load row: name, uri, source, reserved cpuset, topology digest, cordoned, topology text or None.
+HostRowTuple = tuple[str, str | None, str, str, str, object, str, str | None]
+"""A fleet-load row: name, uri, source, reserved cpuset, topology digest, cordoned, resctrl policy text,
+topology text or None.
 
 The text is read only for rows without a digest (written behind vnuma's back)."""
 
@@ -64,12 +65,12 @@ def assemble_hosts(rows: Iterable[HostRowTuple], text_of: Callable[[str], str]) 
     texts: dict[str, str] = {}
     hosts = []
     with gc_paused():
-        for name, uri, source, reserved, digest, cordoned, own_text in rows:
+        for name, uri, source, reserved, digest, cordoned, policy, own_text in rows:
             if own_text is None:
                 own_text = texts.get(digest)
                 if own_text is None:
                     own_text = texts[digest] = text_of(digest)
-            hosts.append(decoder.host(name, uri, source, own_text, reserved, bool(cordoned)))
+            hosts.append(decoder.host(name, uri, source, own_text, reserved, bool(cordoned), policy or ""))
     return hosts
 
 
@@ -89,7 +90,8 @@ class ShapeDecoder:
         return len(self._parts)
 
     def host(
-        self, name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str, cordoned: bool = False
+        self, name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str, cordoned: bool = False,
+        resctrl_policy: str = "",
     ) -> Host:
         """The Host of one row (rows of one topology, source and reservation share all but name, URI and cordon).
 
@@ -103,7 +105,10 @@ class ShapeDecoder:
                     name, topology, source, reserved_cpuset
                 )
             cells, devices, kind, reserved, resctrl, hmat = parts
-            return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl, hmat)
+            policy = _POLICIES.get(resctrl_policy)
+            if policy is None:
+                policy = _POLICIES.setdefault(resctrl_policy, parse_policy(resctrl_policy))
+            return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl, hmat, policy)
         except (ValueError, TypeError, InvalidInputError) as err:
             raise InventoryError(
                 f"inventory: stored topology of host {name!r} is unreadable: {err}",
@@ -133,6 +138,9 @@ class ShapeDecoder:
 
 
 
+_POLICIES: dict[str, Any] = {}
+"""Policy texts read (a handful of distinct ones in a fleet), each parsed once."""
+
 _KEPT = ShapeDecoder()
 """The decoder of single host rows (a claim's, a ``host show``'s): a serving process claims on the same
 hosts again and again, and decodes each topology once. Its parts are frozen, so threads share them."""
@@ -140,10 +148,11 @@ _KEPT_MAX = 256
 
 
 def decode_host(
-    name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str, cordoned: object = False
+    name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str, cordoned: object = False,
+    resctrl_policy: str | None = "",
 ) -> Host:
     """One host from its stored columns (topologies decoded before are reused)."""
     global _KEPT
     if len(_KEPT) > _KEPT_MAX:
         _KEPT = ShapeDecoder()
-    return _KEPT.host(name, uri, source, topology, reserved_cpuset, bool(cordoned))
+    return _KEPT.host(name, uri, source, topology, reserved_cpuset, bool(cordoned), resctrl_policy or "")

@@ -28,6 +28,7 @@ from vnuma.placement.model import (
     Placement,
     VmRequest,
 )
+from vnuma.placement.resctrl import slices, wants
 
 
 def build_placement(fit: HostFit, req: VmRequest) -> Placement:
@@ -56,6 +57,7 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         cells.append(CellAssignment(g, cid, vcpus, pcpus, ms[g], fit.page_size_kib, req.memory_mode(g)))
     if not isolate_emulator:
         emulator = tuple(sorted({p for c in cells for p in c.pcpus}))
+    llc, mem_bw = slices(hs.host, req, (p for c in cells for p in c.pcpus)) if wants(req) else ((), ())
     return Placement(
         vm=req.name,
         tenant=req.tenant,
@@ -71,4 +73,6 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         anti_affinity=req.anti_affinity,
         iothreads=req.iothreads,
         iothread_policy=req.iothread_policy,
+        llc=llc,
+        mem_bw=mem_bw,
     )

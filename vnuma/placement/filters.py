@@ -8,12 +8,14 @@ name when too few are left, or None. :data:`PIPELINE` lists them:
 1. per host: ``host`` (the one asked for), ``avoid`` (hosts the request must avoid),
    ``cordoned`` (admission's cordon rule, asked before any cell is looked at),
    ``group`` (a replica group's anti-affinity; under ``cell`` the host view
-   also drops the cells the group's other VMs hold);
+   also drops the cells the group's other VMs hold), ``resctrl-host`` (cache
+   or bandwidth allocation where a slice is asked);
 2. per guest-cell count ``n``: ``numa-nodes`` (enough CPU cells), ``smt``
    (sibling pairs for ``require``), ``cell-isolation`` (cells the tenant may
    use at all), ``cell-cpus`` (``n`` cells with the vCPUs per cell),
    ``gpu-reserve`` (the same after ``gpu-first`` keeps free GPUs' shares),
-   ``emulator`` (a cell with room for an isolated emulator pCPU),
+   ``resctrl`` (cells whose L3 domains have room for the cache slice and
+   bandwidth cap asked), ``emulator`` (a cell with room for an isolated emulator pCPU),
    ``page-size`` (page sizes that divide the memory per cell);
 3. per page size, largest first: ``cell-pages`` (``n`` cells with the pages),
    ``emulator-pages`` (the emulator's cell among them), then
@@ -36,6 +38,7 @@ from vnuma.placement.ledger.admit import ADMISSION, cordon_refusal
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, Rejection, ThreadPolicy, VmRequest
+from vnuma.placement.resctrl import cell_room, host_problem, wants
 from vnuma.placement.view import HostView
 from vnuma.topology import format_size_kib
 
@@ -136,6 +139,18 @@ class Group:
         return None if refused is None else Rejection(hs.name, self.name, refused)
 
 
+class ResctrlHost:
+    """``resctrl-host``: a VM asking for a cache slice or a bandwidth cap only goes to a host with resctrl for it
+    (:func:`~vnuma.placement.resctrl.host_problem`; the ways the host keeps are the cell filter's)."""
+
+    name = "resctrl-host"
+
+    def apply(self, hs: HostState, req: VmRequest) -> Rejection | None:
+        """Reject a host without cache or bandwidth allocation."""
+        problem = host_problem(hs.host, req, policy=False) if wants(req) else None
+        return None if problem is None else Rejection(hs.name, self.name, problem.reason, problem.hint)
+
+
 class NumaNodes:
     """``numa-nodes``: the host has at least ``n`` CPU cells."""
 
@@ -219,6 +234,39 @@ class GpuReserve:
                 f"needs {a.n} cell(s) with {a.v} {a.view.unit()}; gpu-first keeps the rest for free GPUs "
                 f"(most left: cell {best.id} with {caps[best.id]})",
             )
+        a.cells = ok
+        return None
+
+
+class Slices:
+    """``resctrl``: a VM asking for a cache slice or a bandwidth cap goes only where resctrl can give it
+    (:func:`~vnuma.placement.resctrl.host_problem`), on cells whose every L3 domain has room for it
+    (:func:`~vnuma.placement.resctrl.refusal`; a cell spanning several domains needs room on each)."""
+
+    name = "resctrl"
+
+    def apply(self, a: Attempt) -> Rejection | None:
+        """Keep the cells whose domains have room."""
+        req, hs = a.view.req, a.view.hs
+        if not wants(req):
+            return None
+        problem = host_problem(hs.host, req)
+        if problem is not None:
+            return Rejection(hs.name, self.name, problem.reason, problem.hint)
+        ok, first = [], None
+        room = a.view.slice_room
+        for c in a.cells:
+            if c.id not in room:
+                room[c.id] = cell_room(hs.host, hs.resctrl_use, req, hs.shape.domains.get(c.id, ()))
+            why = room[c.id]
+            if why is None:
+                ok.append(c)
+            elif first is None:
+                first = why
+        if len(ok) < a.n:
+            assert first is not None
+            return Rejection(hs.name, self.name, f"{first.reason} (cells with room: {len(ok)}, needs {a.n})",
+                             first.hint)
         a.cells = ok
         return None
 
@@ -314,7 +362,7 @@ def _short(a: Attempt, check: str, caps: dict[int, int]) -> Rejection:
     )
 
 
-HOST_FILTERS: tuple[HostFilter, ...] = (RequestedHost(), AvoidedHost(), Cordoned(), Group())
+HOST_FILTERS: tuple[HostFilter, ...] = (RequestedHost(), AvoidedHost(), Cordoned(), Group(), ResctrlHost())
 """Run once per host."""
 CELL_FILTERS: tuple[Filter, ...] = (
     NumaNodes(),
@@ -322,6 +370,7 @@ CELL_FILTERS: tuple[Filter, ...] = (
     CellIsolation(),
     CellCpus(),
     GpuReserve(),
+    Slices(),
     Emulator(),
     PageSize(),
 )

@@ -86,7 +86,7 @@ def fit_host(
         tried += 1
         best = further(best, found)
     if best is not None and tried > 1:
-        return Rejection(best.host, best.check, f"{best.reason} (and no split over up to {k} cells fits)")
+        return Rejection(best.host, best.check, f"{best.reason} (and no split over up to {k} cells fits)", best.hint)
     return best or Rejection(hs.name, "numa-nodes", f"{req.vcpus} vCPUs cannot be split evenly over its cells")
 
 

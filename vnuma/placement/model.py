@@ -188,6 +188,12 @@ class VmRequest:
     nic_affinity: Level = Level.PXB
     """``nics`` NICs, or one per GPU (``nics_per_gpu``), each within ``nic_affinity`` of a GPU
     (:mod:`vnuma.placement.nics`)."""
+    llc_ways: int | None = None
+    llc_kib: int | None = None
+    mem_bw: int | None = None
+    """A slice of the last-level cache on every L3 domain the VM's vCPUs touch (``llc_ways`` ways, or
+    ``llc_kib`` rounded up to whole granules there) and a memory-bandwidth cap there (``mem_bw``, in the
+    host's unit: percent on Intel MBA); None: none asked (:mod:`vnuma.placement.resctrl`)."""
 
     @property
     def wants_nics(self) -> bool:
@@ -260,6 +266,7 @@ class Placement:
     fixes each cell's vCPUs and memory too). ``group``/``anti_affinity``: the
     replica group it belongs to (:mod:`vnuma.placement.groups`), kept by every move.
     ``iothreads``/``iothread_policy``: as asked (:class:`VmRequest`), kept by every move.
+    ``llc``/``mem_bw``: its cache slice and bandwidth cap per L3 domain (:mod:`vnuma.placement.resctrl`).
     """
 
     vm: str
@@ -276,6 +283,10 @@ class Placement:
     anti_affinity: AntiAffinity | None = None
     iothreads: int = 0
     iothread_policy: IoThreadPolicy = IoThreadPolicy.EMULATOR
+    llc: tuple[tuple[int, int], ...] = ()
+    """(L3 cache id, ways) the VM's allocation group holds on each L3 domain its vCPUs touch."""
+    mem_bw: tuple[tuple[int, int], ...] = ()
+    """(memory-bandwidth domain id, cap) on each of those domains."""
     # Worked out once from the fields above (the ledger and admission read them many times).
     dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""

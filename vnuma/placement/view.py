@@ -10,6 +10,7 @@ without GPUs.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from vnuma.placement.groups import group_cells
 from vnuma.placement.ledger.cell import CellState, tenant_bucket
@@ -27,7 +28,7 @@ UNITS = {
 class HostView:
     """Per-cell capacity of one host for one request (exact, tenant-aware)."""
 
-    __slots__ = ("bucket", "caps", "hs", "raw", "req", "reserve", "row")
+    __slots__ = ("bucket", "caps", "hs", "raw", "req", "reserve", "row", "slice_room")
 
     def __init__(
         self, hs: HostState, req: VmRequest, strategy: Strategy, isolations: Mapping[str, Isolation]
@@ -39,6 +40,9 @@ class HostView:
         self.row = cap_row(req.cpu_policy, req.thread_policy)
         self.raw: dict[int, int] = {}
         self.caps: dict[int, int] = {}
+        self.slice_room: dict[int, Any] = {}
+        """Cell id -> why its L3 domains have no room for the request's slice (None: room), as asked
+        (the ``resctrl`` filter; every guest-cell count tried reads it)."""
         avoid = req.avoid_cells
         apart = group_cells(hs, req.name, req.group, req.anti_affinity)  # a replica group's other VMs' cells
         for cell in hs.cells:

@@ -16,6 +16,7 @@ from vnuma.render.distances import mirrored
 from vnuma.render.guestview import GuestView, guest_view, hint_string
 from vnuma.render.metadata import VNUMA_NS
 from vnuma.render.pcie import PcieLayout, layout_devices
+from vnuma.render.tune import Tune, tune_of
 from vnuma.topology import PAGE_4K, Host, format_cpuset
 
 MEMNODE_MODES = ("strict", "restrictive", "preferred", "interleave")
@@ -168,6 +169,8 @@ class DomainView:
     """What the guest sees (``vnuma vm guest-view``); templates may use it too."""
     guest_hints: str
     """The SMBIOS OEM string carrying :attr:`guest` (``--guest-hints``), or "" for none."""
+    tune: Tune
+    """Its cache slice and bandwidth cap (:mod:`vnuma.render.tune`)."""
 
 
 def domain_uuid(placement: Placement) -> str:
@@ -251,6 +254,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         ),
         guest=guest,
         guest_hints=hint_string(guest) if options.guest_hints else "",
+        tune=tune_of(host, placement),
     )
 
 

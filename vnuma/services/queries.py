@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vnuma.errors import not_in_inventory
+from vnuma.errors import InvalidInputError, not_in_inventory
 from vnuma.inventory.db import current_revision, head_revision, masked_url, open_inventory, upgrade
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
@@ -33,10 +33,32 @@ def remove_host(settings: Settings, name: str) -> None:
         inventory.remove_host(name)
 
 
-def reserve_cpus(settings: Settings, name: str, cpus: frozenset[int]) -> None:
-    """Replace the host's reserved CPU set."""
+def reserve(
+    settings: Settings, name: str, cpus: str | None, llc_ways: int | None, mem_bw_limit: int | None
+) -> None:
+    """``vnuma host reserve``: the CPUs kept for the host itself (``cpus``, a list: replaces the set), the L3
+    ways kept for its own processes and its VMs' bandwidth-cap limit; each left None keeps its value.
+
+    Raises:
+        InvalidInputError: nothing given, a bad CPU list, a policy the host cannot hold.
+        NotFoundError: unknown host.
+        ConflictError: reserved CPUs a VM holds.
+    """
+    from vnuma.topology import parse_cpuset
+
+    if cpus is None and llc_ways is None and mem_bw_limit is None:
+        raise InvalidInputError("nothing to reserve", hint="give --cpus LIST, --llc-ways N or --mem-bw-limit PCT")
+    from dataclasses import replace
+
+    cpu_set = parse_cpuset(cpus) if cpus is not None else None
     with open_inventory(settings.db_url) as inventory:
-        inventory.reserve_cpus(name, cpus)
+        policy = None
+        if llc_ways is not None or mem_bw_limit is not None:
+            now = inventory.get_host(name).resctrl_policy
+            changes = {k: v for k, v in (("llc_default_ways", llc_ways), ("mem_bw_limit", mem_bw_limit))
+                       if v is not None}
+            policy = replace(now, **changes)
+        inventory.reserve(name, cpu_set, policy)
 
 
 def set_cordoned(settings: Settings, name: str, cordoned: bool) -> bool:

@@ -97,6 +97,9 @@ def place_request(
     host: str | None = None,
     group: str | None = None,
     anti_affinity: AntiAffinity | None = None,
+    llc: str | None = None,
+    llc_ways: int | None = None,
+    mem_bw: int | None = None,
 ) -> VmRequest:
     """The request ``vnuma place`` makes of its options (``page_size``: the option, or the configured default).
 
@@ -112,6 +115,7 @@ def place_request(
         check_vm_name(group, "group")
     elif anti_affinity is not None:
         raise InvalidInputError("--anti-affinity needs --group G")
+    llc_kib = _slice(llc, llc_ways, mem_bw)
     per_vcpus = int_list(cell_vcpus, "--cell-vcpus") if cell_vcpus is not None else None
     per_memory = tuple(parse_size_kib(x) for x in cell_memory.split(",")) if cell_memory is not None else None
     per_gpus = int_list(cell_gpus, "--cell-gpus") if cell_gpus is not None else None
@@ -142,4 +146,27 @@ def place_request(
         nics=nics,
         nics_per_gpu=nics_per_gpu,
         nic_affinity=nic_affinity,
+        llc_kib=llc_kib,
+        llc_ways=llc_ways,
+        mem_bw=mem_bw,
     )
+
+
+def _slice(llc: str | None, llc_ways: int | None, mem_bw: int | None) -> int | None:
+    """``--llc SIZE`` in KiB, after checking it against ``--llc-ways`` and ``--mem-bw``.
+
+    Raises:
+        InvalidInputError: both --llc and --llc-ways, a size or way count below one, a cap outside 1..100.
+    """
+    if llc is not None and llc_ways is not None:
+        raise InvalidInputError("give --llc SIZE or --llc-ways N, not both")
+    if llc_ways is not None and llc_ways < 1:
+        raise InvalidInputError(f"--llc-ways must be 1 or more, got {llc_ways}")
+    if mem_bw is not None and not 1 <= mem_bw <= 100:
+        raise InvalidInputError(f"--mem-bw must be a percentage from 1 to 100, got {mem_bw}")
+    if llc is None:
+        return None
+    kib = parse_size_kib(llc)
+    if kib < 1:
+        raise InvalidInputError(f"--llc must be 1KiB or more, got {llc!r}")
+    return kib

@@ -17,7 +17,7 @@ from enum import StrEnum
 from vnuma.errors import InvalidInputError
 from vnuma.topology.hmat import NO_HMAT, Hmat, hmat_problem
 from vnuma.topology.pcie import PciLink
-from vnuma.topology.resctrl import NO_RESCTRL, Resctrl, resctrl_problem
+from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, Resctrl, ResctrlPolicy, resctrl_problem
 
 PAGE_4K = 4
 PAGE_2M = 2048
@@ -198,6 +198,8 @@ class Host:
     resctrl: Resctrl = NO_RESCTRL
     hmat: Hmat = NO_HMAT
     """Rated latency and bandwidth between cells (:mod:`vnuma.topology.hmat`), empty when the host gives none."""
+    resctrl_policy: ResctrlPolicy = NO_POLICY
+    """The operator's cache ways for the host's own processes and memory-bandwidth limit (host reserve)."""
 
     @property
     def cpu_ids(self) -> frozenset[int]:

@@ -88,6 +88,74 @@ class Resctrl:
 NO_RESCTRL = Resctrl()
 
 
+@dataclass(frozen=True, slots=True)
+class ResctrlPolicy:
+    """What the operator set for a host (``vnuma host reserve --llc-ways N --mem-bw-limit PCT``): the L3
+    ways the default group (the host's own processes) keeps on every cache id, None while never set (no
+    cache allocation is placed then: vnuma cannot know what the host needs), and how far the VMs'
+    memory-bandwidth caps on one domain may add up (percent of the domain, 100: no oversubscription)."""
+
+    llc_default_ways: int | None = None
+    mem_bw_limit: int = 100
+
+
+NO_POLICY = ResctrlPolicy()
+
+
+def format_policy(policy: ResctrlPolicy) -> str:
+    """The ``hosts.resctrl_policy`` column's text: ``""`` for the default, else ``llc_ways=N,mem_bw_limit=P``
+    (the parts that differ from it)."""
+    parts = []
+    if policy.llc_default_ways is not None:
+        parts.append(f"llc_ways={policy.llc_default_ways}")
+    if policy.mem_bw_limit != NO_POLICY.mem_bw_limit:
+        parts.append(f"mem_bw_limit={policy.mem_bw_limit}")
+    return ",".join(parts)
+
+
+def parse_policy(text: str) -> ResctrlPolicy:
+    """:func:`format_policy`'s text read back.
+
+    Raises:
+        ValueError: text it does not write.
+    """
+    values: dict[str, int] = {}
+    for part in filter(None, text.split(",")):
+        key, _, value = part.partition("=")
+        if key not in ("llc_ways", "mem_bw_limit") or not value.isdecimal() or len(value) > 6:
+            raise ValueError(f"bad resctrl policy {text!r}")
+        values[key] = int(value)
+    return ResctrlPolicy(values.get("llc_ways"), values.get("mem_bw_limit", NO_POLICY.mem_bw_limit))
+
+
+def default_schemata(resctrl: Resctrl, ways: int) -> list[str]:
+    """The lines an operator writes to ``/sys/fs/resctrl/schemata`` to shrink the default group (the host's
+    own processes) to the lowest ``ways`` ways of every L3 cache, leaving the others to VMs' allocations
+    (``L3:0=3;1=3``, or ``L3CODE``/``L3DATA`` lines on a CDP host)."""
+    banks = sorted(l3_banks(resctrl).values(), key=lambda b: b.id)
+    if not banks:
+        return []
+    mask = format((1 << ways) - 1, "x")
+    cdp = any(c.type is not CacheType.BOTH for b in banks for c in b.controls)
+    names = ("L3CODE", "L3DATA") if cdp else ("L3",)
+    return [f"{name}:" + ";".join(f"{b.id}={mask}" for b in banks) for name in names]
+
+
+def l3_banks(resctrl: Resctrl) -> dict[int, CacheBank]:
+    """The level-3 banks that take allocations, by cache id."""
+    return {b.id: b for b in resctrl.caches if b.level == 3 and b.controls}
+
+
+def l3_ids(resctrl: Resctrl, cpus: frozenset[int] | set[int]) -> tuple[int, ...]:
+    """The ids of the level-3 banks (allocatable or not) holding any of ``cpus``, ascending."""
+    return tuple(sorted({b.id for b in resctrl.caches if b.level == 3 and not b.cpus.isdisjoint(cpus)}))
+
+
+def bandwidth_nodes(resctrl: Resctrl) -> dict[int, BandwidthNode]:
+    """The memory-bandwidth domains that take caps, by id (an L3 cache id)."""
+    return {n.id: n for n in resctrl.memory_bandwidth if n.granularity is not None}
+
+
 def resctrl_problem(resctrl: Resctrl, cpu_ids: frozenset[int]) -> str | None:
     """The first inconsistency of ``resctrl`` on a host with ``cpu_ids``, or None.
 

@@ -71,12 +71,11 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
     @app.post("/v1/hosts/{name}/reserve", summary="vnuma host reserve")
     def host_reserve(name: str, body: ReserveBody, token: Caller, request: Request) -> dict[str, Any]:
         from vnuma.codec import host_to_dict
-        from vnuma.services.queries import get_host, reserve_cpus
-        from vnuma.topology import parse_cpuset
+        from vnuma.services.queries import get_host, reserve
 
         def run() -> dict[str, Any]:
             auth.allow(token, auth.ADMIN, "reserve host CPUs")
-            reserve_cpus(settings, name, parse_cpuset(body.cpus))
+            reserve(settings, name, body.cpus, body.llc_ways, body.mem_bw_limit)
             return host_to_dict(get_host(settings, name))
 
         return change(request, token, {"host": name}, run)

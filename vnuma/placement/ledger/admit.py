@@ -36,6 +36,9 @@ Checks, in order; each is a named unit and its name tags the refusal:
     interleaved guest cell takes from all the VM's host cells);
 ``devices``
     each device is the host's and not passed through to another VM;
+``resctrl``
+    the cache ways and memory-bandwidth caps it takes are free on every L3
+    domain its vCPUs touch (:func:`vnuma.placement.resctrl.refusal`);
 ``group``
     a replica group's anti-affinity (:func:`vnuma.placement.groups.group_refusal`:
     no other VM of the group on the host, or on the VM's cells);
@@ -54,6 +57,7 @@ from vnuma.placement.ledger.cell import CoreState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, Isolation, MemoryMode, Placement, Rejection, Tenant
 from vnuma.placement.quota import Usage, quota_problem
+from vnuma.placement.resctrl import refusal as slice_refusal
 from vnuma.topology import DeviceKind, format_cpuset, format_size_kib
 
 T = TypeVar("T")
@@ -320,6 +324,21 @@ class Devices:
         return None
 
 
+class Slices:
+    """``resctrl``: its cache slice and bandwidth cap fit on every L3 domain it touches (:mod:`..resctrl`)."""
+
+    name = "resctrl"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse ways, classes of service or bandwidth the host does not have left."""
+        p = c.p
+        if not p.llc and not p.mem_bw:
+            return None
+        vcpu_pcpus = [x for ca in p.cells for x in ca.pcpus]
+        problem = slice_refusal(c.hs.host, c.hs.resctrl_use, p.vm, p.llc, p.mem_bw, vcpu_pcpus)
+        return None if problem is None else Refusal(problem.reason, problem.hint)
+
+
 class Group:
     """``group``: the replica group's other VMs on this host allow it (:mod:`vnuma.placement.groups`)."""
 
@@ -354,6 +373,7 @@ ADMISSION: tuple[Check, ...] = (
     CellIsolation(),
     CellPages(),
     Devices(),
+    Slices(),
     Group(),
     Quota(),
 )

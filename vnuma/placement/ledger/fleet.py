@@ -230,6 +230,8 @@ class Fleet:
         self._placed[placement.vm] = placement
         if placement.group is not None:
             hs.groups.setdefault(placement.group, []).append(placement)
+        if placement.llc or placement.mem_bw:
+            hs.resctrl_use.apply(placement, +1)
 
     def remove(self, vm_name: str) -> Placement:
         """Release a VM's claims and return its placement.
@@ -242,6 +244,8 @@ class Fleet:
             raise NotFoundError(f"unknown VM {vm_name!r}")
         hs = self.by_name[placement.host]
         self._apply(hs, placement, self._plan(hs, placement), -1)
+        if placement.llc or placement.mem_bw:
+            hs.resctrl_use.apply(placement, -1)
         if placement.group is not None:
             members = hs.groups[placement.group]
             members.remove(placement)

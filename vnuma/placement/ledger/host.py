@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from vnuma.placement.ledger.cell import CellState, cell_states
 from vnuma.placement.model import Placement, ThreadPolicy
+from vnuma.placement.resctrl import ResctrlUse, cell_domains
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
 from vnuma.topology.hmat import UNRATED_LATENCY_NS, cpu_cell_ratings
 
@@ -34,6 +35,7 @@ class HostShape:
         "cpu_index",
         "device_at",
         "distance",
+        "domains",
         "gpu_home",
         "gpus_total",
         "host",
@@ -72,6 +74,8 @@ class HostShape:
         self.neighbors: dict[int, tuple[tuple[int, int], ...]] = {
             a: tuple(sorted((self.distance[(a, b)], b) for b in ids if b != a)) for a in ids
         }
+        self.domains = cell_domains(host)
+        """Each CPU cell's L3 cache ids (:mod:`vnuma.placement.resctrl`)."""
         self.ratings = cpu_cell_ratings(host)
         """HMAT's (bandwidth, latency) per ordered pair of CPU cells, None without (the cell choice's first
         criterion where present: :func:`vnuma.placement.order.cellset_key`)."""
@@ -104,20 +108,24 @@ class ShapeCache:
     """Finds the :class:`HostShape` of hosts, one per distinct shape (identical objects first)."""
 
     def __init__(self) -> None:
-        self._by_id: dict[tuple[int, int, int, frozenset[int]], HostShape] = {}
+        self._by_id: dict[tuple[object, ...], HostShape] = {}
         self._by_value: dict[object, HostShape] = {}
 
     def shape(self, host: Host) -> HostShape:
         """The shared shape of ``host`` (hosts decoded from one topology share cell objects)."""
-        fast = (id(host.cells), id(host.devices), id(host.hmat), host.reserved_cpus)
+        fast = (id(host.cells), id(host.devices), id(host.hmat), id(host.resctrl), host.resctrl_policy,
+                host.reserved_cpus)
         found = self._by_id.get(fast)
         if found is None:
-            key = (host.cells, host.devices, host.hmat, host.reserved_cpus)
+            key = (host.cells, host.devices, host.hmat, host.resctrl, host.resctrl_policy, host.reserved_cpus)
             found = self._by_value.get(key)
             if found is None:
                 found = self._by_value[key] = HostShape(host)
             # The shape keeps a host holding these very objects alive, so their ids stay unique.
-            if found.host.cells is host.cells and found.host.devices is host.devices and found.host.hmat is host.hmat:
+            held = found.host
+            if held.cells is host.cells and held.devices is host.devices and held.hmat is host.hmat and (
+                held.resctrl is host.resctrl
+            ):
                 self._by_id[fast] = found
         return found
 
@@ -146,6 +154,7 @@ class HostState:
         "min_pair_distance",
         "name",
         "neighbors",
+        "resctrl_use",
         "shape",
         "socket_of",
         "threads_total",
@@ -161,6 +170,8 @@ class HostState:
         self.built = False
         self.groups: dict[str, list[Placement]] = {}
         """The VMs of each replica group on this host (:mod:`vnuma.placement.groups`)."""
+        self.resctrl_use = ResctrlUse()
+        """The cache ways, classes of service and bandwidth caps its VMs hold (:mod:`vnuma.placement.resctrl`)."""
         # Static tables are shared by every host of the shape and never changed.
         self.distance = shape.distance
         self.min_pair_distance = shape.min_pair_distance

@@ -64,7 +64,8 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
     """The request that re-places a VM with its size, guest shape, policies, page size and memory modes:
     the cell count stays what the VM asked for (left to the engine only for a VM placed with ``auto``
     whose cells share one memory mode; cells with different modes keep their count), and guest cells
-    of different sizes keep each its own size and GPU count."""
+    of different sizes keep each its own size and GPU count; a cache slice keeps its ways, a bandwidth cap
+    its value."""
     pins = {x for c in p.cells for x in c.pcpus}
     modes = p.memory_modes
     uniform = len(set(modes)) == 1
@@ -96,6 +97,8 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
         gpu_affinity=affinity,
         emulator_threads=EmulatorThreads.ISOLATE if set(p.emulator_pcpus) - pins else EmulatorThreads.SHARE,
         isolation=isolation,
+        llc_ways=max((w for _i, w in p.llc), default=None),
+        mem_bw=max((c for _i, c in p.mem_bw), default=None),
     )
 
 

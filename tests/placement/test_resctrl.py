@@ -1,0 +1,127 @@
+"""Cache slices and bandwidth caps: whatever is placed and released, no cache id is over-allocated, classes
+of service and caps stay within the host's, and a VM that asked for a slice never lands without one.
+
+The checker works from the host's facts and the placements alone (not the ledger's bookkeeping).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from tests.builders import make_host
+from tests.placement.helpers import request
+from vnuma.placement.engine import place
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.model import Placement, Strategy, VmRequest
+from vnuma.topology import Host
+from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl, ResctrlPolicy
+
+WAYS, GRANULE = 11, 2048
+
+
+def rdt_host(name: str, *, snc: bool, default_ways: int, limit: int) -> Host:
+    """4 cells of 4 cores x 2 threads; an 11-way L3 (2-way minimum, 4 classes) per cell, or per pair of
+    cells (``snc``: Sub-NUMA Clustering), and an MBA domain (steps of 10, 3 classes) with it."""
+    host = make_host(name, cells=4, cells_per_socket=2 if snc else 1, cores_per_cell=4, memory_gib=16,
+                     hugepages_1g_gib=0, hugepages_2m_gib=8)
+    groups = [host.cells[0:2], host.cells[2:4]] if snc else [(c,) for c in host.cells]
+    control = (CacheControl(GRANULE, 2 * GRANULE, CacheType.BOTH, 4),)
+    banks, nodes = [], []
+    for i, cells in enumerate(groups):
+        cpus = frozenset().union(*(c.cpu_ids for c in cells))
+        banks.append(CacheBank(i, 3, CacheType.BOTH, WAYS * GRANULE, cpus, control))
+        nodes.append(BandwidthNode(i, cpus, 10, 10, 3))
+    return replace(host, resctrl=Resctrl(tuple(banks), tuple(nodes)),
+                   resctrl_policy=ResctrlPolicy(default_ways, limit))
+
+
+def _l3(host: Host, cpus: set[int]) -> list[int]:
+    return sorted(b.id for b in host.resctrl.caches if not b.cpus.isdisjoint(cpus))
+
+
+def check(host: Host, placements: list[Placement], asked: dict[str, VmRequest]) -> None:
+    ways: dict[int, int] = {}
+    bw: dict[int, int] = {}
+    groups: dict[int, int] = {}
+    for p in placements:
+        req = asked[p.vm]
+        touched = _l3(host, {x for c in p.cells for x in c.pcpus})
+        if req.llc_ways is not None or req.llc_kib is not None:
+            assert [i for i, _w in p.llc] == touched, p
+        else:
+            assert p.llc == ()
+        if req.mem_bw is not None:
+            assert p.mem_bw == tuple((i, req.mem_bw) for i in touched)
+        else:
+            assert p.mem_bw == ()
+        for i, w in p.llc:
+            assert w * GRANULE >= 2 * GRANULE
+            ways[i] = ways.get(i, 0) + w
+        for i, c in p.mem_bw:
+            assert c % 10 == 0 and 10 <= c <= 100
+            bw[i] = bw.get(i, 0) + c
+        for i in {i for i, _w in p.llc} | {i for i, _c in p.mem_bw}:
+            groups[i] = groups.get(i, 0) + 1
+    policy = host.resctrl_policy
+    assert all(policy.llc_default_ways + w <= WAYS for w in ways.values()), ways  # type: ignore[operator]
+    assert all(c <= policy.mem_bw_limit for c in bw.values()), bw
+    assert all(1 + g <= 3 for g in groups.values()), groups  # the smallest class count: MBA's 3
+
+
+@st.composite
+def asks(draw: st.DrawFn, i: int) -> VmRequest:
+    size = draw(st.sampled_from(("ways", "kib", None)))
+    return request(
+        f"vm{i}", vcpus=draw(st.integers(1, 4)) * 2, memory_gib=1, numa_nodes=draw(st.sampled_from((None, 1, 2))),
+        page_size_kib=2048,
+        llc_ways=draw(st.integers(1, 6)) if size == "ways" else None,
+        llc_kib=draw(st.integers(1, 12 * 1024)) if size == "kib" else None,
+        mem_bw=draw(st.sampled_from((None, 10, 20, 40, 60))),
+    )
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    snc=st.booleans(), default_ways=st.integers(1, 4), limit=st.sampled_from((60, 100, 150)),
+    steps=st.lists(st.tuples(st.booleans(), st.integers(0, 10_000)), min_size=1, max_size=14), data=st.data(),
+)
+def test_slices_never_overbook_a_cache_or_a_domain(
+    snc: bool, default_ways: int, limit: int, steps: list[tuple[bool, int]], data: st.DataObject
+) -> None:
+    host = rdt_host("h", snc=snc, default_ways=default_ways, limit=limit)
+    fleet = Fleet([host])
+    asked: dict[str, VmRequest] = {}
+    for i, (release, pick) in enumerate(steps):
+        placed = fleet.placements()
+        if release and placed:
+            fleet.remove(placed[pick % len(placed)].vm)
+            continue
+        req = data.draw(asks(i))
+        chosen = place(req, fleet, Strategy.PACK, explain=False).chosen
+        if chosen is not None:
+            assert fleet.admit(chosen) is None  # what the engine chose, admission takes
+            fleet.add(chosen)
+            asked[chosen.vm] = req
+        check(host, list(fleet.placements()), asked)
+    sliced = sum(1 for p in fleet.placements() if p.llc)
+    event(f"VMs holding cache slices at the end: {min(sliced, 3)}{'+' if sliced >= 3 else ''}")
+
+
+def test_a_full_cache_sends_the_next_slice_to_another_domain_then_refuses() -> None:
+    host = rdt_host("h", snc=False, default_ways=3, limit=100)
+    fleet = Fleet([host])
+    homes = []
+    for i in range(5):
+        chosen = place(request(f"v{i}", vcpus=2, memory_gib=1, llc_ways=8), fleet, Strategy.PACK).chosen
+        if chosen is None:
+            break
+        fleet.add(chosen)
+        homes.append(chosen.llc)
+    assert sorted(homes) == [((0, 8),), ((1, 8),), ((2, 8),), ((3, 8),)]  # 11 - 3 = 8 ways on each cache
+    refused = place(request("v9", vcpus=2, memory_gib=1, llc_ways=8), fleet, Strategy.PACK, explain=True)
+    assert refused.chosen is None
+    assert {r.check for r in refused.rejections} == {"resctrl"}
+    assert "has 0 free ways of 11" in refused.rejections[0].reason
