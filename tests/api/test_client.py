@@ -43,6 +43,8 @@ COMMANDS = [
     ["tenant", "create", "tenant-c"],
     ["tenant", "update", "tenant-c", "--max-gpus", "none", "--max-vcpus", "32", "--json"],
     ["tenant", "update", "tenant-c"],
+    ["tenant", "update", "tenant-c", "--llc", "4MiB", "--mem-bw", "20", "--json"],
+    ["tenant", "update", "tenant-c", "--llc", "none", "--mem-bw", "none"],
     ["place", "tenant-c", "--vcpus", "8", "--memory", "16GiB", "--page-size", "1G"],
     ["place", "tenant-a", "--gpus", "2", "--vcpus", "16", "--memory", "64GiB", "--page-size", "1G", "--json"],
     ["place", "tenant-a", "--vcpus", "4", "--memory", "8GiB", "--dry-run", "--explain"],
@@ -104,7 +106,7 @@ COMMANDS = [
 EXPECTED_CODES = [
     0, 0, 0, 0, 3,
     0, 0, 3,
-    0, 9, 0, 4,
+    0, 9, 0, 4, 0, 0,
     0, 0, 0, 0, 5, 5, 4, 3, 9, 5, 4, 4,
     0, 0, 5, 0,
     0, 0, 3, 0, 0, 3,

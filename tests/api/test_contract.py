@@ -87,13 +87,15 @@ def test_release_answers_the_vm_as_it_was(service: Service) -> None:
 
 def test_tenant_writes_match_the_cli_documents(service: Service) -> None:
     root = service.as_("root")
-    made = root.post("/v1/tenants", json={"name": "tenant-c", "isolation": "cell", "max_gpus": 4})
+    made = root.post("/v1/tenants", json={"name": "tenant-c", "isolation": "cell", "max_gpus": 4, "llc": "8MiB"})
     assert made.status_code == 201 and made.json() == {"name": "tenant-c", "isolation": "cell", "max_vcpus": None,
-                                                       "max_gpus": 4}
-    changed = root.patch("/v1/tenants/tenant-c", json={"max_gpus": None, "max_vcpus": 64})
+                                                       "max_gpus": 4, "llc_kib": 8192, "llc_ways": None,
+                                                       "mem_bw": None}
+    changed = root.patch("/v1/tenants/tenant-c", json={"max_gpus": None, "max_vcpus": 64, "llc_ways": 3,
+                                                        "mem_bw": 30})
     assert changed.status_code == 200, changed.text
     assert changed.json() == {"name": "tenant-c", "isolation": "cell", "max_vcpus": 64, "max_gpus": None,
-                              "before": made.json()}
+                              "llc_kib": None, "llc_ways": 3, "mem_bw": 30, "before": made.json()}
     assert root.get("/v1/tenants/tenant-c").json() == service.cli.ok("tenant", "show", "tenant-c", "--json").json()
     removed = root.delete("/v1/tenants/tenant-c")
     assert removed.json() == {"name": "tenant-c", "removed": True}

@@ -11,7 +11,10 @@ pytestmark = pytest.mark.libvirt
 
 def test_tenant_writes_print_the_tenant(demo_pair: Cli) -> None:
     made = demo_pair.ok("tenant", "create", "t", "--isolation", "cell", "--max-gpus", "4", "--json").json()
-    assert made == {"name": "t", "isolation": "cell", "max_vcpus": None, "max_gpus": 4}
+    assert made == {
+        "name": "t", "isolation": "cell", "max_vcpus": None, "max_gpus": 4, "llc_kib": None, "llc_ways": None,
+        "mem_bw": None,
+    }
     changed = demo_pair.ok("tenant", "update", "t", "--max-vcpus", "64", "--json").json()
     assert (changed["max_vcpus"], changed["before"]["max_vcpus"], changed["max_gpus"]) == (64, None, 4)
     assert demo_pair.ok("tenant", "remove", "t", "--json").json() == {"name": "t", "removed": True}

@@ -154,3 +154,23 @@ def test_host_show_says_what_the_operator_must_write(rdt: Cli) -> None:
     assert "echo 'L3:0=7;1=7' > /sys/fs/resctrl/schemata" in shown
     assert "caps add up to at most 120 per domain" in shown
     assert "schemata" not in rdt.ok("host", "show", "plain").stdout  # no L3 allocation there
+
+
+def test_a_tenants_slice_is_its_vms_default_and_theirs_replaces_it(rdt: Cli) -> None:
+    rdt.ok("host", "reserve", "rdt", "--llc-ways", "2")
+    made = rdt.ok("tenant", "create", "tenant-b", "--llc", "6MiB", "--mem-bw", "20", "--json").json()
+    assert (made["llc_kib"], made["llc_ways"], made["mem_bw"]) == (6144, None, 20)
+    plain = rdt.ok("place", "tenant-b", "--vcpus", "2", "--memory", "2GiB", "--name", "b1", "--json").json()
+    assert [s["ways"] for s in plain["llc"]] == [3] and [s["cap"] for s in plain["mem_bw"]] == [20]
+    own = rdt.ok("place", "tenant-b", "--vcpus", "2", "--memory", "2GiB", "--llc-ways", "2", "--name", "b2",
+                 "--json").json()
+    assert [s["ways"] for s in own["llc"]] == [2] and [s["cap"] for s in own["mem_bw"]] == [20]
+    updated = rdt.ok("tenant", "update", "tenant-b", "--llc-ways", "none", "--mem-bw", "40", "--json").json()
+    assert (updated["llc_kib"], updated["llc_ways"], updated["mem_bw"]) == (None, None, 40)
+    assert updated["before"]["llc_kib"] == 6144
+    later = rdt.ok("place", "tenant-b", "--vcpus", "2", "--memory", "2GiB", "--name", "b3", "--json").json()
+    assert "llc" not in later and [s["cap"] for s in later["mem_bw"]] == [40]
+    assert rdt.ok("vm", "show", "b1", "--json").json()["llc"] == plain["llc"]  # placed VMs keep theirs
+    assert rdt("tenant", "update", "tenant-b", "--mem-bw", "120").exit_code == 4
+    assert rdt("tenant", "create", "tenant-c", "--llc", "2MiB", "--llc-ways", "1").exit_code == 4
+    assert "LLC ways" not in rdt.ok("tenant", "update", "tenant-b", "--max-vcpus", "8").stdout

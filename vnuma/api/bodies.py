@@ -73,6 +73,9 @@ class TenantCreateBody(Body):
     isolation: Isolation = Isolation.CORE
     max_vcpus: StrictInt | None = Field(None, ge=0)
     max_gpus: StrictInt | None = Field(None, ge=0)
+    llc: StrictStr | None = None
+    llc_ways: StrictInt | None = None
+    mem_bw: StrictInt | None = None
 
 
 class TenantUpdateBody(Body):
@@ -81,6 +84,9 @@ class TenantUpdateBody(Body):
     isolation: Isolation | None = None
     max_vcpus: StrictInt | Literal["none"] | None = None
     max_gpus: StrictInt | Literal["none"] | None = None
+    llc: StrictStr | None = None
+    llc_ways: StrictInt | Literal["none"] | None = None
+    mem_bw: StrictInt | Literal["none"] | None = None
 
 
 class ReleaseBody(Body):

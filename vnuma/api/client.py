@@ -108,14 +108,17 @@ class Client:
 
     def create_tenant(self, tenant: Tenant) -> Tenant:
         body = {"name": tenant.name, "isolation": tenant.isolation.value, "max_vcpus": tenant.max_vcpus,
-                "max_gpus": tenant.max_gpus}
+                "max_gpus": tenant.max_gpus, "llc": None if tenant.llc_kib is None else f"{tenant.llc_kib}KiB",
+                "llc_ways": tenant.llc_ways, "mem_bw": tenant.mem_bw}
         return tenant_from_dict(self.call("POST", "/v1/tenants", body))
 
-    def update_tenant(self, name: str, isolation: Isolation | None, quotas: dict[str, int | None]) -> tuple[
-        Tenant, Tenant
-    ]:
-        """``quotas``: the quotas to change (None: unlimited); the others are kept."""
-        body: dict[str, Any] = {**quotas, **({"isolation": isolation.value} if isolation else {})}
+    def update_tenant(
+        self, name: str, isolation: Isolation | None, quotas: dict[str, int | None], slices: dict[str, str]
+    ) -> tuple[Tenant, Tenant]:
+        """``quotas``: the quotas to change (None: unlimited); ``slices``: ``--llc``/``--llc-ways``/``--mem-bw``
+        as given (``none`` clears); the others are kept."""
+        numbers = {k: v if k == "llc" or v.strip().lower() == "none" else _int_or_text(v) for k, v in slices.items()}
+        body: dict[str, Any] = {**quotas, **numbers, **({"isolation": isolation.value} if isolation else {})}
         doc = self.call("PATCH", f"/v1/tenants/{_seg(name)}", body)
         return tenant_from_dict(doc["before"]), tenant_from_dict({k: v for k, v in doc.items() if k != "before"})
 
@@ -207,6 +210,13 @@ class Client:
 
     def capacity(self, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self.call("POST", "/v1/capacity", body))
+
+
+def _int_or_text(value: str) -> int | str:
+    """A count as given on the command line: a number when it is one (the service says what is wrong with
+    any other text, as the command would)."""
+    text = value.strip()
+    return int(text) if text.isdecimal() and len(text) <= 9 else text
 
 
 def _seg(name: str) -> str:

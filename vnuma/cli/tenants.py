@@ -24,17 +24,33 @@ def create(
     ] = Isolation.CORE,
     max_vcpus: Annotated[int | None, typer.Option("--max-vcpus", help="Quota on the tenant's vCPUs.")] = None,
     max_gpus: Annotated[int | None, typer.Option("--max-gpus", help="Quota on the tenant's GPUs.")] = None,
+    llc: Annotated[
+        str | None, typer.Option("--llc", metavar="SIZE", help="Its VMs' L3 cache slice unless they ask their own.")
+    ] = None,
+    llc_ways: Annotated[
+        int | None, typer.Option("--llc-ways", metavar="N", help="The same as a number of cache ways.")
+    ] = None,
+    mem_bw: Annotated[
+        int | None,
+        typer.Option("--mem-bw", metavar="PCT", help="Its VMs' memory-bandwidth cap unless they ask theirs."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create a tenant. JSON: the tenant ({"name", "isolation", "max_vcpus", "max_gpus"}).
+    """Create a tenant. JSON: the tenant ({"name", "isolation", "max_vcpus", "max_gpus", "llc_kib",
+    "llc_ways", "mem_bw"}).
 
-    Example: vnuma tenant create tenant-a --isolation core --max-gpus 8
+    --llc/--llc-ways and --mem-bw give each of the tenant's VMs that asks
+    none of its own that cache slice and bandwidth cap (as `place --llc`,
+    `--mem-bw`); a VM's own replaces the tenant's.
+
+    Example: vnuma tenant create tenant-a --isolation core --max-gpus 8 --llc 8MiB --mem-bw 30
     """
     from vnuma.placement.model import Tenant
+    from vnuma.services.requests import parse_slice
     from vnuma.services.tenants import create_tenant
 
     client = remote(ctx)
-    wanted = Tenant(name, isolation, max_vcpus, max_gpus)
+    wanted = Tenant(name, isolation, max_vcpus, max_gpus, parse_slice(llc, llc_ways, mem_bw), llc_ways, mem_bw)
     tenant = client.create_tenant(wanted) if client else create_tenant(settings(ctx), wanted)
     if as_json:
         from vnuma.codec import tenant_to_dict
@@ -57,9 +73,21 @@ def update(
     max_gpus: Annotated[
         str | None, typer.Option("--max-gpus", metavar="N|none", help="New GPU quota (none: unlimited).")
     ] = None,
+    llc: Annotated[
+        str | None, typer.Option("--llc", metavar="SIZE|none", help="Its VMs' default L3 slice (none: no slice).")
+    ] = None,
+    llc_ways: Annotated[
+        str | None, typer.Option("--llc-ways", metavar="N|none", help="The same as a number of cache ways.")
+    ] = None,
+    mem_bw: Annotated[
+        str | None, typer.Option("--mem-bw", metavar="PCT|none", help="Its VMs' default bandwidth cap (none: no cap).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Change a tenant's isolation and/or quotas.
+    """Change a tenant's isolation, quotas, or its VMs' default cache slice and bandwidth cap.
+
+    A new default slice or cap applies to the VMs placed (or moved) from then
+    on; the VMs placed keep what they hold.
 
     A stricter isolation is checked against every VM the tenant has: it is
     refused, naming the VM and what it shares, when a VM would break it. A
@@ -69,14 +97,17 @@ def update(
 
     Example: vnuma tenant update tenant-a --max-vcpus none
     """
+    from vnuma.services.requests import slice_changes
     from vnuma.services.tenants import KEEP, parse_quota, update_tenant
 
     quotas = {"max_vcpus": parse_quota(max_vcpus, "--max-vcpus"), "max_gpus": parse_quota(max_gpus, "--max-gpus")}
+    slices = slice_changes(llc, llc_ways, mem_bw)
     client = remote(ctx)
     if client:
-        old, new = client.update_tenant(name, isolation, {k: v for k, v in quotas.items() if v is not KEEP})
+        given = {k: v for k, v in (("llc", llc), ("llc_ways", llc_ways), ("mem_bw", mem_bw)) if v is not None}
+        old, new = client.update_tenant(name, isolation, {k: v for k, v in quotas.items() if v is not KEEP}, given)
     else:
-        old, new = update_tenant(settings(ctx), name, isolation=isolation, **quotas)
+        old, new = update_tenant(settings(ctx), name, isolation=isolation, **quotas, slices=slices)
     if as_json:
         from vnuma.codec import tenant_to_dict
 
@@ -88,6 +119,9 @@ def update(
             ("isolation", old.isolation, new.isolation),
             ("max vCPUs", old.max_vcpus, new.max_vcpus),
             ("max GPUs", old.max_gpus, new.max_gpus),
+            ("LLC KiB", old.llc_kib, new.llc_kib),
+            ("LLC ways", old.llc_ways, new.llc_ways),
+            ("bandwidth cap", old.mem_bw, new.mem_bw),
         )
         if a != b
     ]

@@ -186,8 +186,10 @@ _DEVICE_ASSIGNMENTS = list_of(_device_assignment_from_dict)
 
 
 def tenant_to_dict(t: Tenant) -> dict[str, Any]:
-    """The tenant as a JSON-ready dict: ``name``, ``isolation``, ``max_vcpus``, ``max_gpus``."""
-    return {"name": t.name, "isolation": t.isolation.value, "max_vcpus": t.max_vcpus, "max_gpus": t.max_gpus}
+    """The tenant as a JSON-ready dict: ``name``, ``isolation``, ``max_vcpus``, ``max_gpus``, and its VMs'
+    default cache slice and bandwidth cap ``llc_kib``, ``llc_ways``, ``mem_bw`` (null: none)."""
+    return {"name": t.name, "isolation": t.isolation.value, "max_vcpus": t.max_vcpus, "max_gpus": t.max_gpus,
+            "llc_kib": t.llc_kib, "llc_ways": t.llc_ways, "mem_bw": t.mem_bw}
 
 
 def tenant_from_dict(d: Mapping[str, Any]) -> Tenant:
@@ -205,4 +207,7 @@ def tenant_from_dict(d: Mapping[str, Any]) -> Tenant:
         isolation=take(d, "isolation", at, _ISOLATION, Isolation.CORE.value),
         max_vcpus=take(d, "max_vcpus", at, as_opt_int, None),
         max_gpus=take(d, "max_gpus", at, as_opt_int, None),
+        llc_kib=take(d, "llc_kib", at, as_opt_int, None),
+        llc_ways=take(d, "llc_ways", at, as_opt_int, None),
+        mem_bw=take(d, "mem_bw", at, as_opt_int, None),
     )

@@ -126,6 +126,8 @@ class TenantRow(Base):
     isolation: Mapped[str] = mapped_column(String(16))
     max_vcpus: Mapped[int | None]
     max_gpus: Mapped[int | None]
+    # The cache slice and bandwidth cap its VMs get unless they ask their own (placement.resctrl.format_asks).
+    resctrl: Mapped[str] = mapped_column(Text, default="", server_default="")
 
 
 class VmRow(Base):

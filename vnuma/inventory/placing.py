@@ -28,21 +28,23 @@ from vnuma.placement.ledger.admit import REPLACE_HINT, gpu_count
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Rejection, Tenant
 from vnuma.placement.quota import Usage
+from vnuma.placement.resctrl import format_asks
 from vnuma.topology import Host, format_cpuset
 
 VM = "SELECT id, placement, tenant_id FROM vms WHERE name = :name"
-TENANT = "SELECT id, name, isolation, max_vcpus, max_gpus FROM tenants WHERE name = :name"
-TENANT_BY_ID = "SELECT id, name, isolation, max_vcpus, max_gpus FROM tenants WHERE id = :id"
+TENANT = "SELECT id, name, isolation, max_vcpus, max_gpus, resctrl FROM tenants WHERE name = :name"
+TENANT_BY_ID = "SELECT id, name, isolation, max_vcpus, max_gpus, resctrl FROM tenants WHERE id = :id"
 NEW_TENANT = "INSERT INTO tenants (name, isolation) VALUES (:name, :isolation)"
 CHANGED_TENANT = (
-    "UPDATE tenants SET isolation = :isolation, max_vcpus = :max_vcpus, max_gpus = :max_gpus WHERE id = :id"
+    "UPDATE tenants SET isolation = :isolation, max_vcpus = :max_vcpus, max_gpus = :max_gpus, resctrl = :resctrl "
+    "WHERE id = :id"
 )
 TENANT_HOSTS = (
     "SELECT DISTINCT h.id, h.name FROM hosts h JOIN vms v ON v.host_id = h.id "
     "WHERE v.tenant_id = :tenant ORDER BY h.name"
 )
 ON_HOST = (
-    "SELECT v.name, v.placement, t.name, t.isolation, t.max_vcpus, t.max_gpus FROM vms v "
+    "SELECT v.name, v.placement, t.name, t.isolation, t.max_vcpus, t.max_gpus, t.resctrl FROM vms v "
     "JOIN tenants t ON t.id = v.tenant_id WHERE v.host_id = :host AND v.id <> :vm ORDER BY v.name"
 )
 USED_ELSEWHERE = (
@@ -212,10 +214,11 @@ def update_tenant(x: Executor, new: Tenant) -> Tenant:
             _readmit(ledger, new)
     x.run(
         CHANGED_TENANT,
-        {"id": tenant_id, "isolation": new.isolation.value, "max_vcpus": new.max_vcpus, "max_gpus": new.max_gpus},
+        {"id": tenant_id, "isolation": new.isolation.value, "max_vcpus": new.max_vcpus, "max_gpus": new.max_gpus,
+         "resctrl": format_asks(new.llc_kib, new.llc_ways, new.mem_bw)},
     )
     audit.record(x, "tenant-update", tenant=new.name, isolation=new.isolation.value, max_vcpus=new.max_vcpus,
-                 max_gpus=new.max_gpus)
+                 max_gpus=new.max_gpus, llc_kib=new.llc_kib, llc_ways=new.llc_ways, mem_bw=new.mem_bw)
     return old
 
 

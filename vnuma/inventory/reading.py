@@ -22,9 +22,10 @@ from vnuma.inventory.executor import Executor, Row
 from vnuma.inventory.schema import VmState
 from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host
 from vnuma.placement.model import Isolation, Placement, Tenant
+from vnuma.placement.resctrl import parse_asks
 from vnuma.topology import Host
 
-TENANTS = "SELECT name, isolation, max_vcpus, max_gpus FROM tenants ORDER BY name"
+TENANTS = "SELECT name, isolation, max_vcpus, max_gpus, resctrl FROM tenants ORDER BY name"
 FLEET_HOSTS = (
     "SELECT name, uri, source, reserved_cpuset, topology_digest, cordoned, resctrl_policy FROM hosts ORDER BY name"
 )
@@ -68,9 +69,9 @@ class Snapshot:
 
 
 def tenant_of(row: tuple[object, ...]) -> Tenant:
-    """A tenant from its (name, isolation, max_vcpus, max_gpus) row."""
-    name, isolation, max_vcpus, max_gpus = row
-    return Tenant(str(name), Isolation(str(isolation)), _int(max_vcpus), _int(max_gpus))
+    """A tenant from its (name, isolation, max_vcpus, max_gpus, resctrl) row."""
+    name, isolation, max_vcpus, max_gpus, slices = row
+    return Tenant(str(name), Isolation(str(isolation)), _int(max_vcpus), _int(max_gpus), *parse_asks(str(slices or "")))
 
 
 def _int(value: object) -> int | None:

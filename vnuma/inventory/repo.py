@@ -164,7 +164,8 @@ class Inventory:
     def add_tenant(self, t: Tenant) -> None:
         """Add a tenant (ConflictError if the name exists)."""
         self._write(("tenant-create", {"tenant": t.name, "isolation": t.isolation.value, "max_vcpus": t.max_vcpus,
-                                        "max_gpus": t.max_gpus}), tenants.add_tenant, t)
+                                        "max_gpus": t.max_gpus, "llc_kib": t.llc_kib, "llc_ways": t.llc_ways,
+                                        "mem_bw": t.mem_bw}), tenants.add_tenant, t)
 
     def get_tenant(self, name: str) -> Tenant:
         """One tenant (NotFoundError if unknown)."""

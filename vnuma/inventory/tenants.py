@@ -13,12 +13,13 @@ from vnuma.errors import ConflictError, InvalidInputError
 from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import TenantRow, VmRow
 from vnuma.placement.model import Isolation, Tenant
+from vnuma.placement.resctrl import format_asks, parse_asks
 
 _LIST_HINT = "see `vnuma tenant list`"
 
 
 def _tenant(row: TenantRow) -> Tenant:
-    return Tenant(row.name, Isolation(row.isolation), row.max_vcpus, row.max_gpus)
+    return Tenant(row.name, Isolation(row.isolation), row.max_vcpus, row.max_gpus, *parse_asks(row.resctrl or ""))
 
 
 def tenant_row(session: Session, name: str, *, lock: bool = False) -> TenantRow:
@@ -47,7 +48,8 @@ def add_tenant(session: Session, t: Tenant) -> None:
     if session.scalar(select(TenantRow.id).where(TenantRow.name == t.name)) is not None:
         raise ConflictError(f"tenant {t.name!r} already exists", hint=_LIST_HINT)
     session.add(
-        TenantRow(name=t.name, isolation=t.isolation.value, max_vcpus=t.max_vcpus, max_gpus=t.max_gpus)
+        TenantRow(name=t.name, isolation=t.isolation.value, max_vcpus=t.max_vcpus, max_gpus=t.max_gpus,
+                  resctrl=format_asks(t.llc_kib, t.llc_ways, t.mem_bw))
     )
     session.flush()
 
@@ -56,7 +58,7 @@ def ensure_tenant(session: Session, name: str, isolation: Isolation) -> TenantRo
     """The locked row of tenant ``name``, created with ``isolation`` if it does not exist yet."""
     row = session.scalars(select(TenantRow).where(TenantRow.name == name).with_for_update()).one_or_none()
     if row is None:
-        row = TenantRow(name=name, isolation=isolation.value, max_vcpus=None, max_gpus=None)
+        row = TenantRow(name=name, isolation=isolation.value, max_vcpus=None, max_gpus=None, resctrl="")
         session.add(row)
         session.flush()
     return row

@@ -127,12 +127,16 @@ class Strategy(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Tenant:
-    """An owner of VMs, with its isolation level and optional quotas."""
+    """An owner of VMs, with its isolation level, optional quotas, and the cache slice and bandwidth cap its
+    VMs get unless they ask their own (``llc_kib`` or ``llc_ways``, ``mem_bw``: :mod:`vnuma.placement.resctrl`)."""
 
     name: str
     isolation: Isolation = Isolation.CORE
     max_vcpus: int | None = None
     max_gpus: int | None = None
+    llc_kib: int | None = None
+    llc_ways: int | None = None
+    mem_bw: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

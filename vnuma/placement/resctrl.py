@@ -31,13 +31,46 @@ code and for data alike, so one count per cache id holds for both.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.model import Placement, Tenant, VmRequest
 from vnuma.topology import Host
 from vnuma.topology.resctrl import BandwidthNode, CacheBank, Resctrl, bandwidth_nodes, l3_banks
 
 RESERVE_HINT = "keep ways for the host's own processes first: vnuma host reserve {host} --llc-ways N"
+
+
+def with_tenant_slices(req: VmRequest, tenant: Tenant) -> VmRequest:
+    """``req`` with its tenant's slice where it asks none of its own (the cache slice and the bandwidth cap
+    apart: a VM's own ``--llc``/``--llc-ways`` replaces the tenant's either, its ``--mem-bw`` the tenant's)."""
+    own_llc = req.llc_ways is not None or req.llc_kib is not None
+    changes: dict[str, int | None] = {}
+    if not own_llc and (tenant.llc_ways is not None or tenant.llc_kib is not None):
+        changes.update(llc_ways=tenant.llc_ways, llc_kib=tenant.llc_kib)
+    if req.mem_bw is None and tenant.mem_bw is not None:
+        changes["mem_bw"] = tenant.mem_bw
+    return replace(req, **changes) if changes else req  # type: ignore[arg-type]
+
+
+def format_asks(llc_kib: int | None, llc_ways: int | None, mem_bw: int | None) -> str:
+    """A tenant's slice as its column stores it: ``""``, or ``llc_kib=N``/``llc_ways=N`` and ``mem_bw=N``."""
+    parts = [f"{k}={v}" for k, v in (("llc_kib", llc_kib), ("llc_ways", llc_ways), ("mem_bw", mem_bw)) if v is not None]
+    return ",".join(parts)
+
+
+def parse_asks(text: str) -> tuple[int | None, int | None, int | None]:
+    """:func:`format_asks`' text read back as (llc_kib, llc_ways, mem_bw).
+
+    Raises:
+        ValueError: text it does not write.
+    """
+    values: dict[str, int] = {}
+    for part in filter(None, text.split(",")):
+        key, _, value = part.partition("=")
+        if key not in ("llc_kib", "llc_ways", "mem_bw") or not value.isdecimal() or len(value) > 9:
+            raise ValueError(f"bad tenant slice {text!r}")
+        values[key] = int(value)
+    return values.get("llc_kib"), values.get("llc_ways"), values.get("mem_bw")
 
 
 def wants(req: VmRequest) -> bool:

@@ -29,6 +29,7 @@ from vnuma.placement.fill import fill
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Rejection, Strategy
 from vnuma.placement.request import validate_request
+from vnuma.placement.resctrl import with_tenant_slices
 from vnuma.services import Settings
 from vnuma.services.progress import SILENT, Progress
 from vnuma.services.rebalancing import parse_shape
@@ -88,7 +89,7 @@ def capacity(
                                         or snap.tenants[owner].max_gpus is not None)
     one = requests[0]
     if len(requests) == 1 and one.vcpus is not None and one.memory_kib is not None and not quotas:
-        req = replace(one, tenant=owner, host=host, isolation=isolation)
+        req = with_tenant_slices(replace(one, tenant=owner, host=host, isolation=isolation), fleet.tenant(owner))
         validate_request(req, fleet)
         hosts = [fleet.state(host)] if host is not None else list(fleet.states)
         filled = fill(req, fleet, strategy, hosts, count, name="capacity-{}")

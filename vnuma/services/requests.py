@@ -115,7 +115,7 @@ def place_request(
         check_vm_name(group, "group")
     elif anti_affinity is not None:
         raise InvalidInputError("--anti-affinity needs --group G")
-    llc_kib = _slice(llc, llc_ways, mem_bw)
+    llc_kib = parse_slice(llc, llc_ways, mem_bw)
     per_vcpus = int_list(cell_vcpus, "--cell-vcpus") if cell_vcpus is not None else None
     per_memory = tuple(parse_size_kib(x) for x in cell_memory.split(",")) if cell_memory is not None else None
     per_gpus = int_list(cell_gpus, "--cell-gpus") if cell_gpus is not None else None
@@ -152,7 +152,7 @@ def place_request(
     )
 
 
-def _slice(llc: str | None, llc_ways: int | None, mem_bw: int | None) -> int | None:
+def parse_slice(llc: str | None, llc_ways: int | None, mem_bw: int | None) -> int | None:
     """``--llc SIZE`` in KiB, after checking it against ``--llc-ways`` and ``--mem-bw``.
 
     Raises:
@@ -170,3 +170,29 @@ def _slice(llc: str | None, llc_ways: int | None, mem_bw: int | None) -> int | N
     if kib < 1:
         raise InvalidInputError(f"--llc must be 1KiB or more, got {llc!r}")
     return kib
+
+
+def slice_changes(llc: str | None, llc_ways: str | None, mem_bw: str | None) -> dict[str, int | None]:
+    """``tenant update``'s ``--llc SIZE|none``, ``--llc-ways N|none``, ``--mem-bw PCT|none`` as the tenant
+    fields they change (a cache slice given one way clears the other; none clears it).
+
+    Raises:
+        InvalidInputError: a bad value (as :func:`parse_slice` says), or --llc and --llc-ways both.
+    """
+    def number(text: str, flag: str) -> int:
+        if not text.isdecimal() or len(text) > 9:
+            raise InvalidInputError(f"bad {flag} {text!r}: use a whole number, or none")
+        return int(text)
+
+    cleared = {v.strip().lower() for v in (llc, llc_ways) if v is not None} == {"none"}
+    changes: dict[str, int | None] = {}
+    if cleared:
+        changes.update(llc_kib=None, llc_ways=None)
+    elif llc is not None or llc_ways is not None:
+        ways = number(llc_ways.strip(), "--llc-ways") if llc_ways is not None else None
+        changes.update(llc_kib=parse_slice(llc, ways, None), llc_ways=ways)
+    if mem_bw is not None:
+        cap = None if mem_bw.strip().lower() == "none" else number(mem_bw.strip(), "--mem-bw")
+        parse_slice(None, None, cap)
+        changes["mem_bw"] = cap
+    return changes

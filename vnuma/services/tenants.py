@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from vnuma.errors import InvalidInputError, not_in_inventory
@@ -53,9 +54,12 @@ def create_tenant(settings: Settings, tenant: Tenant) -> Tenant:
 
 
 def update_tenant(
-    settings: Settings, name: str, *, isolation: Isolation | None = None, max_vcpus: Any = KEEP, max_gpus: Any = KEEP
+    settings: Settings, name: str, *, isolation: Isolation | None = None, max_vcpus: Any = KEEP, max_gpus: Any = KEEP,
+    slices: dict[str, int | None] | None = None,
 ) -> tuple[Tenant, Tenant]:
-    """Change a tenant's isolation and/or quotas (None: unlimited; :data:`KEEP`: unchanged); (before, after).
+    """Change a tenant's isolation, quotas (None: unlimited; :data:`KEEP`: unchanged) and/or its VMs' default
+    cache slice and bandwidth cap (``slices``: the fields to change, as
+    :func:`vnuma.services.requests.slice_changes` gives them); (before, after).
 
     An isolation change is refused when the tenant's VMs would break it (the
     admission rule decides, on each host they are on); a quota below the
@@ -66,17 +70,19 @@ def update_tenant(
         NotFoundError: unknown tenant.
         ConflictError: a VM of the tenant shares a core or cell the new isolation forbids.
     """
-    if isolation is None and max_vcpus is KEEP and max_gpus is KEEP:
+    if isolation is None and max_vcpus is KEEP and max_gpus is KEEP and not slices:
         raise InvalidInputError(
-            f"tenant {name!r}: nothing to change", hint="give --isolation, --max-vcpus and/or --max-gpus"
+            f"tenant {name!r}: nothing to change",
+            hint="give --isolation, --max-vcpus, --max-gpus, --llc/--llc-ways and/or --mem-bw",
         )
     with open_inventory(settings.db_url) as inventory:
         current = inventory.get_tenant(name)
-        new = Tenant(
-            name,
-            isolation or current.isolation,
-            current.max_vcpus if max_vcpus is KEEP else max_vcpus,
-            current.max_gpus if max_gpus is KEEP else max_gpus,
+        new = replace(
+            current,
+            isolation=isolation or current.isolation,
+            max_vcpus=current.max_vcpus if max_vcpus is KEEP else max_vcpus,
+            max_gpus=current.max_gpus if max_gpus is KEEP else max_gpus,
+            **(slices or {}),
         )
         _check_quotas(new.max_vcpus, new.max_gpus)
         old = inventory.update_tenant(new)
@@ -101,6 +107,9 @@ def tenant_rows(settings: Settings, only: str | None = None, *, seen_by: str | N
                     "isolation": str(t.isolation),
                     "max_vcpus": t.max_vcpus,
                     "max_gpus": t.max_gpus,
+                    "llc_kib": t.llc_kib,
+                    "llc_ways": t.llc_ways,
+                    "mem_bw": t.mem_bw,
                     "vms": len(inventory.list_vms(tenant=t.name)),
                     "vcpus": vcpus,
                     "gpus": gpus,

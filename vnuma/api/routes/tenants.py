@@ -33,17 +33,22 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
     @app.post("/v1/tenants", summary="vnuma tenant create", status_code=201)
     def tenant_create(body: TenantCreateBody, token: Caller, request: Request) -> dict[str, Any]:
         from vnuma.placement.model import Tenant
+        from vnuma.services.requests import parse_slice
         from vnuma.services.tenants import create_tenant
 
         def run() -> dict[str, Any]:
             auth.allow(token, auth.ADMIN, "create tenants")
-            tenant = Tenant(body.name, body.isolation, body.max_vcpus, body.max_gpus)
+            llc_kib = parse_slice(body.llc, body.llc_ways, body.mem_bw)
+            tenant = Tenant(
+                body.name, body.isolation, body.max_vcpus, body.max_gpus, llc_kib, body.llc_ways, body.mem_bw
+            )
             return tenant_to_dict(create_tenant(settings, tenant))
 
         return change(request, token, {"tenant": body.name}, run)
 
     @app.patch("/v1/tenants/{name}", summary="vnuma tenant update")
     def tenant_update(name: str, body: TenantUpdateBody, token: Caller, request: Request) -> dict[str, Any]:
+        from vnuma.services.requests import slice_changes
         from vnuma.services.tenants import KEEP, parse_quota, update_tenant
 
         def quota(field: str) -> object:
@@ -52,10 +57,19 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
             value = getattr(body, field)
             return None if value is None else parse_quota(value, field)
 
+        def slice_text(field: str) -> str | None:
+            """A slice member as the command line gives it (null: none, clearing it; left out: None)."""
+            if field not in body.model_fields_set:
+                return None
+            value = getattr(body, field)
+            return "none" if value is None else str(value)
+
         def run() -> dict[str, Any]:
             auth.allow(token, auth.ADMIN, "change tenants")
+            slices = slice_changes(*(slice_text(f) for f in ("llc", "llc_ways", "mem_bw")))
             old, new = update_tenant(
-                settings, name, isolation=body.isolation, max_vcpus=quota("max_vcpus"), max_gpus=quota("max_gpus")
+                settings, name, isolation=body.isolation, max_vcpus=quota("max_vcpus"), max_gpus=quota("max_gpus"),
+                slices=slices,
             )
             return {**tenant_to_dict(new), "before": tenant_to_dict(old)}
 

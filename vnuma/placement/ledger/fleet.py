@@ -31,6 +31,7 @@ in (a removal or isolation change; a GPU claim or release).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.placement.ledger.admit import REPLACE_HINT, admit, gpu_count, page_needs
@@ -172,7 +173,7 @@ class Fleet:
         """
         tenant = self.tenant(p.tenant)
         if isolation is not None and isolation is not tenant.isolation:
-            tenant = Tenant(tenant.name, isolation, tenant.max_vcpus, tenant.max_gpus)
+            tenant = replace(tenant, isolation=isolation)
         quotas = tenant.max_vcpus is not None or tenant.max_gpus is not None
         return admit(p, self.state(p.host), tenant, self.isolation, self.used(p.tenant) if quotas else NO_USE)
 
@@ -204,7 +205,7 @@ class Fleet:
         if current is isolation:
             return
         known = self.tenants.get(tenant)
-        self.tenants[tenant] = Tenant(tenant, isolation, *((known.max_vcpus, known.max_gpus) if known else ()))
+        self.tenants[tenant] = replace(known, isolation=isolation) if known else Tenant(tenant, isolation)
         self.isolation[tenant] = isolation
         if current is not None or tenant in self._usage:
             self._rebucket(tenant, current is Isolation.CELL)
