@@ -39,7 +39,7 @@ def _placed(request: VmRequest, host: Host = HOST) -> Placement:
 def test_a_rendered_placement_adopts_back_to_itself(request_: VmRequest) -> None:
     p = _placed(request_)
     d = parse_domain(render_domain(HOST, p))
-    assert differences(p, d, d) == []
+    assert differences(p, d, d, HOST) == []
     adopted = placement_from_domain(d, d, HOST, p.tenant)
     assert adopted == dataclasses.replace(p, emulator_pcpus=adopted.emulator_pcpus)
     assert set(adopted.emulator_pcpus) == set(p.emulator_pcpus or (x for c in p.cells for x in c.pcpus))
@@ -66,11 +66,47 @@ def test_differences_name_each_changed_pin_and_shape() -> None:
     edited = edited.replace(
         "<memnode cellid='1' mode='strict' nodeset='1'/>", "<memnode cellid='1' mode='strict' nodeset='0'/>"
     )
-    found = differences(p, parse_domain(edited), None)
+    found = differences(p, parse_domain(edited), None, HOST)
     assert [(d.kind, d.what, d.expected, d.actual) for d in found] == [
         ("pins", "memnode 1", "1", "0"),
         ("pins", "vcpupin 0", str(first), str(other)),
     ]
+
+
+def test_a_cache_slice_and_cap_adopt_back_and_their_changes_are_differences() -> None:
+    from tests.placement.test_resctrl import rdt_host
+
+    host = rdt_host("h1", snc=False, default_ways=2, limit=100)
+    for cdp in (False, True):
+        if cdp:  # code and data controls apart: the domain holds a code and a data entry per cache
+            from vnuma.topology.resctrl import CacheControl, CacheType
+
+            controls = (CacheControl(2048, 4096, CacheType.CODE, 4), CacheControl(2048, 4096, CacheType.DATA, 4))
+            banks = tuple(dataclasses.replace(b, controls=controls) for b in host.resctrl.caches)
+            host = dataclasses.replace(host, resctrl=dataclasses.replace(host.resctrl, caches=banks))
+        p = _placed(VmRequest("s", "t", 4, 2 * KIB_PER_GIB, numa_nodes=2, page_size_kib=2048, llc_ways=3, mem_bw=30),
+                    host)
+        assert len(p.llc) == 2 and len(p.mem_bw) == 2
+        xml = render_domain(host, p)
+        d = parse_domain(xml)
+        assert differences(p, d, d, host) == []
+        assert placement_from_domain(d, d, host, "t").llc == p.llc
+        assert placement_from_domain(d, d, host, "t").mem_bw == p.mem_bw
+    cache = p.llc[0][0]
+    smaller = xml.replace(f"<cache id='{cache}' level='3' type='code' size='6144'",
+                          f"<cache id='{cache}' level='3' type='code' size='4096'")
+    assert smaller != xml
+    smaller = smaller.replace(f"<cache id='{cache}' level='3' type='data' size='6144'",
+                              f"<cache id='{cache}' level='3' type='data' size='4096'")
+    found = differences(p, parse_domain(smaller), None, host)
+    assert [(d.what, d.expected, d.actual) for d in found] == [(f"L3 cache {cache}", "6144 KiB", "4096 KiB")]
+    uncapped = xml.replace("<memorytune", "<!--").replace("</memorytune>", "-->")
+    assert {d.what for d in differences(p, parse_domain(uncapped), None, host)} == {
+        f"bandwidth domain {i}" for i, _c in p.mem_bw
+    }
+    odd = xml.replace("size='6144' unit='KiB'", "size='5000' unit='KiB'")
+    with pytest.raises(InvalidInputError, match="not a whole number of 2048 KiB ways"):
+        placement_from_domain(parse_domain(odd), None, host, "t")
 
 
 def _without_pins(xml: str) -> str:

@@ -29,6 +29,7 @@ from vnuma.placement.model import (
 from vnuma.services.names import check_vm_name
 from vnuma.sources.domainxml import Domain, GuestCell
 from vnuma.topology import PAGE_4K, DeviceKind, Host, format_cpuset
+from vnuma.topology.resctrl import l3_banks
 
 PINS, SHAPE = "pins", "shape"
 
@@ -101,12 +102,19 @@ def _shape_values(cells: dict[int, tuple[frozenset[int], int, int]], vcpus: int,
     return values
 
 
+def _slice_values(l3_kib: tuple[tuple[int, int], ...], bandwidth: tuple[tuple[int, int], ...]) -> dict[str, str]:
+    values = {f"L3 cache {i}": f"{kib} KiB" for i, kib in l3_kib}
+    values.update({f"bandwidth domain {i}": str(cap) for i, cap in bandwidth})
+    return values
+
+
 def _domain_cells(d: Domain) -> dict[int, tuple[frozenset[int], int, int]]:
     return {c.id: (c.vcpus, c.memory_kib, d.page_size_of(c.id) or PAGE_4K) for c in _guest_cells(d)}
 
 
-def differences(p: Placement, persistent: Domain, live: Domain | None) -> list[Difference]:
-    """Everything in which the domain differs from what ``p`` renders to; live pins only when running."""
+def differences(p: Placement, persistent: Domain, live: Domain | None, host: Host) -> list[Difference]:
+    """Everything in which the domain differs from what ``p`` renders to on ``host`` (its cache slice and
+    bandwidth cap included); live pins only when running."""
     expected = _expected_pins(p)
     found = _pin_differences(expected, persistent, "persistent")
     if live is not None:
@@ -116,6 +124,10 @@ def differences(p: Placement, persistent: Domain, live: Domain | None) -> list[D
         p.vcpus, p.memory_kib, tuple(sorted(d.address for d in p.devices)),
     )
     have = _shape_values(_domain_cells(persistent), persistent.vcpus, persistent.memory_kib, persistent.hostdevs)
+    banks = l3_banks(host.resctrl)
+    granule = {i: b.controls[0].granularity_kib for i, b in banks.items()}
+    want.update(_slice_values(tuple((i, w * granule.get(i, 0)) for i, w in p.llc), p.mem_bw))
+    have.update(_slice_values(persistent.l3_kib, persistent.bandwidth))
     found += [
         Difference(SHAPE, "persistent", key, want.get(key, "none"), have.get(key, "none"))
         for key in sorted(set(want) | set(have), key=_natural)
@@ -169,7 +181,28 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
         devices=_devices(d, host, assignments), cpu_policy=policy,
         thread_policy=ThreadPolicy(thread), threads_per_core=d.threads_per_core or 1,
         numa_nodes=None if mark is not None and mark.numa_nodes == "auto" else len(assignments),
+        llc=_ways(d, host), mem_bw=d.bandwidth,
     )
+
+
+def _ways(d: Domain, host: Host) -> tuple[tuple[int, int], ...]:
+    """The domain's ``<cachetune>`` as ways of the host's L3 banks.
+
+    Raises:
+        InvalidInputError: a cache the host does not allocate, or a size that is not a whole number of ways.
+    """
+    banks = l3_banks(host.resctrl)
+    ways = []
+    for cache, kib in d.l3_kib:
+        bank = banks.get(cache)
+        if bank is None:
+            raise InvalidInputError(f"its cachetune names L3 cache {cache}, which host {host.name!r} does not allocate")
+        granule = bank.controls[0].granularity_kib
+        if kib % granule:
+            raise InvalidInputError(f"its cachetune gives cache {cache} {kib} KiB, not a whole number of "
+                                    f"{granule} KiB ways")
+        ways.append((cache, kib // granule))
+    return tuple(ways)
 
 
 def _policy(d: Domain, cells: tuple[GuestCell, ...], pins: dict[int, frozenset[int]]) -> CpuPolicy:

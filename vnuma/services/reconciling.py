@@ -204,7 +204,7 @@ def _compare(view: FleetView, hv: Hypervisor, host: Host, adopt: bool, tenant: s
     domains = set(hv.domain_names())
     findings: list[Finding] = []
     for placement in vms:
-        findings += _check_vm(hv, placement, str(view.states[placement.vm]), placement.vm in domains)
+        findings += _check_vm(hv, host, placement, str(view.states[placement.vm]), placement.vm in domains)
     known = {p.vm for p in vms}
     for name in sorted(domains - known):
         findings.append(_check_unknown(view, hv, host, name, adopt, tenant))
@@ -218,7 +218,7 @@ def _missing(p: Placement, state: str, uri: str) -> list[Finding]:
     return [Finding(p.vm, Drift.MISSING, detail, action=Action.RELEASE, seen_state=state)]
 
 
-def _check_vm(hv: Hypervisor, p: Placement, state: str, exists: bool) -> list[Finding]:
+def _check_vm(hv: Hypervisor, host: Host, p: Placement, state: str, exists: bool) -> list[Finding]:
     actual = hv.domain_state(p.vm) if exists else DomainState.MISSING
     if actual is DomainState.MISSING:
         return _missing(p, state, hv.uri)
@@ -243,7 +243,7 @@ def _check_vm(hv: Hypervisor, p: Placement, state: str, exists: bool) -> list[Fi
             p.vm, Drift.STATE, f"the inventory says {state}, libvirt says {actual}",
             action=Action.SET_STATE, seen_state=state, new_state=observed,
         ))
-    pins = differences(p, persistent, live)
+    pins = differences(p, persistent, live, host)
     for drift, kinds in ((Drift.PINS, ("pins",)), (Drift.SHAPE, ("shape",))):
         found = tuple(d for d in pins if d.kind in kinds)
         if found:

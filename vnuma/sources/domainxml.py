@@ -25,9 +25,18 @@ from dataclasses import dataclass
 from lxml import etree
 
 from vnuma.errors import InvalidInputError
-from vnuma.sources.capabilities import scaled_kib
+from vnuma.sources.capabilities import scaled_kib, unit_bytes
 from vnuma.sources.nodedev import format_pci_address
-from vnuma.sources.xmlsafe import INT32_MAX, element_where, one_line, parse_xml, read_cpuset_attr, read_int, shown
+from vnuma.sources.xmlsafe import (
+    INT32_MAX,
+    INT64_MAX,
+    element_where,
+    one_line,
+    parse_xml,
+    read_cpuset_attr,
+    read_int,
+    shown,
+)
 from vnuma.topology import MAX_CPUSET_IDS
 
 VNUMA_NS = "https://vnuma.dev/xmlns/domain/1"
@@ -98,6 +107,10 @@ class Domain:
     threads_per_core: int | None = None
     hostdevs: tuple[str, ...] = ()
     mark: VnumaMark | None = None
+    l3_kib: tuple[tuple[int, int], ...] = ()
+    """``<cachetune>``: (L3 cache id, KiB allocated), sorted (the larger of a CDP code/data pair)."""
+    bandwidth: tuple[tuple[int, int], ...] = ()
+    """``<memorytune>``: (domain id, bandwidth), sorted."""
 
     def pins_of(self, vcpu: int) -> frozenset[int] | None:
         """The pCPUs vCPU ``vcpu`` may run on (its vcpupin, else ``<vcpu cpuset>``); None when unpinned."""
@@ -148,6 +161,8 @@ def parse_domain(data: bytes | str, *, what: str = "domain XML") -> Domain:
         threads_per_core=_optional_int(threads_el, "threads", what) if threads_el is not None else None,
         hostdevs=_hostdevs(root, what),
         mark=_mark(root, what),
+        l3_kib=_cachetune(root, what),
+        bandwidth=_memorytune(root, what),
     )
 
 
@@ -209,6 +224,30 @@ def _hugepages(root: etree._Element, what: str) -> tuple[HugePages, ...]:
         pages.append(HugePages(size, read_cpuset_attr(el, "nodeset", what, optional=True)))
     # A page without nodeset is libvirt's default for every other cell: look it up last.
     return tuple(sorted(pages, key=lambda p: (p.guest_cells is None, p.size_kib)))
+
+
+def _cachetune(root: etree._Element, what: str) -> tuple[tuple[int, int], ...]:
+    """Level-3 ``<cache id size unit>`` of every ``<cachetune>`` (size in bytes unless a unit says)."""
+    sizes: dict[int, int] = {}
+    for el in root.iterfind("cputune/cachetune/cache"):
+        if el.get("level") != "3":
+            continue
+        per_unit = unit_bytes(el.get("unit"), default="B")
+        if per_unit is None:
+            unit = shown(el.get("unit") or "")
+            raise InvalidInputError(f"{element_where(what, el)}: <cache> has unknown unit {unit}")
+        kib = _int_attr(el, "size", what, maximum=INT64_MAX) * per_unit // 1024
+        cache = _int_attr(el, "id", what)
+        sizes[cache] = max(sizes.get(cache, 0), kib)
+    return tuple(sorted(sizes.items()))
+
+
+def _memorytune(root: etree._Element, what: str) -> tuple[tuple[int, int], ...]:
+    """``<node id bandwidth>`` of every ``<memorytune>``."""
+    return tuple(sorted(
+        (_int_attr(el, "id", what), _int_attr(el, "bandwidth", what))
+        for el in root.iterfind("cputune/memorytune/node")
+    ))
 
 
 def _cells(root: etree._Element, what: str) -> tuple[GuestCell, ...]:
