@@ -185,7 +185,28 @@ def _build() -> tuple[Scenario, ...]:
             cdp_host,
             replace(make_placement(cdp_host, [CellSpec(0, 4, _gib(4), PAGE_2M)], threads=2), llc=((0, 3),)),
         ),
+        # From the capabilities fixtures, placed by the engine: two SNC cells share one L3 (one <cache>);
+        # an AMD socket's cell spans four CCX caches (a VM on two CCXs gets a slice on each).
+        _engine_scenario("cache-slice-snc", "x86-snc2-resctrl.xml", numa_nodes=2, vcpus=4),
+        _engine_scenario("cache-slice-amd-ccx", "amd-1socket-4ccx-resctrl.xml", numa_nodes=1, vcpus=12),
     )
+
+
+def _engine_scenario(name: str, capabilities: str, *, numa_nodes: int, vcpus: int) -> Scenario:
+    """A VM asking 2 ways and a cap of 20 on the fixture host (1 way kept for the host), as the engine places
+    it."""
+    from vnuma.placement.engine import place
+    from vnuma.placement.ledger.fleet import Fleet
+    from vnuma.placement.model import VmRequest
+    from vnuma.sources.capabilities import parse_capabilities
+
+    data = (TESTS / "data" / "capabilities" / capabilities).read_bytes()
+    host = replace(parse_capabilities(data, name=name), resctrl_policy=ResctrlPolicy(1))
+    request = VmRequest("vm1", "acme", vcpus, _gib(2), numa_nodes=numa_nodes, page_size_kib=PAGE_4K, llc_ways=2,
+                        mem_bw=20)
+    chosen = place(request, Fleet([host])).chosen
+    assert chosen is not None and chosen.llc, name
+    return Scenario(name, host, chosen)
 
 
 def _with_resctrl(host: Host, *, cdp: bool) -> Host:
