@@ -22,9 +22,10 @@ from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, Cache
 WAYS, GRANULE = 11, 2048
 
 
-def rdt_host(name: str, *, snc: bool, default_ways: int, limit: int) -> Host:
+def rdt_host(name: str, *, snc: bool, default_ways: int, limit: int, rmids: int | None = None) -> Host:
     """4 cells of 4 cores x 2 threads; an 11-way L3 (2-way minimum, 4 classes) per cell, or per pair of
-    cells (``snc``: Sub-NUMA Clustering), and an MBA domain (steps of 10, 3 classes) with it."""
+    cells (``snc``: Sub-NUMA Clustering), and an MBA domain (steps of 10, 3 classes) with it; ``rmids``
+    monitoring IDs."""
     host = make_host(name, cells=4, cells_per_socket=2 if snc else 1, cores_per_cell=4, memory_gib=16,
                      hugepages_1g_gib=0, hugepages_2m_gib=8)
     groups = [host.cells[0:2], host.cells[2:4]] if snc else [(c,) for c in host.cells]
@@ -34,7 +35,8 @@ def rdt_host(name: str, *, snc: bool, default_ways: int, limit: int) -> Host:
         cpus = frozenset().union(*(c.cpu_ids for c in cells))
         banks.append(CacheBank(i, 3, CacheType.BOTH, WAYS * GRANULE, cpus, control))
         nodes.append(BandwidthNode(i, cpus, 10, 10, 3))
-    return replace(host, resctrl=Resctrl(tuple(banks), tuple(nodes)),
+    monitors = ("llc_occupancy",) if rmids is not None else ()
+    return replace(host, resctrl=Resctrl(tuple(banks), tuple(nodes), monitors, (), rmids),
                    resctrl_policy=ResctrlPolicy(default_ways, limit))
 
 
@@ -43,6 +45,8 @@ def _l3(host: Host, cpus: set[int]) -> list[int]:
 
 
 def check(host: Host, placements: list[Placement], asked: dict[str, VmRequest]) -> None:
+    rmids = host.resctrl.max_monitors
+    assert rmids is None or 1 + sum(1 for p in placements if p.llc or p.mem_bw) <= rmids
     ways: dict[int, int] = {}
     bw: dict[int, int] = {}
     groups: dict[int, int] = {}
@@ -86,12 +90,13 @@ def asks(draw: st.DrawFn, i: int) -> VmRequest:
 @settings(max_examples=120, deadline=None)
 @given(
     snc=st.booleans(), default_ways=st.integers(1, 4), limit=st.sampled_from((60, 100, 150)),
+    rmids=st.sampled_from((None, 3, 6)),
     steps=st.lists(st.tuples(st.booleans(), st.integers(0, 10_000)), min_size=1, max_size=14), data=st.data(),
 )
 def test_slices_never_overbook_a_cache_or_a_domain(
-    snc: bool, default_ways: int, limit: int, steps: list[tuple[bool, int]], data: st.DataObject
+    snc: bool, default_ways: int, limit: int, rmids: int | None, steps: list[tuple[bool, int]], data: st.DataObject
 ) -> None:
-    host = rdt_host("h", snc=snc, default_ways=default_ways, limit=limit)
+    host = rdt_host("h", snc=snc, default_ways=default_ways, limit=limit, rmids=rmids)
     fleet = Fleet([host])
     asked: dict[str, VmRequest] = {}
     for i, (release, pick) in enumerate(steps):
@@ -125,3 +130,16 @@ def test_a_full_cache_sends_the_next_slice_to_another_domain_then_refuses() -> N
     assert refused.chosen is None
     assert {r.check for r in refused.rejections} == {"resctrl"}
     assert "has 0 free ways of 11" in refused.rejections[0].reason
+
+
+def test_each_vm_with_a_slice_takes_a_monitoring_id_of_the_hosts() -> None:
+    host = rdt_host("h", snc=False, default_ways=1, limit=1000, rmids=3)  # the default group holds one
+    fleet = Fleet([host])
+    for i in range(2):
+        chosen = place(request(f"v{i}", vcpus=2, memory_gib=1, mem_bw=10), fleet, Strategy.PACK).chosen
+        assert chosen is not None
+        fleet.add(chosen)
+    refused = place(request("v9", vcpus=2, memory_gib=1, llc_ways=2), fleet, Strategy.PACK, explain=True)
+    assert refused.chosen is None
+    assert "no free monitoring ID (RMID): 3 of 3 in use" in refused.rejections[0].reason
+    assert place(request("plain", vcpus=2, memory_gib=1), fleet, Strategy.PACK).chosen is not None

@@ -82,6 +82,10 @@ def _essentials(xml: str) -> dict[str, Any]:
             (t.get("vcpus"), [(c.get("id"), c.get("level"), c.get("type"), _kib(c)) for c in t.iterfind("cache")])
             for t in root.iterfind("cputune/cachetune")
         ],
+        "monitors": [
+            (m.getparent().tag, m.get("level"), m.get("vcpus"))
+            for m in root.iterfind("cputune/*/monitor")
+        ],
         "memorytune": [
             (t.get("vcpus"), [dict(n.attrib) for n in t.iterfind("node")]) for t in root.iterfind("cputune/memorytune")
         ],

@@ -19,7 +19,8 @@ filter (a cell whose domains have no room is not used), by admission (check
   ``--llc SIZE`` is rounded up to whole granules of each host's banks;
 * each allocation group takes a class of service on the domain (the default
   group one, each VM with a slice or a cap there one): at most the
-  smallest ``maxAllocs`` of the bank's controls and the domain's;
+  smallest ``maxAllocs`` of the bank's controls and the domain's; and a
+  monitoring ID (RMID) of the host's, at most its ``maxMonitors``;
 * a cap is a multiple of the domain's granularity, at least its minimum,
   at most 100, and the caps on one domain add up to at most the host's
   ``--mem-bw-limit`` (default 100: no oversubscription).
@@ -90,12 +91,14 @@ def ways_for(req: VmRequest, bank: CacheBank) -> int:
 class ResctrlUse:
     """What the VMs on one host hold: ways and allocation groups per cache id, caps per domain."""
 
-    __slots__ = ("bw", "groups", "ways")
+    __slots__ = ("bw", "groups", "vms", "ways")
 
     def __init__(self) -> None:
         self.ways: dict[int, int] = {}
         self.groups: dict[int, int] = {}
         self.bw: dict[int, int] = {}
+        self.vms = 0
+        """VMs holding a slice: each resctrl group takes a monitoring ID (RMID) of the host's."""
 
     def apply(self, p: Placement, sign: int) -> None:
         """Count ``p``'s slices in (``sign`` +1) or out (-1)."""
@@ -105,6 +108,8 @@ class ResctrlUse:
             self.bw[i] = self.bw.get(i, 0) + sign * cap
         for i in {i for i, _w in p.llc} | {i for i, _c in p.mem_bw}:
             self.groups[i] = self.groups.get(i, 0) + sign
+        if p.llc or p.mem_bw:
+            self.vms += sign
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +278,10 @@ def room(
         if cap > left:
             return Problem(f"mem-bw: domain {i} has {max(left, 0)} of {policy.mem_bw_limit} left, VM {vm!r} asks {cap}",
                            "ask for a lower cap, or place it where the domain has room")
+    rmids = facts.resctrl.max_monitors
+    if rmids is not None and use.vms + 2 > rmids:  # the default group holds one, this VM takes one
+        return Problem(f"resctrl: host {host.name!r} has no free monitoring ID (RMID): {use.vms + 1} of {rmids} "
+                       "in use", "place it where fewer VMs hold slices")
     for i in sorted({i for i, _w in llc} | {i for i, _c in mem_bw}):
         classes = facts.classes.get(i)
         held = 1 + use.groups.get(i, 0)  # the default group holds one

@@ -5,7 +5,8 @@ vCPUs (libvirt refuses a cachetune and a memorytune whose vCPU sets partly
 overlap), one ``<cache>`` per L3 domain of the placement's ``llc`` (its
 ways times the bank's granule, in KiB; a code and a data entry on a CDP
 bank, which takes no ``both``), one ``<node>`` per domain of its
-``mem_bw``.
+``mem_bw``; a monitor over the same vCPUs in each where the host lists that
+kind of monitoring (it shares the group's monitoring ID).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class Tune:
     caches: tuple[CacheEntry, ...]
     nodes: tuple[tuple[str, str], ...]
     """(domain id, bandwidth)."""
+    cache_monitor: bool = False
+    """A ``<monitor level='3'>`` over the same vCPUs in the cachetune (the host lists cache monitoring)."""
+    bandwidth_monitor: bool = False
+    """A ``<monitor>`` in the memorytune (the host lists memory-bandwidth monitoring)."""
 
 
 def tune_of(host: Host, placement: Placement) -> Tune:
@@ -47,4 +52,5 @@ def tune_of(host: Host, placement: Placement) -> Tune:
         types = sorted({c.type for c in bank.controls} - {CacheType.BOTH}) or [CacheType.BOTH]
         caches.extend(CacheEntry(str(cache_id), str(t), size) for t in types)
     nodes = tuple((str(i), str(cap)) for i, cap in placement.mem_bw)
-    return Tune(vcpus, tuple(caches), nodes)
+    r = host.resctrl
+    return Tune(vcpus, tuple(caches), nodes, bool(caches and r.cache_monitors), bool(nodes and r.bandwidth_monitors))
