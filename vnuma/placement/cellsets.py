@@ -143,19 +143,3 @@ def rank_cells(
         elif (runner_up is None or key < runner_up) and key != best[0]:
             runner_up = key
     return None if best is None else (best[1], decided_by(best[0], runner_up))
-
-
-def choose_cells(
-    hs: HostState,
-    feasible: Sequence[int],
-    n: int,
-    need_gpus: int,
-    gpus: Mapping[int, int],
-    pref: Mapping[int, int],
-    *,
-    anchors: Sequence[int] | None = None,
-    accept: Callable[[tuple[int, ...]], bool] | None = None,
-) -> tuple[int, ...] | None:
-    """:func:`rank_cells`' set alone."""
-    ranked = rank_cells(hs, feasible, n, need_gpus, gpus, pref, anchors=anchors, accept=accept)
-    return None if ranked is None else ranked[0]

@@ -28,7 +28,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from vnuma.placement.cellsets import choose_cells, rank_cells
+from vnuma.placement.cellsets import rank_cells
 from vnuma.placement.devices import pick_devices
 from vnuma.placement.filters import CELL_FILTERS, SIZE_FILTERS, STAGE, Attempt
 from vnuma.placement.gpus import strands_gpus, threads_taken
@@ -128,9 +128,9 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
     nics = _nics_near(hs, req, a.vs) if req.wants_nics else None
     accept = _both(_both(_no_stranding(hs, req, a.vs) if keep else None, pages), nics)
     ranked = rank_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=accept)
-    stranding = ranked is None and keep and choose_cells(
+    stranding = ranked is None and keep and rank_cells(
         hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=_both(pages, nics)
-    )
+    ) is not None
     if ranked is None and req.gpus and req.gpu_affinity is not GpuAffinity.REQUIRED:
         accept = _both(_socket_test(hs, req.gpus) if req.gpu_affinity is GpuAffinity.SOCKET else None, pages)
         ranked = rank_cells(hs, ids, a.n, 0, gpus, pref, anchors=a.anchors, accept=_both(accept, nics))
@@ -220,11 +220,11 @@ def _nic_shortage(
     pages: Accept | None,
 ) -> str | None:
     """Why the set that fits but for its NICs cannot have them (None when no set fits even so)."""
-    cells = choose_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=pages)
-    if cells is None:
+    ranked = rank_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=pages)
+    if ranked is None:
         return None
     try:
-        pick_devices(hs, cells, req, a.vs)
+        pick_devices(hs, ranked[0], req, a.vs)
     except NicShortage as err:
         return f"{err} (and on every other cell set)"
     return None

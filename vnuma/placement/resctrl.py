@@ -126,12 +126,16 @@ def host_problem(host: Host, req: VmRequest, *, policy: bool = True) -> Problem 
             return Problem(f"llc: host {host.name!r} has no L3 cache allocation (resctrl CAT)",
                            "place it without --llc, or on a host whose capabilities list L3 <control>s")
         if policy and host.resctrl_policy.llc_default_ways is None:
-            return Problem(f"llc: host {host.name!r} keeps no cache ways for its own processes yet",
-                           RESERVE_HINT.format(host=host.name))
+            return _no_ways_kept(host)
     if req.mem_bw is not None and not _facts(host.resctrl).nodes:
         return Problem(f"mem-bw: host {host.name!r} has no memory-bandwidth allocation (resctrl MBA)",
                        "place it without --mem-bw, or on a host whose capabilities list <memory_bandwidth>")
     return None
+
+
+def _no_ways_kept(host: Host) -> Problem:
+    return Problem(f"llc: host {host.name!r} keeps no cache ways for its own processes yet",
+                   RESERVE_HINT.format(host=host.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +255,7 @@ def room(
     policy = host.resctrl_policy
     banks = facts.banks
     if llc and policy.llc_default_ways is None:
-        return Problem(f"llc: host {host.name!r} keeps no cache ways for its own processes yet",
-                       RESERVE_HINT.format(host=host.name))
+        return _no_ways_kept(host)
     for i, ways in llc:
         bank = banks.get(i)
         if bank is None or bank.ways is None:
