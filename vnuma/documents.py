@@ -17,6 +17,7 @@ from vnuma.placement.model import Objective
 if TYPE_CHECKING:
     from vnuma.placement.model import Placement, PlacementResult, Rejection, VmRequest
     from vnuma.placement.rebalance import Plan
+    from vnuma.services.bandwidth import BandwidthReport
     from vnuma.services.capacity import CapacityReport
     from vnuma.services.stats import StatsReport
 
@@ -60,6 +61,41 @@ def _shape(s: Any) -> dict[str, int] | None:
     if s is None:
         return None
     return {"vcpus": s.vcpus, "memory_kib": s.memory_kib, "page_size_kib": s.page_size_kib, "gpus": s.gpus}
+
+
+def _mb_s(bps: int) -> float:
+    return round(bps / 1e6, 1)
+
+
+def bandwidth_doc(report: BandwidthReport) -> dict[str, Any]:
+    """The ``stats --bandwidth --json`` document (MB/s are 10^6 bytes per second)."""
+    return {
+        "taken_at": report.taken_at,
+        "interval_s": report.interval_s,
+        "vms": [
+            {
+                "vm": v.vm, "tenant": v.tenant, "host": v.host,
+                "local_mb_s": _mb_s(v.local_bps), "total_mb_s": _mb_s(v.total_bps),
+                "local": round(min(v.local_bps, v.total_bps) / v.total_bps, 3) if v.total_bps else None,
+                "domains": [
+                    {"domain": d.domain, "local_mb_s": _mb_s(d.local_bps), "total_mb_s": _mb_s(d.total_bps),
+                     "noisy": d.domain in v.noisy}
+                    for d in v.domains
+                ],
+                "llc": [{"cache": c, "bytes": size} for c, size in v.llc],
+                "noisy": bool(v.noisy),
+            }
+            for v in report.vms
+        ],
+        "domains": [
+            {
+                "host": d.host, "domain": d.domain, "total_mb_s": _mb_s(d.total_bps), "llc_bytes": d.llc_bytes,
+                "vms": d.vms, "top": [{"vm": vm, "total_mb_s": _mb_s(bps)} for vm, bps in d.top],
+            }
+            for d in report.domains
+        ],
+        "warnings": list(report.warnings),
+    }
 
 
 def stats_doc(report: StatsReport) -> dict[str, Any]:

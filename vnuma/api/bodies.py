@@ -117,7 +117,7 @@ class RebalanceBody(Carried):
     """``vnuma rebalance``: the plan, carried out (journaled) with ``apply``."""
 
     host: StrictStr | None = None
-    objective: Literal["locality", "room", "spread-tenants", "fragmentation"] = "locality"
+    objective: Literal["locality", "room", "spread-tenants", "fragmentation", "bandwidth"] = "locality"
     make_room_for: StrictStr | None = None
     max_moves: StrictInt = Field(3, ge=0)
     time_limit: float = Field(10.0, gt=0, le=600)

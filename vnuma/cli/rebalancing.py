@@ -56,11 +56,19 @@ def rebalance(
     resume: Annotated[bool, typer.Option("--resume", help="Carry an interrupted or failed --apply on.")] = False,
     abort: Annotated[bool, typer.Option("--abort", help="Roll an interrupted or failed --apply back.")] = False,
 ) -> None:
-    """Plan moves that improve locality, make room for a VM shape, spread tenants or defragment; --apply runs them.
+    """Plan moves that improve locality, make room for a VM shape, spread tenants, defragment or spread measured
+    memory bandwidth; --apply runs them.
 
     A move re-places one VM (new cells and pCPUs on its host, or another
     host); each move is an engine placement on the state the earlier moves
     leave, so every step is valid. --make-room-for implies --objective room.
+
+    --objective bandwidth plans on the samples `vnuma stats --bandwidth`
+    kept: it moves the heaviest VMs apart so that no L3 domain carries more
+    than its share (the measured total over the L3 domains of the hosts
+    with resctrl); the plan's value is the MB/s carried beyond the share,
+    and each move's reason names the measured figure it answers. Without
+    any sample it is refused (exit 4).
 
     JSON: {"objective", "before", "after", "optimal", "moves": [{"vm",
     "from": {"host", "cells"}, "to": {"host", "cells"}, "reason",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -17,6 +18,18 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     svg: output.SvgOpt = None,
     png: output.PngOpt = None,
+    bandwidth: Annotated[
+        bool, typer.Option("--bandwidth", help="Measure memory bandwidth and LLC occupancy (resctrl monitors).")
+    ] = False,
+    interval: Annotated[
+        str, typer.Option("--interval", metavar="TIME", help="With --bandwidth: time between the two readings.")
+    ] = "2s",
+    domstats: Annotated[
+        list[Path] | None,
+        typer.Option("--domstats", metavar="FILE",
+                     help="With --bandwidth, twice: saved `virsh domstats --memory --cpu-total` outputs to read "
+                          "instead of libvirt, --interval apart."),
+    ] = None,
 ) -> None:
     """Show per-cell use, fragmentation and per-VM locality.
 
@@ -48,11 +61,34 @@ def stats(
     (claimed, free, or stranded: free on a cell with no free pCPU or page);
     past 200 hosts, hosts of one shape and use share a row.
 
+    --bandwidth measures instead: each running VM's resctrl monitors are
+    read through libvirt twice, --interval apart (default 2s; 500ms, 1m),
+    and per VM the local and total memory bandwidth (MB/s, 10^6 bytes/s)
+    and LLC occupancy per cache id are printed, then per L3 domain the
+    total and its heaviest VMs. A VM is noisy on a domain two or more VMs
+    use when its part of the domain's traffic exceeds its share: the
+    tenants there split the domain equally, each tenant's share is split
+    among its VMs there, and a VM with a bandwidth cap (--mem-bw) is
+    entitled to its cap. Each measured VM's sample is kept in the
+    inventory (the last one) for `vnuma rebalance --objective bandwidth`.
+    Only VMs with monitors (placed with a cache slice or bandwidth cap on a
+    host with resctrl monitoring) have figures. JSON: {"taken_at",
+    "interval_s", "vms": [{"vm", "tenant", "host", "local_mb_s",
+    "total_mb_s", "local", "domains": [{"domain", "local_mb_s",
+    "total_mb_s", "noisy"}], "llc": [{"cache", "bytes"}], "noisy"}],
+    "domains": [{"host", "domain", "total_mb_s", "llc_bytes", "vms",
+    "top": [{"vm", "total_mb_s"}]}], "warnings": [TEXT]}.
+
     Example: vnuma stats --svg fleet.svg
+
+    Example: vnuma stats --host h1 --bandwidth --interval 5s
     """
     from vnuma.services.stats import collect
 
     client = remote(ctx)
+    if bandwidth or domstats:
+        _bandwidth(ctx, vm, host, as_json, interval, domstats or [], client is not None)
+        return
     if (svg is not None or png is not None) and client:
         raise typer.BadParameter("pictures are drawn where the inventory is, not through --server")
     if svg is not None or png is not None:
@@ -69,6 +105,45 @@ def stats(
         output.echo_json(doc)
         return
     _print(doc)
+
+
+def _bandwidth(
+    ctx: typer.Context, vm: str | None, host: str | None, as_json: bool, interval: str, domstats: list[Path],
+    remote_: bool,
+) -> None:
+    from vnuma.documents import bandwidth_doc
+    from vnuma.services.bandwidth import measure, parse_interval
+
+    if remote_:
+        raise typer.BadParameter("--bandwidth measures where the inventory is, not through --server")
+    if domstats and len(domstats) != 2:
+        raise typer.BadParameter("give --domstats twice: the first and the second reading", param_hint="--domstats")
+    recorded = (domstats[0], domstats[1]) if domstats else None
+    doc = bandwidth_doc(measure(settings(ctx), vm, host, interval_s=parse_interval(interval), recorded=recorded))
+    for warning in doc["warnings"]:
+        typer.echo(f"warning: {warning}", err=True)
+    if as_json:
+        output.echo_json(doc)
+        return
+    output.echo_table(
+        f"memory bandwidth over {doc['interval_s']:g}s, ending {doc['taken_at']}",
+        ["VM", "TENANT", "HOST", "LOCAL MB/S", "TOTAL MB/S", "LLC OCCUPANCY", "NOISY ON"],
+        [
+            (v["vm"], v["tenant"], v["host"], f"{v['local_mb_s']:.1f}", f"{v['total_mb_s']:.1f}",
+             " ".join(f"L3#{c['cache']}={_size(c['bytes'] // 1024)}" for c in v["llc"]) or "-",
+             ",".join(f"L3#{d['domain']}" for d in v["domains"] if d["noisy"]) or "-")
+            for v in doc["vms"]
+        ],
+    )
+    output.echo_table(
+        "per L3 domain",
+        ["HOST", "L3", "TOTAL MB/S", "LLC OCCUPANCY", "VMS", "HEAVIEST"],
+        [
+            (d["host"], d["domain"], f"{d['total_mb_s']:.1f}", _size(d["llc_bytes"] // 1024), d["vms"],
+             ", ".join(f"{t['vm']} {t['total_mb_s']:.1f}" for t in d["top"]) or "-")
+            for d in doc["domains"]
+        ],
+    )
 
 
 def _size(kib: int) -> str:

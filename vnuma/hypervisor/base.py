@@ -59,8 +59,9 @@ class Hypervisor(Protocol):
         """Where the domain is: missing, running or stopped (defined, not running)."""
         ...
 
-    def memory_stats(self, name: str) -> dict[str, object]:
-        """The domain's ``VIR_DOMAIN_STATS_MEMORY`` stats (memory-bandwidth monitors), {} when none."""
+    def monitor_stats(self, names: list[str]) -> dict[str, dict[str, object]]:
+        """The named domains' ``VIR_DOMAIN_STATS_MEMORY`` and ``CPU_TOTAL`` stats (memory-bandwidth and
+        cache-occupancy monitors among them), read in one call, by name; domains that are gone are left out."""
         ...
 
     def domain_names(self) -> list[str]:

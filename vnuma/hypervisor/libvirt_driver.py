@@ -154,14 +154,15 @@ class LibvirtHypervisor:
         active = self._call(f"reading state of {name!r}", dom.isActive)
         return DomainState.RUNNING if active else DomainState.STOPPED
 
-    def memory_stats(self, name: str) -> dict[str, object]:
-        """domainListGetStats([dom], VIR_DOMAIN_STATS_MEMORY); {} when the domain is gone or reports nothing."""
-        dom = self._lookup(name)
-        if dom is None:
+    def monitor_stats(self, names: list[str]) -> dict[str, dict[str, object]]:
+        """One domainListGetStats(VIR_DOMAIN_STATS_MEMORY | VIR_DOMAIN_STATS_CPU_TOTAL) over the named domains
+        (resctrl memory-bandwidth and cache-occupancy monitors among them), by name; gone domains are left out."""
+        doms = [dom for dom in map(self._lookup, names) if dom is not None]
+        if not doms:
             return {}
-        flag = self._lv.VIR_DOMAIN_STATS_MEMORY
-        records = self._call(f"reading memory stats of {name!r}", lambda: self._conn.domainListGetStats([dom], flag))
-        return dict(records[0][1]) if records else {}
+        flags = self._lv.VIR_DOMAIN_STATS_MEMORY | self._lv.VIR_DOMAIN_STATS_CPU_TOTAL
+        records = self._call("reading domain stats", lambda: self._conn.domainListGetStats(doms, flags))
+        return {dom.name(): dict(stats) for dom, stats in records}
 
     def domain_names(self) -> list[str]:
         """Names of every domain, sorted."""

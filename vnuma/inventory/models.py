@@ -213,6 +213,21 @@ class ResctrlClaim(Base):
     mem_bw: Mapped[int | None]
 
 
+class BandwidthSample(Base):
+    """The last memory-bandwidth sample of a VM (``vnuma stats --bandwidth``, :mod:`.samples`): when, over
+    how long, on which host, and its rates as JSON (``domains``: ``[[L3 id, local B/s, total B/s]]``,
+    ``llc``: ``[[cache id, bytes]]``). Kept when the VM moves (the planner then knows it is stale)."""
+
+    __tablename__ = "bandwidth_samples"
+
+    vm_id: Mapped[int] = mapped_column(ForeignKey("vms.id", ondelete="CASCADE"), primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"), index=True)
+    taken_at: Mapped[str] = mapped_column(String(40))
+    interval_ms: Mapped[int]
+    domains: Mapped[str] = mapped_column(Text)
+    llc: Mapped[str] = mapped_column(Text)
+
+
 class DeviceClaim(Base):
     """A host PCI device passed through to a VM."""
 

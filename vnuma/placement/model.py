@@ -97,20 +97,23 @@ class IoThreadPolicy(StrEnum):
 class Objective(StrEnum):
     """What a plan improves: locality of split VMs, room for a VM shape, a tenant's VMs spread
     over more memory controllers (host cells), fewer partly used cells (whole cells kept free for
-    large VMs), one host emptied (``vnuma host drain``), or one VM moved as the operator asks
-    (``vnuma vm repin``, ``vnuma vm migrate``). The rebalance planner searches the first four
-    (:data:`SEARCHED`)."""
+    large VMs), measured memory bandwidth spread so no L3 domain carries more than its share, one
+    host emptied (``vnuma host drain``), or one VM moved as the operator asks (``vnuma vm repin``,
+    ``vnuma vm migrate``). The rebalance planner searches the first five (:data:`SEARCHED`)."""
 
     LOCALITY = "locality"
     ROOM = "room"
     SPREAD_TENANTS = "spread-tenants"
     FRAGMENTATION = "fragmentation"
+    BANDWIDTH = "bandwidth"
     DRAIN = "drain"
     REPIN = "repin"
     MIGRATE = "migrate"
 
 
-SEARCHED = (Objective.LOCALITY, Objective.ROOM, Objective.SPREAD_TENANTS, Objective.FRAGMENTATION)
+SEARCHED = (
+    Objective.LOCALITY, Objective.ROOM, Objective.SPREAD_TENANTS, Objective.FRAGMENTATION, Objective.BANDWIDTH
+)
 """The objectives ``vnuma rebalance --objective`` offers."""
 
 

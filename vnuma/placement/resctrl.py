@@ -31,6 +31,7 @@ code and for data alike, so one count per cache id holds for both.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -245,6 +246,12 @@ def cell_domains(host: Host) -> dict[int, tuple[int, ...]]:
     """Each CPU cell's L3 domains (ids of the banks holding any of its CPUs)."""
     facts = _facts(host.resctrl)
     return {c.id: facts.touched(c.cpu_ids) for c in host.cells if c.cpus}
+
+
+def domains_of(host: Host, cpus: Iterable[int]) -> dict[int, int]:
+    """The L3 domains ``cpus`` touch (ids ascending), each with how many of ``cpus`` it holds."""
+    l3_of = _facts(host.resctrl).l3_of
+    return dict(sorted(Counter(l3_of[c] for c in cpus if c in l3_of).items()))
 
 
 def room(

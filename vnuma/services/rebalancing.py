@@ -9,7 +9,7 @@ from typing import Any
 from vnuma.errors import ConflictError, InvalidInputError, NoRoomError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Placement, VmRequest
-from vnuma.placement.rebalance import FleetState, Objective, Plan, check_limits, check_solver, plan_moves
+from vnuma.placement.rebalance import FleetState, Objective, Plan, VmLoad, check_limits, check_solver, plan_moves
 from vnuma.services import Settings
 from vnuma.topology import count_of, parse_page_size, parse_size_kib
 
@@ -101,8 +101,22 @@ def plan_rebalance(
             make_room_for = replace(make_room_for, isolation=tenant.isolation)
         if make_room_for.host is None and host is not None:
             make_room_for = replace(make_room_for, host=host)
-    state = FleetState(hosts, placements, isolation)
+    loads = _loads(settings) if objective is Objective.BANDWIDTH else {}
+    state = FleetState(hosts, placements, isolation, loads)
     return plan_moves(state, objective, max_moves, make_room_for, time_limit_s, clock=time.monotonic)
+
+
+def _loads(settings: Settings) -> dict[str, VmLoad]:
+    """The kept bandwidth samples (InvalidInputError when there is none: nothing to plan on)."""
+    from vnuma.services.bandwidth import measured_loads
+
+    loads = measured_loads(settings)
+    if not loads:
+        raise InvalidInputError(
+            "objective bandwidth plans on measured samples, and the inventory has none",
+            hint="measure first: vnuma stats --bandwidth",
+        )
+    return loads
 
 
 def drain_plan(

@@ -87,7 +87,7 @@ class _Bandwidths:
         if hv is None:
             return None
         try:
-            monitors = parse_memory_bandwidth(hv.memory_stats(vm))
+            monitors = parse_memory_bandwidth(hv.monitor_stats([vm]).get(vm, {}))
         except HypervisorError as err:
             self.warnings.append(f"VM {vm}: no memory-bandwidth figures: {err}")
             return None

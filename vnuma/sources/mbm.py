@@ -78,3 +78,31 @@ def local_share(monitors: tuple[Monitor, ...]) -> tuple[int, int, float | None]:
     local = sum(n.local_bytes for m in monitors for n in m.nodes)
     total = sum(n.total_bytes for m in monitors for n in m.nodes)
     return local, total, (min(local, total) / total if total else None)
+
+
+_CACHE = "cpu.cache.monitor."
+
+
+@dataclass(frozen=True, slots=True)
+class CacheMonitor:
+    """One CMT monitor of a domain (a vCPU group): LLC bytes it occupies per cache id, now."""
+
+    name: str
+    vcpus: str
+    banks: tuple[tuple[int, int], ...]
+
+
+def parse_cache_occupancy(stats: Mapping[str, object]) -> tuple[CacheMonitor, ...]:
+    """Every CMT monitor in one domain's ``VIR_DOMAIN_STATS_CPU_TOTAL`` stats (``cpu.cache.monitor.<n>.bank.<i>
+    .id`` and ``.bytes``: an occupancy, not a counter); empty when the host has none."""
+    monitors: list[CacheMonitor] = []
+    for m in range(_count(stats, _CACHE + "count", _MAX_MONITORS)):
+        base = f"{_CACHE}{m}."
+        banks: list[tuple[int, int]] = []
+        for b in range(_count(stats, base + "bank.count", _MAX_NODES)):
+            ident, size = _int(stats, f"{base}bank.{b}.id"), _int(stats, f"{base}bank.{b}.bytes")
+            if ident is not None and size is not None:
+                banks.append((ident, size))
+        name, vcpus = stats.get(base + "name"), stats.get(base + "vcpus")
+        monitors.append(CacheMonitor(str(name or f"monitor{m}"), str(vcpus or ""), tuple(banks)))
+    return tuple(monitors)

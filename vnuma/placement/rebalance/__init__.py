@@ -85,6 +85,37 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   migrate, then VM name). Work: at most ``max_moves`` x 64 engine calls.
   ``optimal``: the total reached 0 (every used cell full).
 
+* ``bandwidth``: measured memory bandwidth (``FleetState.loads``, from
+  ``vnuma stats --bandwidth``) spread evenly over the fleet's L3 domains.
+  Domains: every (host, L3 id) of the hosts in the fleet state that have
+  resctrl facts (``cell_domains(host)`` non-empty). Hosts without L3
+  domains are neither measured nor a destination (their VMs are ignored;
+  moves add those hosts to ``avoid_hosts``). A VM's load per domain, for a
+  placement p with ``state.loads[p.vm] = VmLoad(host, total_bps, domains,
+  taken_at)``: if ``load.host == p.host`` and the set of ids in
+  ``load.domains`` equals the set of L3 ids p's pCPUs touch, the measured
+  split (``load.domains``); else ``total_bps`` split over the L3 domains
+  p's pCPUs (all pCPUs of its cells, ``c.pcpus``) touch, in proportion to
+  its pCPUs on each. VMs without a load carry nothing. share = (sum of all
+  domains' loads) / (number of domains): the fleet's fair share; constant
+  under moves since moves stay among domain hosts (but for a VM whose
+  measured split does not add up to its ``total_bps``, or whose pCPUs
+  touch no L3 domain: its move recomputes every domain). The value: sum
+  over domains of max(0, load - share), in MB/s (10**6 bytes/s), rounded to int. Greedy like ``locality``: each
+  step, candidates are the movable VMs with load on an over-share domain,
+  heaviest (``total_bps``) first, at most 16 per step; each is tried as a
+  re-pin on its own host avoiding the cells whose L3 domains are at or over
+  the share (its own included: it leaves them) and, on a multi-host fleet,
+  on each of up to 4 other domain hosts (least loaded first by their most
+  loaded domain, then name) avoiding that host's cells at or over the share
+  (GPUs ``required``, then ``preferred`` if that finds nothing). The exact
+  gain (the value before less after the move, only the touched domains
+  recomputed) decides: the largest wins (ties: less memory to migrate, then
+  VM name); its reason names the most loaded domain it leaves, the share,
+  the VM's measured total and when, and the value before/after. Work: at
+  most ``max_moves`` x 16 x 5 engine calls (twice that for VMs with GPUs).
+  ``optimal``: the value reached 0 (every domain at or under the share).
+
 ``time_limit_s`` with a ``clock`` (e.g. ``time.monotonic``): the best plan
 found when the time is up comes back, ``optimal`` false unless proven.
 """
@@ -95,7 +126,8 @@ from collections.abc import Callable
 
 from vnuma.errors import InvalidInputError
 from vnuma.placement.model import Objective, VmRequest
-from vnuma.placement.rebalance.base import FleetState, Move, Plan, is_movable, move_cost_kib, request_of
+from vnuma.placement.rebalance.bandwidth import plan_bandwidth
+from vnuma.placement.rebalance.base import FleetState, Move, Plan, VmLoad, is_movable, move_cost_kib, request_of
 from vnuma.placement.rebalance.drain import plan_drain
 from vnuma.placement.rebalance.fragmentation import plan_fragmentation
 from vnuma.placement.rebalance.locality import plan_locality
@@ -111,6 +143,7 @@ __all__ = [
     "Move",
     "Objective",
     "Plan",
+    "VmLoad",
     "check_limits",
     "check_solver",
     "is_movable",
@@ -177,6 +210,8 @@ def plan_moves(
         return plan_spread(search, max_moves)
     if objective is Objective.FRAGMENTATION:
         return plan_fragmentation(search, max_moves)
+    if objective is Objective.BANDWIDTH:
+        return plan_bandwidth(search, max_moves)
     if make_room_for is None:
         raise InvalidInputError(
             "objective room needs a VM shape", hint='--make-room-for "vcpus=32,memory=256GiB"'

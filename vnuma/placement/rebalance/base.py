@@ -7,7 +7,7 @@ re-exported by :mod:`vnuma.placement.rebalance`); the apply step builds on them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vnuma.placement.model import (
     EmulatorThreads,
@@ -21,12 +21,25 @@ from vnuma.topology import DeviceKind, Host
 
 
 @dataclass(frozen=True, slots=True)
+class VmLoad:
+    """A VM's memory bandwidth as last measured (``vnuma stats --bandwidth``): bytes per second in all,
+    and per L3 domain of ``host`` it was measured on (``(domain id, bytes/s)``), and when (ISO time, UTC)."""
+
+    host: str
+    total_bps: int
+    domains: tuple[tuple[int, int], ...]
+    taken_at: str
+
+
+@dataclass(frozen=True, slots=True)
 class FleetState:
-    """Hosts, their placements and tenants' isolation: what the planner starts from."""
+    """Hosts, their placements and tenants' isolation: what the planner starts from; ``loads``: the
+    measured bandwidth of the VMs that have a sample (the ``bandwidth`` objective's input), by VM."""
 
     hosts: tuple[Host, ...]
     placements: tuple[Placement, ...]
     isolation: Mapping[str, Isolation]
+    loads: Mapping[str, VmLoad] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

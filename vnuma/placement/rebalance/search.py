@@ -7,7 +7,7 @@ itself removed first, so it only ever uses capacity free at that step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from vnuma.placement.engine import place
@@ -19,7 +19,7 @@ from vnuma.placement.model import (
     Strategy,
     VmRequest,
 )
-from vnuma.placement.rebalance.base import FleetState, Move, Plan, request_of
+from vnuma.placement.rebalance.base import FleetState, Move, Plan, VmLoad, request_of
 
 
 class Deadline(Exception):
@@ -27,11 +27,13 @@ class Deadline(Exception):
 
 
 class Search:
-    """A working fleet with apply/undo, a per-host VM index, the clock and cached empty-host answers."""
+    """A working fleet with apply/undo, a per-host VM index, the clock and cached empty-host answers;
+    ``loads``: the measured bandwidth of the state (by VM)."""
 
     def __init__(self, state: FleetState, time_limit_s: float, clock: Callable[[], float] | None) -> None:
         self.fleet = Fleet(state.hosts, state.placements, state.isolation)
         self.isolation = dict(state.isolation)
+        self.loads: Mapping[str, VmLoad] = state.loads
         self.clock = clock
         self.deadline = clock() + time_limit_s if clock is not None else 0.0
         self.on_host: dict[str, set[str]] = {name: set() for name in self.fleet.host_names()}
@@ -90,14 +92,17 @@ class Search:
         return place(request, self.fleet, Strategy.PACK, explain=False).chosen is not None
 
     def replace_vm(self, old: Placement, req: VmRequest, blocked: frozenset[int] | None) -> Placement | None:
-        """The engine's new placement of ``old`` with it removed and its host's ``blocked`` cells
-        avoided (None: its whole host); None when nothing fits or the engine keeps its cells.
-        The fleet is left as it was."""
-        self.tick()
+        """:meth:`refit` with ``old``'s host's ``blocked`` cells avoided (None: its whole host)."""
         if blocked is None:
             req = replace(req, avoid_hosts=req.avoid_hosts | {old.host})
         else:
             req = replace(req, avoid_cells=req.avoid_cells | {(old.host, c) for c in blocked})
+        return self.refit(old, req)
+
+    def refit(self, old: Placement, req: VmRequest) -> Placement | None:
+        """The engine's placement of ``req`` with ``old`` removed; None when nothing fits or it lands on
+        ``old``'s host and cells. The fleet is left as it was."""
+        self.tick()
         self.fleet.remove(old.vm)
         try:
             chosen = place(req, self.fleet, Strategy.PACK, explain=False).chosen
