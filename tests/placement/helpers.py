@@ -102,6 +102,8 @@ def _pages_taken(p: Placement) -> dict[tuple[int, int], int]:
     for c in sorted(p.cells, key=lambda c: c.guest_cell):
         for cell, n in _deal(p.host_cells, c.host_cell, c.pages, c.memory_mode, _dealt(p, c)).items():
             taken[(cell, c.page_size_kib)] = taken.get((cell, c.page_size_kib), 0) + n
+    for c in p.cold:  # the cold tier's pages, all on its memory-only cell
+        taken[(c.host_cell, c.page_size_kib)] = taken.get((c.host_cell, c.page_size_kib), 0) + c.pages
     return taken
 
 
@@ -156,6 +158,10 @@ def check_placement_shape(p: Placement, host: Host) -> None:
     extra = set(p.emulator_pcpus) - {x for c in p.cells for x in c.pcpus}
     if extra:
         assert len(extra) == 1 and where[extra.pop()] == p.cells[0].host_cell
+    memory_only = {c.id for c in host.cells if c.memory_only}
+    for c in p.cold:  # one cold cell after the CPU cells, no vCPUs, on a memory-only host cell
+        assert len(p.cold) == 1 and c.guest_cell == len(p.cells) and not c.vcpus and not c.pcpus
+        assert c.host_cell in memory_only and c.memory_kib % c.page_size_kib == 0
     gpus = {d.address: d for d in p.devices}
     home = {d.address: d.numa_node for d in host.devices}
     for d in gpus.values():

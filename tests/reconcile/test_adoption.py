@@ -142,3 +142,16 @@ def test_live_pins_that_differ_from_the_definition_are_refused() -> None:
     live = parse_domain(xml.replace(f"cpuset='{p.cells[0].pcpus[0]}'/>", "cpuset='15'/>", 1))
     with pytest.raises(InvalidInputError, match="live pinning differs"):
         placement_from_domain(parse_domain(xml), live, HOST, "t")
+
+
+def test_a_cold_tier_renders_without_differences_and_adopts_back() -> None:
+    host = make_host("h1", cells=2, memory_only_cells=1, hugepages_1g_gib=0)
+    p = _placed(VmRequest("vm1", "acme", 4, 4 * 1024 * 1024, cold_memory_kib=8 * 1024 * 1024), host)
+    assert p.cold and p.cold[0].host_cell == 2
+    d = parse_domain(render_domain(host, p))
+    assert differences(p, d, d, host) == []
+    adopted = placement_from_domain(d, d, host, "acme")
+    assert adopted.cold == p.cold and adopted.cells == p.cells
+    without = dataclasses.replace(p, cold=())
+    found = differences(without, d, None, host)  # a cold cell the inventory does not hold is a difference
+    assert {x.what for x in found} >= {"guest cell 1", "memory KiB"}

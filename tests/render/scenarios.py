@@ -189,6 +189,10 @@ def _build() -> tuple[Scenario, ...]:
         # an AMD socket's cell spans four CCX caches (a VM on two CCXs gets a slice on each).
         _engine_scenario("cache-slice-snc", "x86-snc2-resctrl.xml", numa_nodes=2, vcpus=4),
         _engine_scenario("cache-slice-amd-ccx", "amd-1socket-4ccx-resctrl.xml", numa_nodes=1, vcpus=12),
+        # A cold tier, placed by the engine: on the HMAT host's CXL-like memory-only cell rated from the VM's
+        # cell (guest HMAT copied), and on the hwloc SNC host's CXL-DRAM expander (SLIT only, no HMAT).
+        _cold_scenario("cold-tier-hmat", "capabilities/x86-hmat-memonly.xml", avoid=(0,)),
+        _cold_scenario("cold-tier-cxl-hwloc", "hwloc/2pkg-snc-smt-cxl-gpu.xml", avoid=()),
     )
 
 
@@ -206,6 +210,23 @@ def _engine_scenario(name: str, capabilities: str, *, numa_nodes: int, vcpus: in
                         mem_bw=20)
     chosen = place(request, Fleet([host])).chosen
     assert chosen is not None and chosen.llc, name
+    return Scenario(name, host, chosen)
+
+
+def _cold_scenario(name: str, fixture: str, *, avoid: tuple[int, ...]) -> Scenario:
+    """A 4-vCPU VM with 16 GiB of cold memory (CPU cells ``avoid`` avoided), as the engine places it."""
+    from vnuma.placement.engine import place
+    from vnuma.placement.ledger.fleet import Fleet
+    from vnuma.placement.model import VmRequest
+    from vnuma.sources.capabilities import parse_capabilities
+    from vnuma.sources.hwloc import parse_hwloc
+
+    data = (TESTS / "data" / fixture).read_bytes()
+    host = parse_hwloc(data, name=name) if fixture.startswith("hwloc/") else parse_capabilities(data, name=name)
+    request = VmRequest("vm1", "acme", 4, _gib(4), page_size_kib=PAGE_4K, cold_memory_kib=_gib(16),
+                        avoid_cells=frozenset((name, c) for c in avoid))
+    chosen = place(request, Fleet([host])).chosen
+    assert chosen is not None and chosen.cold, name
     return Scenario(name, host, chosen)
 
 

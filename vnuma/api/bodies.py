@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.model import (
+    ColdTier,
     CpuPolicy,
     EmulatorThreads,
     GpuAffinity,
@@ -61,6 +62,8 @@ class PlaceBody(Body):
     llc: StrictStr | None = None
     llc_ways: StrictInt | None = None
     mem_bw: StrictInt | None = None
+    cold_memory: StrictStr | None = None
+    cold_tier: ColdTier = ColdTier.ANY
     strategy: Strategy | None = None
     dry_run: StrictBool = False
     explain: StrictBool = False

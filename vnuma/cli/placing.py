@@ -13,6 +13,7 @@ from vnuma.cli.options import StrategyOpt, strategy_of
 from vnuma.documents import plan_doc
 from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.model import (
+    ColdTier,
     CpuPolicy,
     EmulatorThreads,
     GpuAffinity,
@@ -119,6 +120,15 @@ def place(
         int | None,
         typer.Option("--mem-bw", metavar="PCT", help="Memory-bandwidth cap on each of those L3 domains (MBA, %)."),
     ] = None,
+    cold_memory: Annotated[
+        str | None,
+        typer.Option("--cold-memory", metavar="SIZE",
+                     help="One more guest cell with this memory and no vCPUs, on a host memory-only cell "
+                          "(CXL, a capacity tier)."),
+    ] = None,
+    cold_tier: Annotated[
+        ColdTier, typer.Option("--cold-tier", help="Which memory-only cells may back --cold-memory.")
+    ] = ColdTier.ANY,
     group: Annotated[str | None, typer.Option("--group", help="Replica group the VM belongs to.")] = None,
     anti_affinity: Annotated[
         AntiAffinity | None,
@@ -184,6 +194,15 @@ def place(
     slice is placed there), caps add up to the host's --mem-bw-limit. A
     size is rounded up to whole ways of each host's cache.
 
+    --cold-memory SIZE [--cold-tier any|cxl] gives the VM one more guest
+    NUMA cell with that memory and no vCPUs (for idle KV cache, prompt
+    caches, model files), bound to a host memory-only cell of a capacity
+    tier: kind cxl or unknown, or DRAM that HMAT rates slower than local
+    DRAM; HBM/MCDRAM is a hot tier and never serves it; cxl keeps cells of
+    kind cxl only. Among those with room, the best HMAT bandwidth (then
+    latency) from the VM's CPU cells wins, else the SLIT distance. Its pages
+    are the largest size the memory-only cell offers that divides SIZE.
+
     --iothreads N renders N I/O threads pinned with the emulator threads, or
     with --iothreads-policy device-local on the pCPUs of the guest cell the
     VM's first device (by PCI address) is attached to; `render`/`apply
@@ -205,7 +224,7 @@ def place(
         emulator_threads=emulator_threads, memory_mode=memory_mode, cell_memory_mode=cell_memory_mode,
         cell_vcpus=cell_vcpus, cell_memory=cell_memory, cell_gpus=cell_gpus, iothreads=iothreads,
         iothreads_policy=iothreads_policy, host=host, group=group, anti_affinity=anti_affinity,
-        llc=llc, llc_ways=llc_ways, mem_bw=mem_bw,
+        llc=llc, llc_ways=llc_ways, mem_bw=mem_bw, cold_memory=cold_memory, cold_tier=cold_tier,
     )
     if (apply or yes or allow_restart or allow_migrate) and not rebalance:
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
@@ -225,7 +244,8 @@ def place(
             "iothreads_policy": iothreads_policy.value, "host": host, "group": group,
             "anti_affinity": anti_affinity.value if anti_affinity else None,
             "strategy": strategy.value if strategy else None, "dry_run": dry_run, "explain": explain,
-            "llc": llc, "llc_ways": llc_ways, "mem_bw": mem_bw,
+            "llc": llc, "llc_ways": llc_ways, "mem_bw": mem_bw, "cold_memory": cold_memory,
+            "cold_tier": cold_tier.value,
         }
         placed_name, result = client.place(body)
         request = replace(request, name=placed_name)
@@ -332,6 +352,10 @@ def print_placement(p: Placement, title: str, state: str | None = None) -> None:
             (c.guest_cell, c.host_cell, format_cpuset(c.vcpus), format_cpuset(c.pcpus),
              format_size_kib(c.memory_kib), f"{c.pages} x {format_size_kib(c.page_size_kib)}", c.memory_mode)
             for c in p.cells
+        ] + [
+            (c.guest_cell, c.host_cell, "- (cold)", "-", format_size_kib(c.memory_kib),
+             f"{c.pages} x {format_size_kib(c.page_size_kib)}", c.memory_mode)
+            for c in p.cold
         ],
     )
     extras = [f"emulator pCPUs: {format_cpuset(p.emulator_pcpus) or '-'}"]

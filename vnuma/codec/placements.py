@@ -23,6 +23,7 @@ from vnuma.codec.checks import (
 from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.model import (
     CellAssignment,
+    ColdTier,
     CpuPolicy,
     DeviceAssignment,
     IoThreadPolicy,
@@ -41,16 +42,34 @@ _ISOLATION = enum_of(Isolation)
 _ANTI = enum_of(AntiAffinity)
 _MEMORY_MODE = enum_of(MemoryMode)
 _IOTHREAD_POLICY = enum_of(IoThreadPolicy)
+_COLD_TIER = enum_of(ColdTier)
+
+
+def _cell(c: CellAssignment) -> dict[str, Any]:
+    return {
+        "guest_cell": c.guest_cell,
+        "host_cell": c.host_cell,
+        "vcpus": list(c.vcpus),
+        "pcpus": list(c.pcpus),
+        "memory_mib": c.memory_kib // KIB_PER_MIB,
+        "memory_kib": c.memory_kib,
+        "page_size_kib": c.page_size_kib,
+        "memory_mode": c.memory_mode.value,
+    }
 
 
 def placement_to_dict(p: Placement) -> dict[str, Any]:
     """The placement as a JSON-ready dict; ``memory_mib`` is for readers, ``memory_kib`` is exact.
-    ``llc`` (``[{"cache", "ways"}]``) and ``mem_bw`` (``[{"domain", "cap"}]``) only when it holds them."""
+    ``llc`` (``[{"cache", "ways"}]``) and ``mem_bw`` (``[{"domain", "cap"}]``) only when it holds them;
+    a cold tier is the last entry of ``cells``, with ``"vcpus": []`` and ``"cold": true``, and
+    ``"cold_tier"`` says what it was chosen under (both only when it has one)."""
     slices: dict[str, Any] = {}
     if p.llc:
         slices["llc"] = [{"cache": i, "ways": w} for i, w in p.llc]
     if p.mem_bw:
         slices["mem_bw"] = [{"domain": i, "cap": c} for i, c in p.mem_bw]
+    if p.cold:
+        slices["cold_tier"] = p.cold_tier.value
     return {
         "vm": p.vm,
         "tenant": p.tenant,
@@ -62,19 +81,7 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         "group": None if p.group is None else {"name": p.group, "anti_affinity": _opt(p.anti_affinity)},
         "iothreads": p.iothreads,
         "iothread_policy": p.iothread_policy.value,
-        "cells": [
-            {
-                "guest_cell": c.guest_cell,
-                "host_cell": c.host_cell,
-                "vcpus": list(c.vcpus),
-                "pcpus": list(c.pcpus),
-                "memory_mib": c.memory_kib // KIB_PER_MIB,
-                "memory_kib": c.memory_kib,
-                "page_size_kib": c.page_size_kib,
-                "memory_mode": c.memory_mode.value,
-            }
-            for c in p.cells
-        ],
+        "cells": [_cell(c) for c in p.cells] + [{**_cell(c), "cold": True} for c in p.cold],
         "emulator_pcpus": list(p.emulator_pcpus),
         "devices": [
             {"address": d.address, "kind": d.kind.value, "guest_cell": d.guest_cell, "host_cell": d.host_cell}
@@ -98,7 +105,9 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
     d = as_mapping(d, at)
     vm = take(d, "vm", at, as_str)
     at = At(f"placement of VM {vm!r}")
-    cells = take(d, "cells", at, _ASSIGNMENTS)
+    every = take(d, "cells", at, _ASSIGNMENTS)
+    cells = tuple(c for c, cold in every if not cold)
+    cold = tuple(c for c, cold in every if cold)
     nodes = get_key(d, "numa_nodes", at, len(cells))
     group, anti = _group(get_key(d, "group", at, None), at.key("group"))
     return Placement(
@@ -118,6 +127,8 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         iothread_policy=take(d, "iothread_policy", at, _IOTHREAD_POLICY, IoThreadPolicy.EMULATOR.value),
         llc=take(d, "llc", at, _LLC, []),
         mem_bw=take(d, "mem_bw", at, _MEM_BW, []),
+        cold=cold,
+        cold_tier=take(d, "cold_tier", at, _COLD_TIER, ColdTier.ANY.value),
     )
 
 
@@ -154,11 +165,15 @@ def _node_count(value: object, at: At, cells: int) -> int:
     return count
 
 
-def _assignment_from_dict(value: object, parent: At, i: int) -> CellAssignment:
+def _assignment_from_dict(value: object, parent: At, i: int) -> tuple[CellAssignment, bool]:
+    """A guest cell, and whether it is the cold tier."""
     at = parent.index(i)
     d = as_mapping(value, at)
     kib = get_key(d, "memory_kib", at, None)
     memory_kib = take(d, "memory_mib", at, as_int) * KIB_PER_MIB if kib is None else as_int(kib, at.key("memory_kib"))
+    cold = get_key(d, "cold", at, False)
+    if not isinstance(cold, bool):
+        raise at.key("cold").fail(f"must be true or false, got {cold!r}")
     return CellAssignment(
         guest_cell=take(d, "guest_cell", at, as_int),
         host_cell=take(d, "host_cell", at, as_int),
@@ -167,7 +182,7 @@ def _assignment_from_dict(value: object, parent: At, i: int) -> CellAssignment:
         memory_kib=memory_kib,
         page_size_kib=take(d, "page_size_kib", at, as_int),
         memory_mode=take(d, "memory_mode", at, _MEMORY_MODE, MemoryMode.STRICT.value),
-    )
+    ), cold
 
 
 def _device_assignment_from_dict(value: object, parent: At, i: int) -> DeviceAssignment:

@@ -13,10 +13,14 @@ claims when the caller adds the placement).
 * GPUs and NICs: :func:`vnuma.placement.devices.pick_devices`, the same
   choice the fit accepted the cell set by.
 * Each guest cell gets the memory mode the request gives it.
+* A cold tier (``cold_memory_kib``): one more guest cell, N, with no vCPUs,
+  on the memory-only cell :func:`vnuma.placement.cold.choose` picks for the
+  chosen CPU cells (the ``cold-memory`` host filter made sure one has room).
 """
 
 from __future__ import annotations
 
+from vnuma.placement.cold import choose as choose_cold
 from vnuma.placement.cpus import pick_dedicated, pick_shared
 from vnuma.placement.devices import pick_devices
 from vnuma.placement.fit import HostFit
@@ -58,6 +62,12 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
     if not isolate_emulator:
         emulator = tuple(sorted({p for c in cells for p in c.pcpus}))
     llc, mem_bw = slices(hs.host, req, (p for c in cells for p in c.pcpus)) if wants(req) else ((), ())
+    cold: tuple[CellAssignment, ...] = ()
+    if req.cold_memory_kib:
+        found = choose_cold(hs.shape.cold, hs.cold_free, req, tuple(fit.cells))
+        assert found is not None, "the cold-memory host filter passed on this very state"
+        where, size = found
+        cold = (CellAssignment(n, where.id, (), (), req.cold_memory_kib, size),)
     return Placement(
         vm=req.name,
         tenant=req.tenant,
@@ -75,4 +85,6 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         iothread_policy=req.iothread_policy,
         llc=llc,
         mem_bw=mem_bw,
+        cold=cold,
+        cold_tier=req.cold_tier,
     )

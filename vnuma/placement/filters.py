@@ -9,7 +9,11 @@ name when too few are left, or None. :data:`PIPELINE` lists them:
    ``cordoned`` (admission's cordon rule, asked before any cell is looked at),
    ``group`` (a replica group's anti-affinity; under ``cell`` the host view
    also drops the cells the group's other VMs hold), ``resctrl-host`` (cache
-   or bandwidth allocation where a slice is asked);
+   or bandwidth allocation where a slice is asked), ``cold-memory`` (a
+   memory-only cell of a capacity tier with room, where a cold tier is asked:
+   :mod:`vnuma.placement.cold`; :func:`vnuma.placement.fit.fit_host` asks it
+   too, as the pre-filtered path runs no host filter and its arrays know no
+   memory-only cell);
 2. per guest-cell count ``n``: ``numa-nodes`` (enough CPU cells), ``smt``
    (sibling pairs for ``require``), ``cell-isolation`` (cells the tenant may
    use at all), ``cell-cpus`` (``n`` cells with the vCPUs per cell),
@@ -33,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from vnuma.placement.cold import refusal as cold_refusal
 from vnuma.placement.groups import group_cells, group_refusal
 from vnuma.placement.ledger.admit import ADMISSION, cordon_refusal
 from vnuma.placement.ledger.cell import CellState
@@ -149,6 +154,19 @@ class ResctrlHost:
         """Reject a host without cache or bandwidth allocation."""
         problem = host_problem(hs.host, req, policy=False) if wants(req) else None
         return None if problem is None else Rejection(hs.name, self.name, problem.reason, problem.hint)
+
+
+class ColdMemory:
+    """``cold-memory``: a VM asking for a cold tier only goes to a host with a memory-only cell that may serve it
+    and has the room (:func:`~vnuma.placement.cold.refusal`; which one is the build's choice)."""
+
+    name = "cold-memory"
+
+    def apply(self, hs: HostState, req: VmRequest) -> Rejection | None:
+        """Reject a host without such a cell."""
+        problem = cold_refusal(hs.shape.cold, hs.cold_free, req) if req.cold_memory_kib else None
+        hint = "see the memory-only cells and their kinds in `vnuma host show`"
+        return None if problem is None else Rejection(hs.name, self.name, problem, hint)
 
 
 class NumaNodes:
@@ -362,7 +380,10 @@ def _short(a: Attempt, check: str, caps: dict[int, int]) -> Rejection:
     )
 
 
-HOST_FILTERS: tuple[HostFilter, ...] = (RequestedHost(), AvoidedHost(), Cordoned(), Group(), ResctrlHost())
+COLD_MEMORY = ColdMemory()
+HOST_FILTERS: tuple[HostFilter, ...] = (
+    RequestedHost(), AvoidedHost(), Cordoned(), Group(), ResctrlHost(), COLD_MEMORY
+)
 """Run once per host."""
 CELL_FILTERS: tuple[Filter, ...] = (
     NumaNodes(),

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from vnuma.placement.cellsets import rank_cells
 from vnuma.placement.devices import pick_devices
-from vnuma.placement.filters import CELL_FILTERS, SIZE_FILTERS, STAGE, Attempt
+from vnuma.placement.filters import CELL_FILTERS, COLD_MEMORY, SIZE_FILTERS, STAGE, Attempt
 from vnuma.placement.gpus import strands_gpus, threads_taken
 from vnuma.placement.ledger.admit import pages_by_cell
 from vnuma.placement.ledger.host import HostState
@@ -68,9 +68,15 @@ def fit_host(
     (default: the request's, or the fewest that fit when it says auto).
 
     The host-level filters (``host``, ``avoid``) are the caller's: the engine
-    runs them per host, before fits it shares between hosts of one shape.
+    runs them per host, before fits it shares between hosts of one shape; but
+    ``cold-memory`` is asked here too, since the pre-filtered path runs none of
+    them and its arrays know nothing of memory-only cells.
     """
     assert req.vcpus is not None and req.memory_kib is not None
+    if req.cold_memory_kib:
+        refused = COLD_MEMORY.apply(hs, req)
+        if refused is not None:
+            return refused
     view = HostView(hs, req, strategy, isolations)
     nodes = n or req.numa_nodes
     if nodes is not None:

@@ -51,6 +51,14 @@ class GpuAffinity(StrEnum):
     SOCKET = "socket"
 
 
+class ColdTier(StrEnum):
+    """Which memory-only cells may back a VM's cold tier (:mod:`vnuma.placement.cold`): ``any`` capacity
+    tier (slower than local DRAM by HMAT, or of kind ``cxl``/``unknown``), or ``cxl`` cells only."""
+
+    ANY = "any"
+    CXL = "cxl"
+
+
 class EmulatorThreads(StrEnum):
     """``share``: emulator threads float over the VM's pCPUs; ``isolate``:
     one extra dedicated pCPU on the VM's first cell."""
@@ -201,6 +209,10 @@ class VmRequest:
     """A slice of the last-level cache on every L3 domain the VM's vCPUs touch (``llc_ways`` ways, or
     ``llc_kib`` rounded up to whole granules there) and a memory-bandwidth cap there (``mem_bw``, in the
     host's unit: percent on Intel MBA); None: none asked (:mod:`vnuma.placement.resctrl`)."""
+    cold_memory_kib: int = 0
+    cold_tier: ColdTier = ColdTier.ANY
+    """Memory for one more guest cell with no vCPUs, backed by a host memory-only cell of a capacity tier
+    (:mod:`vnuma.placement.cold`); 0: none."""
 
     @property
     def wants_nics(self) -> bool:
@@ -294,6 +306,11 @@ class Placement:
     """(L3 cache id, ways) the VM's allocation group holds on each L3 domain its vCPUs touch."""
     mem_bw: tuple[tuple[int, int], ...] = ()
     """(memory-bandwidth domain id, cap) on each of those domains."""
+    cold: tuple[CellAssignment, ...] = ()
+    """The cold tier: at most one guest cell with memory and no vCPUs (guest cell id after the CPU cells) on a
+    host memory-only cell, chosen under ``cold_tier`` (:mod:`vnuma.placement.cold`). Not in ``cells``:
+    ``memory_kib`` and everything about vCPUs count the CPU cells; ``cold_kib`` this one."""
+    cold_tier: ColdTier = ColdTier.ANY
     # Worked out once from the fields above (the ledger and admission read them many times).
     dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""
@@ -312,8 +329,13 @@ class Placement:
 
     @property
     def memory_kib(self) -> int:
-        """Total guest memory."""
+        """Guest memory of the CPU cells (the cold tier apart: :attr:`cold_kib`)."""
         return sum(c.memory_kib for c in self.cells)
+
+    @property
+    def cold_kib(self) -> int:
+        """Guest memory of the cold tier (0: none)."""
+        return sum(c.memory_kib for c in self.cold)
 
     @property
     def host_cells(self) -> tuple[int, ...]:

@@ -149,7 +149,15 @@ def request_problem(request: VmRequest) -> str | None:
     return (
         _numbers_problem(request) or _split_problem(request) or _policy_problem(request)
         or _memory_mode_problem(request) or _iothread_problem(request) or _nic_problem(request)
+        or _cold_problem(request)
     )
+
+
+def _cold_problem(request: VmRequest) -> str | None:
+    """A cold tier is a whole number of 4 KiB pages, not negative, and only for a memory-backed guest."""
+    if request.cold_memory_kib < 0 or request.cold_memory_kib % PAGE_4K:
+        return f"cold memory must be a whole number of 4 KiB pages, got {request.cold_memory_kib} KiB"
+    return None
 
 
 MAX_NICS = 64

@@ -35,7 +35,7 @@ def check_domain(root: etree._Element, host: Host, placement: Placement) -> None
     """
     if root.tag != "domain":
         raise RenderError(f"rendered XML has root <{root.tag}>, not <domain>")
-    cells = {c.guest_cell: c for c in placement.cells}
+    cells = {c.guest_cell: c for c in (*placement.cells, *placement.cold)}  # the cold cell has no vCPUs
     vcpus = check_vcpu_count(root, placement)
     check_topology(root, vcpus)
     check_pins(root, placement, cells, vcpus)

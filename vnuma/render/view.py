@@ -16,6 +16,7 @@ from vnuma.render.distances import mirrored
 from vnuma.render.guestview import GuestView, guest_view, hint_string
 from vnuma.render.metadata import VNUMA_NS
 from vnuma.render.pcie import PcieLayout, layout_devices
+from vnuma.render.tiers import Interconnect, interconnects
 from vnuma.render.tune import Tune, tune_of
 from vnuma.topology import PAGE_4K, Host, format_cpuset
 
@@ -171,6 +172,10 @@ class DomainView:
     """The SMBIOS OEM string carrying :attr:`guest` (``--guest-hints``), or "" for none."""
     tune: Tune
     """Its cache slice and bandwidth cap (:mod:`vnuma.render.tune`)."""
+    interconnects: tuple[Interconnect, ...] = ()
+    """The guest HMAT (:mod:`vnuma.render.tiers`); empty when the host publishes none."""
+    meta_cold: tuple[MetaCell, ...] = ()
+    """The cold guest cell in vnuma's metadata (none or one)."""
 
 
 def domain_uuid(placement: Placement) -> str:
@@ -196,6 +201,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     _check_options(options)
     cells = tuple(sorted(placement.cells, key=lambda c: c.guest_cell))
     _check_placement(host, placement, cells)
+    every = cells + placement.cold  # the cold cell, when there is one, is the last guest cell
     if options.memnode_mode is not None and MemoryMode.INTERLEAVE in placement.memory_modes:
         raise ConfigError(
             f"VM {placement.vm!r} has interleaved memory, claimed on every one of its host cells: "
@@ -205,11 +211,15 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     emulator_cpuset = format_cpuset(emulator)
     guest_ids = frozenset(c.guest_cell for c in cells)
     memnodes = _memnodes(cells, options.memnode_mode)
+    memnodes += tuple(
+        MemNode(str(c.guest_cell), "restrictive" if memnodes[0].mode == "restrictive" else "strict", str(c.host_cell))
+        for c in placement.cold
+    )
     iothreads = placement.iothreads if options.iothreads is None else options.iothreads
     iothread_cpuset = format_cpuset(iothread_pins(placement))
-    distances = mirrored(host, cells)
+    distances = mirrored(host, every)
     pcie = layout_devices(placement.vm, placement.devices, guest_ids, options.machine)
-    guest = guest_view(placement, cells, distances, pcie)
+    guest = guest_view(placement, every, distances, pcie)
     guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
     return DomainView(
         name=placement.vm,
@@ -225,7 +235,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         cpu_policy=str(placement.cpu_policy),
         thread_policy=str(placement.thread_policy),
         numa_nodes="auto" if placement.numa_nodes is None else str(placement.numa_nodes),
-        memory_kib=str(placement.memory_kib),
+        memory_kib=str(placement.memory_kib + placement.cold_kib),
         vcpus=str(placement.vcpus),
         vcpupins=_vcpupins(placement, cells),
         emulator_cpuset=emulator_cpuset,
@@ -233,15 +243,15 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         iothreadpins=tuple(Pin(str(i), iothread_cpuset) for i in range(1, iothreads + 1)),
         # libvirt requires 'restrictive' on <memory> exactly when memnodes use it.
         memory_mode="restrictive" if memnodes[0].mode == "restrictive" else "strict",
-        memory_nodeset=format_cpuset(c.host_cell for c in cells),
+        memory_nodeset=format_cpuset(c.host_cell for c in every),
         memnodes=memnodes,
         cpu_mode=_CPU_MODE[options.domain_type],
         topology=topology_of(
             guest_topology(placement.threads_per_core, tuple(len(c.vcpus) for c in cells), _sockets(host, cells)),
             placement.vcpus, options,
         ),
-        cells=_guest_cells(cells, distances),
-        pages=_pages(cells),
+        cells=_guest_cells(every, distances),
+        pages=_pages(every),
         pcie=pcie,
         meta_emulator_pcpus=format_cpuset(placement.emulator_pcpus),
         meta_cells=tuple(_meta_cell(c) for c in cells),
@@ -255,6 +265,8 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         guest=guest,
         guest_hints=hint_string(guest) if options.guest_hints else "",
         tune=tune_of(host, placement),
+        interconnects=interconnects(host, every),
+        meta_cold=tuple(_meta_cell(c) for c in placement.cold),
     )
 
 
@@ -375,6 +387,10 @@ def _check_placement(host: Host, placement: Placement, cells: tuple[CellAssignme
             raise RenderError(f"{where}: guest cell {cell.guest_cell} has {counts}")
         if cell.vcpus and not cell.pcpus:
             raise RenderError(f"{where}: guest cell {cell.guest_cell} has vCPUs but no pCPUs")
+    memory_only = {c.id for c in host.cells if c.memory_only}
+    for cell in placement.cold:
+        if cell.host_cell not in memory_only:
+            raise RenderError(f"{where}: its cold guest cell is on host cell {cell.host_cell}, not a memory-only cell")
 
 
 def _vcpupins(placement: Placement, cells: tuple[CellAssignment, ...]) -> tuple[Pin, ...]:

@@ -65,8 +65,9 @@ def _pin_values(d: Domain) -> dict[str, frozenset[int] | None]:
 def _expected_pins(p: Placement) -> dict[str, frozenset[int] | None]:
     values: dict[str, frozenset[int] | None] = {f"vcpupin {v}": s for v, s in sorted(vcpu_pins(p).items())}
     values["emulatorpin"] = emulator_pins(p)
-    values["numatune nodeset"] = frozenset(p.host_cells)
+    values["numatune nodeset"] = frozenset(p.host_cells) | {c.host_cell for c in p.cold}
     values.update({f"memnode {c.guest_cell}": _memnode_nodes(p, c) for c in sorted(p.cells, key=_guest)})
+    values.update({f"memnode {c.guest_cell}": frozenset({c.host_cell}) for c in p.cold})
     return values
 
 
@@ -120,8 +121,8 @@ def differences(p: Placement, persistent: Domain, live: Domain | None, host: Hos
     if live is not None:
         found += _pin_differences(expected, live, "live")
     want = _shape_values(
-        {c.guest_cell: (frozenset(c.vcpus), c.memory_kib, c.page_size_kib) for c in p.cells},
-        p.vcpus, p.memory_kib, tuple(sorted(d.address for d in p.devices)),
+        {c.guest_cell: (frozenset(c.vcpus), c.memory_kib, c.page_size_kib) for c in (*p.cells, *p.cold)},
+        p.vcpus, p.memory_kib + p.cold_kib, tuple(sorted(d.address for d in p.devices)),
     )
     have = _shape_values(_domain_cells(persistent), persistent.vcpus, persistent.memory_kib, persistent.hostdevs)
     banks = l3_banks(host.resctrl)
@@ -172,7 +173,11 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
     stray = {c for cpus in pins.values() for c in cpus} - set(cell_of)
     if stray:
         raise InvalidInputError(f"pCPU(s) {format_cpuset(stray)} do not exist on host {host.name!r}")
-    assignments = tuple(_assign(d, c, pins, policy, cell_of) for c in cells)
+    every = tuple(_assign(d, c, pins, policy, cell_of) for c in cells)
+    # A guest cell with memory and no vCPUs bound to a memory-only host cell is a cold tier.
+    memory_only = {c.id for c in host.cells if c.memory_only}
+    cold = tuple(a for a in every if not a.vcpus and a.host_cell in memory_only)
+    assignments = tuple(a for a in every if a not in cold)
     mark = d.mark
     thread = mark.thread_policy if mark is not None and mark.thread_policy in set(ThreadPolicy) else "prefer"
     return Placement(
@@ -181,7 +186,7 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
         devices=_devices(d, host, assignments), cpu_policy=policy,
         thread_policy=ThreadPolicy(thread), threads_per_core=d.threads_per_core or 1,
         numa_nodes=None if mark is not None and mark.numa_nodes == "auto" else len(assignments),
-        llc=_ways(d, host), mem_bw=d.bandwidth,
+        llc=_ways(d, host), mem_bw=d.bandwidth, cold=cold,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from vnuma.errors import InvalidInputError
 from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.model import (
+    ColdTier,
     CpuPolicy,
     EmulatorThreads,
     GpuAffinity,
@@ -100,6 +101,8 @@ def place_request(
     llc: str | None = None,
     llc_ways: int | None = None,
     mem_bw: int | None = None,
+    cold_memory: str | None = None,
+    cold_tier: ColdTier = ColdTier.ANY,
 ) -> VmRequest:
     """The request ``vnuma place`` makes of its options (``page_size``: the option, or the configured default).
 
@@ -149,6 +152,8 @@ def place_request(
         llc_kib=llc_kib,
         llc_ways=llc_ways,
         mem_bw=mem_bw,
+        cold_memory_kib=parse_size_kib(cold_memory) if cold_memory is not None else 0,
+        cold_tier=cold_tier,
     )
 
 

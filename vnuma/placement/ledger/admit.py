@@ -33,7 +33,8 @@ Checks, in order; each is a named unit and its name tags the refusal:
     no cell it touches is used by another tenant when either has isolation ``cell``;
 ``cell-pages``
     each (cell, page size) has the pages it takes (:func:`page_needs`: an
-    interleaved guest cell takes from all the VM's host cells);
+    interleaved guest cell takes from all the VM's host cells; the cold tier
+    from its memory-only cell);
 ``devices``
     each device is the host's and not passed through to another VM;
 ``resctrl``
@@ -128,6 +129,9 @@ class Topology:
                 return Refusal(f"host {name!r}: cell {ca.host_cell} has no CPU(s) {stray}", REPLACE_HINT)
             if ca.host_cell not in c.hs.cell_by_id:
                 return Refusal(f"host {name!r}: cell {ca.host_cell} has no placeable CPUs", REPLACE_HINT)
+        for ca in c.p.cold:
+            if not any(cold.id == ca.host_cell for cold in shape.cold):
+                return Refusal(f"host {name!r} has no memory-only cell {ca.host_cell} for the cold tier", REPLACE_HINT)
         if not shape.cpu_ids.issuperset(c.p.emulator_pcpus):
             stray = format_cpuset(set(c.p.emulator_pcpus) - shape.cpu_ids)
             return Refusal(f"host {name!r} has no CPU(s) {stray}", REPLACE_HINT)
@@ -186,6 +190,15 @@ class Shape:
             twice = _twice(x for ca in p.cells for x in ca.pcpus)
             if twice:
                 return Refusal(f"pCPU(s) {format_cpuset(twice)} pinned to more than one vCPU")
+        if len(p.cold) > 1:
+            return Refusal("the placement has more than one cold guest cell")
+        for ca in p.cold:
+            if ca.vcpus or ca.pcpus:
+                return Refusal(f"cold guest cell {ca.guest_cell} has vCPUs")
+            if ca.guest_cell != len(p.cells):
+                return Refusal(f"cold guest cell {ca.guest_cell} is not the last guest cell ({len(p.cells)})")
+            if ca.page_size_kib <= 0 or ca.memory_kib < ca.page_size_kib or ca.memory_kib % ca.page_size_kib:
+                return Refusal(f"cold guest cell memory {ca.memory_kib} KiB is not a whole number of pages")
         doubled = _twice(d.address for d in p.devices) if len(p.devices) > 1 else []
         if doubled:
             return Refusal(f"device(s) {', '.join(sorted(doubled))} listed more than once")
@@ -293,10 +306,11 @@ class CellPages:
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse pages a cell no longer has free."""
+        by_id, cold = c.hs.cell_by_id, c.hs.cold_free
         short = [
             (key, need, free)
             for key, need in page_needs(c.p).items()
-            if need > (free := c.hs.cell_by_id[key[0]].pages_free.get(key[1], 0))
+            if need > (free := by_id[key[0]].pages_free.get(key[1], 0) if key[0] in by_id else cold.get(key, 0))
         ]
         if short:
             (cell_id, size), need, free = min(short)
@@ -381,13 +395,19 @@ ADMISSION: tuple[Check, ...] = (
 
 
 def page_needs(p: Placement) -> dict[tuple[int, int], int]:
-    """Pages the placement takes per (host cell, page size KiB), zero counts left out (:func:`pages_by_cell`)."""
+    """Pages the placement takes per (host cell, page size KiB), the cold tier's memory-only cell included,
+    zero counts left out (:func:`pages_by_cell`)."""
     cells = p.cells
     if any(ca.memory_mode is MemoryMode.INTERLEAVE for ca in cells):
         cells = tuple(sorted(cells, key=lambda c: c.guest_cell))
-    return pages_by_cell(
+    needs = pages_by_cell(
         [(ca.host_cell, ca.page_size_kib, ca.pages if ca.page_size_kib > 0 else 0, ca.memory_mode) for ca in cells]
     )
+    for ca in p.cold:
+        key = (ca.host_cell, ca.page_size_kib)
+        if ca.page_size_kib > 0 and ca.pages > 0:
+            needs[key] = needs.get(key, 0) + ca.pages
+    return needs
 
 
 def pages_by_cell(guest_cells: Sequence[tuple[int, int, int, MemoryMode]]) -> dict[tuple[int, int], int]:

@@ -49,11 +49,12 @@ NO_USE = Usage()
 class _Plan:
     """The per-cell effect of one placement on one host."""
 
-    __slots__ = ("cells", "cores", "gpus", "loose_gpus", "pages")
+    __slots__ = ("cells", "cold", "cores", "gpus", "loose_gpus", "pages")
 
     def __init__(self) -> None:
         self.cores: dict[CoreState, tuple[CellState, list[int], list[int]]] = {}
         self.pages: list[tuple[CellState, int, int]] = []
+        self.cold: list[tuple[tuple[int, int], int]] = []
         self.gpus: list[tuple[CellState, str]] = []
         self.loose_gpus: list[str] = []
         self.cells: list[CellState] = []
@@ -292,7 +293,9 @@ class Fleet:
                 entry = plan.cores[core] = (cell, [], [])
             entry[1 if cpu in held else 2].append(cpu)
         by_id = hs.cell_by_id
-        plan.pages = [(by_id[cell], size, n) for (cell, size), n in page_needs(p).items() if cell in by_id]
+        needs = page_needs(p)
+        plan.pages = [(by_id[cell], size, n) for (cell, size), n in needs.items() if cell in by_id]
+        plan.cold = [(key, n) for key, n in needs.items() if key[0] not in by_id and key in hs.cold_free]
         plan.cells = [by_id[c] for c in cells if c in by_id]
         for dev in p.devices:
             if dev.kind != "gpu" or dev.address not in hs.gpu_home:
@@ -339,6 +342,8 @@ class Fleet:
         for cell, size, count in plan.pages:
             cell.pages_free[size] = cell.pages_free.get(size, 0) - sign * count
             touched[cell.id] = cell
+        for key, count in plan.cold:
+            hs.cold_free[key] = hs.cold_free.get(key, 0) - sign * count
         tenant = p.tenant or ""
         locking = self.isolation.get(tenant) is Isolation.CELL
         for cell in plan.cells:

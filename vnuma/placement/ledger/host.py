@@ -15,6 +15,7 @@ template's: reading never changes a host.
 
 from __future__ import annotations
 
+from vnuma.placement.cold import ColdCell, Pools, cold_cells, cold_pools
 from vnuma.placement.ledger.cell import CellState, cell_states
 from vnuma.placement.model import Placement, ThreadPolicy
 from vnuma.placement.resctrl import ResctrlUse, cell_domains
@@ -31,6 +32,8 @@ class HostShape:
         "addresses",
         "cell_cpus",
         "cells",
+        "cold",
+        "cold_pools",
         "cpu_ids",
         "cpu_index",
         "device_at",
@@ -74,6 +77,10 @@ class HostShape:
         self.neighbors: dict[int, tuple[tuple[int, int], ...]] = {
             a: tuple(sorted((self.distance[(a, b)], b) for b in ids if b != a)) for a in ids
         }
+        self.cold: tuple[ColdCell, ...] = cold_cells(host)
+        """The memory-only cells as the cold tier sees them (:mod:`vnuma.placement.cold`)."""
+        self.cold_pools: Pools = cold_pools(host)
+        """Their pages, unclaimed."""
         self.domains = cell_domains(host)
         """Each CPU cell's L3 cache ids (:mod:`vnuma.placement.resctrl`)."""
         self.ratings = cpu_cell_ratings(host)
@@ -138,6 +145,7 @@ class HostState:
         "built",
         "cell_by_id",
         "cells",
+        "cold_free",
         "devices_taken",
         "distance",
         "floaters",
@@ -195,6 +203,7 @@ class HostState:
             self.holders = template.holders
             self.floaters = template.floaters
             self.devices_taken = template.devices_taken
+            self.cold_free = template.cold_free
 
     def build(self) -> None:
         """Give the host state of its own (the fleet calls this before its first change); its cells stay
@@ -225,6 +234,8 @@ class HostState:
         """pCPU -> the floating (``shared``) VMs whose pool holds it."""
         self.devices_taken: dict[str, str] = {}
         """PCI address -> the VM it is passed through to (every device kind)."""
+        self.cold_free: Pools = dict(self.shape.cold_pools)
+        """Free pages per (memory-only cell, page size): what cold tiers may still claim."""
         self.built = True
 
     def held_pcpus(self, p: Placement) -> frozenset[int]:

@@ -78,7 +78,7 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
     the cell count stays what the VM asked for (left to the engine only for a VM placed with ``auto``
     whose cells share one memory mode; cells with different modes keep their count), and guest cells
     of different sizes keep each its own size and GPU count; a cache slice keeps its ways, a bandwidth cap
-    its value."""
+    its value, a cold tier its size and tier."""
     pins = {x for c in p.cells for x in c.pcpus}
     modes = p.memory_modes
     uniform = len(set(modes)) == 1
@@ -112,6 +112,8 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
         isolation=isolation,
         llc_ways=max((w for _i, w in p.llc), default=None),
         mem_bw=max((c for _i, c in p.mem_bw), default=None),
+        cold_memory_kib=p.cold_kib,
+        cold_tier=p.cold_tier,
     )
 
 
@@ -128,11 +130,12 @@ def is_movable(p: Placement) -> bool:
 
 
 def move_cost_kib(old: Placement, new: Placement) -> int:
-    """Memory to migrate: all of it to another host, else what sits on cells the VM leaves."""
+    """Memory to migrate: all of it (its cold tier too) to another host, else what sits on cells the VM
+    leaves."""
     if old.host != new.host:
-        return old.memory_kib
-    kept = set(new.host_cells)
-    return sum(c.memory_kib for c in old.cells if c.host_cell not in kept)
+        return old.memory_kib + old.cold_kib
+    kept = set(new.host_cells) | {c.host_cell for c in new.cold}
+    return sum(c.memory_kib for c in (*old.cells, *old.cold) if c.host_cell not in kept)
 
 
 def make_move(old: Placement, new: Placement, reason: str) -> Move:

@@ -157,7 +157,10 @@ def _use(search: Search, p: Placement) -> dict[tuple[str, int, str], int]:
 
 def _capacity(search: Search, key: tuple[str, int, str]) -> int:
     host, cell_id, resource = key
-    cell = search.fleet.state(host).cell_by_id[cell_id]
+    hs = search.fleet.state(host)
+    cell = hs.cell_by_id.get(cell_id)
+    if cell is None:  # a memory-only cell: the pages a cold tier may still take there
+        return hs.cold_free.get((cell_id, int(resource.split(":")[1])), 0)
     if resource == "threads":
         return cell.threads_free
     if resource == "gpus":
