@@ -58,6 +58,19 @@ def test_the_cold_cell_is_the_memory_only_cell_hmat_rates_best_from_the_vms_cell
     assert fleet.state(host.name).cold_free[(2, 4)] == 256 * GIB // 4
 
 
+@pytest.mark.parametrize(("cells", "expander"), [((0,), 4), ((1,), 4), ((2,), 5), ((3,), 5), ((1, 2), 4)])
+def test_on_a_2_socket_snc_host_the_sockets_own_cxl_expander_is_chosen(cells: tuple[int, ...], expander: int) -> None:
+    host = _caps("x86-2socket-snc-2cxl.xml")
+    avoid = frozenset((host.name, c) for c in range(4) if c not in cells)
+    ask = request("a", vcpus=4 * len(cells), memory_gib=2 * len(cells), numa_nodes=len(cells),
+                  cold_memory_kib=32 * GIB, avoid_cells=avoid)
+    chosen = place(ask, _fleet(host)).chosen
+    assert chosen is not None and set(chosen.host_cells) == set(cells)
+    # Across sockets (cells 1 and 2) both expanders are 15 GiB/s from one of them: the worst figure ties,
+    # then latency ties (350 ns), then SLIT (14 + 26 each): the lower id.
+    assert chosen.cold[0].host_cell == expander
+
+
 def test_hbm_is_a_hot_tier_and_never_serves_cold_memory() -> None:
     knl = _caps("knl-flat-mcdram.xml")
     assert [(c.id, c.kind, c.capacity) for c in cold_cells(knl)] == [(1, "hbm", False)]
