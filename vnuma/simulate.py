@@ -9,13 +9,16 @@ of ``vnuma simulate --json`` and ``--placements FILE``.
 
 Mapping: each trace request is one VM of tenant ``tenant``; ``numa_nodes``
 null means auto, ``page_size_kib`` null means large, GPUs use ``required``
-affinity, emulator threads ``share``, and every tenant gets the isolation
+affinity, emulator threads ``share``, ``cold_memory_mib`` / ``cold_tier``
+become the request's cold tier, and every tenant gets the isolation
 passed to :func:`run`. ``rejections_by_reason`` counts refused requests by
 the check (``cell-cpus``, ``cell-pages``, ``gpus``, ...) of their decisive
 rejection. ``pcpus_used`` counts pCPUs held by placed VMs, siblings kept
 empty by ``isolate`` included. A multi-node VM is non-adjacent when some
 pair of its host cells is farther apart than the host's closest pair of
-distinct CPU cells.
+distinct CPU cells. ``cold_requests`` counts the requests asking for a cold
+tier, ``cold_placed`` those placed (each with its cold cell) and
+``cold_memory_mib`` the cold memory they hold.
 """
 
 from __future__ import annotations
@@ -65,6 +68,12 @@ class SimulationReport:
     gpus_total: int
     multi_node: int
     multi_node_non_adjacent: int
+    cold_requests: int = 0
+    """Requests asking for a cold tier (``cold_memory_mib`` > 0)."""
+    cold_placed: int = 0
+    """Of them, those placed (each with its cold guest cell on a memory-only cell)."""
+    cold_memory_mib: int = 0
+    """Cold memory the placed VMs hold, MiB."""
 
 
 def trace_hosts(trace: Trace) -> list[Host]:
@@ -85,6 +94,8 @@ def vm_request(r: TraceRequest, isolation: Isolation) -> VmRequest:
         thread_policy=r.thread_policy,
         page_size_kib=r.page_size_kib,
         isolation=isolation,
+        cold_memory_kib=r.cold_memory_mib * KIB_PER_MIB,
+        cold_tier=r.cold_tier,
     )
 
 
@@ -195,6 +206,9 @@ def _report(
         gpus_total=fleet.gpus_total,
         multi_node=len(multi),
         multi_node_non_adjacent=non_adjacent,
+        cold_requests=sum(1 for r in trace.requests if r.cold_memory_mib),
+        cold_placed=sum(1 for p in placed if p.cold),
+        cold_memory_mib=sum(p.cold_kib for p in placed) // KIB_PER_MIB,
     )
 
 
@@ -222,6 +236,9 @@ def report_to_dict(report: SimulationReport) -> dict[str, Any]:
         "gpus_total": report.gpus_total,
         "multi_node": report.multi_node,
         "multi_node_non_adjacent": report.multi_node_non_adjacent,
+        "cold_requests": report.cold_requests,
+        "cold_placed": report.cold_placed,
+        "cold_memory_mib": report.cold_memory_mib,
         "decision_us": {
             "mean": statistics.fmean(times) if times else 0.0,
             "p50": _percentile(times, 0.50),
@@ -251,6 +268,14 @@ def placements_to_list(report: SimulationReport) -> list[dict[str, Any]]:
                     for c in (p.cells if p else ())
                 ],
                 "gpus": [d.address for d in (p.devices if p else ()) if d.kind == "gpu"],
+                "cold": [
+                    {
+                        "host_cell": c.host_cell,
+                        "memory_mib": c.memory_kib // KIB_PER_MIB,
+                        "page_size_kib": c.page_size_kib,
+                    }
+                    for c in (p.cold if p else ())
+                ],
             }
         )
     return out

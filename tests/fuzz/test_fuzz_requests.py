@@ -60,17 +60,30 @@ def _cell(cid: int) -> dict[str, Any]:
         "memory_mib": 16384,
         "hugepages": {"4": {"total": 1048576, "free": 1048576}, "2048": {"total": 2048, "free": 2048},
                       "1048576": {"total": 4, "free": 4}},
-        "distances": {"0": 10 if cid == 0 else 21, "1": 21 if cid == 0 else 10},
+        "distances": {"0": 10 if cid == 0 else 21, "1": 21 if cid == 0 else 10, "2": 14 if cid == 0 else 24},
         "gpus": [f"0000:{0x10 + cid:02x}:00.0"],
         "nics": [],
     }
+
+
+# A memory-only (CXL) cell, rated slower than DRAM by the host's HMAT: what cold tiers land on.
+_CXL = {
+    "id": 2, "cpus": [], "siblings": [], "memory_mib": 16384,
+    "hugepages": {"4": {"total": 2097152, "free": 2097152}, "1048576": {"total": 8, "free": 8}},
+    "distances": {"0": 14, "1": 24, "2": 10}, "gpus": [],
+}
+_HMAT = {
+    "latency_ns": {"0": {"0": 90, "1": 140, "2": 250}, "1": {"0": 140, "1": 90, "2": 350}},
+    "bandwidth_kib_s": {"0": {"0": 104857600, "1": 52428800, "2": 31457280},
+                        "1": {"0": 52428800, "1": 104857600, "2": 15728640}},
+}
 
 
 BASE: dict[str, Any] = {
     "format": "numa-placement-trace",
     "version": 1,
     "scenario": "fuzz",
-    "hosts": [{"name": "host-0", "cells": [_cell(0), _cell(1)]}],
+    "hosts": [{"name": "host-0", "cells": [_cell(0), _cell(1), _CXL], "hmat": _HMAT}],
     "requests": [
         {"tenant": "t1", "name": f"vm-{i}", "vcpus": v, "memory_mib": m, "numa_nodes": n,
          "cpu_policy": "dedicated", "thread_policy": tp, "page_size_kib": p, "gpus": g}
@@ -78,6 +91,10 @@ BASE: dict[str, Any] = {
             [(2, 2048, 1, "prefer", 2048, 0), (4, 4096, None, "isolate", 1048576, 1),
              (8, 8192, 2, "require", None, 1)]
         )
+    ] + [
+        {"tenant": "t1", "name": "vm-cold", "vcpus": 2, "memory_mib": 2048, "numa_nodes": 1,
+         "cpu_policy": "dedicated", "thread_policy": "prefer", "page_size_kib": 2048, "gpus": 0,
+         "cold_memory_mib": 4096, "cold_tier": "cxl"},
     ],
 }
 

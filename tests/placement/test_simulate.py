@@ -10,8 +10,8 @@ import pytest
 
 from tests.placement.helpers import check_fleet
 from vnuma.errors import InvalidInputError
-from vnuma.placement.model import Isolation, Strategy
-from vnuma.simulate import load_trace, placements_to_list, report_to_dict, run, trace_hosts
+from vnuma.placement.model import ColdTier, Isolation, Strategy
+from vnuma.simulate import load_trace, placements_to_list, report_to_dict, run, trace_hosts, vm_request
 from vnuma.topology import PAGE_2M, DeviceKind, Source
 
 TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
@@ -28,6 +28,9 @@ REPORT_KEYS = {
     "gpus_total",
     "multi_node",
     "multi_node_non_adjacent",
+    "cold_requests",
+    "cold_placed",
+    "cold_memory_mib",
     "decision_us",
     "wall_s",
     "requests_per_s",
@@ -35,7 +38,7 @@ REPORT_KEYS = {
 
 
 def test_the_example_traces_are_there() -> None:
-    assert set(EXAMPLES) == {"dual-socket-2cell", "epyc-nps4-8cell", "big-16cell"}
+    assert set(EXAMPLES) == {"dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu"}
 
 
 @pytest.mark.parametrize("strategy", list(Strategy), ids=[s.value for s in Strategy])
@@ -51,6 +54,7 @@ def test_simulation_report_and_placements_hold_together(name: str, strategy: Str
     assert sum(d["rejections_by_reason"].values()) == d["rejected"]
     assert 0 < d["pcpus_used"] <= d["pcpus_total"] and 0 <= d["gpus_used"] <= d["gpus_total"]
     assert 0 <= d["multi_node_non_adjacent"] <= d["multi_node"] <= d["placed"]
+    assert 0 <= d["cold_placed"] <= d["cold_requests"] == sum(1 for r in trace.requests if r.cold_memory_mib)
     times = d["decision_us"]
     assert set(times) == {"mean", "p50", "p99", "max"}
     assert 0 < times["p50"] <= times["p99"] <= times["max"]
@@ -72,6 +76,10 @@ def test_simulation_report_and_placements_hold_together(name: str, strategy: Str
             assert len(entry["cells"]) == request.numa_nodes
         if request.page_size_kib is not None:
             assert {c["page_size_kib"] for c in entry["cells"]} == {request.page_size_kib}
+        cold = [request.cold_memory_mib] if request.cold_memory_mib else []
+        assert [c["memory_mib"] for c in entry["cold"]] == cold
+    assert sum(c["memory_mib"] for e in entries for c in e["cold"]) == d["cold_memory_mib"]
+    assert sum(1 for e in entries if e["cold"]) == d["cold_placed"]
 
 
 def test_equidistant_cells_are_always_adjacent() -> None:
@@ -133,6 +141,34 @@ def test_trace_hosts_are_topology_hosts() -> None:
     assert trace.requests[0].page_size_kib == PAGE_2M
 
 
+def test_a_trace_without_the_cold_keys_and_hmat_reads_as_before() -> None:
+    # _request() and _cell() are the version-1 keys only: what every older trace holds.
+    trace = load_trace(_trace(), "t.json")
+    (req,) = trace.requests
+    assert (req.cold_memory_mib, req.cold_tier) == (0, ColdTier.ANY)
+    assert trace.hosts[0].hmat.empty
+    assert vm_request(req, Isolation.CORE).cold_memory_kib == 0
+    old = TRACES / "big-16cell.json"
+    assert all(r.cold_memory_mib == 0 for r in load_trace(old.read_bytes(), str(old)).requests)
+
+
+def test_cold_keys_and_hmat_are_read() -> None:
+    hmat = {"latency_ns": {"0": {"0": 90, "1": 250}}, "bandwidth_kib_s": {"0": {"0": 100, "1": 30}},
+            "write_latency_ns": None, "ignored_initiators": ["0x0000000f"]}
+    cxl = _cell(id=1, cpus=[], siblings=[], gpus=[], nics=[], distances={"0": 14, "1": 10})
+    hosts = [{"name": "h", "cells": [_cell(distances={"0": 10, "1": 14}), cxl], "hmat": hmat}]
+    trace = load_trace(_trace(hosts, [_request(cold_memory_mib=2048, cold_tier="cxl")]), "t.json")
+    (host,) = trace.hosts
+    assert host.hmat.latency_ns == ((0, 0, 90), (0, 1, 250)) and host.hmat.bandwidth_kib_s == ((0, 0, 100), (0, 1, 30))
+    assert host.hmat.ignored == ("0x0000000f",) and host.hmat.write_latency_ns == ()
+    assert [c.memory_only for c in host.cells] == [False, True]
+    (req,) = trace.requests
+    assert (req.cold_memory_mib, req.cold_tier) == (2048, ColdTier.CXL)
+    vm = vm_request(req, Isolation.CORE)
+    assert (vm.cold_memory_kib, vm.cold_tier) == (2048 * 1024, ColdTier.CXL)
+    assert load_trace(_trace(hosts=[{"name": "h", "cells": [_cell()], "hmat": None}]), "t.json").hosts[0].hmat.empty
+
+
 BAD_TRACES = [
     # (id, bytes, fragment of the error)
     ("not-json", b"{nope", "not valid JSON"),
@@ -178,6 +214,69 @@ BAD_TRACES = [
     ),
     ("string-count", _trace(requests=[_request(gpus="2")]), "requests[0].gpus: expected an integer, got str"),
     ("duplicate-request", _trace(requests=[_request(), _request()]), "duplicate request name"),
+    (
+        "negative-cold-memory",
+        _trace(requests=[_request(cold_memory_mib=-1)]),
+        "requests[0].cold_memory_mib: must be 0 or more, got -1 (request 'vm-1')",
+    ),
+    (
+        "string-cold-memory",
+        _trace(requests=[_request(cold_memory_mib="4GiB")]),
+        "requests[0].cold_memory_mib: expected an integer, got str (request 'vm-1')",
+    ),
+    (
+        "float-cold-memory",
+        _trace(requests=[_request(cold_memory_mib=1.5)]),
+        "requests[0].cold_memory_mib: expected an integer, got float (request 'vm-1')",
+    ),
+    (
+        "bool-cold-memory",
+        _trace(requests=[_request(cold_memory_mib=True)]),
+        "requests[0].cold_memory_mib: expected an integer, got bool (request 'vm-1')",
+    ),
+    (
+        "null-cold-memory",
+        _trace(requests=[_request(cold_memory_mib=None)]),
+        "requests[0].cold_memory_mib: expected an integer, got null (request 'vm-1')",
+    ),
+    (
+        "unknown-cold-tier",
+        _trace(requests=[_request(cold_memory_mib=1024, cold_tier="hbm")]),
+        "requests[0].cold_tier: expected one of any, cxl, got 'hbm' (request 'vm-1')",
+    ),
+    (
+        "cold-tier-not-a-string",
+        _trace(requests=[_request(cold_memory_mib=1024, cold_tier=1)]),
+        "requests[0].cold_tier: expected a string, got int (request 'vm-1')",
+    ),
+    (
+        "hmat-not-an-object",
+        _trace(hosts=[{"name": "h", "cells": [_cell()], "hmat": []}]),
+        "hosts[0].hmat: expected an object, got list",
+    ),
+    (
+        "hmat-value-not-an-int",
+        _trace(hosts=[{"name": "h", "cells": [_cell()], "hmat": {"latency_ns": {"0": {"0": "90"}}}}]),
+        "hosts[0].hmat.latency_ns.0.0: expected an integer of 1 or more, got '90'",
+    ),
+    (
+        "hmat-bad-cell-id",
+        _trace(hosts=[{"name": "h", "cells": [_cell()], "hmat": {"latency_ns": {"zero": {"0": 90}}}}]),
+        "hosts[0].hmat.latency_ns.zero: initiator cell ids must be decimal strings",
+    ),
+    (
+        "hmat-missing-target",
+        _trace(hosts=[{"name": "h", "cells": [_cell()], "hmat": {"bandwidth_kib_s": {"0": {"7": 10}}}}]),
+        "hosts[0]: host 'h': hmat bandwidth_kib_s initiator 0 target 7: there is no cell 7",
+    ),
+    (
+        "hmat-initiator-without-cpus",
+        _trace(hosts=[{"name": "h", "cells": [
+            _cell(distances={"0": 10, "1": 14}),
+            _cell(id=1, cpus=[], siblings=[], gpus=[], nics=[], distances={"0": 14, "1": 10}),
+        ], "hmat": {"latency_ns": {"1": {"0": 250}}}}]),
+        "initiator 1 target 0: initiator cell 1 has no CPUs",
+    ),
 ]
 
 

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from vnuma.sources.trace import Trace, load_trace
 from vnuma.sources.tracegen import SCENARIOS, generate, make_trace, pick, render_trace
 from vnuma.topology import KIB_PER_MIB, DeviceKind
+from vnuma.topology.hmat import cell_kinds, nested
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
-SHIPPED = ("dual-socket-2cell", "epyc-nps4-8cell", "big-16cell")
+SHIPPED = ("dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu")
 SMALL = st.sampled_from(SHIPPED)
 SEEDS = st.integers(min_value=0, max_value=2**63)
 
@@ -61,6 +62,11 @@ def check_document(doc: dict[str, Any], name: str, seed: int) -> None:
         assert r["memory_mib"] // nodes * KIB_PER_MIB % page == 0, r
         assert r["cpu_policy"] == "dedicated" and r["thread_policy"] in {"prefer", "isolate", "require"}
         assert r["name"].startswith(r["tenant"] + "-vm-")
+        if "cold_memory_mib" in r:  # whole GiB, with its tier; never written as 0
+            assert r["cold_memory_mib"] > 0 and r["cold_memory_mib"] % 1024 == 0
+            assert r["cold_tier"] in {"any", "cxl"}
+        else:
+            assert "cold_tier" not in r
     summary = doc["summary"]
     assert summary["hosts"] == scenario.hosts and summary["requests"] == scenario.requests
     assert summary["requested_vcpus"] == sum(r["vcpus"] for r in doc["requests"])
@@ -145,3 +151,64 @@ def test_a_one_option_choice_takes_no_draw() -> None:
 def test_render_keeps_one_item_per_line() -> None:
     text = render_trace({"format": "f", "hosts": [{"a": 1}, {"a": 2}], "requests": []})
     assert text == '{\n "format": "f",\n "hosts": [\n  {"a":1},\n  {"a":2}\n ],\n "requests": [\n ]\n}\n'
+
+
+# ------------------------------------------------------------ snc-cxl-gpu ----
+
+
+def test_snc_cxl_gpu_hosts_are_snc_sockets_with_cxl_expanders_rated_by_hmat() -> None:
+    doc = make_trace("snc-cxl-gpu", 42)
+    trace = load_trace(render_trace(doc).encode(), "snc-cxl-gpu.json")
+    for host in trace.hosts:
+        cpu_cells = [c.id for c in host.cells if c.cpus]
+        memory_only = [c.id for c in host.cells if c.memory_only]
+        assert (cpu_cells, memory_only) == ([0, 1, 2, 3], [4, 5])
+        assert [len(c.cpus) for c in host.cells] == [32, 32, 32, 32, 0, 0]
+        assert [c.memory_kib // KIB_PER_MIB // 1024 for c in host.cells] == [256, 256, 256, 256, 512, 512]
+        assert sorted(d.numa_node for d in host.devices_of(DeviceKind.GPU)) == [0, 1, 2, 3]
+        assert cell_kinds(host) == {0: "dram", 1: "dram", 2: "dram", 3: "dram", 4: "cxl", 5: "cxl"}
+        latency, bandwidth = nested(host.hmat.latency_ns), nested(host.hmat.bandwidth_kib_s)
+        for matrix in (latency, bandwidth):  # every CPU cell to every cell, nothing from a memory-only cell
+            assert sorted(matrix) == cpu_cells and all(sorted(row) == list(range(6)) for row in matrix.values())
+        for cell in cpu_cells:
+            socket = cell // 2
+            own_cxl, other_cxl = 4 + socket, 5 - socket
+            neighbour, remote = cell ^ 1, (cell + 2) % 4
+            assert (
+                latency[cell][cell] < latency[cell][neighbour] < latency[cell][remote]
+                < latency[cell][own_cxl] < latency[cell][other_cxl]
+            )
+            assert (
+                bandwidth[cell][cell] > bandwidth[cell][neighbour] > bandwidth[cell][remote]
+                > bandwidth[cell][own_cxl] > bandwidth[cell][other_cxl]
+            )
+            assert bandwidth[cell][own_cxl] * 3 <= bandwidth[cell][cell]  # CXL clearly slower than local DRAM
+
+
+def test_snc_cxl_gpu_requests_ask_cold_tiers_of_both_kinds() -> None:
+    doc = make_trace("snc-cxl-gpu", 42)
+    cold = [r for r in doc["requests"] if "cold_memory_mib" in r]
+    tiers = Counter(r["cold_tier"] for r in cold)
+    assert tiers["any"] > 0 and tiers["cxl"] > 0 and 0 < len(cold) < len(doc["requests"])
+    assert {r["cold_memory_mib"] * 2 // r["memory_mib"] for r in cold} == {1, 2, 4}  # 1/2, 1 or 2 x the memory
+    summary = doc["summary"]
+    assert (summary["requests_cold"], summary["requests_cold_cxl"]) == (len(cold), tiers["cxl"])
+    assert summary["requested_cold_memory_mib"] == sum(r["cold_memory_mib"] for r in cold)
+    trace = load_trace(render_trace(doc).encode(), "snc-cxl-gpu.json")
+    parsed = {r.name: r for r in trace.requests}
+    for r in doc["requests"]:
+        assert parsed[r["name"]].cold_memory_mib == r.get("cold_memory_mib", 0)
+        assert parsed[r["name"]].cold_tier == r.get("cold_tier", "any")
+
+
+def test_snc_cxl_gpu_is_deterministic() -> None:
+    assert generate("snc-cxl-gpu", 42) == generate("snc-cxl-gpu", 42)
+    assert make_trace("snc-cxl-gpu", 1)["requests"] != make_trace("snc-cxl-gpu", 2)["requests"]
+
+
+@pytest.mark.parametrize("name", [n for n in SHIPPED if n != "snc-cxl-gpu"])  # fleet-1000: dual-socket's kind
+def test_only_the_cold_scenario_writes_cold_keys_and_hmat(name: str) -> None:
+    doc = make_trace(name, 3)
+    assert all("hmat" not in h for h in doc["hosts"])
+    assert all("cold_memory_mib" not in r and "cold_tier" not in r for r in doc["requests"])
+    assert not {"requests_cold", "requested_cold_memory_mib"} & set(doc["summary"])

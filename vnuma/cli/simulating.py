@@ -53,6 +53,9 @@ def simulate(
         ("pCPUs used", f"{report['pcpus_used']} / {report['pcpus_total']}"),
         ("GPUs used", f"{report['gpus_used']} / {report['gpus_total']}"),
         ("multi-node VMs (non-adjacent)", f"{report['multi_node']} ({report['multi_node_non_adjacent']})"),
+        *([("cold tiers placed / asked, memory",
+            f"{report['cold_placed']} / {report['cold_requests']}, {report['cold_memory_mib']} MiB")]
+          if report["cold_requests"] else []),
         ("decision mean / p50 / p99 / max", f"{d['mean']:.0f} / {d['p50']:.0f} / {d['p99']:.0f} / {d['max']:.0f} us"),
         ("wall, requests/s", f"{report['wall_s']:.2f} s, {report['requests_per_s']:.0f}/s"),
     ]

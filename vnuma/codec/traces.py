@@ -11,6 +11,14 @@ whatever follows. What version 1 cannot say is simplified and listed in the
 description: a VM with guest cells of different sizes is written with
 ``numa_nodes`` null (auto), GPUs without a NUMA node are left out, and VM
 policies the format lacks (memory modes, emulator threads, groups) are dropped.
+
+Memory-only cells are written with ``cpus`` empty and their pages still free
+(a cold tier's claims taken off); the host's HMAT as ``hmat``. A cell that has
+CPUs but none free to write (all held, reserved or in a shared pool) is written
+with ``cpus`` empty too, so in the trace it looks memory-only: its pages are written none free
+(no trace request could use them, and no cold tier may) and its HMAT rows as
+an initiator are left out. A VM's cold tier becomes ``cold_memory_mib``
+(rounded up to a whole MiB, noted) and ``cold_tier``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import Placement, Tenant
 from vnuma.topology import KIB_PER_MIB, PAGE_4K, Cell, DeviceKind, Host
+from vnuma.topology.hmat import nested
 
 FORMAT = "numa-placement-trace"
 
@@ -35,26 +44,51 @@ def trace_document(
     fleet = Fleet(hosts, () if with_vms else mine, tenants)
     requests = [_request(p) for p in sorted(mine, key=lambda p: p.vm)] if with_vms else []
     uneven = sum(1 for p in mine if _uneven(p)) if with_vms else 0
+    rounded = sum(1 for p in mine if p.cold_kib % KIB_PER_MIB) if with_vms else 0
     loose = sum(1 for h in hosts for d in h.devices if d.kind is DeviceKind.GPU and d.numa_node is None)
     notes = [f"{len(hosts)} host(s)"]
     notes.append(f"{len(requests)} VM(s) as the first requests" if with_vms else f"as they are now ({len(mine)} VM(s))")
     if uneven:
         notes.append(f"{uneven} VM(s) with guest cells of different sizes written as auto")
+    if rounded:
+        notes.append(f"{rounded} VM(s) with cold memory not a whole MiB rounded up")
     if loose:
         notes.append(f"{loose} GPU(s) without a NUMA node left out")
+    written = [_host(fleet.state(h.name), h) for h in sorted(hosts, key=lambda h: h.name)]
+    emptied = sum(n for _, n in written)
+    if emptied:
+        notes.append(f"{emptied} cell(s) with no free CPU written memory-only, no page free")
     return {
         "format": FORMAT,
         "version": 1,
         "scenario": "inventory",
         "seed": None,
         "description": "exported from the vnuma inventory: " + "; ".join(notes),
-        "hosts": [_host(fleet.state(h.name), h) for h in sorted(hosts, key=lambda h: h.name)],
+        "hosts": [doc for doc, _ in written],
         "requests": requests,
     }
 
 
-def _host(hs: HostState, host: Host) -> dict[str, Any]:
-    return {"name": host.name, "cells": [_cell(hs, host, cell) for cell in host.cells]}
+def _host(hs: HostState, host: Host) -> tuple[dict[str, Any], int]:
+    """The host's document, and how many of its cells with CPUs were written without any."""
+    cells = [_cell(hs, host, cell) for cell in host.cells]
+    doc: dict[str, Any] = {"name": host.name, "cells": cells}
+    initiators = {c["id"] for c in cells if c["cpus"]}
+    hmat = _hmat(host, initiators)
+    if hmat:
+        doc["hmat"] = hmat
+    return doc, sum(1 for cell, c in zip(host.cells, cells, strict=True) if cell.cpus and not c["cpus"])
+
+
+def _hmat(host: Host, initiators: set[int]) -> dict[str, Any]:
+    """The host's HMAT in the shape ``host show --json`` uses, only the matrices it has, only rows from
+    ``initiators`` (the cells written with CPUs: a trace's HMAT initiator must have some)."""
+    out: dict[str, Any] = {}
+    for name, matrix in host.hmat.matrices().items():
+        rows = {str(i): {str(t): v for t, v in row.items()} for i, row in nested(matrix).items() if i in initiators}
+        if rows:
+            out[name] = rows
+    return out
 
 
 def _cell(hs: HostState, host: Host, cell: Cell) -> dict[str, Any]:
@@ -62,9 +96,9 @@ def _cell(hs: HostState, host: Host, cell: Cell) -> dict[str, Any]:
     if state is None:  # memory-only, or no placeable CPU: nothing of it is claimed by CPU
         cpus: list[int] = []
         groups: list[list[int]] = []
-        pools = {p.size_kib: (p.count, p.count) for p in cell.pages} or {
-            PAGE_4K: (cell.memory_kib // PAGE_4K,) * 2
-        }
+        own = {p.size_kib: p.count for p in cell.pages} or {PAGE_4K: cell.memory_kib // PAGE_4K}
+        # A memory-only cell: what the cold tiers of the VMs counted in ``hs`` left.
+        pools = {size: (total, hs.cold_free.get((cell.id, size), total)) for size, total in own.items()}
         gpus = [d.address for d in host.devices if d.kind is DeviceKind.GPU and d.numa_node == cell.id]
     else:
         free = [sorted(core.free - set(core.shared)) for core in state.cores]
@@ -72,6 +106,9 @@ def _cell(hs: HostState, host: Host, cell: Cell) -> dict[str, Any]:
         cpus = sorted(c for g in groups for c in g)
         pools = {size: (total, state.pages_free.get(size, 0)) for size, total in state.pages_total.items()}
         gpus = sorted(state.gpus_free)
+    if cell.cpus and not cpus:
+        # Looks memory-only in the trace: no page free, or a replay's cold tiers would take its memory.
+        pools = {size: (total, 0) for size, (total, _free) in pools.items()}
     doc: dict[str, Any] = {
         "id": cell.id,
         "cpus": cpus,
@@ -103,4 +140,5 @@ def _request(p: Placement) -> dict[str, Any]:
         "thread_policy": str(p.thread_policy),
         "page_size_kib": p.cells[0].page_size_kib if p.cells else None,
         "gpus": sum(1 for d in p.devices if d.kind is DeviceKind.GPU),
+        **({"cold_memory_mib": -(-p.cold_kib // KIB_PER_MIB), "cold_tier": str(p.cold_tier)} if p.cold else {}),
     }

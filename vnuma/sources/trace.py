@@ -8,7 +8,10 @@ Hosts become topology ``Host`` objects (source ``trace``): CPUs carry no
 socket/die/core ids (the format has none), siblings come from the groups,
 each ``hugepages`` pool becomes a page pool of its ``free`` count (the trace
 describes the starting state), GPUs and NICs become PCI devices on their
-cell.
+cell, a cell with ``cpus`` empty is a memory-only cell, and the optional
+``hmat`` (the shape ``host show --json`` uses) becomes the host's HMAT.
+A request's optional ``cold_memory_mib`` / ``cold_tier`` ask for a cold
+tier (:mod:`vnuma.placement.cold`); absent: none.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.model import CpuPolicy, ThreadPolicy
+from vnuma.placement.model import ColdTier, CpuPolicy, ThreadPolicy
 from vnuma.topology import KIB_PER_MIB, Cell, Cpu, DeviceKind, Host, PagePool, PciDevice, Source, check_host
+from vnuma.topology.hmat import NO_HMAT, Hmat, Matrix
 
 FORMAT = "numa-placement-trace"
 PAGE_SIZES = (4, 2048, 1048576)
@@ -39,6 +43,10 @@ class TraceRequest:
     thread_policy: ThreadPolicy
     page_size_kib: int | None
     gpus: int
+    cold_memory_mib: int = 0
+    """Memory of the cold tier (a guest cell with no vCPUs on a host memory-only cell); 0: none."""
+    cold_tier: ColdTier = ColdTier.ANY
+    """Which memory-only cells may back it: ``any`` capacity tier, or ``cxl`` cells only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,22 +59,27 @@ class Trace:
 
 
 class _At:
-    __slots__ = ("path", "what")
+    __slots__ = ("note", "path", "what")
 
-    def __init__(self, what: str, path: str = "") -> None:
-        self.what, self.path = what, path
+    def __init__(self, what: str, path: str = "", note: str = "") -> None:
+        self.what, self.path, self.note = what, path, note
 
     def key(self, name: str) -> _At:
         # A key from the file is data: one that is not a plain printable word is shown quoted, on one line.
         if not name.isprintable() or not name or any(ch in name for ch in ".[] "):
-            return _At(self.what, f"{self.path}[{name!r}]")
-        return _At(self.what, f"{self.path}.{name}" if self.path else name)
+            return _At(self.what, f"{self.path}[{name!r}]", self.note)
+        return _At(self.what, f"{self.path}.{name}" if self.path else name, self.note)
 
     def index(self, i: int) -> _At:
-        return _At(self.what, f"{self.path}[{i}]")
+        return _At(self.what, f"{self.path}[{i}]", self.note)
+
+    def noting(self, note: str) -> _At:
+        """The same path, its errors followed by ``note`` (the request's name)."""
+        return _At(self.what, self.path, note)
 
     def fail(self, problem: str) -> InvalidInputError:
-        return InvalidInputError(f"{self.what}: {self.path or 'top level'}: {problem}")
+        note = f" ({self.note})" if self.note else ""
+        return InvalidInputError(f"{self.what}: {self.path or 'top level'}: {problem}{note}")
 
     def get(
         self,
@@ -149,11 +162,13 @@ def _host(raw: object, at: _At) -> Host:
         cell, devs = _cell(rc, at.key("cells").index(i))
         cells.append(cell)
         devices += devs
+    raw_hmat = at.get(raw, "hmat", dict, optional=True)
     host = Host(
         name,
         tuple(sorted(cells, key=lambda c: c.id)),
         tuple(sorted(devices, key=lambda d: d.address)),
         source=Source.TRACE,
+        hmat=NO_HMAT if raw_hmat is None else _hmat(raw_hmat, at.key("hmat")),
     )
     try:
         return check_host(host)
@@ -193,6 +208,38 @@ def _cell(raw: object, at: _At) -> tuple[Cell, list[PciDevice]]:
     return Cell(cid, memory_kib, cpu_objs, pages, distances), devices
 
 
+def _hmat(raw: Mapping[str, Any], at: _At) -> Hmat:
+    """``{"latency_ns": {"<initiator>": {"<target>": int}}, "bandwidth_kib_s": ..., "write_latency_ns": ...,
+    "write_bandwidth_kib_s": ...}``, each optional; ``ignored_initiators`` (cpusets, informative) is read too.
+    Which cells they name is checked with the host (:func:`vnuma.topology.check_host`)."""
+    matrices = {}
+    for name in NO_HMAT.matrices():
+        value = at.get(raw, name, dict, optional=True)
+        matrices[name] = _matrix(value or {}, at.key(name))
+    ignored = at.get(raw, "ignored_initiators", list, optional=True) or []
+    if not all(isinstance(v, str) for v in ignored):
+        raise at.key("ignored_initiators").fail("expected a list of strings")
+    return Hmat(**matrices, ignored=tuple(ignored))
+
+
+def _matrix(raw: Mapping[str, Any], at: _At) -> Matrix:
+    out = []
+    for initiator, row in raw.items():
+        r_at = at.key(initiator)
+        if not initiator.isdecimal() or len(initiator) > 9:
+            raise r_at.fail("initiator cell ids must be decimal strings")
+        if not isinstance(row, dict):
+            raise r_at.fail("expected an object of target cell id -> value")
+        for target, value in row.items():
+            t_at = r_at.key(target)
+            if not target.isdecimal() or len(target) > 9:
+                raise t_at.fail("target cell ids must be decimal strings")
+            if type(value) is not int or value < 1:
+                raise t_at.fail(f"expected an integer of 1 or more, got {value!r}")
+            out.append((int(initiator), int(target), value))
+    return tuple(sorted(out))
+
+
 def _pages(raw: Mapping[str, Any], at: _At) -> tuple[PagePool, ...]:
     pools = []
     for key, pool in raw.items():
@@ -230,12 +277,17 @@ def _device(address: object, kind: DeviceKind, cell: int, at: _At) -> PciDevice:
 def _request(raw: object, at: _At) -> TraceRequest:
     if not isinstance(raw, dict):
         raise at.fail("expected an object")
+    name = at.get(raw, "name", str)
+    at = at.noting(f"request {name!r}")  # every later problem names the request
     page = at.get(raw, "page_size_kib", int, nullable=True)
     if page is not None and page not in PAGE_SIZES:
         raise at.key("page_size_kib").fail(f"expected null or one of {', '.join(map(str, PAGE_SIZES))}")
+    # Both optional (absent: no cold tier); when present, of the right type (null is refused).
+    cold = at.count(raw, "cold_memory_mib", 0) if "cold_memory_mib" in raw else 0
+    tier = at.get(raw, "cold_tier", str) if "cold_tier" in raw else None
     return TraceRequest(
         tenant=at.get(raw, "tenant", str),
-        name=at.get(raw, "name", str),
+        name=name,
         vcpus=at.count(raw, "vcpus", 1),
         memory_mib=at.count(raw, "memory_mib", 1),
         numa_nodes=at.count(raw, "numa_nodes", 1, nullable=True),
@@ -243,10 +295,12 @@ def _request(raw: object, at: _At) -> TraceRequest:
         thread_policy=_enum(ThreadPolicy, at.get(raw, "thread_policy", str), at.key("thread_policy")),
         page_size_kib=page,
         gpus=at.count(raw, "gpus", 0),
+        cold_memory_mib=cold,
+        cold_tier=ColdTier.ANY if tier is None else _enum(ColdTier, tier, at.key("cold_tier")),
     )
 
 
-def _enum(kind: type[CpuPolicy] | type[ThreadPolicy], value: str, at: _At) -> Any:
+def _enum(kind: type[CpuPolicy] | type[ThreadPolicy] | type[ColdTier], value: str, at: _At) -> Any:
     try:
         return kind(value)
     except ValueError:

@@ -17,7 +17,9 @@ draws, or drawing for a one-option choice, changes every trace.
 Hosts do not depend on the seed; requests do. Every request satisfies what
 the format promises: ``vcpus`` and ``memory_mib`` divide evenly over
 ``numa_nodes``, and the per-node memory is a whole number of pages of
-``page_size_kib``.
+``page_size_kib``. A scenario with a cold mix (``snc-cxl-gpu``) also gives
+some requests ``cold_memory_mib`` (whole GiB) and ``cold_tier``, and its
+hosts an ``hmat``; the others write neither key.
 """
 
 from __future__ import annotations
@@ -60,10 +62,13 @@ class CellSpec:
 
 @dataclass(frozen=True, slots=True)
 class HostShape:
-    """Every host of a scenario: its cells in id order and the SLIT distance matrix."""
+    """Every host of a scenario: its cells in id order and the SLIT distance matrix; optionally HMAT read
+    latency (ns) and bandwidth (KiB/s) matrices ``[initiator][target]``, rows of memory-only cells unused."""
 
     cells: tuple[CellSpec, ...]
     distances: tuple[tuple[int, ...], ...]
+    latency_ns: tuple[tuple[int, ...], ...] = ()
+    bandwidth_kib_s: tuple[tuple[int, ...], ...] = ()
 
 
 def _matrix(cells: int, distance: Callable[[int, int], int]) -> tuple[tuple[int, ...], ...]:
@@ -101,6 +106,74 @@ def big16_shape() -> HostShape:
     cpu_cells = tuple(CellSpec(12, 16, 32, 80, gpus=int(c % 3 < 2), nics=int(c % 3 == 0)) for c in range(12))
     cxl_cells = (CellSpec(0, 32, 0, 224),) * 4
     return HostShape(cpu_cells + cxl_cells, _matrix(16, _big16_distance))
+
+
+SNC_CXL_CELLS = 6
+"""Cells 0..3: 2 sockets x SNC2 (socket s = cells 2s, 2s+1); cells 4 and 5: socket 0's and 1's CXL expander."""
+KIB_S_PER_GIB_S = 1024 * 1024
+# Rated read figures, (latency ns, bandwidth GiB/s), by where the target cell is from a CPU cell.
+SNC_CXL_HMAT = {
+    "local": (90, 100),  # the SNC cell's own DRAM channels
+    "snc": (110, 90),  # the other SNC cell of the same socket, across the mesh
+    "remote": (140, 50),  # the other socket's DRAM, over UPI
+    "cxl": (250, 30),  # the socket's own CXL expander (a PCIe 5 x8 link, DDR5 behind it)
+    "cxl-remote": (350, 15),  # the other socket's CXL expander, over UPI then CXL
+}
+
+
+def _snc_cxl_place(cell: int) -> tuple[int, bool]:
+    """(socket, is CXL) of a cell of :func:`snc_cxl_shape`."""
+    return (cell - 4, True) if cell >= 4 else (cell // 2, False)
+
+
+def _snc_cxl_relation(a: int, b: int) -> str:
+    """Where cell ``b`` is from cell ``a``: a key of :data:`SNC_CXL_HMAT` (``a`` a CPU cell), or ``cxl-cxl``."""
+    (sa, cxl_a), (sb, cxl_b) = _snc_cxl_place(a), _snc_cxl_place(b)
+    if cxl_a and cxl_b:
+        return "local" if a == b else "cxl-cxl"
+    if cxl_a or cxl_b:
+        return "cxl" if sa == sb else "cxl-remote"
+    return "local" if a == b else "snc" if sa == sb else "remote"
+
+
+def _snc_cxl_distance(a: int, b: int) -> int:
+    """SLIT: local 10, SNC neighbour 12, other socket 21, own CXL 14, other socket's CXL 24, CXL to CXL 30."""
+    return {"local": 10, "snc": 12, "remote": 21, "cxl": 14, "cxl-remote": 24, "cxl-cxl": 30}[_snc_cxl_relation(a, b)]
+
+
+def snc_cxl_shape() -> HostShape:
+    """2 sockets x SNC2 (4 cells of 16 cores x 2 threads, 256 GiB, 1 GPU each; a NIC on each socket's first
+    cell) + 2 CXL memory expanders (memory-only cells of 512 GiB: 32 / 0 / 480 in 4K / 2M / 1G), rated by HMAT."""
+    cpu_cells = tuple(CellSpec(16, 16, 48, 192, gpus=1, nics=int(c % 2 == 0)) for c in range(4))
+    cxl_cells = (CellSpec(0, 32, 0, 480),) * 2
+    cells = range(SNC_CXL_CELLS)
+
+    def rated(index: int, scale: int) -> tuple[tuple[int, ...], ...]:
+        return tuple(
+            tuple(SNC_CXL_HMAT[_snc_cxl_relation(a, b)][index] * scale for b in cells) if a < 4 else ()
+            for a in cells
+        )
+
+    return HostShape(
+        cpu_cells + cxl_cells,
+        _matrix(SNC_CXL_CELLS, _snc_cxl_distance),
+        latency_ns=rated(0, 1),
+        bandwidth_kib_s=rated(1, KIB_S_PER_GIB_S),
+    )
+
+
+def hmat_of(shape: HostShape) -> dict[str, dict[str, dict[str, int]]]:
+    """The host's ``hmat`` key (the shape ``host show --json`` uses): every CPU cell to every cell."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for name, matrix in (("latency_ns", shape.latency_ns), ("bandwidth_kib_s", shape.bandwidth_kib_s)):
+        rows = {
+            str(a): {str(b): v for b, v in enumerate(row)}
+            for a, row in enumerate(matrix)
+            if row and shape.cells[a].cores
+        }
+        if rows:
+            out[name] = rows
+    return out
 
 
 def page_pools(spec: CellSpec) -> dict[str, dict[str, int]]:
@@ -143,7 +216,11 @@ def make_host(name: str, shape: HostShape) -> dict[str, Any]:
         if nics:
             cell["nics"] = nics
         cells.append(cell)
-    return {"name": name, "cells": cells}
+    host: dict[str, Any] = {"name": name, "cells": cells}
+    hmat = hmat_of(shape)
+    if hmat:
+        host["hmat"] = hmat
+    return host
 
 
 # ------------------------------------------------------------- requests ----
@@ -220,12 +297,45 @@ def make_request(rng: random.Random, index: int, tenant: str, kind: VmClass) -> 
 
 def make_requests(rng: random.Random, count: int) -> list[dict[str, Any]]:
     """``count`` requests in arrival order; each tenant gets its own share of large VMs (10 %..50 %)."""
+    return _requests(rng, count, cold=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ColdMix:
+    """Who asks for a cold tier (share per VM class), how much (a fraction of its memory), from which tier."""
+
+    share: Mapping[str, float]
+    fraction: Choices[tuple[int, int]]
+    tier: Choices[str]
+
+
+COLD = ColdMix(  # inference: KV-cache and model-weight spill for large VMs, a little for small ones
+    share={"large": 0.60, "small": 0.20},
+    fraction=(((1, 2), 0.4), ((1, 1), 0.4), ((2, 1), 0.2)),
+    tier=(("any", 0.6), ("cxl", 0.4)),
+)
+
+
+def make_cold_requests(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """As :func:`make_requests`, and after each request's own draws: does it ask a cold tier (share of its
+    class), then what fraction of its memory (1/2, 1 or 2 x, a whole number of GiB), then which tier."""
+    return _requests(rng, count, cold=True)
+
+
+def _requests(rng: random.Random, count: int, *, cold: bool) -> list[dict[str, Any]]:
     large_share = {t: round(rng.uniform(*LARGE_SHARE), 3) for t in TENANTS}
     requests = []
     for index in range(count):
         tenant = rng.choice(TENANTS)
         kind = LARGE if rng.random() < large_share[tenant] else SMALL
-        requests.append(make_request(rng, index, tenant, kind))
+        request = make_request(rng, index, tenant, kind)
+        if cold and rng.random() < COLD.share["large" if kind is LARGE else "small"]:
+            num, den = pick(rng, COLD.fraction)
+            cold_mib = request["memory_mib"] * num // den
+            assert cold_mib % MIB_PER_GIB == 0, "a cold fraction that is not a whole number of GiB"
+            request["cold_memory_mib"] = cold_mib
+            request["cold_tier"] = pick(rng, COLD.tier)
+        requests.append(request)
     return requests
 
 
@@ -241,6 +351,7 @@ class Scenario:
     shape: Callable[[], HostShape]
     requests: int
     description: str
+    mix: Callable[[random.Random, int], list[dict[str, Any]]] = make_requests
 
 
 _SCENARIOS = (
@@ -275,6 +386,19 @@ _SCENARIOS = (
         requests=20000,
         description="1000 hosts of the dual-socket-2cell kind, 20000 requests",
     ),
+    Scenario(
+        name="snc-cxl-gpu",
+        hosts=8,
+        shape=snc_cxl_shape,
+        requests=400,
+        description="8 hosts: 2 sockets x SNC2 (4 CPU cells, 32 pCPUs, 256 GiB and 1 GPU each) plus 2 CXL memory "
+        "expanders (memory-only cells, cpus=[], 512 GiB each, one per socket) rated by HMAT: read latency / "
+        "bandwidth from a CPU cell 90 ns / 100 GiB/s local, 110 / 90 SNC neighbour, 140 / 50 other socket, "
+        "250 / 30 own socket's CXL, 350 / 15 other socket's CXL (plausible magnitudes of published "
+        "Sapphire-Rapids-class and CXL 1.1 expander figures, not measurements); inference mix, 60 % of large "
+        "and 20 % of small VMs ask cold_memory_mib (1/2, 1 or 2 x their memory), 40 % of those cold_tier cxl",
+        mix=make_cold_requests,
+    ),
 )
 SCENARIOS: Mapping[str, Scenario] = {s.name: s for s in _SCENARIOS}
 
@@ -282,7 +406,7 @@ SCENARIOS: Mapping[str, Scenario] = {s.name: s for s in _SCENARIOS}
 def summarize(hosts: Sequence[Mapping[str, Any]], requests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The informative ``summary`` key: what the fleet has and what the requests ask for."""
     cells = [c for h in hosts for c in h["cells"]]
-    return {
+    out = {
         "hosts": len(hosts),
         "cells_per_host": sorted({len(h["cells"]) for h in hosts}),
         "pcpus_total": sum(len(c["cpus"]) for c in cells),
@@ -294,6 +418,12 @@ def summarize(hosts: Sequence[Mapping[str, Any]], requests: Sequence[Mapping[str
         "requested_memory_mib": sum(r["memory_mib"] for r in requests),
         "requests_multi_node": sum(1 for r in requests if (r["numa_nodes"] or 1) > 1),
     }
+    cold = [r for r in requests if r.get("cold_memory_mib")]
+    if cold:  # only then: the other scenarios' bytes stay as they were
+        out["requests_cold"] = len(cold)
+        out["requests_cold_cxl"] = sum(1 for r in cold if r.get("cold_tier") == "cxl")
+        out["requested_cold_memory_mib"] = sum(r["cold_memory_mib"] for r in cold)
+    return out
 
 
 def scenario_rng(name: str, seed: int) -> random.Random:
@@ -310,7 +440,7 @@ def make_trace(name: str, seed: int) -> dict[str, Any]:
     scenario = SCENARIOS[name]
     shape = scenario.shape()
     hosts = [make_host(f"host-{i:04d}", shape) for i in range(scenario.hosts)]
-    requests = make_requests(scenario_rng(name, seed), scenario.requests)
+    requests = scenario.mix(scenario_rng(name, seed), scenario.requests)
     return {
         "format": FORMAT,
         "version": VERSION,
