@@ -16,6 +16,7 @@ from tests.placement.helpers import request
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, Strategy, VmRequest
+from vnuma.placement.resctrl import cell_domains, cell_room, room, slices_on
 from vnuma.topology import Host
 from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl, ResctrlPolicy
 
@@ -111,8 +112,18 @@ def test_slices_never_overbook_a_cache_or_a_domain(
             fleet.add(chosen)
             asked[chosen.vm] = req
         check(host, list(fleet.placements()), asked)
+        _remembered_fits_are_fits(host, fleet, data.draw(asks(i)))
     sliced = sum(1 for p in fleet.placements() if p.llc)
     event(f"VMs holding cache slices at the end: {min(sliced, 3)}{'+' if sliced >= 3 else ''}")
+
+
+def _remembered_fits_are_fits(host: Host, fleet: Fleet, req: VmRequest) -> None:
+    """What :func:`cell_room` answers from what it remembers is what :func:`room` works out afresh."""
+    use = fleet.state(host.name).resctrl_use
+    for ids in sorted(set(cell_domains(host).values())):
+        remembered = cell_room(host, use, req, ids)
+        fresh = room(host, use, req.name, *slices_on(host, req, ids))
+        assert (remembered is None) == (fresh is None), (ids, remembered, fresh)
 
 
 def test_a_full_cache_sends_the_next_slice_to_another_domain_then_refuses() -> None:

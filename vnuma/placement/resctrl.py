@@ -90,9 +90,11 @@ def ways_for(req: VmRequest, bank: CacheBank) -> int:
 
 
 class ResctrlUse:
-    """What the VMs on one host hold: ways and allocation groups per cache id, caps per domain."""
+    """What the VMs on one host hold: ways and allocation groups per cache id, caps per domain; ``fits``
+    remembers the (asks, L3 ids, RMIDs in use) :func:`cell_room` found room for, until a change on one of
+    those domains."""
 
-    __slots__ = ("bw", "groups", "vms", "ways")
+    __slots__ = ("bw", "fits", "groups", "vms", "ways")
 
     def __init__(self) -> None:
         self.ways: dict[int, int] = {}
@@ -100,14 +102,18 @@ class ResctrlUse:
         self.bw: dict[int, int] = {}
         self.vms = 0
         """VMs holding a slice: each resctrl group takes a monitoring ID (RMID) of the host's."""
+        self.fits: set[tuple[int | None, int | None, int | None, tuple[int, ...], int]] = set()
 
     def apply(self, p: Placement, sign: int) -> None:
         """Count ``p``'s slices in (``sign`` +1) or out (-1)."""
+        touched = {i for i, _w in p.llc} | {i for i, _c in p.mem_bw}
+        if touched and self.fits:
+            self.fits = {key for key in self.fits if touched.isdisjoint(key[3])}
         for i, ways in p.llc:
             self.ways[i] = self.ways.get(i, 0) + sign * ways
         for i, cap in p.mem_bw:
             self.bw[i] = self.bw.get(i, 0) + sign * cap
-        for i in {i for i, _w in p.llc} | {i for i, _c in p.mem_bw}:
+        for i in touched:
             self.groups[i] = self.groups.get(i, 0) + sign
         if p.llc or p.mem_bw:
             self.vms += sign
@@ -237,9 +243,18 @@ def refusal(
 
 def cell_room(host: Host, use: ResctrlUse, req: VmRequest, ids: tuple[int, ...]) -> Problem | None:
     """Why the L3 domains ``ids`` (a cell's) have no room for the slices ``req`` asks, or None: :func:`room` of
-    :func:`slices_on` them."""
+    :func:`slices_on` them. A fit is remembered in ``use`` until its next change (a refusal names the VM, so
+    it is worked out each time)."""
+    key = (req.llc_ways, req.llc_kib, req.mem_bw, ids, use.vms if host.resctrl.max_monitors is not None else -1)
+    if key in use.fits:
+        return None
     llc, mem_bw = slices_on(host, req, ids)
-    return room(host, use, req.name, llc, mem_bw)
+    found = room(host, use, req.name, llc, mem_bw)
+    if found is None:
+        if len(use.fits) > 4096:  # stale RMID counts pile up only on hosts that limit them
+            use.fits.clear()
+        use.fits.add(key)
+    return found
 
 
 def cell_domains(host: Host) -> dict[int, tuple[int, ...]]:
