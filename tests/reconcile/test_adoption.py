@@ -155,3 +155,21 @@ def test_a_cold_tier_renders_without_differences_and_adopts_back() -> None:
     without = dataclasses.replace(p, cold=())
     found = differences(without, d, None, host)  # a cold cell the inventory does not hold is a difference
     assert {x.what for x in found} >= {"guest cell 1", "memory KiB"}
+
+
+def test_a_gpus_iommu_companion_adopts_back_as_following_it() -> None:
+    from tests.placement.test_nics import DGX
+
+    fleet = Fleet([DGX])
+    p = None
+    for i in range(8):  # GPUs in address order until the one with an audio function in its group
+        p = place(VmRequest(f"v{i}", "acme", 2, 1024 * 1024, gpus=1, page_size_kib=PAGE_4K), fleet).chosen
+        assert p is not None
+        if any(d.peer_of for d in p.devices):
+            break
+        fleet.add(p)
+    assert p is not None and [d.peer_of for d in p.devices] == [None, "0000:13:00.0"]
+    d = parse_domain(render_domain(DGX, p))
+    assert differences(p, d, d, DGX) == []
+    adopted = placement_from_domain(d, d, DGX, "acme")
+    assert adopted.devices == p.devices

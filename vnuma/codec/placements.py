@@ -14,6 +14,7 @@ from vnuma.codec.checks import (
     as_ints,
     as_mapping,
     as_opt_int,
+    as_opt_str,
     as_str,
     enum_of,
     get_key,
@@ -84,7 +85,8 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         "cells": [_cell(c) for c in p.cells] + [{**_cell(c), "cold": True} for c in p.cold],
         "emulator_pcpus": list(p.emulator_pcpus),
         "devices": [
-            {"address": d.address, "kind": d.kind.value, "guest_cell": d.guest_cell, "host_cell": d.host_cell}
+            {"address": d.address, "kind": d.kind.value, "guest_cell": d.guest_cell, "host_cell": d.host_cell,
+             **({"peer_of": d.peer_of} if d.peer_of is not None else {})}
             for d in p.devices
         ],
         **slices,
@@ -193,6 +195,7 @@ def _device_assignment_from_dict(value: object, parent: At, i: int) -> DeviceAss
         kind=take(d, "kind", at, _KIND),
         guest_cell=take(d, "guest_cell", at, as_int),
         host_cell=take(d, "host_cell", at, as_opt_int, None),
+        peer_of=take(d, "peer_of", at, as_opt_str, None),
     )
 
 

@@ -11,7 +11,8 @@ claims when the caller adds the placement).
 * Emulator threads: ``isolate`` gets one extra pCPU on guest cell 0,
   ``share`` floats over the VM's pCPUs.
 * GPUs and NICs: :func:`vnuma.placement.devices.pick_devices`, the same
-  choice the fit accepted the cell set by.
+  choice the fit accepted the cell set by, each with the other endpoints of
+  its IOMMU group (:func:`vnuma.placement.iommu.with_companions`).
 * Each guest cell gets the memory mode the request gives it.
 * A cold tier (``cold_memory_kib``): one more guest cell, N, with no vCPUs,
   on the memory-only cell :func:`vnuma.placement.cold.choose` picks for the
@@ -24,6 +25,7 @@ from vnuma.placement.cold import choose as choose_cold
 from vnuma.placement.cpus import pick_dedicated, pick_shared
 from vnuma.placement.devices import pick_devices
 from vnuma.placement.fit import HostFit
+from vnuma.placement.iommu import with_companions
 from vnuma.placement.ledger.cell import tenant_bucket
 from vnuma.placement.model import (
     CellAssignment,
@@ -74,7 +76,7 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         host=hs.name,
         cells=tuple(cells),
         emulator_pcpus=emulator,
-        devices=pick_devices(hs, fit.cells, req, vs) if req.gpus else (),
+        devices=with_companions(hs.shape.device_at, pick_devices(hs, fit.cells, req, vs)) if req.gpus else (),
         cpu_policy=req.cpu_policy,
         thread_policy=req.thread_policy,
         threads_per_core=2 if paired and all(v % 2 == 0 for v in vs) else 1,

@@ -264,12 +264,14 @@ class CellAssignment:
 
 @dataclass(frozen=True, slots=True)
 class DeviceAssignment:
-    """A host PCI device given to the VM, attached to guest cell ``guest_cell``."""
+    """A host PCI device given to the VM, attached to guest cell ``guest_cell``; ``peer_of``: the device whose
+    IOMMU group brought it along (:mod:`vnuma.placement.iommu`), None for a device asked for."""
 
     address: str
     kind: DeviceKind
     guest_cell: int
     host_cell: int | None
+    peer_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

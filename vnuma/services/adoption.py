@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vnuma.errors import InvalidInputError
+from vnuma.placement.iommu import companions
 from vnuma.placement.model import (
     CellAssignment,
     CpuPolicy,
@@ -245,11 +246,15 @@ def _assign(
 
 
 def _devices(d: Domain, host: Host, cells: tuple[CellAssignment, ...]) -> tuple[DeviceAssignment, ...]:
+    """The domain's hostdevs as device assignments; a device another hostdev's IOMMU group brings along
+    (:func:`~vnuma.placement.iommu.companions`) is marked as following it, on its guest cell."""
     known = {dev.address: dev for dev in host.devices}
+    follows = {peer: address for address in d.hostdevs for peer in companions(known, address)}
     out = []
     for address in d.hostdevs:
         dev = known.get(address)
         node = dev.numa_node if dev is not None else None
         guest = next((c.guest_cell for c in cells if c.host_cell == node), cells[0].guest_cell)
-        out.append(DeviceAssignment(address, dev.kind if dev is not None else DeviceKind.OTHER, guest, node))
+        kind = dev.kind if dev is not None else DeviceKind.OTHER
+        out.append(DeviceAssignment(address, kind, guest, node, peer_of=follows.get(address)))
     return tuple(out)

@@ -101,7 +101,7 @@ def _read(settings: Settings, vm: str) -> tuple[Snapshot, Placement]:
 
 def _refit(snap: Snapshot, p: Placement, host: str, avoid: frozenset[tuple[str, int]]) -> Placement:
     if not is_movable(p):
-        others = sorted(d.address for d in p.devices if d.kind is not DeviceKind.GPU)
+        others = sorted(d.address for d in p.devices if d.kind is not DeviceKind.GPU and d.peer_of is None)
         raise ConflictError(
             f"VM {p.vm!r} holds devices other than GPUs ({', '.join(others)}): vnuma does not move it",
             hint=f"release and place it again: vnuma vm release {p.vm}",

@@ -37,6 +37,9 @@ Checks, in order; each is a named unit and its name tags the refusal:
     from its memory-only cell);
 ``devices``
     each device is the host's and not passed through to another VM;
+``iommu-group``
+    no IOMMU group is split (:func:`vnuma.placement.iommu.group_problem`: a
+    device's companions go with it, GPUs or NICs sharing a group go together);
 ``resctrl``
     the cache ways and memory-bandwidth caps it takes are free on every L3
     domain its vCPUs touch (:func:`vnuma.placement.resctrl.refusal`);
@@ -54,6 +57,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from vnuma.placement.groups import group_refusal
+from vnuma.placement.iommu import group_problem
 from vnuma.placement.ledger.cell import CoreState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, Isolation, MemoryMode, Placement, Rejection, Tenant
@@ -338,6 +342,17 @@ class Devices:
         return None
 
 
+class IommuGroup:
+    """``iommu-group``: VFIO passes IOMMU groups whole."""
+
+    name = "iommu-group"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse a placement that would split an IOMMU group."""
+        problem = group_problem(c.hs.shape.device_at, c.p) if c.p.devices else None
+        return None if problem is None else Refusal(f"host {c.hs.name!r}: {problem}")
+
+
 class Slices:
     """``resctrl``: its cache slice and bandwidth cap fit on every L3 domain it touches (:mod:`..resctrl`)."""
 
@@ -387,6 +402,7 @@ ADMISSION: tuple[Check, ...] = (
     CellIsolation(),
     CellPages(),
     Devices(),
+    IommuGroup(),
     Slices(),
     Group(),
     Quota(),

@@ -125,8 +125,10 @@ def refit_affinities(p: Placement) -> tuple[GpuAffinity, ...]:
 
 
 def is_movable(p: Placement) -> bool:
-    """VMs holding devices other than GPUs are left where they are (the engine places GPUs only)."""
-    return bool(p.cells) and all(d.kind is DeviceKind.GPU for d in p.devices)
+    """VMs holding devices other than GPUs (and their IOMMU-group companions, which follow them) are left
+    where they are: the moves re-place GPUs only."""
+    gpus = {d.address for d in p.devices if d.kind is DeviceKind.GPU}
+    return bool(p.cells) and all(d.address in gpus or d.peer_of in gpus for d in p.devices)
 
 
 def move_cost_kib(old: Placement, new: Placement) -> int:

@@ -1,0 +1,98 @@
+"""IOMMU groups: a GPU's audio function goes with it, and GPUs sharing a group go to one VM or none.
+
+Hosts: the DGX-like host (GPU 0000:13:00.0 and its audio function 0000:13:00.1 in IOMMU group 104), and a
+built host whose cell-0 GPUs share one group (a switch without ACS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tests.builders import make_host
+from tests.placement.helpers import check_fleet, request
+from tests.placement.test_nics import DGX
+from vnuma.codec import placement_from_dict, placement_to_dict
+from vnuma.placement.engine import place
+from vnuma.placement.iommu import companions
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.model import Isolation, Placement, Tenant
+from vnuma.placement.rebalance import is_movable, request_of
+from vnuma.render.domain import render_domain
+from vnuma.topology import DeviceKind, Host
+
+GPU, AUDIO = "0000:13:00.0", "0000:13:00.1"
+
+
+def _fleet(host: Host) -> Fleet:
+    return Fleet([host], [], [Tenant("t1")])
+
+
+def _with_gpu(host: Host, fleet: Fleet, address: str) -> Placement:
+    """The engine's placement of a one-GPU VM that gets ``address`` (the other GPUs of its cell held first)."""
+    home = next(d.numa_node for d in host.devices if d.address == address)
+    others = sorted(d.address for d in host.devices if d.kind is DeviceKind.GPU and d.numa_node == home
+                    and d.address < address)
+    if others:
+        holder = place(request("holder", vcpus=2, memory_gib=1, gpus=len(others)), fleet).chosen
+        assert holder is not None and {d.address for d in holder.devices if d.kind is DeviceKind.GPU} == set(others)
+        fleet.add(holder)
+    chosen = place(request("vm", vcpus=2, memory_gib=1, gpus=1), fleet).chosen
+    assert chosen is not None
+    return chosen
+
+
+def test_a_gpu_takes_its_audio_function_along_and_gives_it_back() -> None:
+    assert companions({d.address: d for d in DGX.devices}, GPU) == (AUDIO,)
+    fleet = _fleet(DGX)
+    p = _with_gpu(DGX, fleet, GPU)
+    gpu, audio = (next(d for d in p.devices if d.address == a) for a in (GPU, AUDIO))
+    assert (audio.kind, audio.peer_of, audio.guest_cell, audio.host_cell) == (
+        DeviceKind.OTHER, GPU, gpu.guest_cell, gpu.host_cell)
+    fleet.add(p)
+    assert fleet.state(DGX.name).devices_taken[AUDIO] == "vm"
+    check_fleet([DGX], list(fleet.placements()), {"t1": Isolation.CORE})
+    assert placement_from_dict(placement_to_dict(p)) == p
+    assert is_movable(p) and request_of(p, Isolation.CORE).gpus == 1  # the companion follows, never counted
+    hostdevs = render_domain(DGX, p).count("<hostdev mode='subsystem' type='pci'")
+    assert hostdevs == len(p.devices) == 2
+    fleet.remove("vm")
+    assert AUDIO not in fleet.state(DGX.name).devices_taken
+
+
+def test_a_placement_without_the_companion_splits_the_group_and_is_refused() -> None:
+    fleet = _fleet(DGX)
+    p = _with_gpu(DGX, fleet, GPU)
+    split = replace(p, devices=tuple(d for d in p.devices if d.address != AUDIO))
+    refusal = fleet.admit(split)
+    assert refusal is not None and refusal.check == "iommu-group"
+    assert f"gpu {GPU} goes with IOMMU group 104 member(s) {AUDIO}" in refusal.reason
+
+
+def _no_acs() -> Host:
+    """Two GPUs per cell; cell 0's share IOMMU group 7."""
+    host = make_host("noacs", cells=2, gpus_per_cell=2, hugepages_1g_gib=0)
+    gpus = sorted(d.address for d in host.devices if d.kind is DeviceKind.GPU and d.numa_node == 0)
+    devices = tuple(
+        replace(d, iommu_group=7, iommu_peers=tuple(g for g in gpus if g != d.address)) if d.address in gpus else d
+        for d in host.devices
+    )
+    return replace(host, devices=devices)
+
+
+def test_gpus_sharing_a_group_go_together_or_not_at_all() -> None:
+    host = _no_acs()
+    pair = sorted(d.address for d in host.devices if d.iommu_group == 7)
+    fleet = _fleet(host)
+    # The engine picks GPUs one by one: a one-GPU VM on cell 0 would split the group, and admission refuses
+    # it (the documented limit: such a host takes the pair only together).
+    alone = place(request("alone", vcpus=2, memory_gib=1, gpus=1), fleet, explain=True)
+    assert alone.chosen is None
+    (why,) = alone.rejections
+    assert why.check == "iommu-group" and f"gpu {pair[0]} shares IOMMU group 7 with gpu {pair[1]}" in why.reason
+    both = place(request("both", vcpus=2, memory_gib=1, gpus=2, numa_nodes=1), fleet).chosen
+    assert both is not None and sorted(d.address for d in both.devices) == pair  # one VM holds the group
+    fleet.add(both)
+    one = place(request("one", vcpus=2, memory_gib=1, gpus=1), fleet).chosen
+    assert one is not None and one.devices[0].address not in pair and one.devices[0].host_cell == 1
+    fleet.add(one)
+    check_fleet([host], list(fleet.placements()), {"t1": Isolation.CORE})
