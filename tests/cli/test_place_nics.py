@@ -28,7 +28,8 @@ def test_per_gpu_claims_a_nic_beside_each_gpu_and_renders_them(dgx: Cli) -> None
     kinds = sorted(d["kind"] for d in doc["devices"])
     # GPU 0000:13:00.0 takes its audio function along: they share IOMMU group 104.
     assert kinds == ["gpu", "gpu", "nic", "nic", "other"]
-    assert [(d["address"], d["peer_of"]) for d in doc["devices"] if "peer_of" in d] == [("0000:13:00.1", "0000:13:00.0")]
+    followers = [(d["address"], d["peer_of"]) for d in doc["devices"] if "peer_of" in d]
+    assert followers == [("0000:13:00.1", "0000:13:00.0")]
     xml = etree.fromstring(dgx.ok("render", "a").stdout.encode())
     sources = {
         "{:04x}:{:02x}:{:02x}.{:x}".format(*(int(a.get(k), 16) for k in ("domain", "bus", "slot", "function")))
