@@ -77,3 +77,18 @@ def test_a_vm_with_nics_is_not_moved(dgx: Cli) -> None:
     refused_unchanged(dgx, ["vm", "repin", "a"], 9, "holds devices other than GPUs")
     dgx.ok("host", "import", "dgx-2", "--capabilities", str(CAPS), "--nodedev", str(DGX))
     refused_unchanged(dgx, ["vm", "migrate", "a", "--to", "dgx-2"], 9, "holds devices other than GPUs")
+
+
+def test_virtual_functions_render_as_hostdev_interfaces_with_stable_macs(dgx: Cli) -> None:
+    doc = dgx.ok("place", "t", "--gpus", "2", "--nics", "per-gpu", "--nic-function", "vf", *SMALL, "--name", "a",
+                 "--json").json()
+    nics = [d["address"] for d in doc["devices"] if d["kind"] == "nic"]
+    assert len(nics) == 2 and all(not a.endswith(".0") for a in nics)  # VFs, not the PFs (function 0)
+    xml = etree.fromstring(dgx.ok("render", "a").stdout.encode())
+    interfaces = xml.findall("devices/interface[@type='hostdev']")
+    macs = [i.find("mac").get("address") for i in interfaces]
+    assert len(interfaces) == 2 and all(m.startswith("52:54:00:") for m in macs) and len(set(macs)) == 2
+    again = etree.fromstring(dgx.ok("render", "a").stdout.encode())
+    assert [i.find("mac").get("address") for i in again.findall("devices/interface[@type='hostdev']")] == macs
+    bad = dgx("place", "t", "--gpus", "1", "--nics", "1", "--nic-function", "sf", *SMALL)
+    assert bad.exit_code == 2 and "--nic-function" in bad.stderr

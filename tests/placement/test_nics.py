@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from tests.placement.helpers import request
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.model import NicFunction, Placement, VmRequest
 from vnuma.placement.nics import within
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.nodedev import parse_nodedev_file_content, with_parent_bridges
@@ -45,7 +45,8 @@ def _ask(name: str, gpus: int, **kw: object) -> VmRequest:
 def _check(p: Placement, req: VmRequest) -> None:
     gpus = [DEVICE[d.address] for d in p.devices if d.kind is DeviceKind.GPU]
     nics = [DEVICE[d.address] for d in p.devices if d.kind is DeviceKind.NIC]
-    assert all(n.pf is None and n.kind is DeviceKind.NIC for n in nics)
+    vf = req.nic_function is NicFunction.VF
+    assert all((n.pf is not None) == vf and n.kind is DeviceKind.NIC for n in nics)
     if req.nics_per_gpu:
         assert len(nics) == len(gpus)
         assert any(
@@ -109,17 +110,19 @@ def test_the_matching_gives_a_contested_nic_to_the_gpu_without_another_choice() 
             st.integers(1, 4),
             st.sampled_from(["per-gpu", 0, 1, 2]),
             st.sampled_from(list(Level)),
+            st.sampled_from(list(NicFunction)),
         ),
         min_size=1,
         max_size=10,
     )
 )
-def test_no_device_twice_and_every_nic_within_its_level(asks: list[tuple[int, object, Level]]) -> None:
+def test_no_device_twice_and_every_nic_within_its_level(asks: list[tuple[int, object, Level, NicFunction]]) -> None:
     fleet = Fleet([DGX, _dgx("dgx-2")])
     placed: list[Placement] = []
-    for i, (gpus, nics, level) in enumerate(asks):
+    for i, (gpus, nics, level, function) in enumerate(asks):
         req = _ask(
-            f"v{i}", gpus, nics_per_gpu=nics == "per-gpu", nics=0 if nics == "per-gpu" else nics, nic_affinity=level
+            f"v{i}", gpus, nics_per_gpu=nics == "per-gpu", nics=0 if nics == "per-gpu" else nics, nic_affinity=level,
+            nic_function=function,
         )
         result = place(req, fleet, explain=True)
         if result.chosen is None:
@@ -130,4 +133,28 @@ def test_no_device_twice_and_every_nic_within_its_level(asks: list[tuple[int, ob
         placed.append(result.chosen)
     held = [(p.host, d.address) for p in placed for d in p.devices]
     assert len(held) == len(set(held))
-    assert all(DEVICE[a].pf is None for _h, a in held)
+    # A PF and any of its VFs are never both held (on one host), and every IOMMU companion follows its device.
+    assert not any((h, DEVICE[a].pf) in set(held) for h, a in held if DEVICE[a].pf is not None)
+    assert all(d.peer_of in {e.address for e in p.devices} for p in placed for d in p.devices if d.peer_of)
+
+
+def test_virtual_functions_are_claimed_alone_and_keep_their_pf_from_any_vm() -> None:
+    fleet = Fleet([DGX])
+    vfs = place(_ask("vfs", 2, nics_per_gpu=True, nic_function=NicFunction.VF), fleet).chosen
+    assert vfs is not None
+    fleet.add(vfs)
+    pfs = {DEVICE[d.address].pf for d in vfs.devices if d.kind is DeviceKind.NIC}
+    assert pfs and None not in pfs
+    pf = sorted(pfs)[0]
+    # Whole NICs for the next VM: the PF whose VFs are out is not among them, though it is the closest.
+    whole = place(_ask("whole", 2, nics_per_gpu=True, nic_affinity=Level.SYS), fleet).chosen
+    assert whole is not None and pf not in {d.address for d in whole.devices}
+    forced = replace(whole, devices=tuple(
+        replace(d, address=pf) if d.kind is DeviceKind.NIC and i == 0 else d
+        for i, d in enumerate(sorted(whole.devices, key=lambda d: d.kind != DeviceKind.NIC))
+    ))
+    refusal = fleet.admit(forced)
+    assert refusal is not None and refusal.check == "sr-iov"
+    assert f"physical function {pf} has virtual function(s)" in refusal.reason and "to VM 'vfs'" in refusal.reason
+    fleet.remove("vfs")
+    assert fleet.admit(forced) is None or fleet.admit(forced).check != "sr-iov"

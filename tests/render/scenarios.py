@@ -193,6 +193,9 @@ def _build() -> tuple[Scenario, ...]:
         # cell (guest HMAT copied), and on the hwloc SNC host's CXL-DRAM expander (SLIT only, no HMAT).
         _cold_scenario("cold-tier-hmat", "capabilities/x86-hmat-memonly.xml", avoid=(0,)),
         _cold_scenario("cold-tier-cxl-hwloc", "hwloc/2pkg-snc-smt-cxl-gpu.xml", avoid=()),
+        # Two GPUs with an SR-IOV virtual function of a NIC beside each (<interface type='hostdev'> with a
+        # derived MAC), the first GPU's audio function along (its IOMMU group), on the DGX-like host.
+        _vf_scenario("nic-vf-per-gpu"),
     )
 
 
@@ -227,6 +230,20 @@ def _cold_scenario(name: str, fixture: str, *, avoid: tuple[int, ...]) -> Scenar
                         avoid_cells=frozenset((name, c) for c in avoid))
     chosen = place(request, Fleet([host])).chosen
     assert chosen is not None and chosen.cold, name
+    return Scenario(name, host, chosen)
+
+
+def _vf_scenario(name: str) -> Scenario:
+    from tests.placement.test_nics import _dgx
+    from vnuma.placement.engine import place
+    from vnuma.placement.ledger.fleet import Fleet
+    from vnuma.placement.model import NicFunction, VmRequest
+
+    host = _dgx(name)
+    request = VmRequest("vm1", "acme", 4, _gib(4), gpus=2, page_size_kib=PAGE_4K, nics_per_gpu=True,
+                        nic_function=NicFunction.VF)
+    chosen = place(request, Fleet([host])).chosen
+    assert chosen is not None and any(d.peer_of for d in chosen.devices), name
     return Scenario(name, host, chosen)
 
 

@@ -31,10 +31,11 @@ def _rendered(s: Scenario) -> tuple[etree._Element, GuestView]:
 
 
 def _devices_from_xml(root: etree._Element) -> dict[str, tuple[int, str]]:
-    """Host PCI address -> (guest node, guest PCI address), from the controllers and hostdevs."""
+    """Host PCI address -> (guest node, guest PCI address), from the controllers, hostdevs and hostdev
+    interfaces (SR-IOV VFs)."""
     controllers = {int(c.get("index")): c for c in root.iterfind("devices/controller[@type='pci']")}
     out: dict[str, tuple[int, str]] = {}
-    for dev in root.iterfind("devices/hostdev"):
+    for dev in [*root.iterfind("devices/hostdev"), *root.iterfind("devices/interface[@type='hostdev']")]:
         src = dev.find("source/address")
         host_address = "{:04x}:{:02x}:{:02x}.{:x}".format(
             *(int(src.get(k), 16) for k in ("domain", "bus", "slot", "function"))

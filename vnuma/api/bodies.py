@@ -22,6 +22,7 @@ from vnuma.placement.model import (
     IoThreadPolicy,
     Isolation,
     MemoryMode,
+    NicFunction,
     Strategy,
     ThreadPolicy,
 )
@@ -48,6 +49,7 @@ class PlaceBody(Body):
     gpu_affinity: GpuAffinity = GpuAffinity.REQUIRED
     nics: StrictInt | Literal["per-gpu"] | None = None
     nic_affinity: Literal["pix", "pxb", "phb", "node", "sys"] = "pxb"
+    nic_function: NicFunction = NicFunction.PF
     emulator_threads: EmulatorThreads = EmulatorThreads.SHARE
     memory_mode: MemoryMode = MemoryMode.STRICT
     cell_memory_mode: StrictStr | None = None

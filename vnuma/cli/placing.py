@@ -19,6 +19,7 @@ from vnuma.placement.model import (
     GpuAffinity,
     IoThreadPolicy,
     MemoryMode,
+    NicFunction,
     Placement,
     PlacementResult,
     ThreadPolicy,
@@ -79,6 +80,10 @@ def place(
             help="Farthest PCIe level between a GPU and its NIC: pix, pxb (default), phb, node or sys.",
         ),
     ] = "pxb",
+    nic_function: Annotated[
+        NicFunction,
+        typer.Option("--nic-function", help="NICs as whole physical functions, or as SR-IOV virtual functions."),
+    ] = NicFunction.PF,
     emulator_threads: Annotated[EmulatorThreads, typer.Option("--emulator-threads")] = EmulatorThreads.SHARE,
     memory_mode: Annotated[
         MemoryMode, typer.Option("--memory-mode", help="How every guest cell's memory binds to host memory.")
@@ -183,8 +188,11 @@ def place(
     bridges, phb the host bridge, node the same NUMA node, sys anywhere;
     default pxb, where NCCL uses GPUDirect RDMA); --nics N gives N NICs,
     each within the level of one of the VM's GPUs. NICs are physical
-    functions, passed through whole; a VM holding NICs is not moved by
-    rebalance, drain, repin or migrate.
+    functions passed through whole, or with --nic-function vf SR-IOV virtual
+    functions (rendered as <interface type='hostdev'> with a MAC address
+    derived from the VM and the VF); a PF and its VFs never go to VMs at the
+    same time. A VM holding NICs is not moved by rebalance, drain, repin or
+    migrate.
 
     --llc SIZE (or --llc-ways N) and --mem-bw PCT give the VM its own slice
     of the last-level cache and a memory-bandwidth cap on every L3 domain
@@ -220,7 +228,7 @@ def place(
     request = place_request(
         tenant=tenant, page_size=page_size or config(ctx)["page_size"], vcpus=vcpus, memory=memory, gpus=gpus,
         name=name, numa_nodes=numa_nodes, cpu_policy=cpu_policy, thread_policy=thread_policy,
-        gpu_affinity=gpu_affinity, nics=nic_count, nics_per_gpu=per_gpu, nic_affinity=level,
+        gpu_affinity=gpu_affinity, nics=nic_count, nics_per_gpu=per_gpu, nic_affinity=level, nic_function=nic_function,
         emulator_threads=emulator_threads, memory_mode=memory_mode, cell_memory_mode=cell_memory_mode,
         cell_vcpus=cell_vcpus, cell_memory=cell_memory, cell_gpus=cell_gpus, iothreads=iothreads,
         iothreads_policy=iothreads_policy, host=host, group=group, anti_affinity=anti_affinity,
@@ -238,7 +246,8 @@ def place(
             "tenant": tenant, "vcpus": vcpus, "memory": memory, "gpus": gpus, "name": name, "numa_nodes": numa_nodes,
             "cpu_policy": cpu_policy.value, "thread_policy": thread_policy.value, "page_size": page_size,
             "gpu_affinity": gpu_affinity.value, "nics": "per-gpu" if per_gpu else (nic_count if nics else None),
-            "nic_affinity": level.value.lower(), "emulator_threads": emulator_threads.value,
+            "nic_affinity": level.value.lower(), "nic_function": nic_function.value,
+            "emulator_threads": emulator_threads.value,
             "memory_mode": memory_mode.value, "cell_memory_mode": cell_memory_mode, "cell_vcpus": cell_vcpus,
             "cell_memory": cell_memory, "cell_gpus": cell_gpus, "iothreads": iothreads,
             "iothreads_policy": iothreads_policy.value, "host": host, "group": group,

@@ -51,7 +51,7 @@ def _nic_first(hs: HostState, req: VmRequest, addresses: list[str]) -> list[str]
     """``addresses`` (free GPUs), those with a free NIC within the asked level first, when NICs are asked."""
     if not req.wants_nics:
         return addresses
-    return sorted(addresses, key=lambda a: (not has_near_nic(hs, a, req.nic_affinity), a))
+    return sorted(addresses, key=lambda a: (not has_near_nic(hs, a, req.nic_affinity, req.nic_function), a))
 
 
 def _attach(hs: HostState, home: int | None, cells: tuple[int, ...]) -> int:

@@ -83,6 +83,7 @@ def _key(request: VmRequest, fleet: Fleet, strategy: Strategy) -> object:
         request.nics,
         request.nics_per_gpu,
         request.nic_affinity,
+        request.nic_function,
         request.cold_memory_kib,
         request.cold_tier,
     )

@@ -51,6 +51,14 @@ class GpuAffinity(StrEnum):
     SOCKET = "socket"
 
 
+class NicFunction(StrEnum):
+    """What a VM's NICs are: ``pf`` whole physical functions, or ``vf`` SR-IOV virtual functions (a VF is
+    claimed alone; its PF stays with the host and is not passed through while any of its VFs is)."""
+
+    PF = "pf"
+    VF = "vf"
+
+
 class ColdTier(StrEnum):
     """Which memory-only cells may back a VM's cold tier (:mod:`vnuma.placement.cold`): ``any`` capacity
     tier (slower than local DRAM by HMAT, or of kind ``cxl``/``unknown``), or ``cxl`` cells only."""
@@ -201,8 +209,9 @@ class VmRequest:
     nics: int = 0
     nics_per_gpu: bool = False
     nic_affinity: Level = Level.PXB
-    """``nics`` NICs, or one per GPU (``nics_per_gpu``), each within ``nic_affinity`` of a GPU
-    (:mod:`vnuma.placement.nics`)."""
+    nic_function: NicFunction = NicFunction.PF
+    """``nics`` NICs, or one per GPU (``nics_per_gpu``), each within ``nic_affinity`` of a GPU, physical or
+    virtual functions (``nic_function``; :mod:`vnuma.placement.nics`)."""
     llc_ways: int | None = None
     llc_kib: int | None = None
     mem_bw: int | None = None

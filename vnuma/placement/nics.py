@@ -8,18 +8,23 @@ choice. ``--nics M`` gives M NICs, each within the level of at least one of
 the VM's GPUs. Best level first, then the lower address. A pair whose level
 is unknown counts only under ``SYS``.
 
-NICs are physical functions here: virtual functions are not offered. A NIC
-attaches to the guest cell of its host cell, else the nearest guest cell,
-as a GPU does. Each GPU's NICs ranked by level are worked out once per host
-shape (:func:`near`): levels are facts of the hardware, not of the claims.
+NICs are physical functions (``--nic-function pf``, the default) or SR-IOV
+virtual functions (``vf``): a VF's level is its own place in the PCIe tree
+(under its PF). **SR-IOV rule** (:func:`sriov_problem`, admission's
+``sr-iov`` check, and :func:`free` for the choice): a VF is claimed alone,
+and a PF is never passed through while any of its VFs is, nor a VF while its
+PF is. A NIC attaches to the guest cell of its host cell, else the nearest
+guest cell, as a GPU does. Each GPU's NICs ranked by level are worked out
+once per host shape (:func:`near`): levels are facts of the hardware, not of
+the claims.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import DeviceAssignment, VmRequest
+from vnuma.placement.model import DeviceAssignment, NicFunction, Placement, VmRequest
 from vnuma.topology import DeviceKind, PciDevice
 from vnuma.topology.pcie import Level, pcie_level
 
@@ -45,24 +50,53 @@ def _reach(r: int, affinity: Level) -> bool:
     return r <= _RANK[affinity] or (r == UNKNOWN and affinity is Level.SYS)
 
 
-def near(hs: HostState, gpu: str) -> tuple[tuple[int, PciDevice], ...]:
-    """Every NIC of the host with its level rank to ``gpu``, best first (then by address)."""
+def near(hs: HostState, gpu: str, function: NicFunction = NicFunction.PF) -> tuple[tuple[int, PciDevice], ...]:
+    """Every NIC (or, for ``vf``, every NIC's virtual function) of the host with its level rank to ``gpu``,
+    best first (then by address)."""
     shape = hs.shape
-    found = shape.near.get(gpu)
+    vf = function is NicFunction.VF
+    found = shape.near.get((gpu, vf))
     if found is None:
         device = shape.device_at[gpu]
-        found = shape.near[gpu] = tuple(
-            sorted(((rank(pcie_level(device, n)), n) for n in shape.nics), key=lambda p: (p[0], p[1].address))
+        pool = shape.vf_nics if vf else shape.nics
+        found = shape.near[(gpu, vf)] = tuple(
+            sorted(((rank(pcie_level(device, n)), n) for n in pool), key=lambda p: (p[0], p[1].address))
         )
     return found
 
 
-def has_near_nic(hs: HostState, gpu: str, affinity: Level) -> bool:
-    """True when some free NIC is within ``affinity`` of GPU ``gpu``."""
+def free(taken: Mapping[str, str], n: PciDevice) -> bool:
+    """May ``n`` be given to a VM now (the SR-IOV rule): it is not held, and neither is its PF (for a VF) nor
+    any of its VFs (for a PF)."""
+    if n.address in taken or (n.pf is not None and n.pf in taken):
+        return False
+    return not any(v in taken for v in n.vfs)
+
+
+def has_near_nic(hs: HostState, gpu: str, affinity: Level, function: NicFunction = NicFunction.PF) -> bool:
+    """True when some free NIC (or VF) is within ``affinity`` of GPU ``gpu``."""
     if gpu not in hs.shape.device_at:
         return False
     taken = hs.devices_taken
-    return any(_reach(r, affinity) and n.address not in taken for r, n in near(hs, gpu))
+    return any(_reach(r, affinity) and free(taken, n) for r, n in near(hs, gpu, function))
+
+
+def sriov_problem(device_at: Mapping[str, PciDevice], taken: Mapping[str, str], p: Placement) -> str | None:
+    """Why ``p`` breaks the SR-IOV rule on a host whose devices are ``device_at`` and held ``taken``, or None."""
+    mine = {d.address for d in p.devices}
+    for d in p.devices:
+        dev = device_at.get(d.address)
+        if dev is None:
+            continue
+        if dev.pf is not None and dev.pf in mine | taken.keys():
+            holder = "this VM" if dev.pf in mine else f"VM {taken[dev.pf]!r}"
+            return f"virtual function {d.address}'s physical function {dev.pf} is passed through to {holder}"
+        held = sorted(v for v in dev.vfs if v in mine or v in taken)
+        if held:
+            holders = sorted({"this VM" if v in mine else f"VM {taken[v]!r}" for v in held})
+            return (f"physical function {d.address} has virtual function(s) {', '.join(held)} passed through "
+                    f"(to {', '.join(holders)})")
+    return None
 
 
 def pick_nics(
@@ -74,31 +108,32 @@ def pick_nics(
         NicShortage: not enough free NICs within the level.
     """
     taken = hs.devices_taken
+    fn = req.nic_function
     addresses = sorted(g.address for g in gpus)
     options = {
-        g: [n for r, n in near(hs, g) if _reach(r, req.nic_affinity) and n.address not in taken] for g in addresses
+        g: [n for r, n in near(hs, g, fn) if _reach(r, req.nic_affinity) and free(taken, n)] for g in addresses
     }
     if req.nics_per_gpu:
         chosen = matching(addresses, options)
         if isinstance(chosen, str):
             raise NicShortage(
-                f"GPU {chosen} has no free NIC of its own within {req.nic_affinity}" + _nearest(hs, chosen)
+                f"GPU {chosen} has no free {_what(fn)} of its own within {req.nic_affinity}" + _nearest(hs, chosen, fn)
             )
     else:
         best: dict[str, tuple[int, PciDevice]] = {}
         for g in addresses:
-            for r, n in near(hs, g):
+            for r, n in near(hs, g, fn):
                 if (
                     _reach(r, req.nic_affinity)
-                    and n.address not in taken
+                    and free(taken, n)
                     and (n.address not in best or r < best[n.address][0])
                 ):
                     best[n.address] = (r, n)
         chosen = [n for _r, n in sorted(best.values(), key=lambda p: (p[0], p[1].address))][: req.nics]
         if len(chosen) < req.nics:
             raise NicShortage(
-                f"{len(chosen)} free NIC(s) within {req.nic_affinity} of the VM's GPUs, it asks for {req.nics}"
-                + _nearest(hs, addresses[0])
+                f"{len(chosen)} free {_what(fn)}(s) within {req.nic_affinity} of the VM's GPUs, it asks for {req.nics}"
+                + _nearest(hs, addresses[0], fn)
             )
     return tuple(
         DeviceAssignment(n.address, DeviceKind.NIC, attach(n.numa_node), n.numa_node)
@@ -129,9 +164,14 @@ def matching(gpus: Sequence[str], options: dict[str, list[PciDevice]]) -> list[P
     return [nics[by_gpu[g]] for g in gpus]
 
 
-def _nearest(hs: HostState, gpu: str) -> str:
+def _what(function: NicFunction) -> str:
+    return "NIC virtual function" if function is NicFunction.VF else "NIC"
+
+
+def _nearest(hs: HostState, gpu: str, function: NicFunction) -> str:
     taken = hs.devices_taken
-    for r, n in near(hs, gpu):
-        if n.address not in taken:
-            return f"; nearest free NIC {n.address} is {'of unknown level' if r == UNKNOWN else list(Level)[r]}"
-    return "; the host has no free NIC"
+    for r, n in near(hs, gpu, function):
+        if free(taken, n):
+            level = "of unknown level" if r == UNKNOWN else list(Level)[r]
+            return f"; nearest free {_what(function)} {n.address} is {level}"
+    return f"; the host has no free {_what(function)}"

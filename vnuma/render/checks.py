@@ -194,11 +194,14 @@ def check_distances(root: etree._Element) -> None:
 
 
 def check_devices(root: etree._Element, placement: Placement) -> None:
-    """PCI hostdevs are exactly the placement's devices; expander buses name guest cells."""
+    """PCI hostdevs (and hostdev interfaces: SR-IOV VFs) are exactly the placement's devices; expander buses
+    name guest cells."""
     guest_cells = {c.guest_cell for c in placement.cells}
     wanted = {d.address.lower() for d in placement.devices}
     found: set[str] = set()
-    for src in root.iterfind("devices/hostdev[@type='pci']/source/address"):
+    sources = [*root.iterfind("devices/hostdev[@type='pci']/source/address"),
+               *root.iterfind("devices/interface[@type='hostdev']/source/address")]
+    for src in sources:
         address = _pci_address(src)
         if address not in wanted:
             raise RenderError(f"hostdev {address}: device is not in the placement")

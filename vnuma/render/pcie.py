@@ -10,9 +10,10 @@ ports in the same order, so a controller never plugs into a higher index.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vnuma.errors import RenderError
 from vnuma.placement.model import DeviceAssignment
@@ -67,6 +68,8 @@ class Hostdev:
     source_function: str
     bus: str
     guest_address: str
+    mac: str = ""
+    """For an SR-IOV virtual function (rendered ``<interface type='hostdev'>``): its MAC address."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +87,11 @@ def is_pcie_machine(machine: str) -> bool:
 
 
 def layout_devices(
-    vm: str, devices: Iterable[DeviceAssignment], guest_cells: frozenset[int], machine: str
+    vm: str, devices: Iterable[DeviceAssignment], guest_cells: frozenset[int], machine: str,
+    vfs: frozenset[str] = frozenset(),
 ) -> PcieLayout:
-    """Lay out ``devices`` behind per-guest-cell expander buses.
+    """Lay out ``devices`` behind per-guest-cell expander buses; those in ``vfs`` (NICs' SR-IOV virtual
+    functions) get a MAC address (:func:`vf_mac`).
 
     Raises:
         RenderError: a device on a guest cell the VM does not have, a bad
@@ -137,8 +142,16 @@ def layout_devices(
             ports.append(
                 RootPort(str(port_index), str(port_index), f"0x{slot * 8:x}", _hex2(exp_index), _hex2(slot))
             )
-            hostdevs.append(_hostdev(vm, dev, _hex2(port_index), f"0000:{bus_nr + 1 + slot:02x}:00.0"))
+            found = _hostdev(vm, dev, _hex2(port_index), f"0000:{bus_nr + 1 + slot:02x}:00.0")
+            hostdevs.append(replace(found, mac=vf_mac(vm, dev.address)) if dev.address in vfs else found)
     return PcieLayout(tuple(expanders), tuple(ports), tuple(hostdevs))
+
+
+def vf_mac(vm: str, address: str) -> str:
+    """The MAC address of VF ``address`` in VM ``vm``: QEMU's locally administered prefix 52:54:00 and three
+    bytes of SHA-256 of the two, so a re-render gives the same address and two VMs (almost surely) differ."""
+    digest = hashlib.sha256(f"{vm}\0{address}".encode()).digest()
+    return "52:54:00:" + ":".join(f"{b:02x}" for b in digest[:3])
 
 
 def _hex2(value: int) -> str:

@@ -218,7 +218,8 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     iothreads = placement.iothreads if options.iothreads is None else options.iothreads
     iothread_cpuset = format_cpuset(iothread_pins(placement))
     distances = mirrored(host, every)
-    pcie = layout_devices(placement.vm, placement.devices, guest_ids, options.machine)
+    vfs = frozenset(d.address for d in host.devices if d.pf is not None)
+    pcie = layout_devices(placement.vm, placement.devices, guest_ids, options.machine, vfs)
     guest = guest_view(placement, every, distances, pcie)
     guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
     return DomainView(

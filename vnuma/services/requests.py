@@ -17,6 +17,7 @@ from vnuma.placement.model import (
     GpuAffinity,
     IoThreadPolicy,
     MemoryMode,
+    NicFunction,
     ThreadPolicy,
     VmRequest,
 )
@@ -87,6 +88,7 @@ def place_request(
     nics: int = 0,
     nics_per_gpu: bool = False,
     nic_affinity: Level = Level.PXB,
+    nic_function: NicFunction = NicFunction.PF,
     emulator_threads: EmulatorThreads = EmulatorThreads.SHARE,
     memory_mode: MemoryMode = MemoryMode.STRICT,
     cell_memory_mode: str | None = None,
@@ -149,6 +151,7 @@ def place_request(
         nics=nics,
         nics_per_gpu=nics_per_gpu,
         nic_affinity=nic_affinity,
+        nic_function=nic_function,
         llc_kib=llc_kib,
         llc_ways=llc_ways,
         mem_bw=mem_bw,

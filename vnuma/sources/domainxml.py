@@ -4,10 +4,11 @@ Pure: no I/O; callers pass the document's text. Reads the name, vCPU count
 (and ``<vcpu cpuset>``), memory, ``<cputune>`` vcpupin/emulatorpin cpusets,
 ``<numatune>`` memory mode+nodeset and memnodes, ``<memoryBacking>``
 hugepages, guest ``<cpu><numa><cell>``s, the guest topology's threads,
-PCI ``<hostdev>`` source addresses (``dddd:bb:ss.f``, as
-:attr:`vnuma.topology.PciDevice.address`) and vnuma's own
-``<metadata><vnuma:placement>`` identity (tenant, VM, host, policies).
-Everything else in a domain (disks, interfaces, os, features) is ignored.
+PCI ``<hostdev>`` and ``<interface type='hostdev'>`` (SR-IOV VF) source
+addresses (``dddd:bb:ss.f``, as :attr:`vnuma.topology.PciDevice.address`)
+and vnuma's own ``<metadata><vnuma:placement>`` identity (tenant, VM, host,
+policies). Everything else in a domain (disks, other interfaces, os,
+features) is ignored.
 
 The metadata namespace is the constant :data:`VNUMA_NS`: ``vnuma.render``
 writes it and may not be imported from here (layers), so the value is
@@ -263,13 +264,14 @@ def _cells(root: etree._Element, what: str) -> tuple[GuestCell, ...]:
 
 
 def _hostdevs(root: etree._Element, what: str) -> tuple[str, ...]:
+    """PCI functions passed through: ``<hostdev type='pci'>`` and ``<interface type='hostdev'>`` (an SR-IOV VF)."""
     found: list[str] = []
-    for el in root.iterfind("devices/hostdev"):
-        if el.get("type") != "pci":
-            continue
+    elements = [el for el in root.iterfind("devices/hostdev") if el.get("type") == "pci"]
+    elements += root.iterfind("devices/interface[@type='hostdev']")
+    for el in elements:
         address = el.find("source/address")
         if address is None:
-            raise InvalidInputError(f"{element_where(what, el)}: PCI <hostdev> has no <source><address>")
+            raise InvalidInputError(f"{element_where(what, el)}: PCI <{el.tag}> has no <source><address>")
         fields = [
             _int_attr(address, f, what, maximum=top) if address.get(f) is not None or f != "domain" else 0
             for f, top in _PCI_FIELDS

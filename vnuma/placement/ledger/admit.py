@@ -37,6 +37,9 @@ Checks, in order; each is a named unit and its name tags the refusal:
     from its memory-only cell);
 ``devices``
     each device is the host's and not passed through to another VM;
+``sr-iov``
+    a NIC's physical function and its virtual functions are never both passed
+    through (:func:`vnuma.placement.nics.sriov_problem`);
 ``iommu-group``
     no IOMMU group is split (:func:`vnuma.placement.iommu.group_problem`: a
     device's companions go with it, GPUs or NICs sharing a group go together);
@@ -61,6 +64,7 @@ from vnuma.placement.iommu import group_problem
 from vnuma.placement.ledger.cell import CoreState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, Isolation, MemoryMode, Placement, Rejection, Tenant
+from vnuma.placement.nics import sriov_problem
 from vnuma.placement.quota import Usage, quota_problem
 from vnuma.placement.resctrl import refusal as slice_refusal
 from vnuma.topology import DeviceKind, format_cpuset, format_size_kib
@@ -342,6 +346,17 @@ class Devices:
         return None
 
 
+class Sriov:
+    """``sr-iov``: a PF and its VFs are never both passed through."""
+
+    name = "sr-iov"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse a PF whose VFs are held, or a VF whose PF is."""
+        problem = sriov_problem(c.hs.shape.device_at, c.hs.devices_taken, c.p) if c.p.devices else None
+        return None if problem is None else Refusal(f"host {c.hs.name!r}: {problem}")
+
+
 class IommuGroup:
     """``iommu-group``: VFIO passes IOMMU groups whole."""
 
@@ -402,6 +417,7 @@ ADMISSION: tuple[Check, ...] = (
     CellIsolation(),
     CellPages(),
     Devices(),
+    Sriov(),
     IommuGroup(),
     Slices(),
     Group(),

@@ -53,6 +53,7 @@ class HostShape:
         "socket_of",
         "template",
         "threads_total",
+        "vf_nics",
         "width",
     )
 
@@ -97,9 +98,14 @@ class HostShape:
         self.gpus_total = len(gpus)
         self.device_at: dict[str, PciDevice] = {d.address: d for d in host.devices}
         self.nics: tuple[PciDevice, ...] = tuple(d for d in host.devices if d.kind is DeviceKind.NIC and d.pf is None)
-        """NICs a VM may be given (physical functions), in address order."""
-        self.near: dict[str, tuple[tuple[int, PciDevice], ...]] = {}
-        """GPU -> (level rank, NIC) for every NIC, best first, filled as asked (:func:`vnuma.placement.nics.near`)."""
+        """NICs a VM may be given whole (physical functions), in address order."""
+        self.vf_nics: tuple[PciDevice, ...] = tuple(
+            d for d in host.devices if d.kind is DeviceKind.NIC and d.pf is not None
+        )
+        """NICs' SR-IOV virtual functions, in address order."""
+        self.near: dict[tuple[str, bool], tuple[tuple[int, PciDevice], ...]] = {}
+        """(GPU, virtual functions?) -> (level rank, NIC) for every NIC (or VF), best first, filled as asked
+        (:func:`vnuma.placement.nics.near`)."""
         self.threads_total = sum(c.threads_total for c in self.cells)
         self.mem_total_kib = sum(size * n for c in self.cells for size, n in c.pages_total.items())
         self.width = max((c.width for c in self.cells), default=1)
