@@ -38,13 +38,26 @@ def _local_node() -> int:
 
 
 def _rewrite_nodesets(xml: str, node: int) -> tuple[str, dict[int, str]]:
-    """Point numatune at ``node``; return the new XML and the original memnode nodesets."""
+    """Point numatune at ``node``; return the new XML and the original memnode nodesets.
+
+    An SR-IOV VF's ``<interface type='hostdev'>`` becomes the plain ``<hostdev>`` it is underneath, with its
+    guest address: domxml-to-native turns every network interface into an ``ethernet`` one (it has no host to
+    take a VF from) and then fails on the interface model a hostdev interface has none of.
+    """
     root = etree.fromstring(xml.encode())
     original = {int(m.get("cellid")): m.get("nodeset") for m in root.iterfind("numatune/memnode")}
     for el in root.iterfind("numatune/memory"):
         el.set("nodeset", str(node))
     for el in root.iterfind("numatune/memnode"):
         el.set("nodeset", str(node))
+    for iface in root.findall("devices/interface[@type='hostdev']"):
+        hostdev = etree.Element("hostdev", mode="subsystem", type="pci", managed="yes")
+        etree.SubElement(hostdev, "driver", name="vfio")
+        source = etree.SubElement(hostdev, "source")
+        source.append(iface.find("source/address"))
+        source[0].attrib.pop("type", None)
+        hostdev.append(iface.find("address"))
+        iface.getparent().replace(iface, hostdev)
     return etree.tostring(root, encoding="unicode"), original
 
 
@@ -88,16 +101,18 @@ def test_golden_domain_becomes_the_placed_qemu_numa_layout(
     placement = scenario.placement
     modes = dict(zip((c.guest_cell for c in sorted(placement.cells, key=lambda c: c.guest_cell)),
                      effective_memory_modes(placement, scenario.options.memnode_mode), strict=True))
+    modes.update({c.guest_cell: "strict" for c in placement.cold})  # a cold tier binds strictly to its node
+    every = (*placement.cells, *placement.cold)
     everywhere = format_cpuset(placement.host_cells)
     assert original == {
-        c.guest_cell: everywhere if modes[c.guest_cell] == "interleave" else str(c.host_cell) for c in placement.cells
+        c.guest_cell: everywhere if modes[c.guest_cell] == "interleave" else str(c.host_cell) for c in every
     }
     path = tmp_path / f"{scenario.name}.xml"
     path.write_text(xml)
     argv = _argv(path)
     nodes, backends = _numa_nodes(argv), _backends(argv)
-    assert sorted(nodes) == [c.guest_cell for c in placement.cells]
-    for cell in placement.cells:
+    assert sorted(nodes) == [c.guest_cell for c in every]
+    for cell in every:
         cpus, memdev = nodes[cell.guest_cell]
         assert re.sub(r"\s", "", cpus) == format_cpuset(cell.vcpus)
         backend = backends[memdev]

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vnuma.codec.checks import At, as_int, as_list, as_mapping, as_str
-from vnuma.topology.hmat import NO_HMAT, Hmat, Matrix, nested
+from vnuma.codec.checks import At
+from vnuma.topology.hmat import Hmat, hmat_from_json, nested
 
 
 def hmat_to_dict(hmat: Hmat) -> dict[str, Any] | None:
@@ -30,21 +30,5 @@ def hmat_to_dict(hmat: Hmat) -> dict[str, Any] | None:
 
 
 def hmat_from_dict(value: object, at: At) -> Hmat:
-    d = as_mapping(value, at)
-    matrices = {name: _matrix(d.get(name, {}), at.key(name)) for name in NO_HMAT.matrices()}
-    ignored = tuple(as_str(v, at.key("ignored_initiators").index(i))
-                    for i, v in enumerate(as_list(d.get("ignored_initiators", []), at.key("ignored_initiators"))))
-    return Hmat(**matrices, ignored=ignored)
-
-
-def _matrix(value: object, at: At) -> Matrix:
-    out = []
-    for initiator, row in as_mapping(value, at).items():
-        for target, number in as_mapping(row, at.key(initiator)).items():
-            where = at.key(initiator).key(target)
-            try:
-                pair = (int(initiator), int(target))
-            except ValueError:
-                raise where.fail("cell ids must be integers") from None
-            out.append((*pair, as_int(number, where)))
-    return tuple(sorted(out))
+    """See :func:`vnuma.topology.hmat.hmat_from_json` (the one reader of this form)."""
+    return hmat_from_json(value, at)

@@ -24,7 +24,7 @@ from typing import Any
 from vnuma.errors import InvalidInputError
 from vnuma.placement.model import ColdTier, CpuPolicy, ThreadPolicy
 from vnuma.topology import KIB_PER_MIB, Cell, Cpu, DeviceKind, Host, PagePool, PciDevice, Source, check_host
-from vnuma.topology.hmat import NO_HMAT, Hmat, Matrix
+from vnuma.topology.hmat import NO_HMAT, hmat_from_json
 
 FORMAT = "numa-placement-trace"
 PAGE_SIZES = (4, 2048, 1048576)
@@ -168,7 +168,7 @@ def _host(raw: object, at: _At) -> Host:
         tuple(sorted(cells, key=lambda c: c.id)),
         tuple(sorted(devices, key=lambda d: d.address)),
         source=Source.TRACE,
-        hmat=NO_HMAT if raw_hmat is None else _hmat(raw_hmat, at.key("hmat")),
+        hmat=NO_HMAT if raw_hmat is None else hmat_from_json(raw_hmat, at.key("hmat")),
     )
     try:
         return check_host(host)
@@ -206,38 +206,6 @@ def _cell(raw: object, at: _At) -> tuple[Cell, list[PciDevice]]:
     nics = at.get(raw, "nics", list, optional=True) or []
     devices += [_device(a, DeviceKind.NIC, cid, at.key("nics").index(i)) for i, a in enumerate(nics)]
     return Cell(cid, memory_kib, cpu_objs, pages, distances), devices
-
-
-def _hmat(raw: Mapping[str, Any], at: _At) -> Hmat:
-    """``{"latency_ns": {"<initiator>": {"<target>": int}}, "bandwidth_kib_s": ..., "write_latency_ns": ...,
-    "write_bandwidth_kib_s": ...}``, each optional; ``ignored_initiators`` (cpusets, informative) is read too.
-    Which cells they name is checked with the host (:func:`vnuma.topology.check_host`)."""
-    matrices = {}
-    for name in NO_HMAT.matrices():
-        value = at.get(raw, name, dict, optional=True)
-        matrices[name] = _matrix(value or {}, at.key(name))
-    ignored = at.get(raw, "ignored_initiators", list, optional=True) or []
-    if not all(isinstance(v, str) for v in ignored):
-        raise at.key("ignored_initiators").fail("expected a list of strings")
-    return Hmat(**matrices, ignored=tuple(ignored))
-
-
-def _matrix(raw: Mapping[str, Any], at: _At) -> Matrix:
-    out = []
-    for initiator, row in raw.items():
-        r_at = at.key(initiator)
-        if not initiator.isdecimal() or len(initiator) > 9:
-            raise r_at.fail("initiator cell ids must be decimal strings")
-        if not isinstance(row, dict):
-            raise r_at.fail("expected an object of target cell id -> value")
-        for target, value in row.items():
-            t_at = r_at.key(target)
-            if not target.isdecimal() or len(target) > 9:
-                raise t_at.fail("target cell ids must be decimal strings")
-            if type(value) is not int or value < 1:
-                raise t_at.fail(f"expected an integer of 1 or more, got {value!r}")
-            out.append((int(initiator), int(target), value))
-    return tuple(sorted(out))
 
 
 def _pages(raw: Mapping[str, Any], at: _At) -> tuple[PagePool, ...]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from vnuma.topology import Host
@@ -59,6 +59,54 @@ class Hmat:
 
 
 NO_HMAT = Hmat()
+
+
+class Where(Protocol):
+    """A place in a document being read: its children by key or index, and the error naming it."""
+
+    def key(self, name: str) -> Where: ...
+
+    def index(self, i: int) -> Where: ...
+
+    def fail(self, problem: str) -> Exception: ...
+
+
+def hmat_from_json(value: object, at: Where) -> Hmat:
+    """HMAT in its JSON form (``host show --json``, traces): ``{"latency_ns": {"<initiator>": {"<target>":
+    int}}, "bandwidth_kib_s": …, "write_latency_ns": …, "write_bandwidth_kib_s": …, "ignored_initiators":
+    [cpuset]}``, every key optional; ids decimal strings, values integers of 1 or more. Which cells they name
+    is the host's check (:func:`hmat_problem`).
+
+    Raises:
+        the error ``at.fail`` makes, naming the key.
+    """
+    if not isinstance(value, Mapping):
+        raise at.fail("expected an object")
+    matrices = {name: _matrix_from_json(value.get(name) or {}, at.key(name)) for name in NO_HMAT.matrices()}
+    ignored = value.get("ignored_initiators") or []
+    if not isinstance(ignored, list) or not all(isinstance(v, str) for v in ignored):
+        raise at.key("ignored_initiators").fail("expected a list of strings")
+    return Hmat(**matrices, ignored=tuple(ignored))
+
+
+def _matrix_from_json(raw: object, at: Where) -> Matrix:
+    if not isinstance(raw, Mapping):
+        raise at.fail("expected an object of initiator cell id -> {target cell id -> value}")
+    out = []
+    for initiator, row in raw.items():
+        r_at = at.key(str(initiator))
+        if not isinstance(initiator, str) or not initiator.isdecimal() or len(initiator) > 9:
+            raise r_at.fail("initiator cell ids must be decimal strings")
+        if not isinstance(row, Mapping):
+            raise r_at.fail("expected an object of target cell id -> value")
+        for target, number in row.items():
+            t_at = r_at.key(str(target))
+            if not isinstance(target, str) or not target.isdecimal() or len(target) > 9:
+                raise t_at.fail("target cell ids must be decimal strings")
+            if type(number) is not int or number < 1:
+                raise t_at.fail(f"expected an integer of 1 or more, got {number!r}")
+            out.append((int(initiator), int(target), number))
+    return tuple(sorted(out))
 
 
 def nested(matrix: Matrix) -> dict[int, dict[int, int]]:
