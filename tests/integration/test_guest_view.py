@@ -131,37 +131,27 @@ def _parse(console: str) -> dict[str, object]:
     return {"nodes": nodes, "present": present, "pci": pci, "hints": hints}
 
 
-def test_the_guest_sees_what_guest_view_says(libvirtd: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("nodedev", "shape"),
+    [
+        # One GPU per guest cell: an expander per cell, a root port per GPU.
+        (DATA / "nodedev.xml", ("--vcpus", "2", "--numa-nodes", "2")),
+        # Two GPUs under one host switch (and the first one's audio function, its IOMMU group): one expander
+        # with a mirrored switch, the guest numbering its buses depth first.
+        (REPO / "tests" / "data" / "nodedev" / "dgx-like.xml", ("--vcpus", "1", "--numa-nodes", "1")),
+    ],
+    ids=["cell-per-gpu", "mirrored-switch"],
+)
+def test_the_guest_sees_what_guest_view_says(
+    libvirtd: str, tmp_path: Path, nodedev: Path, shape: tuple[str, ...]
+) -> None:
     if not KERNEL.is_file():
         pytest.fail(f"no guest kernel at {KERNEL}: scripts/setup --test fetches Debian's kernel package")
     cli = Cli(tmp_path / "inventory.db")
-    cli.ok(
-        "host",
-        "import",
-        "twocell",
-        "--capabilities",
-        str(DATA / "capabilities.xml"),
-        "--nodedev",
-        str(DATA / "nodedev.xml"),
-    )
+    cli.ok("host", "import", "twocell", "--capabilities", str(DATA / "capabilities.xml"), "--nodedev", str(nodedev))
     cli.ok("tenant", "create", "boot")
-    name = f"vnuma-guestview-{os.getpid()}"
-    cli.ok(
-        "place",
-        "boot",
-        "--vcpus",
-        "2",
-        "--memory",
-        "256MiB",
-        "--numa-nodes",
-        "2",
-        "--gpus",
-        "2",
-        "--page-size",
-        "4K",
-        "--name",
-        name,
-    )
+    name = f"vnuma-guestview-{os.getpid()}-{len(shape[1])}{shape[3]}"
+    cli.ok("place", "boot", *shape, "--memory", "256MiB", "--gpus", "2", "--page-size", "4K", "--name", name)
     view = cli.ok("vm", "guest-view", name, "--json").json()
     xml = cli.ok("render", name, "--guest-hints", "--domain-type", "qemu").stdout
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tests.builders import make_host
 from tests.render.placements import CellSpec, make_placement
@@ -196,6 +197,9 @@ def _build() -> tuple[Scenario, ...]:
         # Two GPUs with an SR-IOV virtual function of a NIC beside each (<interface type='hostdev'> with a
         # derived MAC), the first GPU's audio function along (its IOMMU group), on the DGX-like host.
         _vf_scenario("nic-vf-per-gpu"),
+        # Four GPUs of one cell under two host root complexes (a switch of two on each): two expanders on the
+        # same guest node, each mirroring its switch.
+        _dgx_scenario("gpus-two-root-complexes", gpus=4),
     )
 
 
@@ -234,15 +238,20 @@ def _cold_scenario(name: str, fixture: str, *, avoid: tuple[int, ...]) -> Scenar
 
 
 def _vf_scenario(name: str) -> Scenario:
+    from vnuma.placement.model import NicFunction
+
+    return _dgx_scenario(name, gpus=2, nics_per_gpu=True, nic_function=NicFunction.VF)
+
+
+def _dgx_scenario(name: str, **asks: Any) -> Scenario:
+    """A 4-vCPU VM asking ``asks`` on the DGX-like host, as the engine places it."""
     from tests.placement.test_nics import _dgx
     from vnuma.placement.engine import place
     from vnuma.placement.ledger.fleet import Fleet
-    from vnuma.placement.model import NicFunction, VmRequest
+    from vnuma.placement.model import VmRequest
 
     host = _dgx(name)
-    request = VmRequest("vm1", "acme", 4, _gib(4), gpus=2, page_size_kib=PAGE_4K, nics_per_gpu=True,
-                        nic_function=NicFunction.VF)
-    chosen = place(request, Fleet([host])).chosen
+    chosen = place(VmRequest("vm1", "acme", 4, _gib(4), page_size_kib=PAGE_4K, **asks), Fleet([host])).chosen
     assert chosen is not None and any(d.peer_of for d in chosen.devices), name
     return Scenario(name, host, chosen)
 

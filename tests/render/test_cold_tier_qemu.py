@@ -8,37 +8,18 @@ libvirt's embedded QEMU driver (``qemu:///embed?root=DIR``: no daemon) converts 
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from lxml import etree
 
+from tests.render.conftest import qemu_argv as _argv
 from tests.render.scenarios import BY_NAME
 from vnuma.render import render_domain
 from vnuma.render.view import RenderOptions
 
 pytestmark = pytest.mark.libvirt
-
-
-@pytest.fixture(scope="module")
-def embedded(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    libvirt = pytest.importorskip("libvirt")
-    assert shutil.which("qemu-system-x86_64"), "the QEMU driver needs qemu-system-x86_64 (.ci/run installs it)"
-    libvirt.virEventRegisterDefaultImpl()  # the embedded driver needs an event loop registered, once
-    conn = libvirt.open(f"qemu:///embed?root={tmp_path_factory.mktemp('embed')}")
-    yield conn
-    conn.close()
-
-
-def _argv(conn: Any, xml: str) -> str:
-    root = etree.fromstring(xml.encode())
-    for tag in ("numatune", "memoryBacking"):
-        found = root.find(tag)
-        if found is not None:
-            root.remove(found)
-    return str(conn.domainXMLToNative("qemu-argv", etree.tostring(root).decode(), 0))
 
 
 def test_the_cold_cell_becomes_a_numa_node_without_cpus_and_the_guest_hmat_hmat_lb_entries(embedded: Any) -> None:

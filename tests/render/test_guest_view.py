@@ -32,25 +32,33 @@ def _rendered(s: Scenario) -> tuple[etree._Element, GuestView]:
 
 def _devices_from_xml(root: etree._Element) -> dict[str, tuple[int, str]]:
     """Host PCI address -> (guest node, guest PCI address), from the controllers, hostdevs and hostdev
-    interfaces (SR-IOV VFs)."""
+    interfaces (SR-IOV VFs). Bus numbers as firmware gives them: depth first from each expander's busNr,
+    every port (root, switch upstream, switch downstream) taking the next number for its secondary bus."""
     controllers = {int(c.get("index")): c for c in root.iterfind("devices/controller[@type='pci']")}
+    children: dict[int, list[etree._Element]] = {}
+    for c in controllers.values():
+        if c.get("model") != "pcie-root" and c.find("address") is not None:
+            children.setdefault(int(c.find("address").get("bus"), 16), []).append(c)
+    secondary: dict[int, tuple[int, int]] = {}  # port index -> (its secondary bus, guest node)
+
+    def number(parent: int, counter: int, node: int) -> int:
+        for port in sorted(children.get(parent, []), key=lambda c: int(c.find("address").get("slot"), 16)):
+            counter += 1
+            secondary[int(port.get("index"))] = (counter, node)
+            counter = number(int(port.get("index")), counter, node)
+        return counter
+
+    for c in controllers.values():
+        if c.get("model") == "pcie-expander-bus":
+            number(int(c.get("index")), int(c.find("target").get("busNr")), int(c.findtext("target/node")))
     out: dict[str, tuple[int, str]] = {}
     for dev in [*root.iterfind("devices/hostdev"), *root.iterfind("devices/interface[@type='hostdev']")]:
         src = dev.find("source/address")
         host_address = "{:04x}:{:02x}:{:02x}.{:x}".format(
             *(int(src.get(k), 16) for k in ("domain", "bus", "slot", "function"))
         )
-        port = controllers[int(dev.find("address").get("bus"), 16)]
-        expander_index = int(port.find("address").get("bus"), 16)
-        expander = controllers[expander_index]
-        assert expander.get("model") == "pcie-expander-bus"
-        siblings = sorted(
-            int(c.find("address").get("slot"), 16)
-            for c in controllers.values()
-            if c.get("model") == "pcie-root-port" and int(c.find("address").get("bus"), 16) == expander_index
-        )
-        bus = int(expander.find("target").get("busNr")) + 1 + siblings.index(int(port.find("address").get("slot"), 16))
-        out[host_address] = (int(expander.findtext("target/node")), f"0000:{bus:02x}:00.0")
+        bus, node = secondary[int(dev.find("address").get("bus"), 16)]
+        out[host_address] = (node, f"0000:{bus:02x}:00.0")
     return out
 
 

@@ -1,22 +1,32 @@
-"""Guest PCIe layout for passed-through devices: one pcie-expander-bus per guest cell.
+"""Guest PCIe layout for passed-through devices: one pcie-expander-bus per host root complex.
 
-Pure: no I/O. Each guest NUMA cell that receives devices gets a
-``pcie-expander-bus`` (QEMU ``pxb-pcie``) whose ``<node>`` is that guest
-cell, and each device gets its own ``pcie-root-port`` behind it, so the
-guest kernel sees every GPU's locality. Controller indexes are fixed:
-0 is ``pcie-root``, then the expanders in guest-cell order, then the root
-ports in the same order, so a controller never plugs into a higher index.
+Pure: no I/O. The VM's devices are grouped by (guest cell, host root
+complex): each group gets a ``pcie-expander-bus`` (QEMU ``pxb-pcie``) whose
+``<node>`` is the guest cell, so the guest kernel sees every GPU's
+locality and two GPUs under different host root complexes stay apart
+(devices whose root complex the facts do not tell share one expander per
+guest cell). Behind it, devices that are ``PIX`` on the host (at most one
+bridge between them: one switch, :func:`vnuma.topology.pcie.pcie_level`)
+share a mirrored switch: a ``pcie-root-port``, a
+``pcie-switch-upstream-port`` and a ``pcie-switch-downstream-port`` per
+device, so the guest reads ``PIX`` where the host has it; every other
+device gets a root port of its own, so the guest never reads a level
+better than the host's. Controller indexes: 0 is ``pcie-root``, then the
+expanders in order, then each expander's ports depth first, so a
+controller never plugs into a higher index.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from vnuma.errors import RenderError
 from vnuma.placement.model import DeviceAssignment
+from vnuma.topology import PciDevice
+from vnuma.topology.pcie import Level, pcie_level
 
 # libvirt auto-assigns low pcie-root slots to other devices (video at 1,
 # root ports from 2) and keeps 0x1e/0x1f for the DMI bridge and ICH9 LPC;
@@ -40,25 +50,41 @@ class Expander:
     slot: str
 
 
+ROOT_PORT = "pcie-root-port"
+UPSTREAM = "pcie-switch-upstream-port"
+DOWNSTREAM = "pcie-switch-downstream-port"
+_PORT_MODEL = {ROOT_PORT: "pcie-root-port", UPSTREAM: "x3130-upstream", DOWNSTREAM: "xio3130-downstream"}
+
+
 @dataclass(frozen=True, slots=True)
 class RootPort:
-    """A ``pcie-root-port`` plugged into the expander whose controller index is ``bus``."""
+    """A port controller (``model``: a root port, or a mirrored switch's upstream or downstream port) plugged
+    into slot ``slot`` of the controller whose index is ``bus``; ``chassis``/``port`` empty for an upstream
+    port (it has none)."""
 
     index: str
     chassis: str
     port: str
     bus: str
     slot: str
+    model: str = ROOT_PORT
+
+    @property
+    def model_name(self) -> str:
+        """QEMU's device for the controller (``<model name>``)."""
+        return _PORT_MODEL[self.model]
 
 
 @dataclass(frozen=True, slots=True)
 class Hostdev:
-    """A host PCI function (``source_*``) placed on the root port whose index is ``bus``.
+    """A host PCI function (``source_*``) placed on the port whose index is ``bus``.
 
-    ``guest_address`` is where the guest finds it: firmware numbers the
-    secondary buses of an expander's root ports from the expander's
-    ``busNr`` + 1 in slot order, and each device is function 0 of slot 0 on
-    its port's bus (checked in a real guest by tests/integration/test_guest_view.py).
+    ``guest_address`` is where the guest finds it: firmware numbers an
+    expander's buses depth first from its ``busNr`` + 1 (a root port's
+    secondary bus, then, under a mirrored switch, the upstream port's and
+    each downstream port's in slot order), and each device is function 0 of
+    slot 0 on its port's bus (checked in a real guest by
+    tests/integration/test_guest_view.py).
     """
 
     address: str
@@ -88,63 +114,111 @@ def is_pcie_machine(machine: str) -> bool:
 
 def layout_devices(
     vm: str, devices: Iterable[DeviceAssignment], guest_cells: frozenset[int], machine: str,
-    vfs: frozenset[str] = frozenset(),
+    vfs: frozenset[str] = frozenset(), host_devices: Mapping[str, PciDevice] | None = None,
 ) -> PcieLayout:
-    """Lay out ``devices`` behind per-guest-cell expander buses; those in ``vfs`` (NICs' SR-IOV virtual
-    functions) get a MAC address (:func:`vf_mac`).
+    """Lay out ``devices`` behind one expander bus per (guest cell, host root complex), PIX groups behind
+    mirrored switches (``host_devices``: the host's devices by address, for root complexes and levels;
+    without them, one expander per guest cell and a root port per device); those in ``vfs`` (NICs' SR-IOV
+    virtual functions) get a MAC address (:func:`vf_mac`).
 
     Raises:
         RenderError: a device on a guest cell the VM does not have, a bad
             PCI address, a non-PCIe machine type, or more devices than the
             bus numbering can hold.
     """
-    by_cell: dict[int, list[DeviceAssignment]] = {}
+    known = host_devices or {}
+    by_bus: dict[tuple[int, str], list[DeviceAssignment]] = {}
     for dev in devices:
         if dev.guest_cell not in guest_cells:
             raise RenderError(
                 f"VM {vm!r}: device {dev.address} is assigned to missing guest cell {dev.guest_cell}"
             )
-        by_cell.setdefault(dev.guest_cell, []).append(dev)
-    if not by_cell:
+        host = known.get(dev.address)
+        by_bus.setdefault((dev.guest_cell, (host.root_complex or "") if host else ""), []).append(dev)
+    if not by_bus:
         return PcieLayout()
     if not is_pcie_machine(machine):
         raise RenderError(
             f"VM {vm!r}: machine type {machine!r} has no PCIe root for device locality",
             hint="use a q35 machine type (the default)",
         )
-    cells = sorted(by_cell)
-    if len(cells) > LAST_EXPANDER_SLOT - FIRST_EXPANDER_SLOT + 1:
-        raise RenderError(f"VM {vm!r}: devices on {len(cells)} guest cells; at most 14 expander buses fit")
-    expanders: list[Expander] = []
-    ports: list[RootPort] = []
-    hostdevs: list[Hostdev] = []
-    for cell in cells:
-        if len(by_cell[cell]) > MAX_PORTS_PER_BUS:
-            raise RenderError(f"VM {vm!r}: {len(by_cell[cell])} devices on guest cell {cell}; at most 32 fit")
-    # Each expander takes its own bus plus one secondary bus per root port. The ranges sit at the
-    # top of the 255 bus numbers (clear of pcie-root's buses, as libvirt's own busNr choice is),
-    # in guest-cell order upward, so the guest's PCI order follows its nodes (CUDA_DEVICE_ORDER=PCI_BUS_ID).
-    next_bus_nr = TOP_BUS_NR - sum(1 + len(by_cell[c]) for c in cells)
+    keys = sorted(by_bus)
+    if len(keys) > LAST_EXPANDER_SLOT - FIRST_EXPANDER_SLOT + 1:
+        raise RenderError(f"VM {vm!r}: devices on {len(keys)} guest cells and host root complexes; "
+                          "at most 14 expander buses fit")
+    groups = {key: _switch_groups(sorted(by_bus[key], key=lambda d: d.address), known) for key in keys}
+    for key in keys:
+        if len(groups[key]) > MAX_PORTS_PER_BUS or any(len(g) > MAX_PORTS_PER_BUS for g in groups[key]):
+            raise RenderError(f"VM {vm!r}: {len(by_bus[key])} devices on guest cell {key[0]}; at most 32 fit")
+    # Each expander takes its own bus plus one per port that has a secondary bus. The ranges sit at the top
+    # of the 255 bus numbers (clear of pcie-root's buses, as libvirt's own busNr choice is), in order upward,
+    # so the guest's PCI order follows its nodes (CUDA_DEVICE_ORDER=PCI_BUS_ID).
+    next_bus_nr = TOP_BUS_NR - sum(1 + sum(_buses(g) for g in groups[key]) for key in keys)
     if next_bus_nr < 1:
         raise RenderError(f"VM {vm!r}: too many devices for the guest's 255 PCI bus numbers")
-    next_port_index = 1 + len(cells)
-    for i, cell in enumerate(cells):
-        members = sorted(by_cell[cell], key=lambda d: d.address)
-        bus_nr = next_bus_nr
-        next_bus_nr += 1 + len(members)
-        exp_index = 1 + i
-        expanders.append(
-            Expander(str(exp_index), str(bus_nr), str(cell), _hex2(FIRST_EXPANDER_SLOT + i))
-        )
-        for slot, dev in enumerate(members):
-            port_index = next_port_index
-            next_port_index += 1
-            ports.append(
-                RootPort(str(port_index), str(port_index), f"0x{slot * 8:x}", _hex2(exp_index), _hex2(slot))
-            )
-            found = _hostdev(vm, dev, _hex2(port_index), f"0000:{bus_nr + 1 + slot:02x}:00.0")
-            hostdevs.append(replace(found, mac=vf_mac(vm, dev.address)) if dev.address in vfs else found)
-    return PcieLayout(tuple(expanders), tuple(ports), tuple(hostdevs))
+    layout = _Builder(vm, vfs, 1 + len(keys))
+    for i, key in enumerate(keys):
+        bus_nr, next_bus_nr = next_bus_nr, next_bus_nr + 1 + sum(_buses(g) for g in groups[key])
+        layout.expander(str(1 + i), bus_nr, key[0], FIRST_EXPANDER_SLOT + i, groups[key])
+    return PcieLayout(tuple(layout.expanders), tuple(layout.ports), tuple(layout.hostdevs))
+
+
+def _buses(group: list[DeviceAssignment]) -> int:
+    """Bus numbers a port group takes: a root port's secondary bus, and for a mirrored switch the upstream
+    port's and each downstream port's."""
+    return 1 if len(group) == 1 else 2 + len(group)
+
+
+def _switch_groups(devices: list[DeviceAssignment], known: Mapping[str, PciDevice]) -> list[list[DeviceAssignment]]:
+    """``devices`` (by address) in groups that are PIX to each other on the host (connected through PIX
+    pairs), in order of their first device."""
+    groups: list[list[DeviceAssignment]] = []
+    for dev in devices:
+        mine = known.get(dev.address)
+        joined = [g for g in groups if mine is not None and any(
+            (other := known.get(d.address)) is not None and pcie_level(mine, other) is Level.PIX for d in g
+        )]
+        merged = [dev] + [d for g in joined for d in g]
+        groups = [g for g in groups if g not in joined] + [sorted(merged, key=lambda d: d.address)]
+    return sorted(groups, key=lambda g: g[0].address)
+
+
+class _Builder:
+    """Controllers and hostdevs in index order, depth first under each expander."""
+
+    def __init__(self, vm: str, vfs: frozenset[str], first_port_index: int) -> None:
+        self.vm, self.vfs, self.index = vm, vfs, first_port_index
+        self.expanders: list[Expander] = []
+        self.ports: list[RootPort] = []
+        self.hostdevs: list[Hostdev] = []
+
+    def _port(self, model: str, bus: str, slot: int) -> str:
+        index = str(self.index)
+        self.index += 1
+        chassis, port = ("", "") if model == UPSTREAM else (index, f"0x{slot * 8:x}" if model == ROOT_PORT else
+                                                               f"0x{slot:x}")
+        self.ports.append(RootPort(index, chassis, port, _hex2(int(bus)), _hex2(slot), model))
+        return index
+
+    def _device(self, dev: DeviceAssignment, port: str, guest_bus: int) -> None:
+        found = _hostdev(self.vm, dev, _hex2(int(port)), f"0000:{guest_bus:02x}:00.0")
+        self.hostdevs.append(replace(found, mac=vf_mac(self.vm, dev.address)) if dev.address in self.vfs else found)
+
+    def expander(self, index: str, bus_nr: int, node: int, slot: int, groups: list[list[DeviceAssignment]]) -> None:
+        self.expanders.append(Expander(index, str(bus_nr), str(node), _hex2(slot)))
+        guest_bus = bus_nr
+        for slot_no, group in enumerate(groups):
+            root = self._port(ROOT_PORT, index, slot_no)
+            guest_bus += 1
+            if len(group) == 1:
+                self._device(group[0], root, guest_bus)
+                continue
+            upstream = self._port(UPSTREAM, root, 0)
+            guest_bus += 1
+            for down_slot, dev in enumerate(group):
+                down = self._port(DOWNSTREAM, upstream, down_slot)
+                guest_bus += 1
+                self._device(dev, down, guest_bus)
 
 
 def vf_mac(vm: str, address: str) -> str:

@@ -1,0 +1,42 @@
+"""The real QEMU driver without a daemon: libvirt's embedded driver (``qemu:///embed?root=DIR``), which turns
+a domain into the QEMU command line it would run (``domainXMLToNative``)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from lxml import etree
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    libvirt = pytest.importorskip("libvirt")
+    assert shutil.which("qemu-system-x86_64"), "the QEMU driver needs qemu-system-x86_64 (.ci/run installs it)"
+    libvirt.virEventRegisterDefaultImpl()  # the embedded driver needs an event loop registered, once
+    conn = libvirt.open(f"qemu:///embed?root={tmp_path_factory.mktemp('embed')}")
+    yield conn
+    conn.close()
+
+
+def qemu_argv(conn: Any, xml: str) -> str:
+    """The command line of ``xml`` without its ``<numatune>``/``<memoryBacking>`` (the driver refuses bindings
+    to host nodes and hugepage pools this machine lacks; callers check those in the XML) and with each VF's
+    ``<interface type='hostdev'>`` as the ``<hostdev>`` it is (the conversion turns interfaces into
+    ``ethernet`` ones)."""
+    root = etree.fromstring(xml.encode())
+    for tag in ("numatune", "memoryBacking"):
+        found = root.find(tag)
+        if found is not None:
+            root.remove(found)
+    for iface in root.findall("devices/interface[@type='hostdev']"):
+        hostdev = etree.Element("hostdev", mode="subsystem", type="pci", managed="yes")
+        etree.SubElement(hostdev, "driver", name="vfio")
+        source = etree.SubElement(hostdev, "source")
+        source.append(iface.find("source/address"))
+        source[0].attrib.pop("type", None)
+        hostdev.append(iface.find("address"))
+        iface.getparent().replace(iface, hostdev)
+    return str(conn.domainXMLToNative("qemu-argv", etree.tostring(root).decode(), 0))
