@@ -176,7 +176,8 @@ def test_the_guest_sees_what_guest_view_says(
     for node in view["nodes"]:
         cpulist, distances = nodes[node["id"]]
         assert cpulist == ",".join(map(str, node["vcpus"])), (node, cpulist)
-        assert distances == [node["distances"][str(i)] for i in sorted(nodes)]
+        # One node has no <distances> (the guest kernel reports its own 10); more mirror the host's SLIT.
+        assert distances == ([node["distances"][str(i)] for i in sorted(nodes)] if node["distances"] else [10])
         # The guest kernel counts the node's RAM less firmware holes (the first MiB, tables at the top).
         assert node["memory_kib"] - 2048 <= present[node["id"]] <= node["memory_kib"], (node, present)
     for dev in view["devices"]:
