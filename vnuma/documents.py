@@ -138,6 +138,11 @@ def stats_doc(report: StatsReport) -> dict[str, Any]:
                 "vcpus_local": loc.vcpus_local,
                 "memory_local": loc.memory_local,
                 "devices_local": loc.devices_local,
+                "nic_pairs": [
+                    {"gpu": x.gpu, "nic": x.nic, "level": None if x.level is None else x.level.value,
+                     "worse_than_asked": x.worse}
+                    for x in loc.nic_pairs
+                ],
                 "measured": None
                 if m is None
                 else {"pid": m.pid, "node_kib": {str(n): k for n, k in m.node_kib}, "memory_local": m.local},

@@ -43,15 +43,19 @@ def stats(
     cells; for running VMs on a local host (qemu:///...) also the memory its
     QEMU process really has on each node (/proc/PID/numa_maps); for running
     VMs with resctrl memory-bandwidth monitors (an operator template's
-    <memorytune><monitor/>), the local share of their memory traffic. A host
-    whose libvirt cannot be read is a warning on stderr.
+    <memorytune><monitor/>), the local share of their memory traffic; for a
+    VM holding GPUs and NICs, each GPU's NIC and their PCIe level on the host
+    (PIX..SYS as `host show` prints them), flagged when worse than the
+    --nic-affinity it was placed with. A host whose libvirt cannot be read
+    is a warning on stderr.
 
     JSON: {"hosts": [{"host", "cells": [{"cell", "pcpus": {"total",
     "claimed", "free", "reserved"}, "pages": [{"size_kib", "total",
     "claimed", "free"}], "gpus": {"total", "free"}, "largest_free": SHAPE or null}],
     "fragmentation": [{"cells", "largest": SHAPE or null}]}], "vms": [{"vm",
     "tenant", "host", "state", "cells", "vcpus_local", "memory_local",
-    "devices_local", "measured": null or {"pid", "node_kib": {NODE: KiB},
+    "devices_local", "nic_pairs": [{"gpu", "nic", "level",
+    "worse_than_asked"}], "measured": null or {"pid", "node_kib": {NODE: KiB},
     "memory_local"}, "bandwidth": null or {"local_bytes", "total_bytes",
     "local"}}], "warnings": [TEXT]}; SHAPE is {"vcpus", "memory_kib",
     "page_size_kib", "gpus"}.
@@ -203,6 +207,14 @@ def _print(doc: dict[str, Any]) -> None:
                 )
                 for v in doc["vms"]
             ],
+        )
+    pairs = [(v["vm"], p) for v in doc["vms"] for p in v["nic_pairs"]]
+    if pairs:
+        output.echo_table(
+            "GPU-NIC pairs",
+            ["VM", "GPU", "NIC", "LEVEL", "WORSE THAN ASKED"],
+            [(vm, p["gpu"], p["nic"], p["level"] or "unknown", "yes" if p["worse_than_asked"] else "-")
+             for vm, p in pairs],
         )
 
 

@@ -35,6 +35,7 @@ from vnuma.placement.model import (
     ThreadPolicy,
 )
 from vnuma.topology import KIB_PER_MIB, DeviceKind
+from vnuma.topology.pcie import Level
 
 _KIND = enum_of(DeviceKind)
 _CPU_POLICY = enum_of(CpuPolicy)
@@ -71,6 +72,8 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         slices["mem_bw"] = [{"domain": i, "cap": c} for i, c in p.mem_bw]
     if p.cold:
         slices["cold_tier"] = p.cold_tier.value
+    if p.nic_affinity is not None:
+        slices["nic_affinity"] = p.nic_affinity.value.lower()
     return {
         "vm": p.vm,
         "tenant": p.tenant,
@@ -131,7 +134,19 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         mem_bw=take(d, "mem_bw", at, _MEM_BW, []),
         cold=cold,
         cold_tier=take(d, "cold_tier", at, _COLD_TIER, ColdTier.ANY.value),
+        nic_affinity=_level(get_key(d, "nic_affinity", at, None), at.key("nic_affinity")),
     )
+
+
+def _level(value: object, at: At) -> Level | None:
+    """``"pix"|"pxb"|"phb"|"node"|"sys"`` or null."""
+    if value is None:
+        return None
+    text = as_str(value, at)
+    try:
+        return Level(text.upper())
+    except ValueError:
+        raise at.fail(f"{text!r} is not one of pix, pxb, phb, node, sys") from None
 
 
 def _pair(first: str, second: str) -> Any:

@@ -89,4 +89,5 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         mem_bw=mem_bw,
         cold=cold,
         cold_tier=req.cold_tier,
+        nic_affinity=req.nic_affinity if req.wants_nics else None,
     )

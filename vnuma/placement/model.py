@@ -322,6 +322,9 @@ class Placement:
     host memory-only cell, chosen under ``cold_tier`` (:mod:`vnuma.placement.cold`). Not in ``cells``:
     ``memory_kib`` and everything about vCPUs count the CPU cells; ``cold_kib`` this one."""
     cold_tier: ColdTier = ColdTier.ANY
+    nic_affinity: Level | None = None
+    """The level its NICs were asked within of its GPUs (None: no NICs asked), for ``stats`` to flag pairs
+    that are worse."""
     # Worked out once from the fields above (the ledger and admission read them many times).
     dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""

@@ -17,7 +17,9 @@ Definitions:
   free blocks;
 * locality of a VM: the share of its vCPUs pinned inside their guest cell's
   host cell, of its memory on its own host cells, and of its devices whose
-  NUMA node is one of its host cells (devices with no node are not counted).
+  NUMA node is one of its host cells (devices with no node are not counted);
+  for a VM holding GPUs and NICs, each GPU's NIC and their PCIe level
+  (:func:`nic_pairs`), flagged when worse than the level asked.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from dataclasses import dataclass, replace
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
-from vnuma.topology import Host
+from vnuma.placement.nics import rank, within
+from vnuma.topology import DeviceKind, Host
+from vnuma.topology.pcie import Level, pcie_level
 
 MAX_FRAGMENT_CELLS = 4
 
@@ -83,7 +87,8 @@ class HostUse:
 
 @dataclass(frozen=True, slots=True)
 class Locality:
-    """Shares (0..1) of a VM's vCPUs, memory and devices on its own host cells (None: no devices)."""
+    """Shares (0..1) of a VM's vCPUs, memory and devices on its own host cells (None: no devices), and its
+    GPU–NIC pairs (:func:`nic_pairs`)."""
 
     vm: str
     tenant: str
@@ -92,6 +97,36 @@ class Locality:
     vcpus_local: float
     memory_local: float
     devices_local: float | None
+    nic_pairs: tuple[NicPair, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NicPair:
+    """One of a VM's GPUs, the VM's NIC nearest it, their PCIe level on the host (None: the facts cannot
+    tell), and whether that is worse than the level the VM's NICs were asked within."""
+
+    gpu: str
+    nic: str
+    level: Level | None
+    worse: bool
+
+
+def nic_pairs(placement: Placement, host: Host) -> tuple[NicPair, ...]:
+    """Each GPU of a VM holding NICs with a NIC of its own where it has enough (GPUs in address order, each
+    taking the nearest NIC not yet taken, then the nearest of all), and the level between them."""
+    known = {d.address: d for d in host.devices}
+    gpus = sorted(d.address for d in placement.devices if d.kind is DeviceKind.GPU and d.address in known)
+    nics = sorted(d.address for d in placement.devices if d.kind is DeviceKind.NIC and d.address in known)
+    if not gpus or not nics:
+        return ()
+    asked, taken, out = placement.nic_affinity, set(), []
+    for g in gpus:
+        ranked = sorted(nics, key=lambda n: (rank(pcie_level(known[g], known[n])), n))
+        nic = next((n for n in ranked if n not in taken), ranked[0])
+        taken.add(nic)
+        level = pcie_level(known[g], known[nic])
+        out.append(NicPair(g, nic, level, asked is not None and not within(level, asked)))
+    return tuple(out)
 
 
 def cell_use(fleet: Fleet, host: str, *, largest: bool = True) -> tuple[CellUse, ...]:
@@ -144,6 +179,7 @@ def locality(placement: Placement, host: Host) -> Locality:
         vcpus_local=vcpus_local / placement.vcpus if placement.vcpus else 1.0,
         memory_local=memory_local / placement.memory_kib if placement.memory_kib else 1.0,
         devices_local=sum(1 for n in known if n in cells) / len(known) if known else None,
+        nic_pairs=nic_pairs(placement, host),
     )
 
 
