@@ -3,6 +3,8 @@ refused (with the level reached) where none is near enough."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -72,11 +74,21 @@ def test_bad_nic_requests_change_nothing(dgx: Cli, args: list[str], code: int, w
     refused_unchanged(dgx, ["place", "t", *SMALL, *args], code, words)
 
 
-def test_a_vm_with_nics_is_not_moved(dgx: Cli) -> None:
-    dgx.ok("place", "t", "--gpus", "1", "--nics", "1", *SMALL, "--name", "a")
-    refused_unchanged(dgx, ["vm", "repin", "a"], 9, "holds devices other than GPUs")
+def test_a_vm_with_nics_moves_with_its_nics_asked_again(dgx: Cli) -> None:
+    dgx.ok("place", "t", "--gpus", "1", "--nics", "per-gpu", "--nic-affinity", "pix", *SMALL, "--name", "a")
     dgx.ok("host", "import", "dgx-2", "--capabilities", str(CAPS), "--nodedev", str(DGX))
-    refused_unchanged(dgx, ["vm", "migrate", "a", "--to", "dgx-2"], 9, "holds devices other than GPUs")
+    assert "nothing to do" in dgx.ok("vm", "repin", "a", "--dry-run").stdout
+    dgx.ok("vm", "migrate", "a", "--to", "dgx-2")
+    moved = dgx.ok("vm", "show", "a", "--json").json()
+    assert moved["host"] == "dgx-2" and moved["nic_affinity"] == "pix" and moved["nics_per_gpu"] is True
+    (pair,) = dgx.ok("stats", "--json").json()["vms"][0]["nic_pairs"]
+    assert (pair["level"], pair["worse_than_asked"]) == ("PIX", False)  # the NIC was asked for again there
+    # A placement from before vnuma recorded how its NICs were asked stays where it is.
+    with sqlite3.connect(dgx.db) as conn:
+        (doc,) = conn.execute("SELECT placement FROM vms WHERE name = 'a'").fetchone()
+        old = {k: v for k, v in json.loads(doc).items() if k not in ("nic_affinity", "nics_per_gpu", "nic_function")}
+        conn.execute("UPDATE vms SET placement = ? WHERE name = 'a'", (json.dumps(old),))
+    refused_unchanged(dgx, ["vm", "migrate", "a", "--to", "dgx"], 9, "NICs placed before vnuma recorded")
 
 
 def test_virtual_functions_render_as_hostdev_interfaces_with_stable_macs(dgx: Cli) -> None:

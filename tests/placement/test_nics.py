@@ -12,6 +12,7 @@ import itertools
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -158,3 +159,30 @@ def test_virtual_functions_are_claimed_alone_and_keep_their_pf_from_any_vm() -> 
     assert f"physical function {pf} has virtual function(s)" in refusal.reason and "to VM 'vfs'" in refusal.reason
     fleet.remove("vfs")
     assert fleet.admit(forced) is None or fleet.admit(forced).check != "sr-iov"
+
+
+@pytest.mark.parametrize("solver", ["search", "cp-sat"])
+def test_a_drain_moves_vms_with_their_nics_asked_again(solver: str) -> None:
+    from vnuma.placement.model import Isolation
+    from vnuma.placement.rebalance import FleetState, Objective, plan_moves
+
+    other = _dgx("dgx-2")
+    fleet = Fleet([DGX, other])
+    asks = [_ask("pf", 2, nics_per_gpu=True, host=DGX.name), _ask("vf", 1, nics=1, nic_function=NicFunction.VF,
+                                                                     host=DGX.name, nic_affinity=Level.PIX)]
+    placed = []
+    for req in asks:
+        chosen = place(req, fleet).chosen
+        assert chosen is not None
+        fleet.add(chosen)
+        placed.append(chosen)
+    plan = plan_moves(FleetState((DGX, other), tuple(placed), {"t1": Isolation.CORE}), Objective.DRAIN, 5,
+                      drain=DGX.name, solver=solver)
+    assert not plan.left and {m.vm for m in plan.moves} == {"pf", "vf"}
+    for move, req in zip(sorted(plan.moves, key=lambda m: asks.index(next(a for a in asks if a.name == m.vm))),
+                         asks, strict=True):
+        new = move.placement
+        assert new.host == "dgx-2" and (new.nic_affinity, new.nic_function) == (req.nic_affinity, req.nic_function)
+        other_devices = {d.address: d for d in other.devices}
+        assert {d.address for d in new.devices if d.kind is DeviceKind.NIC} <= other_devices.keys()
+        _check(new, req)

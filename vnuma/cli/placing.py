@@ -191,8 +191,8 @@ def place(
     functions passed through whole, or with --nic-function vf SR-IOV virtual
     functions (rendered as <interface type='hostdev'> with a MAC address
     derived from the VM and the VF); a PF and its VFs never go to VMs at the
-    same time. A VM holding NICs is not moved by rebalance, drain, repin or
-    migrate.
+    same time. Every move (rebalance, drain, repin, migrate) asks for the
+    same NICs again where the VM goes.
 
     --llc SIZE (or --llc-ways N) and --mem-bw PCT give the VM its own slice
     of the last-level cache and a memory-bandwidth cap on every L3 domain

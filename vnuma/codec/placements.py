@@ -10,6 +10,7 @@ from typing import Any
 
 from vnuma.codec.checks import (
     At,
+    as_bool,
     as_int,
     as_ints,
     as_mapping,
@@ -30,6 +31,7 @@ from vnuma.placement.model import (
     IoThreadPolicy,
     Isolation,
     MemoryMode,
+    NicFunction,
     Placement,
     Tenant,
     ThreadPolicy,
@@ -45,6 +47,7 @@ _ANTI = enum_of(AntiAffinity)
 _MEMORY_MODE = enum_of(MemoryMode)
 _IOTHREAD_POLICY = enum_of(IoThreadPolicy)
 _COLD_TIER = enum_of(ColdTier)
+_NIC_FUNCTION = enum_of(NicFunction)
 
 
 def _cell(c: CellAssignment) -> dict[str, Any]:
@@ -74,6 +77,8 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         slices["cold_tier"] = p.cold_tier.value
     if p.nic_affinity is not None:
         slices["nic_affinity"] = p.nic_affinity.value.lower()
+        slices["nics_per_gpu"] = p.nics_per_gpu
+        slices["nic_function"] = p.nic_function.value
     return {
         "vm": p.vm,
         "tenant": p.tenant,
@@ -135,6 +140,8 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         cold=cold,
         cold_tier=take(d, "cold_tier", at, _COLD_TIER, ColdTier.ANY.value),
         nic_affinity=_level(get_key(d, "nic_affinity", at, None), at.key("nic_affinity")),
+        nics_per_gpu=take(d, "nics_per_gpu", at, as_bool, False),
+        nic_function=take(d, "nic_function", at, _NIC_FUNCTION, NicFunction.PF.value),
     )
 
 

@@ -31,6 +31,7 @@ from vnuma.placement.model import (
     CellAssignment,
     CpuPolicy,
     EmulatorThreads,
+    NicFunction,
     Placement,
     VmRequest,
 )
@@ -90,4 +91,6 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         cold=cold,
         cold_tier=req.cold_tier,
         nic_affinity=req.nic_affinity if req.wants_nics else None,
+        nics_per_gpu=req.nics_per_gpu,
+        nic_function=req.nic_function if req.wants_nics else NicFunction.PF,
     )

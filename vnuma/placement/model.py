@@ -323,8 +323,11 @@ class Placement:
     ``memory_kib`` and everything about vCPUs count the CPU cells; ``cold_kib`` this one."""
     cold_tier: ColdTier = ColdTier.ANY
     nic_affinity: Level | None = None
-    """The level its NICs were asked within of its GPUs (None: no NICs asked), for ``stats`` to flag pairs
-    that are worse."""
+    nics_per_gpu: bool = False
+    nic_function: NicFunction = NicFunction.PF
+    """How its NICs were asked (None ``nic_affinity``: no NICs asked, or a placement from before vnuma
+    recorded it): within which level of its GPUs, one per GPU or a count (the NICs it holds), physical or
+    virtual functions. ``stats`` flags pairs worse than the level; every move asks the same again."""
     # Worked out once from the fields above (the ledger and admission read them many times).
     dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""

@@ -103,7 +103,8 @@ def _refit(snap: Snapshot, p: Placement, host: str, avoid: frozenset[tuple[str, 
     if not is_movable(p):
         others = sorted(d.address for d in p.devices if d.kind is not DeviceKind.GPU and d.peer_of is None)
         raise ConflictError(
-            f"VM {p.vm!r} holds devices other than GPUs ({', '.join(others)}): vnuma does not move it",
+            f"VM {p.vm!r} holds devices vnuma does not move ({', '.join(others)}: not GPUs, or NICs placed before "
+            "vnuma recorded how they were asked)",
             hint=f"release and place it again: vnuma vm release {p.vm}",
         )
     fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())

@@ -7,7 +7,7 @@ cells and pCPUs on its host, or another host. Each move is a real
 with the VM itself removed first, so every intermediate state is valid by
 construction: replaying the moves in order (remove the VM, add its new
 placement) never needs capacity that is not free at that step. Only VMs
-whose devices are all GPUs move (:func:`is_movable`); each VM moves at most
+whose devices are all GPUs and recorded NICs move (:func:`is_movable`); each VM moves at most
 once per plan in ``room``, and a greedy step may move a VM again only if
 that gains again. A move keeps the guest shape the VM asked for
 (:func:`request_of`): a VM placed with ``numa_nodes`` N keeps N guest cells
@@ -51,7 +51,7 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
 * ``drain``: the VMs on one host, to be 0. Each VM moves once, largest
   first (vCPUs, then memory, then devices), to where the engine places it
   with that host avoided (its guest shape kept, as every move); a VM that
-  fits on no other host, holds devices other than GPUs, comes after
+  fits on no other host, holds devices that do not move, comes after
   ``max_moves`` or is not reached within the time limit stays, with the
   reason (``Plan.left``). Work: one explained engine call per VM on the
   host. ``optimal``: every VM leaves.

@@ -18,6 +18,7 @@ from vnuma.placement.model import (
     VmRequest,
 )
 from vnuma.topology import DeviceKind, Host
+from vnuma.topology.pcie import Level
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,7 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
     the cell count stays what the VM asked for (left to the engine only for a VM placed with ``auto``
     whose cells share one memory mode; cells with different modes keep their count), and guest cells
     of different sizes keep each its own size and GPU count; a cache slice keeps its ways, a bandwidth cap
-    its value, a cold tier its size and tier."""
+    its value, a cold tier its size and tier, NICs their ask (level, per GPU or count, function)."""
     pins = {x for c in p.cells for x in c.pcpus}
     modes = p.memory_modes
     uniform = len(set(modes)) == 1
@@ -86,6 +87,7 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
     sizes = [(len(c.vcpus), c.memory_kib) for c in cells]
     own = len(set(sizes)) > 1  # guest cells of their own sizes: kept cell by cell, GPUs too
     gpus = sum(1 for d in p.devices if d.kind is DeviceKind.GPU)
+    nics = sum(1 for d in p.devices if d.kind is DeviceKind.NIC and d.peer_of is None)
     per_cell_gpus = tuple(
         sum(1 for d in p.devices if d.kind is DeviceKind.GPU and d.guest_cell == c.guest_cell) for c in cells
     )
@@ -114,6 +116,10 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
         mem_bw=max((c for _i, c in p.mem_bw), default=None),
         cold_memory_kib=p.cold_kib,
         cold_tier=p.cold_tier,
+        nics=0 if p.nics_per_gpu or p.nic_affinity is None else nics,
+        nics_per_gpu=p.nics_per_gpu and p.nic_affinity is not None,
+        nic_affinity=p.nic_affinity or Level.PXB,
+        nic_function=p.nic_function,
     )
 
 
@@ -125,10 +131,12 @@ def refit_affinities(p: Placement) -> tuple[GpuAffinity, ...]:
 
 
 def is_movable(p: Placement) -> bool:
-    """VMs holding devices other than GPUs (and their IOMMU-group companions, which follow them) are left
-    where they are: the moves re-place GPUs only."""
-    gpus = {d.address for d in p.devices if d.kind is DeviceKind.GPU}
-    return bool(p.cells) and all(d.address in gpus or d.peer_of in gpus for d in p.devices)
+    """The moves re-place GPUs, NICs whose ask the placement records (``nic_affinity``) and the IOMMU-group
+    companions that follow them; a VM holding any other device (or NICs placed before vnuma recorded how
+    they were asked) is left where it is."""
+    placed = {d.address for d in p.devices if d.kind is DeviceKind.GPU
+              or (d.kind is DeviceKind.NIC and p.nic_affinity is not None and d.peer_of is None)}
+    return bool(p.cells) and all(d.address in placed or d.peer_of in placed for d in p.devices)
 
 
 def move_cost_kib(old: Placement, new: Placement) -> int:

@@ -58,7 +58,7 @@ def largest_first(p: Placement) -> tuple[int, int, int, str]:
 def why_not(p: Placement, host: str, others: list[str]) -> str | None:
     """Why a VM of the drained host cannot move at all (None: it may)."""
     if not is_movable(p):
-        return "it holds devices other than GPUs, which no plan moves"
+        return "it holds devices no plan moves (not GPUs, or NICs placed before vnuma recorded how they were asked)"
     if not others:
         return f"the inventory has no host but {host}"
     return None
