@@ -47,3 +47,21 @@ def test_stats_prints_the_pairs(cli: Cli) -> None:
     (vm,) = cli.ok("stats", "--json").json()["vms"]
     assert [(x["level"], x["worse_than_asked"]) for x in vm["nic_pairs"]] == [("PIX", False), ("PIX", False)]
     assert "GPU-NIC pairs" in cli.ok("stats").stdout
+
+
+def test_the_locality_objective_charges_a_pair_worse_than_asked_and_a_move_mends_it() -> None:
+    from vnuma.placement.model import Isolation
+    from vnuma.placement.rebalance import FleetState, Objective, plan_moves
+
+    fleet = Fleet([DGX])
+    p = place(_ask("a", 1, nics=1, nic_affinity=Level.PHB), fleet).chosen
+    assert p is not None
+    far = next(a for a, d in KNOWN.items() if d.kind is DeviceKind.NIC and d.pf is None and d.numa_node == 1)
+    # As if the host's NIC had moved since (or the domain was adopted so): a SYS pair, asked within PHB.
+    strayed = replace(p, devices=tuple(
+        replace(d, address=far, host_cell=1) if d.kind is DeviceKind.NIC else d for d in p.devices))
+    assert [x.worse for x in nic_pairs(strayed, DGX)] == [True]
+    plan = plan_moves(FleetState((DGX,), (strayed,), {"t1": Isolation.CORE}), Objective.LOCALITY, 2)
+    assert (plan.before, plan.after) == (1, 0)
+    (move,) = plan.moves
+    assert not any(x.worse for x in nic_pairs(move.placement, DGX))

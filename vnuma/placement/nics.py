@@ -22,10 +22,11 @@ the claims.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import DeviceAssignment, NicFunction, Placement, VmRequest
-from vnuma.topology import DeviceKind, PciDevice
+from vnuma.topology import DeviceKind, Host, PciDevice
 from vnuma.topology.pcie import Level, pcie_level
 
 _RANK = {level: i for i, level in enumerate(Level)}
@@ -175,3 +176,32 @@ def _nearest(hs: HostState, gpu: str, function: NicFunction) -> str:
             level = "of unknown level" if r == UNKNOWN else list(Level)[r]
             return f"; nearest free {_what(function)} {n.address} is {level}"
     return f"; the host has no free {_what(function)}"
+
+
+@dataclass(frozen=True, slots=True)
+class NicPair:
+    """One of a VM's GPUs, the VM's NIC nearest it, their PCIe level on the host (None: the facts cannot
+    tell), and whether that is worse than the level the VM's NICs were asked within."""
+
+    gpu: str
+    nic: str
+    level: Level | None
+    worse: bool
+
+
+def nic_pairs(placement: Placement, host: Host) -> tuple[NicPair, ...]:
+    """Each GPU of a VM holding NICs with a NIC of its own where it has enough (GPUs in address order, each
+    taking the nearest NIC not yet taken, then the nearest of all), and the level between them."""
+    known = {d.address: d for d in host.devices}
+    gpus = sorted(d.address for d in placement.devices if d.kind is DeviceKind.GPU and d.address in known)
+    nics = sorted(d.address for d in placement.devices if d.kind is DeviceKind.NIC and d.address in known)
+    if not gpus or not nics:
+        return ()
+    asked, taken, out = placement.nic_affinity, set(), []
+    for g in gpus:
+        ranked = sorted(nics, key=lambda n: (rank(pcie_level(known[g], known[n])), n))
+        nic = next((n for n in ranked if n not in taken), ranked[0])
+        taken.add(nic)
+        level = pcie_level(known[g], known[nic])
+        out.append(NicPair(g, nic, level, asked is not None and not within(level, asked)))
+    return tuple(out)

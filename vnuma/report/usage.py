@@ -30,9 +30,8 @@ from dataclasses import dataclass, replace
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
-from vnuma.placement.nics import rank, within
-from vnuma.topology import DeviceKind, Host
-from vnuma.topology.pcie import Level, pcie_level
+from vnuma.placement.nics import NicPair, nic_pairs
+from vnuma.topology import Host
 
 MAX_FRAGMENT_CELLS = 4
 
@@ -98,35 +97,6 @@ class Locality:
     memory_local: float
     devices_local: float | None
     nic_pairs: tuple[NicPair, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class NicPair:
-    """One of a VM's GPUs, the VM's NIC nearest it, their PCIe level on the host (None: the facts cannot
-    tell), and whether that is worse than the level the VM's NICs were asked within."""
-
-    gpu: str
-    nic: str
-    level: Level | None
-    worse: bool
-
-
-def nic_pairs(placement: Placement, host: Host) -> tuple[NicPair, ...]:
-    """Each GPU of a VM holding NICs with a NIC of its own where it has enough (GPUs in address order, each
-    taking the nearest NIC not yet taken, then the nearest of all), and the level between them."""
-    known = {d.address: d for d in host.devices}
-    gpus = sorted(d.address for d in placement.devices if d.kind is DeviceKind.GPU and d.address in known)
-    nics = sorted(d.address for d in placement.devices if d.kind is DeviceKind.NIC and d.address in known)
-    if not gpus or not nics:
-        return ()
-    asked, taken, out = placement.nic_affinity, set(), []
-    for g in gpus:
-        ranked = sorted(nics, key=lambda n: (rank(pcie_level(known[g], known[n])), n))
-        nic = next((n for n in ranked if n not in taken), ranked[0])
-        taken.add(nic)
-        level = pcie_level(known[g], known[nic])
-        out.append(NicPair(g, nic, level, asked is not None and not within(level, asked)))
-    return tuple(out)
 
 
 def cell_use(fleet: Fleet, host: str, *, largest: bool = True) -> tuple[CellUse, ...]:

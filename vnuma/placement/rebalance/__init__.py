@@ -19,7 +19,8 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   it (with its own guest shape, so an explicit N is never charged) on an
   empty host of its shape (with its GPUs on those cells when that
   fits, so a 2-GPU VM on one-GPU cells is not charged for needing two
-  cells), plus its GPUs off its own cells. Greedy:
+  cells), plus its GPUs off its own cells, plus its GPU–NIC pairs worse
+  than the level its NICs were asked within. Greedy:
   each step tries only the VMs with a positive cost, highest cost first, as
   a re-pin on their own host and, on a multi-host fleet, wherever the engine
   puts them (GPUs ``required``, then ``preferred`` if that finds nothing),

@@ -8,17 +8,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vnuma.placement.model import Objective, Placement
+from vnuma.placement.nics import nic_pairs
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, refit_affinities, request_of
 from vnuma.placement.rebalance.search import Search, greedy
 from vnuma.topology import DeviceKind
 
 
 def locality_cost(search: Search, p: Placement) -> int:
-    """Cells beyond the engine's fewest on an empty host, plus GPUs off the VM's cells."""
+    """Cells beyond the engine's fewest on an empty host, plus GPUs off the VM's cells, plus GPU–NIC pairs
+    worse than the level its NICs were asked within (:func:`~vnuma.placement.nics.nic_pairs`)."""
     home = search.fleet.state(p.host).gpu_home
     cells = set(p.host_cells)
     off = sum(1 for d in p.devices if d.kind is DeviceKind.GPU and home.get(d.address) not in cells)
-    return max(0, len(p.cells) - search.fewest_cells(p)) + off
+    far = sum(1 for pair in nic_pairs(p, search.fleet.host(p.host)) if pair.worse) if p.nic_affinity else 0
+    return max(0, len(p.cells) - search.fewest_cells(p)) + off + far
 
 
 def plan_locality(search: Search, max_moves: int) -> Plan:

@@ -101,14 +101,16 @@ class Search:
 
     def refit(self, old: Placement, req: VmRequest) -> Placement | None:
         """The engine's placement of ``req`` with ``old`` removed; None when nothing fits or it lands on
-        ``old``'s host and cells. The fleet is left as it was."""
+        ``old``'s host and cells with its devices. The fleet is left as it was."""
         self.tick()
         self.fleet.remove(old.vm)
         try:
             chosen = place(req, self.fleet, Strategy.PACK, explain=False).chosen
         finally:
             self.fleet.record(old)
-        if chosen is None or (chosen.host, chosen.host_cells) == (old.host, old.host_cells):
+        same = chosen is not None and (chosen.host, chosen.host_cells, chosen.devices) == (
+            old.host, old.host_cells, old.devices)
+        if chosen is None or same:
             return None
         return chosen
 
