@@ -18,7 +18,16 @@ empty by ``isolate`` included. A multi-node VM is non-adjacent when some
 pair of its host cells is farther apart than the host's closest pair of
 distinct CPU cells. ``cold_requests`` counts the requests asking for a cold
 tier, ``cold_placed`` those placed (each with its cold cell) and
-``cold_memory_mib`` the cold memory they hold.
+``cold_memory_mib`` the cold memory they hold. ``nic_requests`` counts the
+requests asking for NICs, ``nic_placed`` those placed; ``nics_used`` the
+physical NICs the placed VMs use (passed through whole, or through one of
+their virtual functions; ``nic_vfs_used`` the VFs) of ``nics_total``;
+``gpu_nic_levels`` the PCIe level of each GPU of a placed VM holding NICs to
+its NIC (:func:`vnuma.placement.nics.nic_pairs`, the rule ``stats`` reads),
+``gpu_nic_worse`` how many pairs of the VMs that asked a NIC per GPU are
+worse than asked (a VM with fewer NICs than GPUs shares them: each of its
+GPUs is a pair, and its pairs are not judged: a count promises each NIC
+near some GPU, not each GPU a NIC).
 """
 
 from __future__ import annotations
@@ -36,13 +45,17 @@ from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.memory import RefusalMemory
 from vnuma.placement.model import Isolation, Placement, Strategy, Tenant, VmRequest
+from vnuma.placement.nics import NicPair, nic_pairs
 from vnuma.sources.trace import Trace, TraceRequest, load_trace
-from vnuma.topology import KIB_PER_MIB, Host
+from vnuma.topology import KIB_PER_MIB, DeviceKind, Host
+from vnuma.topology.pcie import Level
 
 __all__ = [
+    "LEVEL_KEYS",
     "Base",
     "SimulationReport",
     "Trace",
+    "level_histogram",
     "load_trace",
     "placements_to_list",
     "report_to_dict",
@@ -74,6 +87,25 @@ class SimulationReport:
     """Of them, those placed (each with its cold guest cell on a memory-only cell)."""
     cold_memory_mib: int = 0
     """Cold memory the placed VMs hold, MiB."""
+    nic_requests: int = 0
+    """Requests asking for NICs (a count or one per GPU)."""
+    nic_placed: int = 0
+    """Of them, those placed (each with its NICs)."""
+    nics_used: int = 0
+    """Physical NICs the placed VMs use: passed through whole, or through a virtual function of theirs."""
+    nic_vfs_used: int = 0
+    """Virtual functions the placed VMs hold."""
+    nics_total: int = 0
+    """Physical NICs (not VFs) on the fleet's hosts."""
+    gpu_nic_pairs: tuple[NicPair, ...] = ()
+    """Each GPU of a placed VM holding NICs with its NIC and their level (:func:`nic_pairs`), in trace order."""
+    gpu_nic_worse: int = 0
+    """Pairs of the VMs that asked a NIC per GPU whose level is worse than asked (a count of NICs promises
+    each NIC near some GPU, not each GPU a NIC: their pairs are not judged)."""
+
+
+LEVEL_KEYS = (*(level.value for level in Level), "unknown")
+"""The keys of ``gpu_nic_levels``, best first; ``unknown``: the facts cannot tell the level."""
 
 
 def trace_hosts(trace: Trace) -> list[Host]:
@@ -96,6 +128,10 @@ def vm_request(r: TraceRequest, isolation: Isolation) -> VmRequest:
         isolation=isolation,
         cold_memory_kib=r.cold_memory_mib * KIB_PER_MIB,
         cold_tier=r.cold_tier,
+        nics=r.nics,
+        nics_per_gpu=r.nics_per_gpu,
+        nic_affinity=r.nic_affinity,
+        nic_function=r.nic_function,
     )
 
 
@@ -191,6 +227,19 @@ def _report(
     wall: float,
 ) -> SimulationReport:
     placed = [p for p in placements if p is not None]
+    by_name = {h.name: h for h in hosts}
+    devices = {(h.name, d.address): d for h in hosts for d in h.devices}
+    nic_pfs: set[tuple[str, str]] = set()
+    vfs_used = 0
+    for p in placed:
+        for d in p.devices:
+            if d.kind is not DeviceKind.NIC:
+                continue
+            dev = devices.get((p.host, d.address))
+            pf = None if dev is None else dev.pf
+            vfs_used += pf is not None
+            nic_pfs.add((p.host, pf or d.address))
+    pairs = [(p, pair) for p in placed if p.host in by_name for pair in nic_pairs(p, by_name[p.host])]
     multi = [p for p in placed if len(p.cells) > 1]
     non_adjacent = sum(1 for p in multi if not fleet.state(p.host).is_adjacent(p.host_cells))
     return SimulationReport(
@@ -209,6 +258,13 @@ def _report(
         cold_requests=sum(1 for r in trace.requests if r.cold_memory_mib),
         cold_placed=sum(1 for p in placed if p.cold),
         cold_memory_mib=sum(p.cold_kib for p in placed) // KIB_PER_MIB,
+        nic_requests=sum(1 for r in trace.requests if r.wants_nics),
+        nic_placed=sum(1 for r, p in zip(trace.requests, placements, strict=True) if p is not None and r.wants_nics),
+        nics_used=len(nic_pfs),
+        nic_vfs_used=vfs_used,
+        nics_total=sum(1 for h in hosts for d in h.devices if d.kind is DeviceKind.NIC and d.pf is None),
+        gpu_nic_pairs=tuple(pair for _, pair in pairs),
+        gpu_nic_worse=sum(1 for p, pair in pairs if p.nics_per_gpu and pair.worse),
     )
 
 
@@ -239,6 +295,13 @@ def report_to_dict(report: SimulationReport) -> dict[str, Any]:
         "cold_requests": report.cold_requests,
         "cold_placed": report.cold_placed,
         "cold_memory_mib": report.cold_memory_mib,
+        "nic_requests": report.nic_requests,
+        "nic_placed": report.nic_placed,
+        "nics_used": report.nics_used,
+        "nic_vfs_used": report.nic_vfs_used,
+        "nics_total": report.nics_total,
+        "gpu_nic_levels": level_histogram(report.gpu_nic_pairs),
+        "gpu_nic_worse": report.gpu_nic_worse,
         "decision_us": {
             "mean": statistics.fmean(times) if times else 0.0,
             "p50": _percentile(times, 0.50),
@@ -248,6 +311,12 @@ def report_to_dict(report: SimulationReport) -> dict[str, Any]:
         "wall_s": report.wall_s,
         "requests_per_s": len(report.requests) / report.wall_s if report.wall_s > 0 else 0.0,
     }
+
+
+def level_histogram(pairs: tuple[NicPair, ...]) -> dict[str, int]:
+    """How many GPU–NIC pairs reach each level (every key of :data:`LEVEL_KEYS`, 0 included)."""
+    counts = Counter("unknown" if pair.level is None else pair.level.value for pair in pairs)
+    return {key: counts[key] for key in LEVEL_KEYS}
 
 
 def placements_to_list(report: SimulationReport) -> list[dict[str, Any]]:
@@ -268,6 +337,7 @@ def placements_to_list(report: SimulationReport) -> list[dict[str, Any]]:
                     for c in (p.cells if p else ())
                 ],
                 "gpus": [d.address for d in (p.devices if p else ()) if d.kind == "gpu"],
+                "nics": [d.address for d in (p.devices if p else ()) if d.kind == "nic"],
                 "cold": [
                     {
                         "host_cell": c.host_cell,

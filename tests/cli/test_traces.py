@@ -8,7 +8,7 @@ import pytest
 
 from tests.cli.conftest import REPO, Cli
 
-SCENARIOS = ["dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "fleet-1000", "snc-cxl-gpu"]
+SCENARIOS = ["dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "fleet-1000", "snc-cxl-gpu", "dgx-nics"]
 
 
 def test_list_names_every_scenario(cli: Cli) -> None:
@@ -57,3 +57,12 @@ def test_errors_as_a_real_process(cli: Cli) -> None:
     res = cli.process("trace", "generate", "--scenario", "nope")
     assert res.exit_code == 4 and "Traceback" not in res.stderr
     assert res.stderr.startswith("error: unknown trace scenario 'nope'\nhint: ")
+
+
+def test_simulate_text_reports_nics_when_asked(cli: Cli) -> None:
+    out = cli.ok("simulate", str(REPO / "examples" / "traces" / "dgx-nics.json")).stdout
+    assert "NIC requests placed / asked" in out and "GPU-NIC levels" in out and "PIX " in out
+    report = cli.ok("simulate", str(REPO / "examples" / "traces" / "dgx-nics.json"), "--json").json()
+    assert report["nic_placed"] > 0 and sum(report["gpu_nic_levels"].values()) > 0
+    plain = cli.ok("simulate", str(REPO / "examples" / "traces" / "dual-socket-2cell.json")).stdout
+    assert "NIC" not in plain

@@ -31,6 +31,13 @@ REPORT_KEYS = {
     "cold_requests",
     "cold_placed",
     "cold_memory_mib",
+    "nic_requests",
+    "nic_placed",
+    "nics_used",
+    "nic_vfs_used",
+    "nics_total",
+    "gpu_nic_levels",
+    "gpu_nic_worse",
     "decision_us",
     "wall_s",
     "requests_per_s",
@@ -38,7 +45,7 @@ REPORT_KEYS = {
 
 
 def test_the_example_traces_are_there() -> None:
-    assert set(EXAMPLES) == {"dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu"}
+    assert set(EXAMPLES) == {"dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu", "dgx-nics"}
 
 
 @pytest.mark.parametrize("strategy", list(Strategy), ids=[s.value for s in Strategy])
@@ -55,6 +62,10 @@ def test_simulation_report_and_placements_hold_together(name: str, strategy: Str
     assert 0 < d["pcpus_used"] <= d["pcpus_total"] and 0 <= d["gpus_used"] <= d["gpus_total"]
     assert 0 <= d["multi_node_non_adjacent"] <= d["multi_node"] <= d["placed"]
     assert 0 <= d["cold_placed"] <= d["cold_requests"] == sum(1 for r in trace.requests if r.cold_memory_mib)
+    assert 0 <= d["nic_placed"] <= d["nic_requests"] == sum(1 for r in trace.requests if r.wants_nics)
+    assert 0 <= d["nics_used"] <= d["nics_total"] and d["nic_vfs_used"] >= 0
+    assert list(d["gpu_nic_levels"]) == ["PIX", "PXB", "PHB", "NODE", "SYS", "unknown"]
+    assert 0 <= d["gpu_nic_worse"] <= sum(d["gpu_nic_levels"].values())
     times = d["decision_us"]
     assert set(times) == {"mean", "p50", "p99", "max"}
     assert 0 < times["p50"] <= times["p99"] <= times["max"]
@@ -67,8 +78,12 @@ def test_simulation_report_and_placements_hold_together(name: str, strategy: Str
     assert sum(len(e["gpus"]) for e in entries) == d["gpus_used"]
     for entry, request in zip(entries, trace.requests, strict=True):
         if entry["host"] is None:
-            assert entry["cells"] == [] and entry["gpus"] == []
+            assert entry["cells"] == [] and entry["gpus"] == [] and entry["nics"] == []
             continue
+        if request.nics_per_gpu:
+            assert len(entry["nics"]) == request.gpus
+        else:
+            assert len(entry["nics"]) == request.nics
         assert len(entry["gpus"]) == request.gpus
         assert sum(len(c["pcpus"]) for c in entry["cells"]) == request.vcpus
         assert sum(c["memory_mib"] for c in entry["cells"]) == request.memory_mib

@@ -19,7 +19,7 @@ from vnuma.topology import KIB_PER_MIB, DeviceKind
 from vnuma.topology.hmat import cell_kinds, nested
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
-SHIPPED = ("dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu")
+SHIPPED = ("dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu", "dgx-nics")
 SMALL = st.sampled_from(SHIPPED)
 SEEDS = st.integers(min_value=0, max_value=2**63)
 
@@ -62,6 +62,11 @@ def check_document(doc: dict[str, Any], name: str, seed: int) -> None:
         assert r["memory_mib"] // nodes * KIB_PER_MIB % page == 0, r
         assert r["cpu_policy"] == "dedicated" and r["thread_policy"] in {"prefer", "isolate", "require"}
         assert r["name"].startswith(r["tenant"] + "-vm-")
+        if "nics" in r:  # with GPUs, all three keys; never written as 0
+            assert r["gpus"] >= 1 and (r["nics"] == "per-gpu" or (type(r["nics"]) is int and r["nics"] >= 1))
+            assert r["nic_affinity"] in {"pix", "pxb", "phb", "node", "sys"} and r["nic_function"] in {"pf", "vf"}
+        else:
+            assert "nic_affinity" not in r and "nic_function" not in r
         if "cold_memory_mib" in r:  # whole GiB, with its tier; never written as 0
             assert r["cold_memory_mib"] > 0 and r["cold_memory_mib"] % 1024 == 0
             assert r["cold_tier"] in {"any", "cxl"}
@@ -94,6 +99,16 @@ def check_parsed(trace: Trace, doc: dict[str, Any]) -> None:
             assert sum(p.size_kib * p.count for p in cell.pages) == cell.memory_kib
     gpus = sum(len(c["gpus"]) for h in doc["hosts"] for c in h["cells"])
     assert sum(len(h.devices_of(DeviceKind.GPU)) for h in trace.hosts) == gpus == doc["summary"]["gpus_total"]
+    nics = sum(len(c.get("nics", ())) for h in doc["hosts"] for c in h["cells"])
+    assert sum(1 for h in trace.hosts for d in h.devices_of(DeviceKind.NIC) if d.pf is None) == nics
+    assert doc["summary"].get("nics_total", nics) == nics
+    parsed = {r.name: r for r in trace.requests}
+    for r in doc["requests"]:
+        asked = parsed[r["name"]]
+        nics = r.get("nics", 0)
+        assert (asked.nics_per_gpu, asked.nics) == ((True, 0) if nics == "per-gpu" else (False, nics))
+        assert asked.nic_affinity.lower() == r.get("nic_affinity", "pxb")
+        assert asked.nic_function == r.get("nic_function", "pf")
 
 
 def _made_and_parsed(name: str, seed: int) -> tuple[dict[str, Any], str]:
@@ -212,3 +227,41 @@ def test_only_the_cold_scenario_writes_cold_keys_and_hmat(name: str) -> None:
     assert all("hmat" not in h for h in doc["hosts"])
     assert all("cold_memory_mib" not in r and "cold_tier" not in r for r in doc["requests"])
     assert not {"requests_cold", "requested_cold_memory_mib"} & set(doc["summary"])
+
+
+# --------------------------------------------------------------- dgx-nics ----
+
+
+def test_dgx_nics_is_deterministic_and_its_hosts_do_not_depend_on_the_seed() -> None:
+    assert generate("dgx-nics", 42) == generate("dgx-nics", 42)
+    first, second = make_trace("dgx-nics", 1), make_trace("dgx-nics", 2)
+    assert first["hosts"] == second["hosts"] and first["requests"] != second["requests"]
+
+
+def test_dgx_nics_writes_device_places_and_nic_requests() -> None:
+    doc = make_trace("dgx-nics", 42)
+    for host in doc["hosts"]:
+        for cell in host["cells"]:
+            assert len(cell["gpus"]) == len(cell["nics"]) == 4
+            for device in (*cell["gpus"], *cell["nics"]):
+                assert {"address", "root_complex", "switch"} <= set(device)
+                assert "bridges" not in device or device["switch"] in device["bridges"]
+            assert all(n["vfs"] == 8 for n in cell["nics"]) and all("vfs" not in g for g in cell["gpus"])
+    asking = [r for r in doc["requests"] if "nics" in r]
+    assert Counter(r["nic_affinity"] for r in asking).keys() == {"pix", "pxb", "node", "sys"}
+    assert Counter(r["nic_function"] for r in asking).keys() == {"pf", "vf"}
+    assert Counter(r["nics"] for r in asking).keys() == {"per-gpu", 1}
+    assert {r["gpus"] for r in doc["requests"]} == {0, 1, 2, 4, 8}
+    summary = doc["summary"]
+    assert (summary["nics_total"], summary["nic_vfs_total"]) == (96, 768)
+    assert summary["requests_nics"] == len(asking)
+    assert summary["requests_nics_per_gpu"] == sum(1 for r in asking if r["nics"] == "per-gpu")
+    assert summary["requests_nics_vf"] == sum(1 for r in asking if r["nic_function"] == "vf")
+
+
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if n not in {"dgx-nics", "fleet-1000"}])
+def test_only_the_nic_scenario_writes_nic_keys_and_device_places(name: str) -> None:
+    doc = make_trace(name, 3)
+    assert all(isinstance(d, str) for h in doc["hosts"] for c in h["cells"] for d in (*c["gpus"], *c.get("nics", ())))
+    assert all(not {"nics", "nic_affinity", "nic_function"} & set(r) for r in doc["requests"])
+    assert not {"nics_total", "requests_nics"} & set(doc["summary"])

@@ -56,6 +56,11 @@ def simulate(
         *([("cold tiers placed / asked, memory",
             f"{report['cold_placed']} / {report['cold_requests']}, {report['cold_memory_mib']} MiB")]
           if report["cold_requests"] else []),
+        *([("NIC requests placed / asked", f"{report['nic_placed']} / {report['nic_requests']}"),
+           ("NICs used (VFs held)", f"{report['nics_used']} / {report['nics_total']} ({report['nic_vfs_used']})"),
+           ("GPU-NIC levels", "  ".join(f"{k} {n}" for k, n in report["gpu_nic_levels"].items())
+            + (f"  ({report['gpu_nic_worse']} worse than asked)" if report["gpu_nic_worse"] else ""))]
+          if report["nic_requests"] else []),
         ("decision mean / p50 / p99 / max", f"{d['mean']:.0f} / {d['p50']:.0f} / {d['p99']:.0f} / {d['max']:.0f} us"),
         ("wall, requests/s", f"{report['wall_s']:.2f} s, {report['requests_per_s']:.0f}/s"),
     ]

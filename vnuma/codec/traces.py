@@ -19,6 +19,16 @@ with ``cpus`` empty too, so in the trace it looks memory-only: its pages are wri
 (no trace request could use them, and no cold tier may) and its HMAT rows as
 an initiator are left out. A VM's cold tier becomes ``cold_memory_mib``
 (rounded up to a whole MiB, noted) and ``cold_tier``.
+
+GPUs and NICs are written with their place in the PCIe tree when the
+inventory knows it (``root_complex``, ``bridges``; a bare address
+otherwise), a NIC with its SR-IOV virtual functions as ``vfs`` (a count when
+their addresses are the ones a trace numbers, else the list); a VF is never
+a NIC of its own there. As it is now, a NIC a VM holds, or one of whose VFs
+a VM holds, is left out (its free VFs with it, noted). A VM holding NICs
+asks them again as the placement records them: ``nics`` (``per-gpu`` or the
+count it holds), ``nic_affinity``, ``nic_function``; one from before the
+record asks its count within ``sys``, ``vf`` if it holds a VF (noted).
 """
 
 from __future__ import annotations
@@ -29,7 +39,8 @@ from typing import Any
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import Placement, Tenant
-from vnuma.topology import KIB_PER_MIB, PAGE_4K, Cell, DeviceKind, Host
+from vnuma.sources.trace import vf_addresses
+from vnuma.topology import KIB_PER_MIB, PAGE_4K, Cell, DeviceKind, Host, PciDevice
 from vnuma.topology.hmat import nested
 
 FORMAT = "numa-placement-trace"
@@ -42,7 +53,9 @@ def trace_document(
     names = {h.name for h in hosts}
     mine = [p for p in placements if p.host in names]
     fleet = Fleet(hosts, () if with_vms else mine, tenants)
-    requests = [_request(p) for p in sorted(mine, key=lambda p: p.vm)] if with_vms else []
+    devices = {(h.name, d.address): d for h in hosts for d in h.devices}
+    requests = [_request(p, devices) for p in sorted(mine, key=lambda p: p.vm)] if with_vms else []
+    unrecorded = sum(1 for p in mine if _nics_of(p) and p.nic_affinity is None) if with_vms else 0
     uneven = sum(1 for p in mine if _uneven(p)) if with_vms else 0
     rounded = sum(1 for p in mine if p.cold_kib % KIB_PER_MIB) if with_vms else 0
     loose = sum(1 for h in hosts for d in h.devices if d.kind is DeviceKind.GPU and d.numa_node is None)
@@ -54,30 +67,41 @@ def trace_document(
         notes.append(f"{rounded} VM(s) with cold memory not a whole MiB rounded up")
     if loose:
         notes.append(f"{loose} GPU(s) without a NUMA node left out")
+    loose_nics = sum(1 for h in hosts for d in h.devices if _is_pf_nic(d) and d.numa_node is None)
+    if loose_nics:
+        notes.append(f"{loose_nics} NIC(s) without a NUMA node left out")
+    if unrecorded:
+        notes.append(f"{unrecorded} VM(s) holding NICs without a record of how they were asked: their count within sys")
     written = [_host(fleet.state(h.name), h) for h in sorted(hosts, key=lambda h: h.name)]
-    emptied = sum(n for _, n in written)
+    emptied = sum(n for _, n, _ in written)
     if emptied:
         notes.append(f"{emptied} cell(s) with no free CPU written memory-only, no page free")
+    via_vf = sum(n for _, _, n in written)
+    if via_vf:
+        notes.append(f"{via_vf} NIC(s) with a virtual function held left out, their free VFs with them")
     return {
         "format": FORMAT,
         "version": 1,
         "scenario": "inventory",
         "seed": None,
         "description": "exported from the vnuma inventory: " + "; ".join(notes),
-        "hosts": [doc for doc, _ in written],
+        "hosts": [doc for doc, _, _ in written],
         "requests": requests,
     }
 
 
-def _host(hs: HostState, host: Host) -> tuple[dict[str, Any], int]:
-    """The host's document, and how many of its cells with CPUs were written without any."""
+def _host(hs: HostState, host: Host) -> tuple[dict[str, Any], int, int]:
+    """The host's document, how many of its cells with CPUs were written without any, and how many of its NICs
+    were left out for a VF a VM holds."""
     cells = [_cell(hs, host, cell) for cell in host.cells]
     doc: dict[str, Any] = {"name": host.name, "cells": cells}
     initiators = {c["id"] for c in cells if c["cpus"]}
     hmat = _hmat(host, initiators)
     if hmat:
         doc["hmat"] = hmat
-    return doc, sum(1 for cell, c in zip(host.cells, cells, strict=True) if cell.cpus and not c["cpus"])
+    taken = hs.devices_taken
+    via_vf = sum(1 for d in host.devices if _is_pf_nic(d) and d.address not in taken and any(v in taken for v in d.vfs))
+    return doc, sum(1 for cell, c in zip(host.cells, cells, strict=True) if cell.cpus and not c["cpus"]), via_vf
 
 
 def _hmat(host: Host, initiators: set[int]) -> dict[str, Any]:
@@ -116,12 +140,42 @@ def _cell(hs: HostState, host: Host, cell: Cell) -> dict[str, Any]:
         "memory_mib": cell.memory_kib // KIB_PER_MIB,
         "hugepages": {str(size): {"total": total, "free": free} for size, (total, free) in sorted(pools.items())},
         "distances": {str(other): d for other, d in cell.distances},
-        "gpus": gpus,
+        "gpus": [_device(hs.shape.device_at[a]) for a in gpus],
     }
-    nics = [d.address for d in host.devices if d.kind is DeviceKind.NIC and d.numa_node == cell.id]
+    taken = hs.devices_taken
+    nics = [
+        _device(d) for d in host.devices
+        if _is_pf_nic(d) and d.numa_node == cell.id and d.address not in taken and not any(v in taken for v in d.vfs)
+    ]
     if nics:
         doc["nics"] = nics
     return doc
+
+
+def _is_pf_nic(d: PciDevice) -> bool:
+    """A NIC that is not a virtual function (a trace writes VFs under their PF)."""
+    return d.kind is DeviceKind.NIC and d.pf is None
+
+
+def _device(d: PciDevice) -> str | dict[str, Any]:
+    """A GPU or NIC as a trace writes it: a bare address when the inventory knows nothing of its place."""
+    vfs = d.vfs if d.kind is DeviceKind.NIC else ()  # a trace models NICs' virtual functions only
+    if d.root_complex is None and not d.bridges and not vfs:
+        return d.address
+    doc: dict[str, Any] = {"address": d.address, "root_complex": d.root_complex}
+    if d.bridges:
+        doc["bridges"] = list(d.bridges)
+    if vfs:
+        try:
+            numbered = vf_addresses(d.address, len(d.vfs)) == d.vfs
+        except ValueError:
+            numbered = False
+        doc["vfs"] = len(d.vfs) if numbered else list(d.vfs)
+    return doc
+
+
+def _nics_of(p: Placement) -> int:
+    return sum(1 for d in p.devices if d.kind is DeviceKind.NIC)
 
 
 def _uneven(p: Placement) -> bool:
@@ -129,7 +183,26 @@ def _uneven(p: Placement) -> bool:
     return len({(len(c.vcpus), c.memory_kib) for c in p.cells}) > 1
 
 
-def _request(p: Placement) -> dict[str, Any]:
+def _nic_keys(p: Placement, gpus: int, devices: dict[tuple[str, str], PciDevice]) -> dict[str, Any]:
+    """The request keys that ask a VM's NICs again (none without NICs or GPUs: a trace's NICs go with GPUs)."""
+    held = _nics_of(p)
+    if not held or not gpus:
+        return {}
+    if p.nic_affinity is None:  # from before the placement recorded how: what it holds, at any level
+        vf = any(
+            (dev := devices.get((p.host, d.address))) is not None and dev.pf is not None
+            for d in p.devices if d.kind is DeviceKind.NIC
+        )
+        return {"nics": held, "nic_affinity": "sys", "nic_function": "vf" if vf else "pf"}
+    return {
+        "nics": "per-gpu" if p.nics_per_gpu else held,
+        "nic_affinity": p.nic_affinity.value.lower(),
+        "nic_function": str(p.nic_function),
+    }
+
+
+def _request(p: Placement, devices: dict[tuple[str, str], PciDevice]) -> dict[str, Any]:
+    gpus = sum(1 for d in p.devices if d.kind is DeviceKind.GPU)
     return {
         "tenant": p.tenant,
         "name": p.vm,
@@ -139,6 +212,7 @@ def _request(p: Placement) -> dict[str, Any]:
         "cpu_policy": str(p.cpu_policy),
         "thread_policy": str(p.thread_policy),
         "page_size_kib": p.cells[0].page_size_kib if p.cells else None,
-        "gpus": sum(1 for d in p.devices if d.kind is DeviceKind.GPU),
+        "gpus": gpus,
+        **_nic_keys(p, gpus, devices),
         **({"cold_memory_mib": -(-p.cold_kib // KIB_PER_MIB), "cold_tier": str(p.cold_tier)} if p.cold else {}),
     }

@@ -12,22 +12,40 @@ cell, a cell with ``cpus`` empty is a memory-only cell, and the optional
 ``hmat`` (the shape ``host show --json`` uses) becomes the host's HMAT.
 A request's optional ``cold_memory_mib`` / ``cold_tier`` ask for a cold
 tier (:mod:`vnuma.placement.cold`); absent: none.
+
+A GPU or NIC is a bare PCI address (no place in the PCIe tree: every level
+to it is unknown) or an object giving its place: ``root_complex``,
+``switch`` (the upstream bridge of the switch it hangs below; alone it
+stands for ``bridges`` ``[switch]``) and ``bridges`` (nearest first, up to
+the root port), and for a NIC its SR-IOV virtual functions ``vfs`` (a count,
+numbered from routing ID PF + 2 with stride 1 as ConnectX NICs do: PF
+``0000:16:00.0`` has ``0000:16:00.2`` .. ``0000:16:01.1`` for 8, or a list of
+addresses). A VF sits where its PF does. A request's optional ``nics``
+(a count or ``per-gpu``), ``nic_affinity`` and ``nic_function`` ask for NICs
+beside its GPUs (:mod:`vnuma.placement.nics`); absent: none.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.model import ColdTier, CpuPolicy, ThreadPolicy
+from vnuma.placement.model import ColdTier, CpuPolicy, NicFunction, ThreadPolicy
+from vnuma.placement.request import MAX_NICS
 from vnuma.topology import KIB_PER_MIB, Cell, Cpu, DeviceKind, Host, PagePool, PciDevice, Source, check_host
 from vnuma.topology.hmat import NO_HMAT, hmat_from_json
+from vnuma.topology.pcie import Level
 
 FORMAT = "numa-placement-trace"
 PAGE_SIZES = (4, 2048, 1048576)
+PER_GPU = "per-gpu"
+VF_OFFSET = 2
+"""A PF's first VF is this many routing IDs (device/function numbers) after it, the next ones one apart."""
+_PCI_ADDRESS = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +65,18 @@ class TraceRequest:
     """Memory of the cold tier (a guest cell with no vCPUs on a host memory-only cell); 0: none."""
     cold_tier: ColdTier = ColdTier.ANY
     """Which memory-only cells may back it: ``any`` capacity tier, or ``cxl`` cells only."""
+    nics: int = 0
+    """NICs asked as a count (0 with ``nics_per_gpu``, or when none are asked)."""
+    nics_per_gpu: bool = False
+    """One NIC per GPU (``nics: "per-gpu"``)."""
+    nic_affinity: Level = Level.PXB
+    """The worst PCIe level a NIC may be at from its GPU (``pix`` .. ``sys``)."""
+    nic_function: NicFunction = NicFunction.PF
+    """Whole NICs (``pf``) or SR-IOV virtual functions (``vf``)."""
+
+    @property
+    def wants_nics(self) -> bool:
+        return self.nics_per_gpu or self.nics > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +192,14 @@ def _host(raw: object, at: _At) -> Host:
         cell, devs = _cell(rc, at.key("cells").index(i))
         cells.append(cell)
         devices += devs
+    seen: set[str] = set()
+    for dev in devices:
+        if dev.address in seen:
+            raise at.fail(
+                f"PCI address {dev.address} is listed twice"
+                + (f" (a virtual function of {dev.pf})" if dev.pf is not None else "")
+            )
+        seen.add(dev.address)
     raw_hmat = at.get(raw, "hmat", dict, optional=True)
     host = Host(
         name,
@@ -200,11 +238,12 @@ def _cell(raw: object, at: _At) -> tuple[Cell, list[PciDevice]]:
     distances = _distances(at.get(raw, "distances", dict), at.key("distances"))
     memory_kib = at.count(raw, "memory_mib", 0) * KIB_PER_MIB
     devices = [
-        _device(a, DeviceKind.GPU, cid, at.key("gpus").index(i))
+        d
         for i, a in enumerate(at.get(raw, "gpus", list))
+        for d in _device(a, DeviceKind.GPU, cid, at.key("gpus").index(i))
     ]
     nics = at.get(raw, "nics", list, optional=True) or []
-    devices += [_device(a, DeviceKind.NIC, cid, at.key("nics").index(i)) for i, a in enumerate(nics)]
+    devices += [d for i, a in enumerate(nics) for d in _device(a, DeviceKind.NIC, cid, at.key("nics").index(i))]
     return Cell(cid, memory_kib, cpu_objs, pages, distances), devices
 
 
@@ -236,10 +275,90 @@ def _distances(raw: Mapping[str, Any], at: _At) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(out))
 
 
-def _device(address: object, kind: DeviceKind, cell: int, at: _At) -> PciDevice:
-    if not isinstance(address, str) or not address:
-        raise at.fail("expected a PCI address string")
-    return PciDevice(address, kind, "0x0000", "0x0000", cell)
+def _device(raw: object, kind: DeviceKind, cell: int, at: _At) -> list[PciDevice]:
+    """A GPU or NIC: a bare address, or an object with its place in the PCIe tree (and a NIC's VFs);
+    for a NIC with VFs, the PF then its VFs."""
+    if isinstance(raw, str) and raw:
+        return [PciDevice(raw, kind, "0x0000", "0x0000", cell)]
+    if not isinstance(raw, dict):
+        raise at.fail("expected a PCI address string or an object with an address")
+    address = at.get(raw, "address", str)
+    if not address:
+        raise at.key("address").fail("expected a PCI address, got ''")
+    root_complex = _name(raw, "root_complex", at)
+    switch = _name(raw, "switch", at)
+    raw_bridges = at.get(raw, "bridges", list, optional=True)
+    if raw_bridges is None:
+        bridges: tuple[str, ...] = () if switch is None else (switch,)
+    else:
+        if not all(isinstance(b, str) and b for b in raw_bridges):
+            raise at.key("bridges").fail("expected a list of PCI addresses (nearest first)")
+        bridges = tuple(raw_bridges)
+        if len(set(bridges)) != len(bridges):
+            raise at.key("bridges").fail("a bridge is listed twice")
+        if switch is not None and switch not in bridges:
+            raise at.key("switch").fail(f"switch {switch} is not one of the device's bridges")
+    vf_addresses = _vfs(raw, address, kind, at)
+    pf = PciDevice(
+        address, kind, "0x0000", "0x0000", cell, parent=bridges[0] if bridges else None,
+        root_complex=root_complex, bridges=bridges, vfs=vf_addresses,
+        vf_max=len(vf_addresses) if vf_addresses else None,
+    )
+    vfs = [
+        PciDevice(a, kind, "0x0000", "0x0000", cell, parent=pf.parent, root_complex=root_complex, bridges=bridges,
+                  pf=address)
+        for a in vf_addresses
+    ]
+    return [pf, *vfs]
+
+
+def _name(raw: Mapping[str, Any], key: str, at: _At) -> str | None:
+    """An optional string key (absent or null: None); an empty string is refused."""
+    value = at.get(raw, key, str, optional=True)
+    if value == "":
+        raise at.key(key).fail("expected a non-empty string or null, got ''")
+    return value
+
+
+def _vfs(raw: Mapping[str, Any], address: str, kind: DeviceKind, at: _At) -> tuple[str, ...]:
+    """A NIC's virtual functions: ``vfs`` as a count (numbered from the PF, :data:`VF_OFFSET`) or a list."""
+    if "vfs" not in raw:
+        return ()
+    v_at = at.key("vfs")
+    value = raw["vfs"]
+    if kind is not DeviceKind.NIC:
+        raise v_at.fail("only a NIC has virtual functions here")
+    if isinstance(value, list):
+        if not all(isinstance(a, str) and a for a in value):
+            raise v_at.fail("expected a list of PCI addresses")
+        if address in value or len(set(value)) != len(value):
+            raise v_at.fail("virtual function addresses must be distinct from each other and from the PF")
+        return tuple(value)
+    count = at.count(raw, "vfs", 0)
+    if not count:
+        return ()
+    try:
+        return vf_addresses(address, count)
+    except ValueError as err:
+        raise v_at.fail(str(err)) from None
+
+
+def vf_addresses(pf: str, count: int) -> tuple[str, ...]:
+    """The addresses a trace gives ``count`` VFs of the PF at ``pf``: routing IDs (device/function numbers on
+    the PF's bus) from the PF's + :data:`VF_OFFSET`, one apart (``0000:16:00.0`` -> ``0000:16:00.2`` ..
+    ``0000:16:00.7``, ``0000:16:01.0``, ...).
+
+    Raises:
+        ValueError: ``pf`` is not ``dddd:bb:ss.f``, or the VFs run past the bus's last routing ID.
+    """
+    match = _PCI_ADDRESS.match(pf)
+    if match is None or int(match[3], 16) > 0x1F:
+        raise ValueError(f"a count of VFs needs the PF's address as dddd:bb:ss.f, got {pf!r}")
+    domain, bus, slot, fn = match.groups()
+    first = (int(slot, 16) << 3 | int(fn)) + VF_OFFSET
+    if first + count > 0x100:
+        raise ValueError(f"{count} VFs after {pf} do not fit on its bus (give their addresses as a list)")
+    return tuple(f"{domain}:{bus}:{devfn >> 3:02x}.{devfn & 7}" for devfn in range(first, first + count))
 
 
 def _request(raw: object, at: _At) -> TraceRequest:
@@ -253,6 +372,13 @@ def _request(raw: object, at: _At) -> TraceRequest:
     # Both optional (absent: no cold tier); when present, of the right type (null is refused).
     cold = at.count(raw, "cold_memory_mib", 0) if "cold_memory_mib" in raw else 0
     tier = at.get(raw, "cold_tier", str) if "cold_tier" in raw else None
+    gpus = at.count(raw, "gpus", 0)
+    # NICs: all three optional (absent: none, pxb, pf); when present, of the right type (null is refused).
+    nics, per_gpu = _nics(raw, at)
+    affinity = at.get(raw, "nic_affinity", str) if "nic_affinity" in raw else None
+    function = at.get(raw, "nic_function", str) if "nic_function" in raw else None
+    if (per_gpu or nics) and not gpus:
+        raise at.key("nics").fail("NICs are placed within a PCIe level of the VM's GPUs: the request asks for no GPU")
     return TraceRequest(
         tenant=at.get(raw, "tenant", str),
         name=name,
@@ -262,13 +388,42 @@ def _request(raw: object, at: _At) -> TraceRequest:
         cpu_policy=_enum(CpuPolicy, at.get(raw, "cpu_policy", str), at.key("cpu_policy")),
         thread_policy=_enum(ThreadPolicy, at.get(raw, "thread_policy", str), at.key("thread_policy")),
         page_size_kib=page,
-        gpus=at.count(raw, "gpus", 0),
+        gpus=gpus,
         cold_memory_mib=cold,
         cold_tier=ColdTier.ANY if tier is None else _enum(ColdTier, tier, at.key("cold_tier")),
+        nics=nics,
+        nics_per_gpu=per_gpu,
+        nic_affinity=Level.PXB if affinity is None else _level(affinity, at.key("nic_affinity")),
+        nic_function=NicFunction.PF if function is None else _enum(NicFunction, function, at.key("nic_function")),
     )
 
 
-def _enum(kind: type[CpuPolicy] | type[ThreadPolicy] | type[ColdTier], value: str, at: _At) -> Any:
+def _nics(raw: Mapping[str, Any], at: _At) -> tuple[int, bool]:
+    """``nics``: (count, per GPU); absent: (0, False)."""
+    if "nics" not in raw:
+        return 0, False
+    value = raw["nics"]
+    if value == PER_GPU:
+        return 0, True
+    if type(value) is not int:
+        got = "null" if value is None else repr(value) if isinstance(value, str) else type(value).__name__
+        raise at.key("nics").fail(f"expected an integer or {PER_GPU!r}, got {got}")
+    if not 0 <= value <= MAX_NICS:
+        raise at.key("nics").fail(f"must be 0 to {MAX_NICS}, got {value}")
+    return value, False
+
+
+def _level(value: str, at: _At) -> Level:
+    """A PCIe level as the format writes it: lowercase (``pix`` .. ``sys``)."""
+    names = [level.value.lower() for level in Level]
+    if value not in names:
+        raise at.fail(f"expected one of {', '.join(names)}, got {value!r}")
+    return Level(value.upper())
+
+
+def _enum(
+    kind: type[CpuPolicy] | type[ThreadPolicy] | type[ColdTier] | type[NicFunction], value: str, at: _At
+) -> Any:
     try:
         return kind(value)
     except ValueError:

@@ -19,7 +19,10 @@ the format promises: ``vcpus`` and ``memory_mib`` divide evenly over
 ``numa_nodes``, and the per-node memory is a whole number of pages of
 ``page_size_kib``. A scenario with a cold mix (``snc-cxl-gpu``) also gives
 some requests ``cold_memory_mib`` (whole GiB) and ``cold_tier``, and its
-hosts an ``hmat``; the others write neither key.
+hosts an ``hmat``; the others write neither key. A scenario with a PCIe
+layout (``dgx-nics``) writes its GPUs and NICs as objects with their place
+in the PCIe tree and gives some requests ``nics``, ``nic_affinity`` and
+``nic_function``; the others write bare addresses and no NIC keys.
 """
 
 from __future__ import annotations
@@ -61,14 +64,42 @@ class CellSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class PciePlace:
+    """A GPU or NIC where it sits in the PCIe tree, as a trace writes it (docs/traces.md): its root complex,
+    the upstream bridge of the switch it hangs below, the bridges above it when the switch alone does not
+    say its levels (nearest first, up to the root port), and a NIC's SR-IOV virtual function count."""
+
+    address: str
+    root_complex: str
+    switch: str
+    bridges: tuple[str, ...] = ()
+    vfs: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"address": self.address, "root_complex": self.root_complex, "switch": self.switch}
+        if self.bridges:
+            doc["bridges"] = list(self.bridges)
+        if self.vfs:
+            doc["vfs"] = self.vfs
+        return doc
+
+
+CellPcie = tuple[tuple[PciePlace, ...], tuple[PciePlace, ...]]
+"""One cell's (GPUs, NICs) with their PCIe places."""
+
+
+@dataclass(frozen=True, slots=True)
 class HostShape:
     """Every host of a scenario: its cells in id order and the SLIT distance matrix; optionally HMAT read
-    latency (ns) and bandwidth (KiB/s) matrices ``[initiator][target]``, rows of memory-only cells unused."""
+    latency (ns) and bandwidth (KiB/s) matrices ``[initiator][target]``, rows of memory-only cells unused;
+    optionally each cell's GPUs and NICs with their PCIe places (``pcie``; empty: bare addresses, one PCI
+    bus per device)."""
 
     cells: tuple[CellSpec, ...]
     distances: tuple[tuple[int, ...], ...]
     latency_ns: tuple[tuple[int, ...], ...] = ()
     bandwidth_kib_s: tuple[tuple[int, ...], ...] = ()
+    pcie: tuple[CellPcie, ...] = ()
 
 
 def _matrix(cells: int, distance: Callable[[int, int], int]) -> tuple[tuple[int, ...], ...]:
@@ -162,6 +193,48 @@ def snc_cxl_shape() -> HostShape:
     )
 
 
+DGX_CORES, DGX_VFS = 56, 8
+DGX_RC_BUSES = ((0x10, 0x30), (0x90, 0xB0))
+"""Per socket: the first bus of the root complex with the two-level switch, and of the one with two root
+ports."""
+
+
+def _bdf(bus: int, slot: int = 0, function: int = 0) -> str:
+    return f"0000:{bus:02x}:{slot:02x}.{function}"
+
+
+def _dgx_socket(cascaded: int, split: int) -> CellPcie:
+    """One socket's 4 GPU-NIC pairs, each pair below a switch of its own (PIX): two leaf switches under a
+    top switch on one root port of root complex ``pci0000:<cascaded>`` (the pairs PXB to each other), and
+    two switches on two root ports of root complex ``pci0000:<split>`` (PHB to each other)."""
+    rc = f"pci0000:{cascaded:02x}"
+    root_port, top_up = _bdf(cascaded, 1), _bdf(cascaded + 1)
+    gpus: list[PciePlace] = []
+    nics: list[PciePlace] = []
+    for leaf in range(2):
+        top_down = _bdf(cascaded + 2, leaf)
+        base = cascaded + 3 + 4 * leaf  # the leaf's upstream bridge; its downstream ports one bus below
+        up, down = _bdf(base), base + 1
+        above = (up, top_down, top_up, root_port)
+        gpus.append(PciePlace(_bdf(base + 2), rc, up, (_bdf(down, 0), *above)))
+        nics.append(PciePlace(_bdf(base + 3), rc, up, (_bdf(down, 1), *above), vfs=DGX_VFS))
+    rc = f"pci0000:{split:02x}"
+    for port in range(2):
+        base = split + 1 + 8 * port  # the switch's upstream bridge (below root port <split>:0{1+2*port}.0)
+        gpus.append(PciePlace(_bdf(base + 2), rc, _bdf(base)))
+        nics.append(PciePlace(_bdf(base + 3), rc, _bdf(base), vfs=DGX_VFS))
+    return tuple(gpus), tuple(nics)
+
+
+def dgx_shape() -> HostShape:
+    """A DGX-H100-like host: 2 sockets, one cell each (56 cores x 2 threads, 1 TiB: 32 / 192 / 800 GiB in
+    4K / 2M / 1G), 4 GPUs and 4 NICs (8 VFs each) per socket, each GPU paired with a NIC under a switch
+    (:func:`_dgx_socket`); SLIT 10 / 21."""
+    pcie = tuple(_dgx_socket(*buses) for buses in DGX_RC_BUSES)
+    cell = CellSpec(DGX_CORES, 32, 192, 800, gpus=4, nics=4)
+    return HostShape((cell, cell), _matrix(2, lambda a, b: 10 if a == b else 21), pcie=pcie)
+
+
 def hmat_of(shape: HostShape) -> dict[str, dict[str, dict[str, int]]]:
     """The host's ``hmat`` key (the shape ``host show --json`` uses): every CPU cell to every cell."""
     out: dict[str, dict[str, dict[str, int]]] = {}
@@ -199,10 +272,18 @@ def make_host(name: str, shape: HostShape) -> dict[str, Any]:
     for cid, spec in enumerate(shape.cells):
         siblings = [[c, c + total_cores] for c in range(first_core, first_core + spec.cores)]
         first_core += spec.cores
-        gpus = [_pci(bus + PCI_BUS_STEP * i) for i in range(spec.gpus)]
-        bus += PCI_BUS_STEP * spec.gpus
-        nics = [_pci(bus + PCI_BUS_STEP * i) for i in range(spec.nics)]
-        bus += PCI_BUS_STEP * spec.nics
+        gpus: list[Any]
+        nics: list[Any]
+        if shape.pcie:
+            placed_gpus, placed_nics = shape.pcie[cid]
+            assert (len(placed_gpus), len(placed_nics)) == (spec.gpus, spec.nics), "a PCIe layout of other counts"
+            gpus = [d.to_json() for d in sorted(placed_gpus, key=lambda d: d.address)]
+            nics = [d.to_json() for d in sorted(placed_nics, key=lambda d: d.address)]
+        else:
+            gpus = [_pci(bus + PCI_BUS_STEP * i) for i in range(spec.gpus)]
+            bus += PCI_BUS_STEP * spec.gpus
+            nics = [_pci(bus + PCI_BUS_STEP * i) for i in range(spec.nics)]
+            bus += PCI_BUS_STEP * spec.nics
         pools = page_pools(spec)
         cell: dict[str, Any] = {
             "id": cid,
@@ -295,6 +376,17 @@ def make_request(rng: random.Random, index: int, tenant: str, kind: VmClass) -> 
     }
 
 
+DGX_LARGE = VmClass(  # inference servers on a DGX: up to the whole host's 8 GPUs
+    vcpus=((16, 0.20), (32, 0.30), (48, 0.20), (64, 0.20), (96, 0.10)),
+    gib_per_vcpu=((4, 0.5), (8, 0.5)),
+    gib_range=(64, 768),
+    numa_nodes=2,
+    gpus=((1, 0.30), (2, 0.30), (4, 0.25), (8, 0.15)),
+    page_size_kib=((PAGE_1G, 0.8), (PAGE_2M, 0.2)),
+    thread_policy=(("prefer", 0.85), ("isolate", 0.05), ("require", 0.10)),
+)
+
+
 def make_requests(rng: random.Random, count: int) -> list[dict[str, Any]]:
     """``count`` requests in arrival order; each tenant gets its own share of large VMs (10 %..50 %)."""
     return _requests(rng, count, cold=False)
@@ -322,19 +414,50 @@ def make_cold_requests(rng: random.Random, count: int) -> list[dict[str, Any]]:
     return _requests(rng, count, cold=True)
 
 
-def _requests(rng: random.Random, count: int, *, cold: bool) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class NicMix:
+    """Who asks for NICs (a share of the VMs with GPUs), how many (``per-gpu`` or a count), within which
+    PCIe level of their GPUs, and whether whole NICs (``pf``) or SR-IOV virtual functions (``vf``)."""
+
+    share: float
+    count: Choices[int | str]
+    affinity: Choices[str]
+    function: Choices[str]
+
+
+NICS = NicMix(  # GPUDirect RDMA: mostly a NIC per GPU under its switch, some anywhere NCCL still takes
+    share=0.75,
+    count=(("per-gpu", 0.85), (1, 0.15)),
+    affinity=(("pix", 0.40), ("pxb", 0.45), ("node", 0.10), ("sys", 0.05)),
+    function=(("pf", 0.85), ("vf", 0.15)),
+)
+
+
+def make_nic_requests(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """As :func:`make_requests` with :data:`DGX_LARGE` for the large VMs, and after each request's own draws,
+    for one with GPUs: does it ask NICs (:data:`NICS` share), then how many, within which level, PF or VF."""
+    return _requests(rng, count, cold=False, large=DGX_LARGE, nics=NICS)
+
+
+def _requests(
+    rng: random.Random, count: int, *, cold: bool, large: VmClass = LARGE, nics: NicMix | None = None
+) -> list[dict[str, Any]]:
     large_share = {t: round(rng.uniform(*LARGE_SHARE), 3) for t in TENANTS}
     requests = []
     for index in range(count):
         tenant = rng.choice(TENANTS)
-        kind = LARGE if rng.random() < large_share[tenant] else SMALL
+        kind = large if rng.random() < large_share[tenant] else SMALL
         request = make_request(rng, index, tenant, kind)
-        if cold and rng.random() < COLD.share["large" if kind is LARGE else "small"]:
+        if cold and rng.random() < COLD.share["large" if kind is large else "small"]:
             num, den = pick(rng, COLD.fraction)
             cold_mib = request["memory_mib"] * num // den
             assert cold_mib % MIB_PER_GIB == 0, "a cold fraction that is not a whole number of GiB"
             request["cold_memory_mib"] = cold_mib
             request["cold_tier"] = pick(rng, COLD.tier)
+        if nics is not None and request["gpus"] and rng.random() < nics.share:
+            request["nics"] = pick(rng, nics.count)
+            request["nic_affinity"] = pick(rng, nics.affinity)
+            request["nic_function"] = pick(rng, nics.function)
         requests.append(request)
     return requests
 
@@ -399,6 +522,19 @@ _SCENARIOS = (
         "and 20 % of small VMs ask cold_memory_mib (1/2, 1 or 2 x their memory), 40 % of those cold_tier cxl",
         mix=make_cold_requests,
     ),
+    Scenario(
+        name="dgx-nics",
+        hosts=12,
+        shape=dgx_shape,
+        requests=400,
+        description="12 DGX-H100-like hosts: 2 sockets, 1 NUMA cell each (112 pCPUs = 56 cores x 2 HT, 1 TiB), "
+        "8 GPUs and 8 NICs (8 SR-IOV VFs each) per host, every GPU paired with a NIC under a PCIe switch (PIX); "
+        "per socket 2 root complexes: one with a top switch over two leaf switches (pairs PXB to each other), "
+        "one with a switch on each of two root ports (PHB to each other); a layout after public descriptions "
+        "of such systems, not measurements; inference mix with VMs of 1/2/4/8 GPUs, 75 % of the VMs with GPUs "
+        "ask NICs: per-gpu (85 %) or 1, within pix/pxb/node/sys (40/45/10/5 %), virtual functions for 15 %",
+        mix=make_nic_requests,
+    ),
 )
 SCENARIOS: Mapping[str, Scenario] = {s.name: s for s in _SCENARIOS}
 
@@ -418,6 +554,14 @@ def summarize(hosts: Sequence[Mapping[str, Any]], requests: Sequence[Mapping[str
         "requested_memory_mib": sum(r["memory_mib"] for r in requests),
         "requests_multi_node": sum(1 for r in requests if (r["numa_nodes"] or 1) > 1),
     }
+    nics = [r for r in requests if "nics" in r]
+    if nics:  # only then, as the cold keys
+        placed = [d for c in cells for d in c.get("nics", ())]
+        out["nics_total"] = len(placed)
+        out["nic_vfs_total"] = sum(d.get("vfs", 0) for d in placed if isinstance(d, dict))
+        out["requests_nics"] = len(nics)
+        out["requests_nics_per_gpu"] = sum(1 for r in nics if r["nics"] == "per-gpu")
+        out["requests_nics_vf"] = sum(1 for r in nics if r["nic_function"] == "vf")
     cold = [r for r in requests if r.get("cold_memory_mib")]
     if cold:  # only then: the other scenarios' bytes stay as they were
         out["requests_cold"] = len(cold)
