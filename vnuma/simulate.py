@@ -22,12 +22,10 @@ tier, ``cold_placed`` those placed (each with its cold cell) and
 requests asking for NICs, ``nic_placed`` those placed; ``nics_used`` the
 physical NICs the placed VMs use (passed through whole, or through one of
 their virtual functions; ``nic_vfs_used`` the VFs) of ``nics_total``;
-``gpu_nic_levels`` the PCIe level of each GPU of a placed VM holding NICs to
-its NIC (:func:`vnuma.placement.nics.nic_pairs`, the rule ``stats`` reads),
-``gpu_nic_worse`` how many pairs of the VMs that asked a NIC per GPU are
-worse than asked (a VM with fewer NICs than GPUs shares them: each of its
-GPUs is a pair, and its pairs are not judged: a count promises each NIC
-near some GPU, not each GPU a NIC).
+``gpu_nic_levels`` the PCIe level of each GPU–NIC pair of the placed VMs
+holding NICs (:func:`vnuma.placement.nics.nic_pairs`, the rule ``stats``
+reads: a pair per GPU for a NIC per GPU, a pair per NIC with its nearest GPU
+for a count), ``gpu_nic_worse`` how many pairs are worse than asked.
 """
 
 from __future__ import annotations
@@ -98,7 +96,7 @@ class SimulationReport:
     nics_total: int = 0
     """Physical NICs (not VFs) on the fleet's hosts."""
     gpu_nic_pairs: tuple[NicPair, ...] = ()
-    """Each GPU of a placed VM holding NICs with its NIC and their level (:func:`nic_pairs`), in trace order."""
+    """The GPU–NIC pairs of the placed VMs holding NICs and their levels (:func:`nic_pairs`), in trace order."""
     gpu_nic_worse: int = 0
     """Pairs of the VMs that asked a NIC per GPU whose level is worse than asked (a count of NICs promises
     each NIC near some GPU, not each GPU a NIC: their pairs are not judged)."""
@@ -264,7 +262,7 @@ def _report(
         nic_vfs_used=vfs_used,
         nics_total=sum(1 for h in hosts for d in h.devices if d.kind is DeviceKind.NIC and d.pf is None),
         gpu_nic_pairs=tuple(pair for _, pair in pairs),
-        gpu_nic_worse=sum(1 for p, pair in pairs if p.nics_per_gpu and pair.worse),
+        gpu_nic_worse=sum(1 for _p, pair in pairs if pair.worse),
     )
 
 

@@ -186,3 +186,29 @@ def test_a_drain_moves_vms_with_their_nics_asked_again(solver: str) -> None:
         other_devices = {d.address: d for d in other.devices}
         assert {d.address for d in new.devices if d.kind is DeviceKind.NIC} <= other_devices.keys()
         _check(new, req)
+
+
+def test_two_gpus_sharing_one_near_nic_are_not_both_taken_while_another_gpu_has_its_own() -> None:
+    """One cell: GPUs 12 and 13 under a switch with one NIC (14), GPU 22 under another with NIC 23. A
+    2-GPU VM asking a NIC per GPU within PIX gets 12 and 22 (a maximum matching), not 12 and 13."""
+    import json
+
+    from vnuma.simulate import load_trace
+
+    def dev(address: str, switch: str) -> dict[str, object]:
+        return {"address": address, "root_complex": "pci0000:10", "switch": switch}
+
+    cell = {"id": 0, "cpus": [0, 1, 2, 3], "siblings": [[0], [1], [2], [3]], "memory_mib": 8192,
+            "hugepages": {"4": {"total": 2097152, "free": 2097152}}, "distances": {"0": 10},
+            "gpus": [dev("0000:12:00.0", "0000:11:00.0"), dev("0000:13:00.0", "0000:11:00.0"),
+                     dev("0000:22:00.0", "0000:21:00.0")],
+            "nics": [dev("0000:14:00.0", "0000:11:00.0"), dev("0000:23:00.0", "0000:21:00.0")]}
+    doc = {"format": "numa-placement-trace", "version": 1, "scenario": "shared-nic", "seed": None,
+           "description": "", "hosts": [{"name": "h", "cells": [cell]}], "requests": []}
+    (host,) = load_trace(json.dumps(doc).encode(), "shared-nic").hosts
+    req = request("vm", "t1", vcpus=1, memory_gib=1, gpus=2, page_size_kib=PAGE_4K, nics_per_gpu=True,
+                  nic_affinity=Level.PIX)
+    chosen = place(req, Fleet([host])).chosen
+    assert chosen is not None
+    assert sorted(d.address for d in chosen.devices) == ["0000:12:00.0", "0000:14:00.0", "0000:22:00.0",
+                                                          "0000:23:00.0"]

@@ -172,7 +172,8 @@ def test_the_report_counts_nics_and_levels(trace: Trace, simulated: SimulationRe
     assert d["nics_total"] == 96
     histogram = d["gpu_nic_levels"]
     pairs = [pair for p in with_nics for pair in nic_pairs(p, hosts[p.host])]
-    assert sum(histogram.values()) == len(pairs) == sum(asked[p.vm].gpus for p in with_nics)
+    per_vm = [asked[p.vm].gpus if asked[p.vm].nics_per_gpu else asked[p.vm].nics for p in with_nics]
+    assert sum(histogram.values()) == len(pairs) == sum(per_vm)  # a pair per GPU, or per NIC for a count
     assert histogram == {
         key: sum(1 for pair in pairs if (pair.level.value if pair.level else "unknown") == key) for key in histogram
     }

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from vnuma.placement.gpus import split_gpus, threads_taken
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import DeviceAssignment, GpuAffinity, VmRequest
-from vnuma.placement.nics import has_near_nic, pick_nics
+from vnuma.placement.nics import matched_first, near_free, pick_nics
 from vnuma.topology import DeviceKind
 
 FAR = 1 << 20  # distance used for a device with no NUMA node
@@ -48,10 +48,15 @@ def pick_devices(
 
 
 def _nic_first(hs: HostState, req: VmRequest, addresses: list[str]) -> list[str]:
-    """``addresses`` (free GPUs), those with a free NIC within the asked level first, when NICs are asked."""
+    """``addresses`` (free GPUs), when NICs are asked: those with a free NIC within the asked level first; for
+    a NIC per GPU, those a maximum matching gives a NIC of their own before those it leaves sharing one."""
     if not req.wants_nics:
         return addresses
-    return sorted(addresses, key=lambda a: (not has_near_nic(hs, a, req.nic_affinity, req.nic_function), a))
+    options = {a: near_free(hs, a, req.nic_affinity, req.nic_function) for a in sorted(addresses)}
+    near = [a for a in sorted(addresses) if options[a]]
+    if req.nics_per_gpu:
+        near = matched_first(near, options)
+    return near + [a for a in sorted(addresses) if not options[a]]
 
 
 def _attach(hs: HostState, home: int | None, cells: tuple[int, ...]) -> int:

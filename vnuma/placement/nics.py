@@ -74,12 +74,12 @@ def free(taken: Mapping[str, str], n: PciDevice) -> bool:
     return not any(v in taken for v in n.vfs)
 
 
-def has_near_nic(hs: HostState, gpu: str, affinity: Level, function: NicFunction = NicFunction.PF) -> bool:
-    """True when some free NIC (or VF) is within ``affinity`` of GPU ``gpu``."""
+def near_free(hs: HostState, gpu: str, affinity: Level, function: NicFunction) -> list[PciDevice]:
+    """The free NICs (or VFs) within ``affinity`` of GPU ``gpu``, best first."""
     if gpu not in hs.shape.device_at:
-        return False
+        return []
     taken = hs.devices_taken
-    return any(_reach(r, affinity) and free(taken, n) for r, n in near(hs, gpu, function))
+    return [n for r, n in near(hs, gpu, function) if _reach(r, affinity) and free(taken, n)]
 
 
 def sriov_problem(device_at: Mapping[str, PciDevice], taken: Mapping[str, str], p: Placement) -> str | None:
@@ -145,6 +145,23 @@ def pick_nics(
 def matching(gpus: Sequence[str], options: dict[str, list[PciDevice]]) -> list[PciDevice] | str:
     """A NIC per GPU from its ``options`` (best first), by Kuhn's augmenting paths; the first GPU left
     without one when none exists."""
+    owner, left = _kuhn(gpus, options)
+    if left:
+        return left[0]
+    by_gpu = {gpu: nic for nic, gpu in owner.items()}
+    nics = {n.address: n for ns in options.values() for n in ns}
+    return [nics[by_gpu[g]] for g in gpus]
+
+
+def matched_first(gpus: Sequence[str], options: dict[str, list[PciDevice]]) -> list[str]:
+    """``gpus`` with those a maximum matching gives a NIC of their own first (each group in the given order):
+    taking GPUs from the front never lets two share the one NIC near both while another GPU has its own."""
+    _owner, left = _kuhn(gpus, options)
+    return [g for g in gpus if g not in left] + left
+
+
+def _kuhn(gpus: Sequence[str], options: dict[str, list[PciDevice]]) -> tuple[dict[str, str], list[str]]:
+    """A maximum matching NIC -> GPU, GPUs tried in order, and the GPUs it leaves without a NIC."""
     owner: dict[str, str] = {}  # NIC -> GPU
 
     def augment(gpu: str, seen: set[str]) -> bool:
@@ -157,12 +174,8 @@ def matching(gpus: Sequence[str], options: dict[str, list[PciDevice]]) -> list[P
                 return True
         return False
 
-    for g in gpus:
-        if not augment(g, set()):
-            return g
-    by_gpu = {gpu: nic for nic, gpu in owner.items()}
-    nics = {n.address: n for ns in options.values() for n in ns}
-    return [nics[by_gpu[g]] for g in gpus]
+    left = [g for g in gpus if not augment(g, set())]
+    return owner, left
 
 
 def _what(function: NicFunction) -> str:
@@ -180,8 +193,8 @@ def _nearest(hs: HostState, gpu: str, function: NicFunction) -> str:
 
 @dataclass(frozen=True, slots=True)
 class NicPair:
-    """One of a VM's GPUs, the VM's NIC nearest it, their PCIe level on the host (None: the facts cannot
-    tell), and whether that is worse than the level the VM's NICs were asked within."""
+    """A GPU and a NIC of one VM, their PCIe level on the host (None: the facts cannot tell), and whether
+    that is worse than the level the VM's NICs were asked within."""
 
     gpu: str
     nic: str
@@ -190,18 +203,40 @@ class NicPair:
 
 
 def nic_pairs(placement: Placement, host: Host) -> tuple[NicPair, ...]:
-    """Each GPU of a VM holding NICs with a NIC of its own where it has enough (GPUs in address order, each
-    taking the nearest NIC not yet taken, then the nearest of all), and the level between them."""
+    """The GPU–NIC pairs of a VM holding GPUs and NICs, judged by the rule they were placed under.
+
+    One NIC per GPU (``nics_per_gpu``, or placements that do not say): one pair per GPU, from a matching
+    within the asked level when one exists (as the engine makes it, :func:`matching`), else each GPU in
+    address order taking the nearest NIC not yet taken. A count of NICs: one pair per NIC, with the GPU
+    nearest it (each NIC must be within the level of one of the VM's GPUs).
+    """
     known = {d.address: d for d in host.devices}
     gpus = sorted(d.address for d in placement.devices if d.kind is DeviceKind.GPU and d.address in known)
     nics = sorted(d.address for d in placement.devices if d.kind is DeviceKind.NIC and d.address in known)
     if not gpus or not nics:
         return ()
-    asked, taken, out = placement.nic_affinity, set(), []
+    asked = placement.nic_affinity
+
+    def pair(g: str, n: str) -> NicPair:
+        level = pcie_level(known[g], known[n])
+        return NicPair(g, n, level, asked is not None and not within(level, asked))
+
+    def ranked(g: str, pool: list[str]) -> list[str]:
+        return sorted(pool, key=lambda n: (rank(pcie_level(known[g], known[n])), n))
+
+    if asked is not None and not placement.nics_per_gpu:
+        return tuple(pair(min(gpus, key=lambda g: (rank(pcie_level(known[g], known[n])), g)), n) for n in nics)
+    if asked is not None:
+        options = {g: [known[n] for n in ranked(g, nics) if within(pcie_level(known[g], known[n]), asked)]
+                   for g in gpus}
+        matched = matching(gpus, options)
+        if not isinstance(matched, str):
+            return tuple(pair(g, n.address) for g, n in zip(gpus, matched, strict=True))
+    taken: set[str] = set()
+    out = []
     for g in gpus:
-        ranked = sorted(nics, key=lambda n: (rank(pcie_level(known[g], known[n])), n))
-        nic = next((n for n in ranked if n not in taken), ranked[0])
+        order = ranked(g, nics)
+        nic = next((n for n in order if n not in taken), order[0])
         taken.add(nic)
-        level = pcie_level(known[g], known[nic])
-        out.append(NicPair(g, nic, level, asked is not None and not within(level, asked)))
+        out.append(pair(g, nic))
     return tuple(out)
