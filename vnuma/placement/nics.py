@@ -117,9 +117,10 @@ def pick_nics(
     if req.nics_per_gpu:
         chosen = matching(addresses, options)
         if isinstance(chosen, str):
-            raise NicShortage(
-                f"GPU {chosen} has no free {_what(fn)} of its own within {req.nic_affinity}" + _nearest(hs, chosen, fn)
-            )
+            shared = options[chosen]
+            why = (f"; the {len(shared)} free within it ({', '.join(n.address for n in shared)}) go to the VM's "
+                   "other GPUs" if shared else _nearest(hs, chosen, fn))
+            raise NicShortage(f"GPU {chosen} has no free {_what(fn)} of its own within {req.nic_affinity}{why}")
     else:
         best: dict[str, tuple[int, PciDevice]] = {}
         for g in addresses:
