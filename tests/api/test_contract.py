@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.api.conftest import Service
+from tests.cli.conftest import Cli
 from vnuma.api.problems import PROBLEMS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -130,3 +133,23 @@ def test_the_readme_table_is_the_status_table() -> None:
     rows = re.findall(r"^\| `(\w+)` \| (\d+) \| (\d+) \|", text, re.M)
     table = {name: (int(exit_code), int(status)) for name, exit_code, status in rows}
     assert table == {cls.__name__: (cls.exit_code, status) for cls, status, _slug, _title in PROBLEMS}
+
+
+def test_bandwidth_is_measured_by_the_service_for_operators(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    ops, watch = service.as_("ops"), service.as_("watch")
+    refused = watch.post("/v1/stats/bandwidth", json={"interval": "10ms"})
+    assert refused.status_code == 403
+    got = ops.post("/v1/stats/bandwidth", json={"interval": "10ms"})
+    assert got.status_code == 200, got.text
+    doc = got.json()
+    assert set(doc) == {"taken_at", "interval_s", "vms", "domains", "warnings"} and doc["interval_s"] == 0.01
+    assert doc["vms"] == []  # the demo hosts have no resctrl monitors
+    bad = ops.post("/v1/stats/bandwidth", json={"interval": "soon"})
+    assert bad.status_code == 422 and "bad --interval" in bad.text
+    client = Cli(service.cli.db.parent / "unused.db")
+    client.options = ["--server", service.base]
+    monkeypatch.setenv("VNUMA_TOKEN", service.tokens["ops"])
+    remote = client("stats", "--bandwidth", "--interval", "10ms", "--json")
+    assert remote.exit_code == 0 and remote.json()["vms"] == [], remote.stderr
+    files = client("stats", "--bandwidth", "--domstats", "a", "--domstats", "b")
+    assert files.exit_code == 2 and "read where the command runs" in files.stderr

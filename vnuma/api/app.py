@@ -49,7 +49,7 @@ def create_app(settings: Settings, options: ServeOptions | None = None) -> FastA
     tenants.routes(app, settings, change)
     vms.routes(app, settings, change, WarmFleet())
     vms.domain_routes(app, settings, change)
-    fleet.routes(app, settings)
+    fleet.routes(app, settings, change)
     moves.routes(app, settings, change)
     tokens.routes(app, settings, change)
     app.add_middleware(BodyLimit, limit=options.max_body)

@@ -71,6 +71,15 @@ class PlaceBody(Body):
     explain: StrictBool = False
 
 
+class BandwidthBody(Body):
+    """``vnuma stats [VM] [--host H] --bandwidth [--interval TIME]`` (measured by the service's libvirt
+    connections; saved ``--domstats`` files are read where the command runs)."""
+
+    vm: StrictStr | None = None
+    host: StrictStr | None = None
+    interval: StrictStr = "2s"
+
+
 class TenantCreateBody(Body):
     """``vnuma tenant create``."""
 

@@ -208,6 +208,9 @@ class Client:
     def stats(self, vm: str | None, host: str | None) -> dict[str, Any]:
         return dict(self.call("GET", "/v1/stats", vm=vm, host=host))
 
+    def bandwidth(self, vm: str | None, host: str | None, interval: str) -> dict[str, Any]:
+        return dict(self.call("POST", "/v1/stats/bandwidth", {"vm": vm, "host": host, "interval": interval}))
+
     def capacity(self, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self.call("POST", "/v1/capacity", body))
 

@@ -74,7 +74,8 @@ def stats(
     tenants there split the domain equally, each tenant's share is split
     among its VMs there, and a VM with a bandwidth cap (--mem-bw) is
     entitled to its cap. Each measured VM's sample is kept in the
-    inventory (the last one) for `vnuma rebalance --objective bandwidth`.
+    inventory (the last one) for `vnuma rebalance --objective bandwidth`;
+    through --server the service measures (operators and admins).
     Only VMs with monitors (placed with a cache slice or bandwidth cap on a
     host with resctrl monitoring) have figures. JSON: {"taken_at",
     "interval_s", "vms": [{"vm", "tenant", "host", "local_mb_s",
@@ -91,7 +92,7 @@ def stats(
 
     client = remote(ctx)
     if bandwidth or domstats:
-        _bandwidth(ctx, vm, host, as_json, interval, domstats or [], client is not None)
+        _bandwidth(ctx, vm, host, as_json, interval, domstats or [], client)
         return
     if (svg is not None or png is not None) and client:
         raise typer.BadParameter("pictures are drawn where the inventory is, not through --server")
@@ -113,17 +114,20 @@ def stats(
 
 def _bandwidth(
     ctx: typer.Context, vm: str | None, host: str | None, as_json: bool, interval: str, domstats: list[Path],
-    remote_: bool,
+    client: Any,
 ) -> None:
     from vnuma.documents import bandwidth_doc
     from vnuma.services.bandwidth import measure, parse_interval
 
-    if remote_:
-        raise typer.BadParameter("--bandwidth measures where the inventory is, not through --server")
     if domstats and len(domstats) != 2:
         raise typer.BadParameter("give --domstats twice: the first and the second reading", param_hint="--domstats")
-    recorded = (domstats[0], domstats[1]) if domstats else None
-    doc = bandwidth_doc(measure(settings(ctx), vm, host, interval_s=parse_interval(interval), recorded=recorded))
+    if client and domstats:
+        raise typer.BadParameter("--domstats files are read where the command runs, not through --server")
+    if client:
+        doc = client.bandwidth(vm, host, interval)
+    else:
+        recorded = (domstats[0], domstats[1]) if domstats else None
+        doc = bandwidth_doc(measure(settings(ctx), vm, host, interval_s=parse_interval(interval), recorded=recorded))
     for warning in doc["warnings"]:
         typer.echo(f"warning: {warning}", err=True)
     if as_json:

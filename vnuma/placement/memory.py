@@ -84,6 +84,9 @@ def _key(request: VmRequest, fleet: Fleet, strategy: Strategy) -> object:
         request.nics_per_gpu,
         request.nic_affinity,
         request.nic_function,
+        request.llc_ways,
+        request.llc_kib,
+        request.mem_bw,
         request.cold_memory_kib,
         request.cold_tier,
     )

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 
 from vnuma.api import auth
-from vnuma.api.bodies import CapacityBody
-from vnuma.api.gate import Caller
+from vnuma.api.bodies import BandwidthBody, CapacityBody
+from vnuma.api.gate import Caller, Change
 from vnuma.services import Settings
 
 
-def routes(app: FastAPI, settings: Settings) -> None:
-    """The stats, capacity and audit-log routes."""
+def routes(app: FastAPI, settings: Settings, change: Change) -> None:
+    """The stats, bandwidth measurement, capacity and audit-log routes."""
     @app.get("/v1/stats", summary="vnuma stats")
     def stats(token: Caller, vm: str | None = None, host: str | None = None) -> dict[str, Any]:
         from vnuma.documents import stats_doc
@@ -21,6 +21,17 @@ def routes(app: FastAPI, settings: Settings) -> None:
 
         auth.allow(token, auth.FLEET_READ, "read stats")
         return stats_doc(collect(settings, vm, host))
+
+    @app.post("/v1/stats/bandwidth", summary="vnuma stats --bandwidth")
+    def bandwidth(body: BandwidthBody, token: Caller, request: Request) -> dict[str, Any]:
+        from vnuma.documents import bandwidth_doc
+        from vnuma.services.bandwidth import measure, parse_interval
+
+        def run() -> dict[str, Any]:
+            auth.allow(token, auth.MOVE, "measure memory bandwidth (the samples are kept)")
+            return bandwidth_doc(measure(settings, body.vm, body.host, interval_s=parse_interval(body.interval)))
+
+        return change(request, token, {"vm": body.vm, "host": body.host}, run)
 
     @app.post("/v1/capacity", summary="vnuma capacity")
     def capacity(body: CapacityBody, token: Caller) -> dict[str, Any]:
