@@ -96,3 +96,22 @@ def test_gpus_sharing_a_group_go_together_or_not_at_all() -> None:
     assert one is not None and one.devices[0].address not in pair and one.devices[0].host_cell == 1
     fleet.add(one)
     check_fleet([host], list(fleet.placements()), {"t1": Isolation.CORE})
+
+
+def test_a_cells_gpus_are_taken_in_whole_groups_where_the_count_allows() -> None:
+    host = make_host("mixed", cells=1, gpus_per_cell=3, hugepages_1g_gib=0)
+    gpus = sorted(d.address for d in host.devices if d.kind is DeviceKind.GPU)
+    pair, solo = gpus[:2], gpus[2]
+    host = replace(host, devices=tuple(
+        replace(d, iommu_group=7, iommu_peers=tuple(g for g in pair if g != d.address)) if d.address in pair else d
+        for d in host.devices
+    ))
+    for want, expected in ((1, [solo]), (2, pair), (3, gpus)):
+        chosen = place(request(f"v{want}", vcpus=2, memory_gib=1, gpus=want), _fleet(host)).chosen
+        assert chosen is not None and sorted(d.address for d in chosen.devices) == sorted(expected), want
+    fleet = _fleet(host)
+    first = place(request("first", vcpus=2, memory_gib=1, gpus=1), fleet).chosen
+    assert first is not None
+    fleet.add(first)  # the solo GPU: the pair is left whole for the next VM
+    second = place(request("second", vcpus=2, memory_gib=1, gpus=2), fleet).chosen
+    assert second is not None and sorted(d.address for d in second.devices) == pair

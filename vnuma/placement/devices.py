@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vnuma.placement.gpus import split_gpus, threads_taken
+from vnuma.placement.iommu import whole_groups
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import DeviceAssignment, GpuAffinity, VmRequest
 from vnuma.placement.nics import matched_first, near_free, pick_nics
@@ -39,7 +40,7 @@ def pick_devices(
         for g, (cid, k) in enumerate(zip(cells, req.cell_gpus, strict=True)):
             free = _nic_first(hs, req, hs.cell_by_id[cid].gpus_free)
             assert len(free) >= k, "the fit matched each guest cell to a host cell with its GPUs"
-            devices += [DeviceAssignment(a, DeviceKind.GPU, g, cid) for a in free[:k]]
+            devices += [DeviceAssignment(a, DeviceKind.GPU, g, cid) for a in whole_groups(hs.shape.device_at, free, k)]
         gpus = tuple(sorted(devices, key=lambda d: d.address))
     if not req.wants_nics:
         return gpus
@@ -82,7 +83,10 @@ def pick_gpus(
     """Free GPUs for a VM on ``cells`` (guest order) that takes ``taken`` threads per cell."""
     want, affinity = req.gpus, req.gpu_affinity
     take = split_gpus(hs, cells, want, taken)
-    picked = [a for c, k in zip(cells, take, strict=True) for a in _nic_first(hs, req, hs.cell_by_id[c].gpus_free)[:k]]
+    picked = [
+        a for c, k in zip(cells, take, strict=True)
+        for a in whole_groups(hs.shape.device_at, _nic_first(hs, req, hs.cell_by_id[c].gpus_free), k)
+    ]
     if len(picked) < want and affinity is not GpuAffinity.REQUIRED:
         if affinity is GpuAffinity.SOCKET:
             near = {s for c in cells for s in hs.socket_cells(hs.socket_of.get(c), c)} - set(cells)

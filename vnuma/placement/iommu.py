@@ -9,9 +9,10 @@ Pure: no I/O. One rule, used by the build (which adds the companions) and by adm
   with the device (each address once, as every device), attached to its guest cell, rendered as
   ``<hostdev>``, released with the VM, and marked ``peer_of`` the device they follow;
 * a GPU or NIC whose group holds another GPU or NIC (a switch without ACS) can only be passed through
-  with it: admission refuses a VM holding one without the other, naming the group. The engine does not
-  look for such pairs (it picks GPUs one by one), so a host whose only free GPUs share a group refuses
-  those VMs; give the switch ACS (or the kernel ``pcie_acs_override``) to split the group.
+  with it: admission refuses a VM holding one without the other, naming the group. The build takes a
+  cell's GPUs in whole groups where the count allows (:func:`whole_groups`); a cell whose free GPUs
+  cannot make the count in whole groups is refused by admission, naming the group (give the switch ACS,
+  or the kernel ``pcie_acs_override``, to split it).
 """
 
 from __future__ import annotations
@@ -65,3 +66,52 @@ def group_problem(device_at: dict[str, PciDevice], p: Placement) -> str | None:
                 return (f"{d.kind} {d.address} shares IOMMU group {dev.iommu_group} with {other.kind} {peer}: "
                         "VFIO passes a group whole, so both go to one VM or neither")
     return None
+
+
+def whole_groups(device_at: dict[str, PciDevice], ordered: list[str], k: int) -> list[str]:
+    """``k`` of ``ordered`` (free GPUs, preferred first) in whole IOMMU groups: GPUs sharing a group with
+    other GPUs go together, and one whose group holds a GPU not among ``ordered`` (held, or elsewhere) goes
+    last. The groups whose members come earliest in ``ordered`` win (an exact cover of ``k`` by group
+    sizes, found by a small search); ``ordered[:k]`` when no cover exists or no GPU shares a group."""
+    free = set(ordered)
+    groups: list[list[str]] = []
+    seen: set[str] = set()
+    blocked: list[str] = []
+    for a in ordered:
+        if a in seen:
+            continue
+        dev = device_at.get(a)
+        mates = [p for p in (dev.iommu_peers if dev else ()) if (m := device_at.get(p)) and m.kind in _PLACED]
+        if any(p not in free for p in mates):
+            blocked.append(a)
+            seen.add(a)
+            continue
+        group = [a, *sorted(p for p in mates if p != a)]
+        seen.update(group)
+        groups.append(group)
+    if all(len(g) == 1 for g in groups):
+        return [g[0] for g in groups][:k] if len(groups) >= k else (ordered[:k])
+    if len(groups) > 20:
+        return ordered[:k]
+    pos = {a: i for i, a in enumerate(ordered)}
+    best: tuple[int, list[int]] | None = None
+
+    def search(i: int, left: int, chosen: list[int], cost: int) -> None:
+        nonlocal best
+        if left == 0:
+            if best is None or cost < best[0]:
+                best = (cost, list(chosen))
+            return
+        if i == len(groups) or (best is not None and cost >= best[0]):
+            return
+        size = len(groups[i])
+        if size <= left:
+            chosen.append(i)
+            search(i + 1, left - size, chosen, cost + sum(pos[a] for a in groups[i]))
+            chosen.pop()
+        search(i + 1, left, chosen, cost)
+
+    search(0, k, [], 0)
+    if best is None:
+        return ordered[:k]
+    return sorted((a for i in best[1] for a in groups[i]), key=pos.__getitem__)
