@@ -40,7 +40,8 @@ def pick_devices(
         for g, (cid, k) in enumerate(zip(cells, req.cell_gpus, strict=True)):
             free = _nic_first(hs, req, hs.cell_by_id[cid].gpus_free)
             assert len(free) >= k, "the fit matched each guest cell to a host cell with its GPUs"
-            devices += [DeviceAssignment(a, DeviceKind.GPU, g, cid) for a in whole_groups(hs.shape.device_at, free, k)]
+            taken = whole_groups(hs.shape.iommu_mates, free, k)
+            devices += [DeviceAssignment(a, DeviceKind.GPU, g, cid) for a in taken]
         gpus = tuple(sorted(devices, key=lambda d: d.address))
     if not req.wants_nics:
         return gpus
@@ -85,7 +86,7 @@ def pick_gpus(
     take = split_gpus(hs, cells, want, taken)
     picked = [
         a for c, k in zip(cells, take, strict=True)
-        for a in whole_groups(hs.shape.device_at, _nic_first(hs, req, hs.cell_by_id[c].gpus_free), k)
+        for a in whole_groups(hs.shape.iommu_mates, _nic_first(hs, req, hs.cell_by_id[c].gpus_free), k)
     ]
     if len(picked) < want and affinity is not GpuAffinity.REQUIRED:
         if affinity is GpuAffinity.SOCKET:

@@ -17,6 +17,8 @@ Pure: no I/O. One rule, used by the build (which adds the companions) and by adm
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from vnuma.placement.model import DeviceAssignment, Placement
 from vnuma.topology import DeviceKind, PciDevice
 
@@ -68,11 +70,24 @@ def group_problem(device_at: dict[str, PciDevice], p: Placement) -> str | None:
     return None
 
 
-def whole_groups(device_at: dict[str, PciDevice], ordered: list[str], k: int) -> list[str]:
+def placed_mates(devices: Iterable[PciDevice]) -> dict[str, tuple[str, ...]]:
+    """GPU or NIC -> the other GPUs and NICs of its IOMMU group, for those that share one (usually none)."""
+    placed = {d.address for d in devices if d.kind in _PLACED}
+    out = {}
+    for d in devices:
+        mates = tuple(sorted(p for p in d.iommu_peers if p in placed))
+        if d.address in placed and mates:
+            out[d.address] = mates
+    return out
+
+
+def whole_groups(mates: Mapping[str, tuple[str, ...]], ordered: list[str], k: int) -> list[str]:
     """``k`` of ``ordered`` (free GPUs, preferred first) in whole IOMMU groups: GPUs sharing a group with
     other GPUs go together, and one whose group holds a GPU not among ``ordered`` (held, or elsewhere) goes
     last. The groups whose members come earliest in ``ordered`` win (an exact cover of ``k`` by group
     sizes, found by a small search); ``ordered[:k]`` when no cover exists or no GPU shares a group."""
+    if not mates or mates.keys().isdisjoint(ordered):
+        return ordered[:k]
     free = set(ordered)
     groups: list[list[str]] = []
     seen: set[str] = set()
@@ -80,13 +95,12 @@ def whole_groups(device_at: dict[str, PciDevice], ordered: list[str], k: int) ->
     for a in ordered:
         if a in seen:
             continue
-        dev = device_at.get(a)
-        mates = [p for p in (dev.iommu_peers if dev else ()) if (m := device_at.get(p)) and m.kind in _PLACED]
-        if any(p not in free for p in mates):
+        own = mates.get(a, ())
+        if any(p not in free for p in own):
             blocked.append(a)
             seen.add(a)
             continue
-        group = [a, *sorted(p for p in mates if p != a)]
+        group = [a, *own]
         seen.update(group)
         groups.append(group)
     if all(len(g) == 1 for g in groups):

@@ -71,15 +71,22 @@ def free(taken: Mapping[str, str], n: PciDevice) -> bool:
     any of its VFs (for a PF)."""
     if n.address in taken or (n.pf is not None and n.pf in taken):
         return False
-    return not any(v in taken for v in n.vfs)
+    return not n.vfs or taken.keys().isdisjoint(n.vfs)
 
 
 def near_free(hs: HostState, gpu: str, affinity: Level, function: NicFunction) -> list[PciDevice]:
     """The free NICs (or VFs) within ``affinity`` of GPU ``gpu``, best first."""
     if gpu not in hs.shape.device_at:
         return []
-    taken = hs.devices_taken
-    return [n for r, n in near(hs, gpu, function) if _reach(r, affinity) and free(taken, n)]
+    taken, out = hs.devices_taken, []
+    for r, n in near(hs, gpu, function):  # best first: past the level, only unknown levels (SYS) may follow
+        if not _reach(r, affinity):
+            if affinity is not Level.SYS:
+                break
+            continue
+        if free(taken, n):
+            out.append(n)
+    return out
 
 
 def sriov_problem(device_at: Mapping[str, PciDevice], taken: Mapping[str, str], p: Placement) -> str | None:

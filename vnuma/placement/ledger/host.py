@@ -16,6 +16,7 @@ template's: reading never changes a host.
 from __future__ import annotations
 
 from vnuma.placement.cold import ColdCell, Pools, cold_cells, cold_pools
+from vnuma.placement.iommu import placed_mates
 from vnuma.placement.ledger.cell import CellState, cell_states
 from vnuma.placement.model import Placement, ThreadPolicy
 from vnuma.placement.resctrl import ResctrlUse, cell_domains
@@ -43,6 +44,7 @@ class HostShape:
         "gpus_total",
         "host",
         "hugepage_sizes",
+        "iommu_mates",
         "loose_gpus",
         "mem_total_kib",
         "min_pair_distance",
@@ -97,6 +99,8 @@ class HostShape:
         self.loose_gpus: tuple[str, ...] = tuple(sorted(d.address for d in gpus if d.address not in on_cells))
         self.gpus_total = len(gpus)
         self.device_at: dict[str, PciDevice] = {d.address: d for d in host.devices}
+        self.iommu_mates = placed_mates(host.devices)
+        """GPU or NIC -> the GPUs and NICs sharing its IOMMU group (:mod:`vnuma.placement.iommu`)."""
         self.nics: tuple[PciDevice, ...] = tuple(d for d in host.devices if d.kind is DeviceKind.NIC and d.pf is None)
         """NICs a VM may be given whole (physical functions), in address order."""
         self.vf_nics: tuple[PciDevice, ...] = tuple(
