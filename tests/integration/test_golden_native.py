@@ -23,6 +23,7 @@ import pytest
 from lxml import etree
 
 from tests.integration.conftest import SYSTEM_URI
+from tests.render.conftest import vf_interfaces_as_hostdevs
 from tests.render.scenarios import SCENARIOS, Scenario
 from vnuma.render.view import effective_memory_modes
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K, format_cpuset
@@ -40,9 +41,8 @@ def _local_node() -> int:
 def _rewrite_nodesets(xml: str, node: int) -> tuple[str, dict[int, str]]:
     """Point numatune at ``node``; return the new XML and the original memnode nodesets.
 
-    An SR-IOV VF's ``<interface type='hostdev'>`` becomes the plain ``<hostdev>`` it is underneath, with its
-    guest address: domxml-to-native turns every network interface into an ``ethernet`` one (it has no host to
-    take a VF from) and then fails on the interface model a hostdev interface has none of.
+    An SR-IOV VF's ``<interface type='hostdev'>`` becomes the plain ``<hostdev>`` it is underneath
+    (:func:`tests.render.conftest.vf_interfaces_as_hostdevs`).
     """
     root = etree.fromstring(xml.encode())
     original = {int(m.get("cellid")): m.get("nodeset") for m in root.iterfind("numatune/memnode")}
@@ -50,14 +50,7 @@ def _rewrite_nodesets(xml: str, node: int) -> tuple[str, dict[int, str]]:
         el.set("nodeset", str(node))
     for el in root.iterfind("numatune/memnode"):
         el.set("nodeset", str(node))
-    for iface in root.findall("devices/interface[@type='hostdev']"):
-        hostdev = etree.Element("hostdev", mode="subsystem", type="pci", managed="yes")
-        etree.SubElement(hostdev, "driver", name="vfio")
-        source = etree.SubElement(hostdev, "source")
-        source.append(iface.find("source/address"))
-        source[0].attrib.pop("type", None)
-        hostdev.append(iface.find("address"))
-        iface.getparent().replace(iface, hostdev)
+    vf_interfaces_as_hostdevs(root)
     return etree.tostring(root, encoding="unicode"), original
 
 

@@ -31,6 +31,14 @@ def qemu_argv(conn: Any, xml: str) -> str:
         found = root.find(tag)
         if found is not None:
             root.remove(found)
+    vf_interfaces_as_hostdevs(root)
+    return str(conn.domainXMLToNative("qemu-argv", etree.tostring(root).decode(), 0))
+
+
+def vf_interfaces_as_hostdevs(root: etree._Element) -> None:
+    """Each ``<interface type='hostdev'>`` (an SR-IOV VF) replaced by the ``<hostdev>`` it is, at its guest
+    address: domxml-to-native turns network interfaces into ``ethernet`` ones (it has no host to take a VF
+    from) and then fails on the model a hostdev interface has none of."""
     for iface in root.findall("devices/interface[@type='hostdev']"):
         hostdev = etree.Element("hostdev", mode="subsystem", type="pci", managed="yes")
         etree.SubElement(hostdev, "driver", name="vfio")
@@ -39,4 +47,3 @@ def qemu_argv(conn: Any, xml: str) -> str:
         source[0].attrib.pop("type", None)
         hostdev.append(iface.find("address"))
         iface.getparent().replace(iface, hostdev)
-    return str(conn.domainXMLToNative("qemu-argv", etree.tostring(root).decode(), 0))
