@@ -18,7 +18,7 @@ from tests.render.scenarios import BY_NAME
 from vnuma.placement.model import DeviceAssignment
 from vnuma.render import render_domain
 from vnuma.render.pcie import DOWNSTREAM, UPSTREAM, PcieLayout, layout_devices
-from vnuma.render.view import RenderOptions
+from vnuma.render.view import RenderOptions, build_view
 from vnuma.topology import DeviceKind
 from vnuma.topology.pcie import Level, pcie_level
 
@@ -61,8 +61,12 @@ def test_the_guest_never_reads_a_level_better_than_the_hosts(addresses: list[str
                 raise AssertionError(f"{a} and {b} are PIX on the host but not under one guest switch")
             if exp_a == exp_b:  # one guest root complex: the host's too
                 assert KNOWN[a].root_complex == KNOWN[b].root_complex
-    for e in layout.expanders:  # every expander's devices sit on its guest cell
-        assert {d.guest_cell for d in devices if tree[d.address][0] == e.index} == {int(e.node)}
+    for e in layout.expanders:  # every expander's devices sit on its guest cell; node-less ones on no node
+        mine = [d for d in devices if tree[d.address][0] == e.index]
+        if e.node:
+            assert {d.guest_cell for d in mine} == {int(e.node)} and all(d.host_cell is not None for d in mine)
+        else:
+            assert all(d.host_cell is None for d in mine)
     assert {p.model for p in layout.root_ports} <= {"pcie-root-port", UPSTREAM, DOWNSTREAM}
 
 
@@ -86,3 +90,22 @@ def test_the_qemu_driver_builds_the_mirrored_tree_on_the_guest_node(embedded: An
         assert dev["host"] in {d.address for d in scenario.placement.devices}
     upstreams = [d for d in devices if d["driver"] == "x3130-upstream"]
     assert len(upstreams) == len(rcs)  # each root complex's GPUs sit under one host switch here
+
+
+@pytest.mark.libvirt
+def test_a_device_the_host_gives_no_node_sits_on_an_expander_without_one(embedded: Any, conn: Any) -> None:
+    from vnuma.render.guestview import as_dict
+
+    lost = next(a for a, d in KNOWN.items() if d.numa_node is None and d.kind is DeviceKind.NIC)
+    scenario = BY_NAME["nic-vf-per-gpu"]
+    gpu = next(d for d in scenario.placement.devices if d.kind is DeviceKind.GPU)
+    p = replace(scenario.placement, devices=(gpu, DeviceAssignment(lost, DeviceKind.NIC, 0, None)))
+    xml = render_domain(scenario.host, p, options=replace(RenderOptions(), domain_type="qemu"))
+    conn.defineXML(xml).undefine()  # libvirt takes an expander without <node>
+    devices = [json.loads(m) for m in re.findall(r"-device '(\{[^']*\})'", qemu_argv(embedded, xml))]
+    pxbs = sorted((d["id"], d.get("numa_node")) for d in devices if d["driver"] == "pxb-pcie")
+    assert [n for _id, n in pxbs] == [0, None]  # the GPU's on guest node 0, the node-less NIC's on none
+    view = as_dict(build_view(scenario.host, p, RenderOptions()).guest)
+    nic = next(d for d in view["devices"] if d["address"] == lost)
+    assert nic["node"] is None and nic["launch"] == ""
+    assert all(lost not in n["devices"] for n in view["nodes"])

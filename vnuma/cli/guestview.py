@@ -54,7 +54,8 @@ def guest_view(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -
             None,
             ["DEVICE", "KIND", "NODE", "GUEST ADDRESS", "LAUNCH"],
             [
-                (d["address"], d["kind"], d["node"], d["guest_address"], f"{d['launch']} COMMAND")
+                (d["address"], d["kind"], "-" if d["node"] is None else d["node"], d["guest_address"],
+                 f"{d['launch']} COMMAND".strip())
                 for d in view["devices"]
             ],
         )

@@ -52,7 +52,9 @@ class GuestDevice:
     address: str
     """The host PCI address."""
     kind: str
-    node: int
+    node: int | None
+    """The guest node its expander bus is on; None for a device the host gives no NUMA node (the guest reads
+    none either)."""
     guest_address: str
     cuda_index: int | None
     """Rank among the guest's GPUs in PCI order (None for other devices)."""
@@ -87,7 +89,7 @@ def guest_view(
     gpus = [d.address for d in assigned if d.kind is DeviceKind.GPU]
     devices = tuple(
         GuestDevice(
-            d.address, str(d.kind), d.guest_cell, guest_address[d.address],
+            d.address, str(d.kind), d.guest_cell if d.host_cell is not None else None, guest_address[d.address],
             gpus.index(d.address) if d.kind is DeviceKind.GPU else None,
         )
         for d in assigned
@@ -95,14 +97,17 @@ def guest_view(
     return GuestView(placement.vm, placement.tenant, placement.host, nodes, devices)
 
 
-def launch_prefix(view: GuestView, node_id: int, devices: Iterable[GuestDevice] = ()) -> str:
+def launch_prefix(view: GuestView, node_id: int | None, devices: Iterable[GuestDevice] = ()) -> str:
     """The command prefix that runs a process on guest node ``node_id`` with ``devices``' GPUs visible.
 
     CPUs are bound to the node only when it has vCPUs (a memory-only node
-    has none to run on); memory always.
+    has none to run on); memory always. A device on no node (None) binds
+    nothing: the prefix only makes its GPU visible ("" for another device).
     """
     cuda = [str(d.cuda_index) for d in devices if d.cuda_index is not None]
     words = [f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={','.join(cuda)}"] if cuda else []
+    if node_id is None:
+        return " ".join(words)
     words.append("numactl")
     if view.node(node_id).vcpus:
         words.append(f"--cpunodebind={node_id}")

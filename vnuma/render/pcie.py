@@ -5,7 +5,9 @@ complex): each group gets a ``pcie-expander-bus`` (QEMU ``pxb-pcie``) whose
 ``<node>`` is the guest cell, so the guest kernel sees every GPU's
 locality and two GPUs under different host root complexes stay apart
 (devices whose root complex the facts do not tell share one expander per
-guest cell). Behind it, devices that are ``PIX`` on the host (at most one
+guest cell). Devices the host gives no NUMA node go on expanders without a
+``<node>`` (after the others), so the guest reads no node for them either.
+Behind an expander, devices that are ``PIX`` on the host (at most one
 bridge between them: one switch, :func:`vnuma.topology.pcie.pcie_level`)
 share a mirrored switch: a ``pcie-root-port``, a
 ``pcie-switch-upstream-port`` and a ``pcie-switch-downstream-port`` per
@@ -35,6 +37,8 @@ FIRST_EXPANDER_SLOT = 0x10
 LAST_EXPANDER_SLOT = 0x1D
 MAX_PORTS_PER_BUS = 32
 TOP_BUS_NR = 256
+NO_NODE = 1 << 30
+"""The sort key of the expander for devices the host gives no NUMA node (rendered without ``<node>``)."""
 
 _PCI_ADDRESS = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 _PCIE_MACHINES = ("q35", "pc-q35-", "virt")
@@ -42,7 +46,8 @@ _PCIE_MACHINES = ("q35", "pc-q35-", "virt")
 
 @dataclass(frozen=True, slots=True)
 class Expander:
-    """A ``pcie-expander-bus`` controller on ``pcie-root`` slot ``slot``, bound to guest cell ``node``."""
+    """A ``pcie-expander-bus`` controller on ``pcie-root`` slot ``slot``, bound to guest cell ``node`` ("": to
+    none, for devices the host gives no NUMA node)."""
 
     index: str
     bus_nr: str
@@ -134,7 +139,9 @@ def layout_devices(
                 f"VM {vm!r}: device {dev.address} is assigned to missing guest cell {dev.guest_cell}"
             )
         host = known.get(dev.address)
-        by_bus.setdefault((dev.guest_cell, (host.root_complex or "") if host else ""), []).append(dev)
+        # A device the host gives no NUMA node goes on an expander without a node, after the others.
+        cell = dev.guest_cell if dev.host_cell is not None else NO_NODE
+        by_bus.setdefault((cell, (host.root_complex or "") if host else ""), []).append(dev)
     if not by_bus:
         return PcieLayout()
     if not is_pcie_machine(machine):
@@ -159,7 +166,8 @@ def layout_devices(
     layout = _Builder(vm, vfs, 1 + len(keys))
     for i, key in enumerate(keys):
         bus_nr, next_bus_nr = next_bus_nr, next_bus_nr + 1 + sum(_buses(g) for g in groups[key])
-        layout.expander(str(1 + i), bus_nr, key[0], FIRST_EXPANDER_SLOT + i, groups[key])
+        layout.expander(str(1 + i), bus_nr, "" if key[0] == NO_NODE else str(key[0]), FIRST_EXPANDER_SLOT + i,
+                        groups[key])
     return PcieLayout(tuple(layout.expanders), tuple(layout.ports), tuple(layout.hostdevs))
 
 
@@ -204,8 +212,8 @@ class _Builder:
         found = _hostdev(self.vm, dev, _hex2(int(port)), f"0000:{guest_bus:02x}:00.0")
         self.hostdevs.append(replace(found, mac=vf_mac(self.vm, dev.address)) if dev.address in self.vfs else found)
 
-    def expander(self, index: str, bus_nr: int, node: int, slot: int, groups: list[list[DeviceAssignment]]) -> None:
-        self.expanders.append(Expander(index, str(bus_nr), str(node), _hex2(slot)))
+    def expander(self, index: str, bus_nr: int, node: str, slot: int, groups: list[list[DeviceAssignment]]) -> None:
+        self.expanders.append(Expander(index, str(bus_nr), node, _hex2(slot)))
         guest_bus = bus_nr
         for slot_no, group in enumerate(groups):
             root = self._port(ROOT_PORT, index, slot_no)
