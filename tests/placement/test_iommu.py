@@ -83,12 +83,9 @@ def test_gpus_sharing_a_group_go_together_or_not_at_all() -> None:
     host = _no_acs()
     pair = sorted(d.address for d in host.devices if d.iommu_group == 7)
     fleet = _fleet(host)
-    # The engine picks GPUs one by one: a one-GPU VM on cell 0 would split the group, and admission refuses
-    # it (the documented limit: such a host takes the pair only together).
-    alone = place(request("alone", vcpus=2, memory_gib=1, gpus=1), fleet, explain=True)
-    assert alone.chosen is None
-    (why,) = alone.rejections
-    assert why.check == "iommu-group" and f"gpu {pair[0]} shares IOMMU group 7 with gpu {pair[1]}" in why.reason
+    # A one-GPU VM passes over cell 0, whose free GPUs would only give one by splitting the group.
+    alone = place(request("alone", vcpus=2, memory_gib=1, gpus=1), fleet, explain=True).chosen
+    assert alone is not None and alone.host_cells == (1,) and alone.devices[0].address not in pair
     both = place(request("both", vcpus=2, memory_gib=1, gpus=2, numa_nodes=1), fleet).chosen
     assert both is not None and sorted(d.address for d in both.devices) == pair  # one VM holds the group
     fleet.add(both)
@@ -115,3 +112,17 @@ def test_a_cells_gpus_are_taken_in_whole_groups_where_the_count_allows() -> None
     fleet.add(first)  # the solo GPU: the pair is left whole for the next VM
     second = place(request("second", vcpus=2, memory_gib=1, gpus=2), fleet).chosen
     assert second is not None and sorted(d.address for d in second.devices) == pair
+
+
+def test_a_host_whose_free_gpus_all_share_a_group_refuses_fewer_naming_the_group() -> None:
+    host = _no_acs()
+    one_cell = replace(host, cells=host.cells[:1], devices=tuple(d for d in host.devices if d.numa_node == 0))
+    pair = sorted(d.address for d in one_cell.devices if d.kind is DeviceKind.GPU)
+    result = place(request("alone", vcpus=2, memory_gib=1, gpus=1), _fleet(one_cell), explain=True)
+    assert result.chosen is None
+    (why,) = result.rejections
+    assert why.check == "iommu-group"
+    assert f"1 GPU(s) of the cell only by splitting the IOMMU group of {', '.join(pair)}" in why.reason
+    both = place(request("both", vcpus=2, memory_gib=1, gpus=2), _fleet(one_cell)).chosen
+    assert both is not None and sorted(d.address for d in both.devices) == pair
+

@@ -32,6 +32,7 @@ from vnuma.placement.cellsets import rank_cells
 from vnuma.placement.devices import pick_devices
 from vnuma.placement.filters import CELL_FILTERS, COLD_MEMORY, SIZE_FILTERS, STAGE, Attempt
 from vnuma.placement.gpus import strands_gpus, threads_taken
+from vnuma.placement.iommu import GroupSplit
 from vnuma.placement.ledger.admit import pages_by_cell
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import GpuAffinity, Isolation, MemoryMode, Rejection, Strategy, VmRequest
@@ -131,7 +132,7 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
     keep = strategy is Strategy.GPU_FIRST and req.gpus > 0
     ordered = a.n > 1 and (req.asymmetric or MemoryMode.INTERLEAVE in req.memory_modes)
     pages: Accept | None = (lambda cells: guest_order(a, cells) is not None) if ordered else None
-    nics = _nics_near(hs, req, a.vs) if req.wants_nics else None
+    nics = _devices_ok(hs, req, a.vs) if req.wants_nics or (req.gpus and hs.shape.iommu_mates) else None
     accept = _both(_both(_no_stranding(hs, req, a.vs) if keep else None, pages), nics)
     ranked = rank_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=accept)
     stranding = ranked is None and keep and rank_cells(
@@ -147,9 +148,9 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
         if ordered:
             cells = guest_order(a, cells) or cells  # accepted: an order exists
         return HostFit(hs, cells, a.size, hs.is_adjacent(cells), why)
-    short = _nic_shortage(hs, req, a, ids, gpus, pref, pages) if nics is not None and not stranding else None
+    short = _device_shortage(hs, req, a, ids, gpus, pref, pages) if nics is not None and not stranding else None
     if short is not None:
-        return a.reject("nic-affinity", short)
+        return a.reject(*short)
     if stranding:
         return a.reject(
             "gpu-strand",
@@ -208,31 +209,35 @@ def _no_stranding(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
     return accept
 
 
-def _nics_near(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
-    """Accept a cell set whose GPUs (as the builder would take them) have the NICs asked for."""
+def _devices_ok(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
+    """Accept a cell set whose GPUs (as the builder would take them: in whole IOMMU groups) have the NICs
+    asked for."""
 
     def accept(cells: tuple[int, ...]) -> bool:
         try:
             pick_devices(hs, cells, req, vs)
-        except NicShortage:
+        except (NicShortage, GroupSplit):
             return False
         return True
 
     return accept
 
 
-def _nic_shortage(
+def _device_shortage(
     hs: HostState, req: VmRequest, a: Attempt, ids: list[int], gpus: Mapping[int, int], pref: Mapping[int, int],
     pages: Accept | None,
-) -> str | None:
-    """Why the set that fits but for its NICs cannot have them (None when no set fits even so)."""
+) -> tuple[str, str] | None:
+    """(check, reason) of the set that fits but for its devices (NICs near enough, whole IOMMU groups); None
+    when no set fits even so."""
     ranked = rank_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=pages)
     if ranked is None:
         return None
     try:
         pick_devices(hs, ranked[0], req, a.vs)
     except NicShortage as err:
-        return f"{err} (and on every other cell set)"
+        return "nic-affinity", f"{err} (and on every other cell set)"
+    except GroupSplit as err:
+        return "iommu-group", f"{err} (and on every other cell set)"
     return None
 
 

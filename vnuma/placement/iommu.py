@@ -10,9 +10,10 @@ Pure: no I/O. One rule, used by the build (which adds the companions) and by adm
   ``<hostdev>``, released with the VM, and marked ``peer_of`` the device they follow;
 * a GPU or NIC whose group holds another GPU or NIC (a switch without ACS) can only be passed through
   with it: admission refuses a VM holding one without the other, naming the group. The build takes a
-  cell's GPUs in whole groups where the count allows (:func:`whole_groups`); a cell whose free GPUs
-  cannot make the count in whole groups is refused by admission, naming the group (give the switch ACS,
-  or the kernel ``pcie_acs_override``, to split it).
+  cell's GPUs in whole groups (:func:`whole_groups`), and the fit passes over a cell set whose free GPUs
+  cannot make the count in whole groups (:class:`GroupSplit`); a host where no set can is refused with
+  check ``iommu-group`` naming the group (give the switch ACS, or the kernel ``pcie_acs_override``, to
+  split it).
 """
 
 from __future__ import annotations
@@ -81,11 +82,19 @@ def placed_mates(devices: Iterable[PciDevice]) -> dict[str, tuple[str, ...]]:
     return out
 
 
+class GroupSplit(Exception):
+    """A cell's free GPUs make the count asked only by splitting an IOMMU group; the message names it."""
+
+
 def whole_groups(mates: Mapping[str, tuple[str, ...]], ordered: list[str], k: int) -> list[str]:
     """``k`` of ``ordered`` (free GPUs, preferred first) in whole IOMMU groups: GPUs sharing a group with
     other GPUs go together, and one whose group holds a GPU not among ``ordered`` (held, or elsewhere) goes
     last. The groups whose members come earliest in ``ordered`` win (an exact cover of ``k`` by group
-    sizes, found by a small search); ``ordered[:k]`` when no cover exists or no GPU shares a group."""
+    sizes, found by a small search); ``ordered[:k]`` when no GPU shares a group.
+
+    Raises:
+        GroupSplit: no whole groups make ``k``.
+    """
     if not mates or mates.keys().isdisjoint(ordered):
         return ordered[:k]
     free = set(ordered)
@@ -103,8 +112,8 @@ def whole_groups(mates: Mapping[str, tuple[str, ...]], ordered: list[str], k: in
         group = [a, *own]
         seen.update(group)
         groups.append(group)
-    if all(len(g) == 1 for g in groups):
-        return [g[0] for g in groups][:k] if len(groups) >= k else (ordered[:k])
+    if all(len(g) == 1 for g in groups) and len(groups) >= k:
+        return [g[0] for g in groups][:k]
     if len(groups) > 20:
         return ordered[:k]
     pos = {a: i for i, a in enumerate(ordered)}
@@ -127,5 +136,9 @@ def whole_groups(mates: Mapping[str, tuple[str, ...]], ordered: list[str], k: in
 
     search(0, k, [], 0)
     if best is None:
-        return ordered[:k]
+        split = next((g for g in groups if len(g) > 1), None)
+        if split is not None:
+            raise GroupSplit(f"{k} GPU(s) of the cell only by splitting the IOMMU group of {', '.join(split)}")
+        held = blocked[0]
+        raise GroupSplit(f"GPU {held} shares its IOMMU group with {', '.join(mates[held])}, held by another VM")
     return sorted((a for i in best[1] for a in groups[i]), key=pos.__getitem__)
