@@ -26,10 +26,15 @@ class RefusalMemory:
         self._refused: dict[object, list[Entry]] = {}
         self._fleet: Fleet | None = None
         self._epoch = -1
+        self._grouped = False
+        """Does the fleet have GPUs sharing IOMMU groups? Then more GPUs may fit where fewer did not (a whole
+        group), and a bigger GPU count is never inferred refused."""
 
     def _valid(self, fleet: Fleet) -> None:
         if fleet is not self._fleet or fleet.epoch != self._epoch:
             self._refused.clear()
+            if fleet is not self._fleet:
+                self._grouped = any(hs.shape.iommu_mates for hs in fleet.states)
             self._fleet, self._epoch = fleet, fleet.epoch
 
     def recall(self, request: VmRequest, fleet: Fleet, strategy: Strategy) -> Rejection | None:
@@ -39,7 +44,7 @@ class RefusalMemory:
         for vcpus, memory, gpus, rejection in self._refused.get(_key(request, fleet, strategy), ()):
             if (vcpus, memory, gpus) == (request.vcpus, request.memory_kib, request.gpus):
                 return rejection
-            if _bigger(request, vcpus, memory, gpus, strategy):
+            if (not self._grouped or gpus == request.gpus) and _bigger(request, vcpus, memory, gpus, strategy):
                 smaller = shape_text(vcpus, memory, gpus)
                 return Rejection(
                     rejection.host,
