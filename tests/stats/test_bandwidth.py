@@ -15,10 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.builders import make_host
 from tests.cli.conftest import REPO, Cli
 from tests.dbdump import dump
-from tests.sources.capswriter import capabilities_xml
 from vnuma.errors import InvalidInputError
 from vnuma.placement.model import Placement
 from vnuma.report.bandwidth import assess, rate
@@ -162,15 +160,8 @@ def test_bad_recordings_and_options_are_one_clear_error_and_nothing_is_written(r
 
 
 @pytest.mark.libvirt
-def test_live_readings_through_libvirt_of_a_vm_without_monitors_warn_and_keep_nothing(
-    cli: Cli, conn: Any, tmp_path: Path
-) -> None:
-    caps = tmp_path / "caps.xml"
-    caps.write_text(capabilities_xml(make_host(cells=2, cores_per_cell=4, smt=1, hugepages_1g_gib=0)))
-    cli.ok("host", "add", "h", "--uri", "test:///default", "--capabilities", str(caps))
-    cli.ok("tenant", "create", "a")
-    cli.ok("place", "a", "--vcpus", "2", "--memory", "1GiB", "--page-size", "4K", "--name", "v")
-    cli.ok("apply", "v", "--start")
+def test_live_readings_through_libvirt_of_a_vm_without_monitors_warn_and_keep_nothing(running: Cli) -> None:
+    cli = running
     res = cli.ok("stats", "--bandwidth", "--interval", "10ms", "--json")
     assert res.json()["vms"] == [] and "no memory-bandwidth or cache monitors for v" in res.stderr
     assert _samples(cli.db) == []

@@ -9,9 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.builders import make_host
 from tests.cli.conftest import Cli
-from tests.sources.capswriter import capabilities_xml
 from vnuma.sources.mbm import NodeBandwidth, local_share, parse_memory_bandwidth
 
 # As `virsh domstats --memory` prints it (libvirt's own example in the patch that added it).
@@ -67,30 +65,18 @@ def test_any_values_parse_without_raising_and_the_share_stays_in_range(stats: di
 
 
 @pytest.mark.libvirt
-def test_running_vm_without_monitors_reports_no_bandwidth(cli: Cli, conn: Any, tmp_path: Path) -> None:
-    caps = tmp_path / "caps.xml"
-    caps.write_text(capabilities_xml(make_host(cells=2, cores_per_cell=4, smt=1, hugepages_1g_gib=0)))
-    cli.ok("host", "add", "h", "--uri", "test:///default", "--capabilities", str(caps))
-    cli.ok("tenant", "create", "a")
-    cli.ok("place", "a", "--vcpus", "2", "--memory", "1GiB", "--page-size", "4K", "--name", "v")
-    cli.ok("apply", "v", "--start")
+def test_running_vm_without_monitors_reports_no_bandwidth(running: Cli) -> None:
+    cli = running
     (vm,) = cli.ok("stats", "--json").json()["vms"]
     assert vm["state"] == "running" and vm["bandwidth"] is None
     assert "MBM LOCAL" in cli.ok("stats").stdout
 
 
 @pytest.mark.libvirt
-def test_unreachable_libvirt_is_a_warning_and_the_inventory_figures_still_show(
-    cli: Cli, conn: Any, tmp_path: Path
-) -> None:
+def test_unreachable_libvirt_is_a_warning_and_the_inventory_figures_still_show(running: Cli, tmp_path: Path) -> None:
+    cli = running
     import sqlite3
 
-    caps = tmp_path / "caps.xml"
-    caps.write_text(capabilities_xml(make_host(cells=2, cores_per_cell=4, smt=1, hugepages_1g_gib=0)))
-    cli.ok("host", "add", "h", "--uri", "test:///default", "--capabilities", str(caps))
-    cli.ok("tenant", "create", "a")
-    cli.ok("place", "a", "--vcpus", "2", "--memory", "1GiB", "--page-size", "4K", "--name", "v")
-    cli.ok("apply", "v", "--start")
     db = sqlite3.connect(cli.db)  # the host's libvirt goes away after it was recorded
     with db:
         db.execute("UPDATE hosts SET uri = ?", (f"test://{tmp_path}/gone.xml",))
