@@ -8,7 +8,9 @@ import pytest
 
 from tests.cli.conftest import REPO, Cli
 
-SCENARIOS = ["dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "fleet-1000", "snc-cxl-gpu", "dgx-nics"]
+SCENARIOS = [
+    "dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "fleet-1000", "snc-cxl-gpu", "dgx-nics", "shared-nics",
+]
 
 
 def test_list_names_every_scenario(cli: Cli) -> None:

@@ -45,7 +45,9 @@ REPORT_KEYS = {
 
 
 def test_the_example_traces_are_there() -> None:
-    assert set(EXAMPLES) == {"dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu", "dgx-nics"}
+    assert set(EXAMPLES) == {
+        "dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu", "dgx-nics", "shared-nics",
+    }
 
 
 @pytest.mark.parametrize("strategy", list(Strategy), ids=[s.value for s in Strategy])

@@ -19,7 +19,7 @@ from vnuma.topology import KIB_PER_MIB, DeviceKind
 from vnuma.topology.hmat import cell_kinds, nested
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
-SHIPPED = ("dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu", "dgx-nics")
+SHIPPED = ("dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu", "dgx-nics", "shared-nics")
 SMALL = st.sampled_from(SHIPPED)
 SEEDS = st.integers(min_value=0, max_value=2**63)
 
@@ -259,9 +259,24 @@ def test_dgx_nics_writes_device_places_and_nic_requests() -> None:
     assert summary["requests_nics_vf"] == sum(1 for r in asking if r["nic_function"] == "vf")
 
 
-@pytest.mark.parametrize("name", [n for n in SCENARIOS if n not in {"dgx-nics", "fleet-1000"}])
-def test_only_the_nic_scenario_writes_nic_keys_and_device_places(name: str) -> None:
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if n not in {"dgx-nics", "shared-nics", "fleet-1000"}])
+def test_only_the_nic_scenarios_write_nic_keys_and_device_places(name: str) -> None:
     doc = make_trace(name, 3)
     assert all(isinstance(d, str) for h in doc["hosts"] for c in h["cells"] for d in (*c["gpus"], *c.get("nics", ())))
     assert all(not {"nics", "nic_affinity", "nic_function"} & set(r) for r in doc["requests"])
     assert not {"nics_total", "requests_nics"} & set(doc["summary"])
+
+
+def test_shared_nics_writes_two_gpus_and_one_nic_per_switch_and_whole_nic_requests() -> None:
+    doc = make_trace("shared-nics", 42)
+    assert make_trace("shared-nics", 1)["hosts"] == doc["hosts"]
+    for host in doc["hosts"]:
+        for cell in host["cells"]:
+            assert (len(cell["gpus"]), len(cell["nics"])) == (4, 2)
+            switches = Counter(d["switch"] for d in (*cell["gpus"], *cell["nics"]))
+            assert sorted(switches.values()) == [3, 3]  # 2 GPUs + 1 NIC below each switch
+            assert all("vfs" not in d for d in (*cell["gpus"], *cell["nics"]))
+    asking = [r for r in doc["requests"] if "nics" in r]
+    assert asking and {r["nic_affinity"] for r in asking} == {"pix", "pxb"}
+    assert {r["nic_function"] for r in asking} == {"pf"} and all(r["gpus"] >= 1 for r in asking)
+    assert (doc["summary"]["nics_total"], doc["summary"]["nic_vfs_total"]) == (48, 0)

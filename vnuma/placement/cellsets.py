@@ -85,7 +85,7 @@ def _candidates(
         yield from ((a,) for a in singles if gpus[a] >= need_gpus and (not accept or accept((a,))))
         return
 
-    def fine(cand: tuple[int, ...]) -> bool:
+    def fine(cand: tuple[int, ...]) -> bool:  # ``cand`` in guest order: the test sees the order the set takes
         return sum(gpus[c] for c in cand) >= need_gpus and (not accept or accept(cand))
 
     if hs.shape.ratings is not None and comb(len(feasible), n) <= EXHAUSTIVE_SETS:
@@ -105,9 +105,16 @@ def _candidates(
     for a in anchors if anchors is not None else feasible:
         others = sorted(pool - {a}, key=neighbour_key(hs, a, pref))
         for cand in _variants(a, others, n, need_gpus, gpus, hs):
+            cand = _placed_order(cand, anchors is not None)
             if len(cand) == n and fine(cand):
                 yield cand
                 break
+
+
+def _placed_order(found: tuple[int, ...], anchored: bool) -> tuple[int, ...]:
+    """A candidate set in the guest order it is placed in: the anchor first when anchors are given, then
+    ascending host cell id."""
+    return (found[0], *sorted(found[1:])) if anchored else tuple(sorted(found))
 
 
 def rank_cells(
@@ -139,7 +146,7 @@ def rank_cells(
         if best is None or key < best[0]:  # a set's key ends with its ids: a lower key is another set
             if best is not None:
                 runner_up = best[0]
-            best = (key, (found[0], *sorted(found[1:])) if anchors is not None else ids)
+            best = (key, found)
         elif (runner_up is None or key < runner_up) and key != best[0]:
             runner_up = key
     return None if best is None else (best[1], decided_by(best[0], runner_up))

@@ -4,10 +4,11 @@ Pure: no I/O; reads the host state. GPUs come from the guest cells' host
 cells as :func:`vnuma.placement.gpus.split_gpus` says (where free GPUs are
 most at risk of stranding; lowest addresses first); ``preferred``/``socket``
 affinity tops up from the nearest other cells. With ``cell_gpus`` each
-guest cell takes its own count from its host cell. With NICs asked
-(:mod:`vnuma.placement.nics`), a cell's GPUs that have a free NIC within
-the level are taken first, then the NICs are picked for the GPUs taken. A
-device is attached to the guest cell on its host cell, else to the closest
+guest cell takes its own count from its host cell. Without NICs asked, a
+cell's GPUs stranded for RDMA (no free NIC of their own near them) are taken
+first; with NICs asked (:mod:`vnuma.placement.nics`), a cell's GPUs that
+have a free NIC within the level are taken first, then the NICs are picked
+for the GPUs taken. A device is attached to the guest cell on its host cell, else to the closest
 guest cell.
 """
 
@@ -19,7 +20,7 @@ from vnuma.placement.gpus import split_gpus, threads_taken
 from vnuma.placement.iommu import whole_groups
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import DeviceAssignment, GpuAffinity, VmRequest
-from vnuma.placement.nics import matched_first, near_free, pick_nics
+from vnuma.placement.nics import matched_first, near_free, pick_nics, rdma_spare_first
 from vnuma.topology import DeviceKind
 
 FAR = 1 << 20  # distance used for a device with no NUMA node
@@ -38,7 +39,7 @@ def pick_devices(
     else:
         devices = []
         for g, (cid, k) in enumerate(zip(cells, req.cell_gpus, strict=True)):
-            free = _nic_first(hs, req, hs.cell_by_id[cid].gpus_free)
+            free, _near = _nic_first(hs, req, hs.cell_by_id[cid].gpus_free)
             assert len(free) >= k, "the fit matched each guest cell to a host cell with its GPUs"
             taken = whole_groups(hs.shape.iommu_mates, free, k)
             devices += [DeviceAssignment(a, DeviceKind.GPU, g, cid) for a in taken]
@@ -49,16 +50,19 @@ def pick_devices(
     return tuple(sorted((*gpus, *nics), key=lambda d: d.address))
 
 
-def _nic_first(hs: HostState, req: VmRequest, addresses: list[str]) -> list[str]:
-    """``addresses`` (free GPUs), when NICs are asked: those with a free NIC within the asked level first; for
-    a NIC per GPU, those a maximum matching gives a NIC of their own before those it leaves sharing one."""
+def _nic_first(hs: HostState, req: VmRequest, addresses: list[str]) -> tuple[list[str], int]:
+    """``addresses`` (free GPUs) in the order the VM takes them, and how many of them have a free NIC within
+    the asked level. With NICs asked, those first; for a NIC per GPU, those a maximum matching gives a NIC of
+    their own before those it leaves sharing one. Without NICs: those stranded for RDMA first
+    (:func:`~vnuma.placement.nics.rdma_spare_first`)."""
     if not req.wants_nics:
-        return addresses
+        return rdma_spare_first(hs, addresses), 0
     options = {a: near_free(hs, a, req.nic_affinity, req.nic_function) for a in sorted(addresses)}
     near = [a for a in sorted(addresses) if options[a]]
+    count = len(near)
     if req.nics_per_gpu:
         near = matched_first(near, options)
-    return near + [a for a in sorted(addresses) if not options[a]]
+    return near + [a for a in sorted(addresses) if not options[a]], count
 
 
 def _attach(hs: HostState, home: int | None, cells: tuple[int, ...]) -> int:
@@ -83,10 +87,16 @@ def pick_gpus(
 ) -> tuple[DeviceAssignment, ...]:
     """Free GPUs for a VM on ``cells`` (guest order) that takes ``taken`` threads per cell."""
     want, affinity = req.gpus, req.gpu_affinity
-    take = split_gpus(hs, cells, want, taken)
+    free = [hs.cell_by_id[c].gpus_free for c in cells]
+    if req.wants_nics:  # GPUs from where they have NICs, so the guest order alone never decides the cell
+        order, near = zip(*(_nic_first(hs, req, f) for f in free), strict=True)
+        take = split_gpus(hs, cells, want, taken, near if sum(near) >= want else None)
+    else:  # the order matters only where the VM takes some of a cell's free GPUs, not none or all
+        take = split_gpus(hs, cells, want, taken)
+        order = [rdma_spare_first(hs, f) if 0 < k < len(f) else f for f, k in zip(free, take, strict=True)]
     picked = [
-        a for c, k in zip(cells, take, strict=True)
-        for a in whole_groups(hs.shape.iommu_mates, _nic_first(hs, req, hs.cell_by_id[c].gpus_free), k)
+        a for c, k, free in zip(cells, take, order, strict=True)
+        for a in whole_groups(hs.shape.iommu_mates, free, k)
     ]
     if len(picked) < want and affinity is not GpuAffinity.REQUIRED:
         if affinity is GpuAffinity.SOCKET:

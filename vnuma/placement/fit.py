@@ -128,19 +128,20 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
     view, hs, req = a.view, a.view.hs, a.view.req
     ids = [c.id for c in a.cells]
     gpus = {c.id: len(c.gpus_free) for c in hs.cells}
-    pref = {c.id: cell_preference(c, view.caps[c.id], strategy) for c in a.cells}
     keep = strategy is Strategy.GPU_FIRST and req.gpus > 0
+    pref = {c.id: cell_preference(c, view.caps[c.id], strategy) for c in a.cells}
     ordered = a.n > 1 and (req.asymmetric or MemoryMode.INTERLEAVE in req.memory_modes)
-    pages: Accept | None = (lambda cells: guest_order(a, cells) is not None) if ordered else None
     nics = _devices_ok(hs, req, a.vs) if req.wants_nics or (req.gpus and hs.shape.iommu_mates) else None
-    accept = _both(_both(_no_stranding(hs, req, a.vs) if keep else None, pages), nics)
-    ranked = rank_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=accept)
-    stranding = ranked is None and keep and rank_cells(
-        hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=_both(pages, nics)
-    ) is not None
+    strand = _no_stranding(hs, req, a.vs) if keep else None
+
+    def sets(need: int, test: Accept | None) -> tuple[tuple[int, ...], str] | None:
+        return rank_cells(hs, ids, a.n, need, gpus, pref, anchors=a.anchors, accept=_in_order(a, ordered, test))
+
+    ranked = sets(req.gpus, _both(strand, nics))
+    stranding = ranked is None and keep and sets(req.gpus, nics) is not None
     if ranked is None and req.gpus and req.gpu_affinity is not GpuAffinity.REQUIRED:
-        accept = _both(_socket_test(hs, req.gpus) if req.gpu_affinity is GpuAffinity.SOCKET else None, pages)
-        ranked = rank_cells(hs, ids, a.n, 0, gpus, pref, anchors=a.anchors, accept=_both(accept, nics))
+        socket = _socket_test(hs, req.gpus) if req.gpu_affinity is GpuAffinity.SOCKET else None
+        ranked = sets(0, _both(socket, nics))
         if ranked is not None and req.gpu_affinity is GpuAffinity.PREFERRED and hs.gpus_free < req.gpus:
             ranked = None
     if ranked is not None:
@@ -148,7 +149,7 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
         if ordered:
             cells = guest_order(a, cells) or cells  # accepted: an order exists
         return HostFit(hs, cells, a.size, hs.is_adjacent(cells), why)
-    short = _device_shortage(hs, req, a, ids, gpus, pref, pages) if nics is not None and not stranding else None
+    short = _device_shortage(hs, req, a, sets(req.gpus, None)) if nics is not None and not stranding else None
     if short is not None:
         return a.reject(*short)
     if stranding:
@@ -173,6 +174,19 @@ def _both(first: Accept | None, second: Accept | None) -> Accept | None:
     if first is None or second is None:
         return first or second
     return lambda cells: first(cells) and second(cells)
+
+
+def _in_order(a: Attempt, ordered: bool, test: Accept | None) -> Accept | None:
+    """``test`` asked of a cell set in the guest order the fit returns it in: for ``ordered`` requests the
+    first order :func:`guest_order` finds (none: refused), else the order given (the set search's)."""
+    if not ordered:
+        return test
+
+    def accept(cells: tuple[int, ...]) -> bool:
+        order = guest_order(a, cells)
+        return order is not None and (test is None or test(order))
+
+    return accept
 
 
 def guest_order(a: Attempt, cells: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -224,12 +238,10 @@ def _devices_ok(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
 
 
 def _device_shortage(
-    hs: HostState, req: VmRequest, a: Attempt, ids: list[int], gpus: Mapping[int, int], pref: Mapping[int, int],
-    pages: Accept | None,
+    hs: HostState, req: VmRequest, a: Attempt, ranked: tuple[tuple[int, ...], str] | None
 ) -> tuple[str, str] | None:
-    """(check, reason) of the set that fits but for its devices (NICs near enough, whole IOMMU groups); None
-    when no set fits even so."""
-    ranked = rank_cells(hs, ids, a.n, req.gpus, gpus, pref, anchors=a.anchors, accept=pages)
+    """(check, reason) of the best set that fits but for its devices (``ranked``: NICs near enough, whole
+    IOMMU groups); None when no set fits even so."""
     if ranked is None:
         return None
     try:

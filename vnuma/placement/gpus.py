@@ -41,9 +41,13 @@ def _usable(hs: HostState, cell: int, left: int) -> int:
     return int(usable_gpus(left, gpu_share(state.threads_total, len(state.gpus))))
 
 
-def split_gpus(hs: HostState, cells: tuple[int, ...], want: int, taken: list[int]) -> list[int]:
-    """How many free GPUs to take from each guest cell (at most what the cells have)."""
-    free = [len(hs.cell_by_id[c].gpus_free) for c in cells]
+def split_gpus(
+    hs: HostState, cells: tuple[int, ...], want: int, taken: list[int], free: Sequence[int] | None = None
+) -> list[int]:
+    """How many free GPUs to take from each guest cell (at most ``free``: what the cells have, or of those
+    the ones the VM can use)."""
+    if free is None:
+        free = [len(hs.cell_by_id[c].gpus_free) for c in cells]
     left = _left(hs, cells, taken)
     usable = [_usable(hs, c, lt) for lt, c in zip(left, cells, strict=True)]
     take = [0] * len(cells)

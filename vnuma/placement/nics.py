@@ -17,6 +17,16 @@ PF is. A NIC attaches to the guest cell of its host cell, else the nearest
 guest cell, as a GPU does. Each GPU's NICs ranked by level are worked out
 once per host shape (:func:`near`): levels are facts of the hardware, not of
 the claims.
+
+**RDMA stranding** (:func:`rdma_ready`, :func:`rdma_spare_first`): a free GPU
+is *ready* for a later RDMA VM when a maximum matching of the free GPUs to
+free NIC slots (a free NIC without VFs, or each free VF of a NIC whose PF is
+not passed through) within :data:`RDMA_LEVEL` gives it one; the others are
+stranded for RDMA as a GPU without CPUs is for any VM. A VM without NICs
+takes stranded GPUs first (those not ready within PXB, then those not ready
+within PIX), and under ``gpu-first`` a GPU VM prefers the cells with fewer
+ready GPUs (:func:`vnuma.placement.order.cell_preference`), so GPUs beside
+free NICs stay for the VMs that ask NICs.
 """
 
 from __future__ import annotations
@@ -32,6 +42,10 @@ from vnuma.topology.pcie import Level, pcie_level
 _RANK = {level: i for i, level in enumerate(Level)}
 UNKNOWN = len(_RANK)
 """The rank of a pair whose level the facts cannot tell: within ``SYS`` only."""
+
+
+RDMA_LEVEL = Level.PXB
+"""The level within which a free GPU counts as ready for GPUDirect RDMA (NCCL's default)."""
 
 
 class NicShortage(Exception):
@@ -87,6 +101,71 @@ def near_free(hs: HostState, gpu: str, affinity: Level, function: NicFunction) -
         if free(taken, n):
             out.append(n)
     return out
+
+
+def _slots(hs: HostState, n: PciDevice, taken: Mapping[str, str]) -> int:
+    """How many RDMA VMs NIC ``n`` can still serve: its free VFs when it has VFs and its PF is not passed
+    through, else 1 when it is free."""
+    if n.address in taken:
+        return 0
+    if not n.vfs:
+        return 1
+    return sum(1 for v in n.vfs if v not in taken and v in hs.shape.device_at)
+
+
+def _within(hs: HostState, gpu: str, level: Level) -> tuple[PciDevice, ...]:
+    """The NICs within ``level`` of ``gpu`` (best first), worked out once per host shape."""
+    key = (gpu, level.value)
+    found = hs.shape.rdma_near.get(key)
+    if found is None:
+        pairs = near(hs, gpu) if gpu in hs.shape.device_at else ()
+        found = hs.shape.rdma_near[key] = tuple(n for r, n in pairs if _reach(r, level))
+    return found
+
+
+def rdma_ready(hs: HostState, gpus: Sequence[str], level: Level = RDMA_LEVEL) -> set[str]:
+    """Of the free GPUs ``gpus``, those a maximum matching (GPUs tried in the given order) gives a free NIC
+    slot of their own within ``level`` (a whole NIC, or one of its free VFs: :func:`_slots`)."""
+    if not hs.shape.nics or not gpus:
+        return set()
+    taken = hs.devices_taken
+    room: dict[str, int] = {}
+    options: dict[str, list[str]] = {}
+    for g in gpus:
+        near_g: list[str] = []
+        for n in _within(hs, g, level):
+            if n.address not in room:
+                room[n.address] = _slots(hs, n, taken)
+            if room[n.address]:
+                near_g.append(n.address)
+        options[g] = near_g
+    holders: dict[str, list[str]] = {}  # NIC -> the GPUs it serves, at most its room
+
+    def augment(gpu: str, seen: set[str]) -> bool:
+        for nic in options[gpu]:
+            if nic in seen:
+                continue
+            seen.add(nic)
+            held = holders.setdefault(nic, [])
+            if len(held) < room[nic]:
+                held.append(gpu)
+                return True
+            for i, other in enumerate(held):
+                if augment(other, seen):
+                    held[i] = gpu
+                    return True
+        return False
+
+    return {g for g in gpus if augment(g, set())}
+
+
+def rdma_spare_first(hs: HostState, gpus: Sequence[str]) -> list[str]:
+    """``gpus`` (free, in address order) for a VM without NICs: those no later RDMA VM could use first (not
+    ready within PXB, then not ready within PIX), each group in the given order."""
+    if not hs.shape.nics or len(gpus) < 2:
+        return list(gpus)
+    pxb, pix = rdma_ready(hs, gpus, Level.PXB), rdma_ready(hs, gpus, Level.PIX)
+    return sorted(gpus, key=lambda g: (g in pxb, g in pix))
 
 
 def sriov_problem(device_at: Mapping[str, PciDevice], taken: Mapping[str, str], p: Placement) -> str | None:

@@ -43,6 +43,7 @@ from vnuma.sources.traceshapes import (
     dual_socket_shape,
     epyc_nps4_shape,
     make_host,
+    shared_nic_shape,
     snc_cxl_shape,
 )
 
@@ -192,6 +193,19 @@ def make_nic_requests(rng: random.Random, count: int) -> list[dict[str, Any]]:
     return _requests(rng, count, cold=False, large=DGX_LARGE, nics=NICS)
 
 
+SHARED_NICS = NicMix(  # half the GPU VMs serve over RDMA, a NIC per GPU under its switch or on its root complex
+    share=0.50,
+    count=(("per-gpu", 0.90), (1, 0.10)),
+    affinity=(("pix", 0.50), ("pxb", 0.50)),
+    function=(("pf", 1.0),),
+)
+
+
+def make_shared_nic_requests(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """As :func:`make_nic_requests` with the :data:`SHARED_NICS` mix (whole NICs only)."""
+    return _requests(rng, count, cold=False, large=DGX_LARGE, nics=SHARED_NICS)
+
+
 def _requests(
     rng: random.Random, count: int, *, cold: bool, large: VmClass = LARGE, nics: NicMix | None = None
 ) -> list[dict[str, Any]]:
@@ -287,6 +301,17 @@ _SCENARIOS = (
         "of such systems, not measurements; inference mix with VMs of 1/2/4/8 GPUs, 75 % of the VMs with GPUs "
         "ask NICs: per-gpu (85 %) or 1, within pix/pxb/node/sys (40/45/10/5 %), virtual functions for 15 %",
         mix=make_nic_requests,
+    ),
+    Scenario(
+        name="shared-nics",
+        hosts=12,
+        shape=shared_nic_shape,
+        requests=300,
+        description="12 8-GPU inference hosts with 4 NICs: 2 sockets, 1 NUMA cell each (112 pCPUs = 56 cores x 2 "
+        "HT, 1 TiB), per socket 2 root complexes each with one PCIe switch holding 2 GPUs and 1 NIC (no VFs), so "
+        "every NIC is PIX to two GPUs and only one of them can have it; inference mix with VMs of 1/2/4/8 GPUs, "
+        "half of the VMs with GPUs ask whole NICs: per-gpu (90 %) or 1, within pix/pxb (50/50 %)",
+        mix=make_shared_nic_requests,
     ),
 )
 SCENARIOS: Mapping[str, Scenario] = {s.name: s for s in _SCENARIOS}

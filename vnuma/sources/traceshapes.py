@@ -199,6 +199,31 @@ def dgx_shape() -> HostShape:
     return HostShape((cell, cell), _matrix(2, lambda a, b: 10 if a == b else 21), pcie=pcie)
 
 
+SHARED_NIC_RC_BUSES = ((0x10, 0x30), (0x90, 0xB0))
+"""Per socket: the first bus of each of its two root complexes (one switch of 2 GPUs and 1 NIC on each)."""
+
+
+def _shared_nic_socket(buses: tuple[int, int]) -> CellPcie:
+    """One socket's 4 GPUs and 2 NICs: on each of two root complexes a switch with 2 GPUs and 1 NIC (the
+    GPUs PIX to their NIC, NODE to the other switch's)."""
+    gpus: list[PciePlace] = []
+    nics: list[PciePlace] = []
+    for first in buses:
+        rc, up = f"pci0000:{first:02x}", _bdf(first + 1)
+        gpus += [PciePlace(_bdf(first + 2), rc, up), PciePlace(_bdf(first + 3), rc, up)]
+        nics.append(PciePlace(_bdf(first + 4), rc, up))
+    return tuple(gpus), tuple(nics)
+
+
+def shared_nic_shape() -> HostShape:
+    """An 8-GPU inference host with 4 NICs: 2 sockets, one cell each (56 cores x 2 threads, 1 TiB: 32 / 192 /
+    800 GiB in 4K / 2M / 1G), per socket 4 GPUs and 2 NICs (no VFs), every 2 GPUs sharing a switch with 1 NIC
+    (:func:`_shared_nic_socket`); SLIT 10 / 21."""
+    pcie = tuple(_shared_nic_socket(buses) for buses in SHARED_NIC_RC_BUSES)
+    cell = CellSpec(DGX_CORES, 32, 192, 800, gpus=4, nics=2)
+    return HostShape((cell, cell), _matrix(2, lambda a, b: 10 if a == b else 21), pcie=pcie)
+
+
 def hmat_of(shape: HostShape) -> dict[str, dict[str, dict[str, int]]]:
     """The host's ``hmat`` key (the shape ``host show --json`` uses): every CPU cell to every cell."""
     out: dict[str, dict[str, dict[str, int]]] = {}

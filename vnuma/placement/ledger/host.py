@@ -52,6 +52,7 @@ class HostShape:
         "neighbors",
         "nics",
         "ratings",
+        "rdma_near",
         "socket_of",
         "template",
         "threads_total",
@@ -110,6 +111,9 @@ class HostShape:
         self.near: dict[tuple[str, bool], tuple[tuple[int, PciDevice], ...]] = {}
         """(GPU, virtual functions?) -> (level rank, NIC) for every NIC (or VF), best first, filled as asked
         (:func:`vnuma.placement.nics.near`)."""
+        self.rdma_near: dict[tuple[str, str], tuple[PciDevice, ...]] = {}
+        """(GPU, level) -> the NICs (physical functions) within that level of it, filled as asked
+        (:func:`vnuma.placement.nics.rdma_ready`)."""
         self.threads_total = sum(c.threads_total for c in self.cells)
         self.mem_total_kib = sum(size * n for c in self.cells for size, n in c.pages_total.items())
         self.width = max((c.width for c in self.cells), default=1)
