@@ -135,7 +135,9 @@ def test_a_new_file_is_created_then_placed_on_through_sqlite3(tmp_path: Path) ->
     assert access.sqlite_file(url) is not None
 
 
-@pytest.fixture(params=sorted(p.name for p in UPSTREAM.glob("*.xml")))
+# The machines hwloc's XML tests carry as they are; the POWER9 one (made from a sysfs snapshot) counts its
+# 64 KiB base pages, so it has no 4 KiB pool to place on.
+@pytest.fixture(params=sorted(p.name for p in UPSTREAM.glob("*.xml") if b"<page_type" not in p.read_bytes()))
 def upstream(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
     """A fresh inventory holding one of hwloc's own test machines (no hugepage counts) and a tenant."""
     with open_inventory(db_url) as inv:

@@ -198,3 +198,60 @@ def test_a_drain_moves_cold_tiers_only_where_memory_only_pages_are_left(solver: 
     assert all(p.host == "b" and p.cold and p.cold[0].host_cell == 2 for p in moved)
     assert sum(p.cold_kib for p in moved) <= 12 * GIB
     check_fleet([a, b], moved, {"t1": Isolation.CORE})
+
+
+# --- GPU memory as NUMA nodes: recorded with its GPU, never a cold tier ----------------------
+
+POWER9 = DATA / "hwloc" / "upstream" / "power9-nvidia-gpu-numanodes.xml"
+HOT_AND_GPU = "hbm is a hot tier, gpu is a GPU's own memory"
+
+
+def _gpu_memory(host: Host, gpus: dict[int, str]) -> Host:
+    """``host`` with its memory-only cells ``gpus`` turned into those GPUs' own memory."""
+    cells = tuple(replace(c, gpu=gpus[c.id], subtype="GPUMemory") if c.id in gpus else c for c in host.cells)
+    return replace(host, cells=cells)
+
+
+def test_hwlocs_power9_snapshot_has_six_gpu_memory_cells_each_naming_its_gpu() -> None:
+    host = parse_hwloc(POWER9.read_bytes(), name="p9", what=POWER9.name)
+    gpu_cells = {c.id: c.gpu for c in host.cells if c.gpu_memory}
+    # hwloc's own expected output (tests/hwloc/linux/nvidiagpunumanodes.kept.output) pairs them so.
+    assert gpu_cells == {
+        250: "0035:05:00.0", 251: "0035:04:00.0", 252: "0007:00:00.0",
+        253: "0006:00:00.0", 254: "0004:06:00.0", 255: "0004:05:00.0",
+    }
+    gpus = {d.address: d for d in host.devices if d.kind == "gpu"}
+    assert set(gpu_cells.values()) == set(gpus)
+    assert all(host.cell(i).memory_only and host.cell(i).memory_kib == 15 * GIB for i in gpu_cells)
+    # Each GPU is local to the CPU cell of its package, not to its own memory.
+    assert {a: d.numa_node for a, d in gpus.items()} == {
+        "0004:05:00.0": 0, "0004:06:00.0": 0, "0006:00:00.0": 0,
+        "0007:00:00.0": 8, "0035:04:00.0": 8, "0035:05:00.0": 8,
+    }
+    assert [c.id for c in host.cells if c.cpus] == [0, 8]
+    assert [(c.id, c.kind, c.capacity) for c in cold_cells(host)] == [(i, "gpu", False) for i in sorted(gpu_cells)]
+
+
+@pytest.mark.parametrize("tier", [ColdTier.ANY, ColdTier.CXL], ids=["any", "cxl"])
+def test_a_host_whose_only_memory_only_cells_are_gpu_memory_refuses_cold_memory(tier: ColdTier) -> None:
+    p9 = parse_hwloc(POWER9.read_bytes(), name="p9")
+    built = _gpu_memory(make_host("built", cells=2, memory_only_cells=2), {2: "0000:10:00.0", 3: "0000:20:00.0"})
+    for host, seen in ((p9, ", ".join(f"cell {i} gpu" for i in range(250, 256))), (built, "cell 2 gpu, cell 3 gpu")):
+        result = place(request("a", vcpus=2, memory_gib=1, cold_memory_kib=GIB, cold_tier=tier), _fleet(host))
+        assert result.chosen is None
+        (why,) = result.rejections
+        kind = "of kind cxl" if tier is ColdTier.CXL else f"of a capacity tier ({HOT_AND_GPU})"
+        assert (why.check, why.reason) == ("cold-memory", f"no memory-only cell {kind} for cold memory ({seen})")
+
+
+def test_gpu_memory_is_passed_over_for_a_plain_memory_only_cell_even_when_it_would_win() -> None:
+    # Cell 2 (the lower id, as near as cell 3) would win every tie: as a GPU's memory it is never chosen.
+    host = _gpu_memory(make_host("h", cells=2, memory_only_cells=2, memory_only_gib=16), {2: "0000:10:00.0"})
+    fleet = _fleet(host)
+    for i in range(2):
+        chosen = place(request(f"v{i}", vcpus=2, memory_gib=1, cold_memory_kib=8 * GIB), fleet).chosen
+        assert chosen is not None and chosen.cold[0].host_cell == 3
+        fleet.add(chosen)
+    full = place(request("v2", vcpus=2, memory_gib=1, cold_memory_kib=8 * GIB), fleet)
+    assert full.chosen is None and "memory-only cell 3 has 0 KiB free" in full.rejections[0].reason
+    assert fleet.state(host.name).cold_free[(2, 4)] == 16 * GIB // 4  # untouched

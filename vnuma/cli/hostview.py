@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vnuma.cli import output
-from vnuma.topology import Host, format_cpuset, format_size_kib
+from vnuma.topology import Cell, Host, format_cpuset, format_size_kib
 from vnuma.topology.resctrl import default_schemata, l3_banks
 
 
@@ -24,7 +24,7 @@ def host_tables(host: Host) -> None:
             (
                 cell.id,
                 ",".join(map(str, sockets)) or "-",
-                format_cpuset(cell.cpu_ids) or "(memory only)",
+                format_cpuset(cell.cpu_ids) or _memory_only(cell),
                 len(cell.cpus),
                 len(cores),
                 format_size_kib(cell.memory_kib),
@@ -51,6 +51,13 @@ def host_tables(host: Host) -> None:
             [(c.id, *(c.distance_to(o) for o in ids)) for c in host.cells],
         )
     resctrl_tables(host)
+
+
+def _memory_only(cell: Cell) -> str:
+    """The CPUS column of a memory-only cell: ``(memory only)``, or whose GPU memory it is."""
+    if cell.gpu_memory:
+        return f"(GPU memory of {cell.gpu})" if cell.gpu is not None else "(GPU memory)"
+    return "(memory only)"
 
 
 def partition_table(host: Host) -> None:

@@ -86,6 +86,7 @@ def _cell_to_dict(cell: Cell, kind: str, tier: int) -> dict[str, Any]:
         "pages": pages,
         "distances": distances,
         "subtype": cell.subtype,
+        "gpu": cell.gpu,
         "kind": kind,
         "tier": tier,
         "caches": [
@@ -179,6 +180,7 @@ def _cell_from_dict(value: object, parent: At, i: int) -> Cell:
         distances=take(d, "distances", at, int_map, {}),
         subtype=take(d, "subtype", at, as_opt_str, None),
         caches=take(d, "caches", at, _CACHES, []),
+        gpu=take(d, "gpu", at, as_opt_str, None),
     )
 
 

@@ -6,7 +6,8 @@ host?) and by the build (which one, for the CPU cells chosen):
 * **Eligible** cells are memory-only cells of a *capacity* tier: kind ``cxl`` or ``unknown``
   (:func:`vnuma.topology.hmat.cell_kinds`), or ``dram`` that HMAT rates below the host's best local
   DRAM bandwidth. ``hbm`` (HBM, MCDRAM: faster than local DRAM) is a hot tier and never serves cold
-  memory. ``--cold-tier cxl`` keeps the ``cxl`` cells only.
+  memory. A GPU's own memory (:attr:`vnuma.topology.Cell.gpu_memory`, kind ``gpu``) is never eligible,
+  whatever HMAT says of it: it belongs to its GPU. ``--cold-tier cxl`` keeps the ``cxl`` cells only.
 * **Pages**: the largest page size the cell offers that divides the cold memory and has the pages
   free (its hugepage pool, else its 4 KiB memory).
 * **Choice**: among the eligible cells with room, the best HMAT read bandwidth from the VM's CPU cells
@@ -54,7 +55,7 @@ def cold_cells(host: Host) -> tuple[ColdCell, ...]:
         kind = kinds[cell.id]
         rated = {c.id: row[cell.id] for c in cpu_cells if cell.id in (row := bandwidth.get(c.id, {}))}
         slower = bool(rated) and local > 0 and max(rated.values()) < local
-        capacity = kind in ("cxl", "unknown") or (kind == "dram" and slower)
+        capacity = not cell.gpu_memory and (kind in ("cxl", "unknown") or (kind == "dram" and slower))
         sizes = tuple(sorted(pools_of(host, cell.id), reverse=True))
         out.append(ColdCell(
             cell.id, kind, capacity, sizes, rated,
@@ -119,7 +120,8 @@ def refusal(cells: tuple[ColdCell, ...], free: Mapping[tuple[int, int], int], re
     usable = eligible(cells, req.cold_tier)
     if not usable:
         seen = ", ".join(f"cell {c.id} {c.kind}" for c in cells)
-        why = "of kind cxl" if req.cold_tier is ColdTier.CXL else "of a capacity tier (hbm is a hot tier)"
+        hot = "hbm is a hot tier" + (", gpu is a GPU's own memory" if any(c.kind == "gpu" for c in cells) else "")
+        why = "of kind cxl" if req.cold_tier is ColdTier.CXL else f"of a capacity tier ({hot})"
         return f"no memory-only cell {why} for cold memory ({seen})"
     most = max(usable, key=lambda c: (_free_kib(c, free), -c.id))
     return (

@@ -4,14 +4,16 @@ matrix of NVIDIA's levels (``nvidia-smi topo -m``).
 Pure: no I/O. Only GPUs and NICs and the bridges above them are drawn;
 virtual functions are counted on their physical function, not listed, and
 stay out of the matrix. A device whose root complex is unknown (its node
-device had no sysfs path) hangs under ``(root complex unknown)``.
+device had no sysfs path) hangs under ``(root complex unknown)``. A GPU
+whose own memory is a NUMA node (:attr:`vnuma.topology.Cell.gpu`) says so
+on its line: ``memory: node 255, 15 GiB``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from vnuma.topology import DeviceKind, Host, PciDevice
+from vnuma.topology import DeviceKind, Host, PciDevice, format_cpuset, format_size_kib
 from vnuma.topology.pcie import pcie_level
 
 UNKNOWN_ROOT = "(root complex unknown)"
@@ -43,25 +45,41 @@ def tree_lines(host: Host) -> list[str]:
         if dev.root_complex is not None and dev.numa_node is not None:
             cells.setdefault(dev.root_complex, set()).add(dev.numa_node)
     lines: list[str] = []
+    memory = gpu_memory_texts(host)
     for root in sorted(roots, key=lambda r: (r == UNKNOWN_ROOT, r)):
         nodes = cells.get(root)
         lines.append(root + (f" (cell {','.join(map(str, sorted(nodes)))})" if nodes else ""))
-        _walk(roots[root], "", devices, lines)
+        _walk(roots[root], "", devices, memory, lines)
     return lines
 
 
-def _walk(node: Trie, prefix: str, devices: dict[str, PciDevice], lines: list[str]) -> None:
+def gpu_memory_texts(host: Host) -> dict[str, str]:
+    """``memory: node 255, 15 GiB`` (``nodes 250-251, 30 GiB``) by the address of the GPU those nodes belong to."""
+    nodes: dict[str, list[tuple[int, int]]] = {}
+    for cell in host.cells:
+        if cell.gpu is not None:
+            nodes.setdefault(cell.gpu, []).append((cell.id, cell.memory_kib))
+    return {
+        gpu: f"memory: node{'s' if len(held) > 1 else ''} {format_cpuset(i for i, _k in held)}, "
+        f"{format_size_kib(sum(k for _i, k in held))}"
+        for gpu, held in nodes.items()
+    }
+
+
+def _walk(node: Trie, prefix: str, devices: dict[str, PciDevice], memory: dict[str, str], lines: list[str]) -> None:
     keys = sorted(node)
     for i, key in enumerate(keys):
         last = i == len(keys) - 1
         dev = devices.get(key)
-        lines.append(f"{prefix}{'└─ ' if last else '├─ '}{key}{_describe(dev) if dev else ''}")
-        _walk(node[key], prefix + ("   " if last else "│  "), devices, lines)
+        lines.append(f"{prefix}{'└─ ' if last else '├─ '}{key}{_describe(dev, memory.get(key)) if dev else ''}")
+        _walk(node[key], prefix + ("   " if last else "│  "), devices, memory, lines)
 
 
-def _describe(dev: PciDevice) -> str:
+def _describe(dev: PciDevice, memory: str | None) -> str:
     cell = "-" if dev.numa_node is None else dev.numa_node
     parts = [f"  {dev.kind} {dev.vendor_id}:{dev.product_id}", f"cell {cell}"]
+    if memory is not None:
+        parts.append(memory)
     if dev.link is not None:
         link = dev.link
         parts.append(f"x{link.width} {link.speed_gts:g} GT/s")

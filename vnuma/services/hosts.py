@@ -291,6 +291,8 @@ def diff_hosts(old: Host, new: Host) -> list[str]:
         a, b = old_cells[cid], new_cells[cid]
         if (a.subtype, a.caches) != (b.subtype, b.caches):
             out.append(f"cell {cid}: memory kind or memory-side caches changed")
+        if a.gpu != b.gpu:
+            out.append(f"cell {cid}: GPU memory of {a.gpu or '-'} -> {b.gpu or '-'}")
     if old.hmat != new.hmat:
         out.append("HMAT latency/bandwidth figures changed")
     out.extend(_resctrl_changes(old.resctrl, new.resctrl))

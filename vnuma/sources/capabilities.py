@@ -16,6 +16,18 @@ gets None for those and ``siblings = {id}``; a cell without ``<memory>``
 takes the sum of its page pools (0 without pools); a cell without ``<cpus>``
 or with ``<cpus num='0'/>`` is memory-only.
 
+GPU memory (a GPU's own memory as a NUMA node: POWER9 with NVLink, Grace
+Hopper in NUMA mode) cannot be told apart here, by decision rather than by
+omission: libvirt writes no memory type and no PCI address for a cell, and its
+``<interconnects>`` name initiators and targets as NUMA cells, never as a
+GPU, so such a node reads as a plain memory-only cell (``Cell.gpu`` None).
+vnuma does not guess it from node numbers (POWER's 250-255) or from an HMAT
+initiator without CPUs (refused, as for any HMAT). Only hwloc names it
+(subtype ``GPUMemory`` and ``PCIBusID``, :mod:`vnuma.sources.hwloc`): a host
+read from capabilities or libvirt shows such nodes as memory-only cells of
+kind ``unknown`` (or as HMAT rates them), which the cold tier may take; a host
+imported with ``host import --hwloc`` has them recognised.
+
 Limits (see :mod:`vnuma.sources.xmlsafe`): cell and CPU ids and page sizes
 up to 2**31 - 1, sizes and counts up to 2**63 - 1 KiB, and a ``siblings``
 list naming at most :data:`MAX_SIBLINGS` CPUs, so a short attribute such as

@@ -9,22 +9,30 @@ ancestor that has one, as Linux puts each CPU in exactly one node. When
 several nodes hang off the same object (DDR next to HBM or CXL memory), the
 CPUs go to the lowest-numbered plain one (no subtype, or ``DRAM``); the
 others, and every node whose ``cpuset`` is empty or absent, become
-memory-only cells. Sizes: ``local_memory`` and ``<page_type size>`` are
-bytes. Socket, die and core ids are the ``os_index`` of the enclosing
-Package, Die (or a ``Group`` of subtype ``Die``) and Core; SMT siblings are
-the PUs of one Core.
+memory-only cells. A node of subtype ``GPUMemory`` (a GPU's own memory:
+POWER9 with NVLink when ``HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES=1``, Grace Hopper
+in NUMA mode) never owns CPUs, though hwloc gives it its GPU's local CPUs as
+``cpuset``; its ``<info name="PCIBusID">`` names the GPU (:attr:`Cell.gpu`,
+in the devices' ``dddd:bb:ss.f`` form; None when absent). Sizes:
+``local_memory`` and ``<page_type size>`` are bytes. Socket, die and core
+ids are the ``os_index`` of the enclosing Package, Die (or a ``Group`` of
+subtype ``Die``) and Core; SMT siblings are the PUs of one Core.
 
 Devices: every ``PCIDev`` and every ``Bridge`` with a ``pci_busid``; the
 class and ids come from ``pci_type`` (``"0302 [10de:2330] [10de:16c1] a1"``),
 the NUMA node from the nearest ancestor's ``nodeset`` when it holds exactly
-one node, the parent from the nearest upstream bridge with an address, the
-bridges from every upstream bridge with an address (nearest first), and the
-root complex from the host bridge above them (``bridge_type="0-1"``,
-``bridge_pci="0000:[16-17]"`` is ``pci0000:16``; unknown without one). hwloc
-gives a link's bandwidth only (``pci_link_speed``, GB/s), not its speed and
-width: the link stays unknown.
+one node besides GPU-memory nodes (a GPU is local to its CPUs' node, not to
+its own memory), the parent from the nearest upstream bridge with an
+address, the bridges from every upstream bridge with an address (nearest
+first), and the root complex from the host bridge above them
+(``bridge_type="0-1"``, ``bridge_pci="0000:[16-17]"`` is ``pci0000:16``;
+unknown without one). hwloc gives a link's bandwidth only
+(``pci_link_speed``, GB/s), not its speed and width: the link stays unknown.
 Distances: the ``<distances2 type="NUMANode">`` latency matrix (``os`` or
-``gp`` indexing).
+``gp`` indexing). HMAT: memory attributes with cpuset initiators; one whose
+initiator is an object (``initiator_obj_type``: a GPU as the initiator of its
+own memory) is not read, as ``PCIBusID`` already names the GPU and Linux's
+backend writes cpuset initiators only.
 
 hwloc 1.x files (``<topology>`` without ``version``) are refused with an
 InvalidInputError: their NUMA nodes are normal parents and their distance
@@ -43,7 +51,17 @@ from lxml import etree
 from vnuma.errors import InvalidInputError
 from vnuma.sources.nodedev import format_pci_address
 from vnuma.sources.xmlsafe import INT32_MAX, INT64_MAX, element_where, parse_xml, read_int
-from vnuma.topology import Cell, Cpu, Host, PagePool, PciDevice, Source, check_host, device_kind_for_class
+from vnuma.topology import (
+    GPU_MEMORY_SUBTYPE,
+    Cell,
+    Cpu,
+    Host,
+    PagePool,
+    PciDevice,
+    Source,
+    check_host,
+    device_kind_for_class,
+)
 from vnuma.topology.hmat import Hmat
 
 _V1_HINT = "convert it with hwloc 2: `lstopo --input OLD.xml --of xml NEW.xml`"
@@ -117,9 +135,11 @@ def parse_hwloc(data: bytes | str, *, name: str, what: str = "hwloc") -> Host:
                 pages=_pages(node, what),
                 distances=distances.get(node_id, ()),
                 subtype=(node.get("subtype") or "").strip() or None,
+                gpu=_gpu_of(node, what),
             )
         )
-    devices = _unique_devices(_devices(objects, what), what)
+    gpu_nodes = frozenset(c.id for c in cells if c.gpu_memory)
+    devices = _unique_devices(_devices(objects, gpu_nodes, what), what)
     cells = sorted(cells, key=lambda c: c.id)
     host = Host(
         name=name, cells=tuple(cells), devices=devices, source=Source.HWLOC,
@@ -209,11 +229,12 @@ def _attachment(node: etree._Element) -> etree._Element | None:
 
 
 def _cpu_owners(nodes: list[etree._Element], what: str) -> dict[etree._Element, int]:
-    """Map each object with NUMA memory children to the node that owns its CPUs."""
+    """Map each object with NUMA memory children to the node that owns its CPUs (never a GPU's memory)."""
     by_parent: dict[etree._Element, list[etree._Element]] = {}
     for node in nodes:
         parent = _attachment(node)
-        if parent is not None and parse_hwloc_bitmap(node.get("cpuset"), what=what):
+        gpu_memory = (node.get("subtype") or "").strip() == GPU_MEMORY_SUBTYPE
+        if parent is not None and not gpu_memory and parse_hwloc_bitmap(node.get("cpuset"), what=what):
             by_parent.setdefault(parent, []).append(node)
     owners: dict[etree._Element, int] = {}
     for parent, candidates in by_parent.items():
@@ -260,6 +281,16 @@ def _optional_os_index(obj: etree._Element, what: str) -> int | None:
 
 def _bytes_to_kib(obj: etree._Element, attr: str, what: str) -> int:
     return read_int(obj.get(attr, "0"), what=what, element=obj, field=f"attribute {attr}") // 1024
+
+
+def _gpu_of(node: etree._Element, what: str) -> str | None:
+    """The address of the GPU a ``GPUMemory`` node belongs to (its ``PCIBusID``); None for other nodes."""
+    if (node.get("subtype") or "").strip() != GPU_MEMORY_SUBTYPE:
+        return None
+    for info in node.findall("info"):
+        if info.get("name") == "PCIBusID":
+            return _busid_address((info.get("value") or "").strip(), info, "PCIBusID", what)
+    return None
 
 
 def _pages(node: etree._Element, what: str) -> tuple[PagePool, ...]:
@@ -344,10 +375,10 @@ def _node_ids(
     return [known[i] for i in indexes]
 
 
-def _devices(objects: list[etree._Element], what: str) -> Iterable[PciDevice]:
+def _devices(objects: list[etree._Element], gpu_nodes: frozenset[int], what: str) -> Iterable[PciDevice]:
     for obj in objects:
         if obj.get("type") in ("PCIDev", "Bridge") and obj.get("pci_busid"):
-            yield _device(obj, what)
+            yield _device(obj, gpu_nodes, what)
 
 
 def _unique_devices(devices: Iterable[PciDevice], what: str) -> tuple[PciDevice, ...]:
@@ -360,15 +391,19 @@ def _unique_devices(devices: Iterable[PciDevice], what: str) -> tuple[PciDevice,
 
 
 def _pci_address(obj: etree._Element, what: str) -> str:
-    busid = (obj.get("pci_busid") or "").strip()
+    return _busid_address((obj.get("pci_busid") or "").strip(), obj, "pci_busid", what)
+
+
+def _busid_address(busid: str, element: etree._Element, field: str, what: str) -> str:
+    """hwloc's ``0004:05:00.0`` (any case) in the devices' form (:func:`format_pci_address`)."""
     match = _BUSID.match(busid)
     if not match:
-        raise InvalidInputError(f"{element_where(what, obj)}: bad pci_busid {busid!r}")
+        raise InvalidInputError(f"{element_where(what, element)}: bad {field} {busid!r}")
     domain, bus, slot, function = (int(g, 16) for g in match.groups())
     return format_pci_address(domain, bus, slot, function)
 
 
-def _device(obj: etree._Element, what: str) -> PciDevice:
+def _device(obj: etree._Element, gpu_nodes: frozenset[int], what: str) -> PciDevice:
     address = _pci_address(obj, what)
     pci_type = (obj.get("pci_type") or "").strip()
     match = _PCI_TYPE.match(pci_type)
@@ -387,7 +422,7 @@ def _device(obj: etree._Element, what: str) -> PciDevice:
                 root_complex = _root_complex(ancestor.get("bridge_pci"))
         nodeset = ancestor.get("nodeset")
         if nodeset is not None:
-            local = parse_hwloc_bitmap(nodeset, what=element_where(what, ancestor))
+            local = parse_hwloc_bitmap(nodeset, what=element_where(what, ancestor)) - gpu_nodes
             numa_node = next(iter(local)) if len(local) == 1 else None
             break
     pci_class = int(class_id, 16) << 8 | int(prog_if or "0", 16)

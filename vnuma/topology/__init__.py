@@ -24,6 +24,8 @@ PAGE_2M = 2048
 PAGE_1G = 1048576
 KIB_PER_MIB = 1024
 KIB_PER_GIB = 1024 * 1024
+GPU_MEMORY_SUBTYPE = "GPUMemory"
+"""hwloc's subtype of a NUMA node that is a GPU's own memory."""
 
 
 class DeviceKind(StrEnum):
@@ -100,6 +102,10 @@ class Cell:
     itself included (normally 10); empty when the source gives none.
     ``subtype`` is the memory's kind as hwloc names it (``DRAM``, ``HBM``,
     ``CXL-DRAM``...; None from capabilities); ``caches`` its memory-side caches.
+    ``gpu`` is the PCI address (``dddd:bb:ss.f``, as :attr:`PciDevice.address`)
+    of the GPU whose own memory this memory-only node is (hwloc's ``GPUMemory``
+    nodes: POWER9 with NVLink, Grace Hopper in NUMA mode); None for every other
+    cell. See :attr:`gpu_memory`.
     """
 
     id: int
@@ -109,11 +115,21 @@ class Cell:
     distances: tuple[tuple[int, int], ...] = ()
     subtype: str | None = None
     caches: tuple[MemoryCache, ...] = ()
+    gpu: str | None = None
 
     @property
     def memory_only(self) -> bool:
         """True for a cell with memory and no CPUs."""
         return not self.cpus
+
+    @property
+    def gpu_memory(self) -> bool:
+        """True for a GPU's own memory (a GPU named, or hwloc's subtype ``GPUMemory`` without one).
+
+        The one rule for such a cell: it is never guest memory and never a
+        cold tier (it belongs to its GPU, and whoever has the GPU uses it).
+        """
+        return self.gpu is not None or self.subtype == GPU_MEMORY_SUBTYPE
 
     @property
     def cpu_ids(self) -> frozenset[int]:
@@ -262,6 +278,8 @@ def check_host(host: Host) -> Host:
                 raise InvalidInputError(f"{where}: cell {cell.id} has a distance to missing cell {other}")
             if dist < 10:
                 raise InvalidInputError(f"{where}: cell {cell.id} distance {dist} to cell {other} is below 10")
+        if cell.gpu_memory and cell.cpus:
+            raise InvalidInputError(f"{where}: cell {cell.id} is GPU memory but has CPUs")
     for dev in host.devices:
         if dev.numa_node is not None and dev.numa_node not in cell_ids:
             raise InvalidInputError(f"{where}: device {dev.address} is on missing NUMA cell {dev.numa_node}")

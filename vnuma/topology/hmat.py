@@ -12,9 +12,11 @@ A cell's **kind** (:func:`cell_kinds`): hwloc names it (its NUMA node
 ``subtype``: ``DRAM``, ``HBM``/``MCDRAM``, ``CXL``...); capabilities do not,
 so a cell with CPUs is ``dram``, and a memory-only cell is ``hbm`` when its
 best read bandwidth beats every CPU cell's own, ``cxl`` when HMAT rates it
-below, and ``unknown`` without HMAT figures for it. A cell's **tier**
+below, and ``unknown`` without HMAT figures for it. A GPU's own memory
+(:attr:`vnuma.topology.Cell.gpu_memory`) is ``gpu`` whatever HMAT says: it is
+no tier of the host's memory, and ranks last. A cell's **tier**
 (:func:`cell_tiers`) ranks the kinds present on the host, fastest first:
-``hbm``, ``dram``, ``cxl``, ``unknown`` (0 is the fastest tier the host has).
+``hbm``, ``dram``, ``cxl``, ``unknown``, ``gpu`` (0 is the fastest tier the host has).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from vnuma.topology import Host
 
-KINDS = ("hbm", "dram", "cxl", "unknown")
-"""Memory kinds, fastest first."""
+KINDS = ("hbm", "dram", "cxl", "unknown", "gpu")
+"""Memory kinds, fastest first (``gpu``, a GPU's own memory, is no host tier: last)."""
 _SUBTYPES = {"DRAM": "dram", "HBM": "hbm", "MCDRAM": "hbm", "CXL": "cxl", "CXL-DRAM": "cxl", "NVM": "cxl"}
 
 Matrix = tuple[tuple[int, int, int], ...]
@@ -154,7 +156,9 @@ def cell_kinds(host: Host) -> dict[int, str]:
     kinds: dict[int, str] = {}
     for cell in host.cells:
         named = _SUBTYPES.get((cell.subtype or "").upper())
-        if named is not None:
+        if cell.gpu_memory:
+            kinds[cell.id] = "gpu"
+        elif named is not None:
             kinds[cell.id] = named
         elif cell.cpus:
             kinds[cell.id] = "dram"
