@@ -111,6 +111,10 @@ OPENING = {
     ("token", "list"): ["token", "list"],
     ("token", "revoke"): ["token", "revoke", "t1"],
     ("serve",): ["serve", "--listen", "127.0.0.1:1"],
+    ("gpu-profile", "import"): ["gpu-profile", "import", "h100-sxm5-80gb"],
+    ("gpu-profile", "list"): ["gpu-profile", "list"],
+    ("gpu-profile", "show"): ["gpu-profile", "show", "X"],
+    ("gpu-profile", "remove"): ["gpu-profile", "remove", "X"],
 }
 # `db status` reads the revision without opening; `db upgrade` is the way out; `simulate`
 # and `trace` have no inventory.

@@ -296,6 +296,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "config": ("vnuma.cli.configuring", "app", "Site configuration: the effective settings and where each comes from."),
     "serve": ("vnuma.cli.serving", "serve", None),
     "token": ("vnuma.cli.tokens", "app", "Bearer tokens of the HTTP API (vnuma serve): create, list, revoke."),
+    "gpu-profile": ("vnuma.cli.gpuprofiles", "app", "MIG geometries by GPU model: import, list, show, remove."),
 }
 
 

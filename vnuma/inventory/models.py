@@ -334,3 +334,15 @@ class ApiToken(Base):
     created_at: Mapped[str] = mapped_column(String(40))
     expires_at: Mapped[str | None] = mapped_column(String(40))
     revoked_at: Mapped[str | None] = mapped_column(String(40))
+
+
+class GpuProfile(Base):
+    """A GPU model's MIG geometry (:mod:`.gpuprofiles`): the profile file's JSON, the PCI ids it matches."""
+
+    __tablename__ = "gpu_profiles"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model: Mapped[str] = mapped_column(String(255), unique=True)
+    pci_ids: Mapped[str] = mapped_column(Text)
+    document: Mapped[str] = mapped_column(Text)
+    imported_at: Mapped[str] = mapped_column(String(40))

@@ -1,0 +1,95 @@
+"""`vnuma gpu-profile`: MIG geometries imported from the shipped files, profile files and saved nvidia-smi
+text; kept, listed, replaced and removed; bad input refused with the inventory unchanged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import Cli, refused_unchanged
+
+SMI = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-40GB"
+
+
+def test_a_shipped_profile_is_kept_by_name_and_shown(cli: Cli) -> None:
+    shipped = cli.ok("gpu-profile", "list", "--shipped", "--json").json()
+    assert [s["name"] for s in shipped] == ["a100-sxm4-40gb", "h100-sxm5-80gb"]
+    assert cli.ok("gpu-profile", "list", "--json").json() == []
+    made = cli.ok("gpu-profile", "import", "h100-sxm5-80gb", "--json").json()
+    assert made["replaced"] is False and made["model"] == H100
+    kept = cli.ok("gpu-profile", "list", "--json").json()
+    h100 = next(s for s in shipped if s["name"] == "h100-sxm5-80gb")
+    assert kept == [{k: v for k, v in h100.items() if k != "name"}]
+    assert cli.ok("gpu-profile", "show", H100, "--json").json() == kept[0]
+    table = cli.ok("gpu-profile", "show", H100).stdout
+    assert "3g.40gb" in table and "0,4" in table and "source:" in table
+    entries = cli.ok("log", "--json").json()
+    assert [c["op"] for e in entries for c in e["changes"]][-1] == "gpu-profile-import"
+
+
+def test_nvidia_smi_text_gives_the_shipped_geometry(cli: Cli) -> None:
+    cli.ok("gpu-profile", "import", str(SMI / "a100-sxm4-40gb-lgip.txt"), "--lgipp",
+           str(SMI / "a100-sxm4-40gb-lgipp.txt"), "--model", A100, "--pci-id", "0x10de:0x20b0")
+    read = cli.ok("gpu-profile", "show", A100, "--json").json()
+    shipped = next(s for s in cli.ok("gpu-profile", "list", "--shipped", "--json").json() if s["model"] == A100)
+    assert {k: v for k, v in read.items() if k != "source"} == {
+        k: v for k, v in shipped.items() if k not in ("source", "name")
+    }
+    assert "lgip" in read["source"]
+
+
+def test_a_profile_file_in_json_and_replace(cli: Cli, tmp_path: Path) -> None:
+    cli.ok("gpu-profile", "import", "a100-sxm4-40gb")
+    doc = cli.ok("gpu-profile", "show", A100, "--json").json()
+    doc["profiles"] = [p for p in doc["profiles"] if p["name"] != "1g.5gb+me"]
+    path = tmp_path / "a100.json"
+    path.write_text(json.dumps(doc))
+    refused_unchanged(cli, ["gpu-profile", "import", str(path)], 9, "already has a MIG profile")
+    assert cli.ok("gpu-profile", "import", str(path), "--replace", "--json").json()["replaced"] is True
+    names = [p["name"] for p in cli.ok("gpu-profile", "show", A100, "--json").json()["profiles"]]
+    assert "1g.5gb+me" not in names and "7g.40gb" in names
+    cli.ok("gpu-profile", "remove", A100)
+    assert cli.ok("gpu-profile", "list", "--json").json() == []
+    refused_unchanged(cli, ["gpu-profile", "remove", A100], 3, "no MIG profile")
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda d: d["profiles"][4].update(starts=[0, 6]), "goes past the GPU's 8"),
+        (lambda d: d["profiles"][4].update(starts=[0, 2]), "not a multiple"),
+        (lambda d: d.update(colour="green"), "unknown key 'colour'"),
+        (lambda d: d["profiles"].append(dict(d["profiles"][0])), "two profiles have the name"),
+        (lambda d: d.update(profiles=[]), "profile list is empty"),
+    ],
+)
+def test_a_bad_profile_file_changes_nothing(cli: Cli, tmp_path: Path, change: object, words: str) -> None:
+    cli.ok("gpu-profile", "import", "h100-sxm5-80gb")
+    doc = cli.ok("gpu-profile", "show", H100, "--json").json()
+    doc["model"] = "Other GPU"
+    doc["pci_ids"] = ["0x10de:0x9999"]
+    change(doc)  # type: ignore[operator]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    refused_unchanged(cli, ["gpu-profile", "import", str(path)], 4, words)
+
+
+def test_bad_sources_are_refused(cli: Cli, tmp_path: Path) -> None:
+    cli.ok("gpu-profile", "import", "h100-sxm5-80gb")
+    refused_unchanged(cli, ["gpu-profile", "import", "h200"], 4, "neither a .toml/.json profile file")
+    refused_unchanged(cli, ["gpu-profile", "import", str(tmp_path / "none.toml")], 4, "no such MIG profile file")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("model = [")
+    refused_unchanged(cli, ["gpu-profile", "import", str(broken)], 4, "not valid TOML")
+    lgip, lgipp = str(SMI / "h100-sxm5-80gb-lgip.txt"), str(SMI / "h100-sxm5-80gb-lgipp.txt")
+    refused_unchanged(cli, ["gpu-profile", "import", lgip, "--lgipp", lgipp], 4, "--model")
+    refused_unchanged(cli, ["gpu-profile", "import", lgipp, "--lgipp", lgipp, "--model", "X"], 4, "-lgip text")
+    refused_unchanged(cli, ["gpu-profile", "import", "a100-sxm4-40gb", "--model", "X"], 4, "go with nvidia-smi")
+    # another model may not take a PCI id a kept model lists
+    refused_unchanged(cli, ["gpu-profile", "import", lgip, "--lgipp", lgipp, "--model", "H100 copy", "--pci-id",
+                            "0x10de:0x2330"], 9, "already belongs to GPU model")
+    refused_unchanged(cli, ["gpu-profile", "show", "nothing"], 3, "no MIG profile")
