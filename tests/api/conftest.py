@@ -88,9 +88,11 @@ def start(
 
 
 def prepared(cli: Cli) -> dict[str, str]:
-    """Two demo hosts (4 cells x 32 pCPUs, 2 GPUs per cell), tenants a and b, a VM of each; the tokens."""
+    """Two demo hosts (4 cells x 32 pCPUs, 2 GPUs per cell) whose GPUs have a MIG geometry, tenants a and b, a
+    VM of each; the tokens."""
     cli.ok("host", "add", "h1", "--demo")
     cli.ok("host", "add", "h2", "--demo")
+    cli.ok("gpu-profile", "import", str(REPO / "tests" / "data" / "gpu-profiles" / "demo-h100-pcie.json"))
     for t in ("tenant-a", "tenant-b"):
         cli.ok("tenant", "create", t)
         cli.ok("place", t, "--vcpus", "4", "--memory", "8GiB", "--name", f"{t}-vm0")

@@ -93,3 +93,37 @@ def test_bad_sources_are_refused(cli: Cli, tmp_path: Path) -> None:
     refused_unchanged(cli, ["gpu-profile", "import", lgip, "--lgipp", lgipp, "--model", "H100 copy", "--pci-id",
                             "0x10de:0x2330"], 9, "already belongs to GPU model")
     refused_unchanged(cli, ["gpu-profile", "show", "nothing"], 3, "no MIG profile")
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_host_show_lists_the_mig_profiles_of_gpus_whose_model_is_kept(cli: Cli, tmp_path: Path) -> None:
+    """The SR-IOV fixture's GPU is an H100 PCIe (10de:2331): a copy of the H100 geometry listing that id gives
+    it MIG profiles; the VF is never listed; the stored topology never holds the geometry."""
+    cli.ok("host", "import", "v", "--capabilities", str(DATA / "capabilities" / "x86-2cell-smt-resctrl.xml"),
+           "--nodedev", str(DATA / "nodedev" / "gpu-sriov-vfs.xml"))
+    before = cli.ok("host", "show", "v", "--json").json()
+    assert before["gpu_profiles"] == [] and all(
+        "profile" not in p for d in before["devices"] for p in d["partitions"]
+    )
+    cli.ok("gpu-profile", "import", "h100-sxm5-80gb")  # 10de:2330: not this GPU
+    assert cli.ok("host", "show", "v", "--json").json() == before
+    doc = cli.ok("gpu-profile", "show", H100, "--json").json()
+    doc.update(model="NVIDIA H100 PCIe", pci_ids=["0x10de:0x2331"])
+    path = tmp_path / "h100-pcie.json"
+    path.write_text(json.dumps(doc))
+    cli.ok("gpu-profile", "import", str(path))
+    shown = cli.ok("host", "show", "v", "--json").json()
+    assert [g["model"] for g in shown["gpu_profiles"]] == ["NVIDIA H100 PCIe"]
+    by_address = {d["address"]: d for d in shown["devices"]}
+    mig = [p for p in by_address["0000:3b:00.0"]["partitions"] if "profile" in p]
+    assert [(p["profile"], p["free"], p["total"]) for p in mig] == [
+        ("1g.10gb", 7, 7), ("1g.10gb+me", 1, 1), ("1g.20gb", 4, 4), ("2g.20gb", 3, 3), ("3g.40gb", 2, 2),
+        ("4g.40gb", 1, 1), ("7g.80gb", 1, 1),
+    ]
+    assert all(not [p for p in d["partitions"] if "profile" in p] for a, d in by_address.items() if a != "0000:3b:00.0")
+    table = cli.ok("host", "show", "v").stdout
+    assert "GPU MIG profiles" in table and "NVIDIA H100 PCIe" in table and "3g.40gb" in table
+    cli.ok("gpu-profile", "remove", "NVIDIA H100 PCIe")
+    assert cli.ok("host", "show", "v", "--json").json() == before

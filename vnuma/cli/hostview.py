@@ -61,8 +61,9 @@ def _memory_only(cell: Cell) -> str:
 
 
 def partition_table(host: Host) -> None:
-    """Each GPU's vGPU types (offered itself or through its virtual functions), when any GPU offers one."""
-    from vnuma.topology.partitions import vgpu_partitions
+    """Each GPU's vGPU types (offered itself or through its virtual functions), and the MIG profiles of the
+    GPUs whose model has a kept geometry, when any GPU has either."""
+    from vnuma.topology.partitions import mig_geometry, mig_partitions, vgpu_partitions
 
     partitions = vgpu_partitions(host)
     if partitions:
@@ -70,6 +71,14 @@ def partition_table(host: Host) -> None:
             "GPU partitions (vGPU types; every GPU is whole until vnuma places partitions)",
             ["GPU", "TYPE", "NAME", "FREE", "TOTAL"],
             [(gpu, p.type, p.name, p.total, p.total) for gpu, ps in sorted(partitions.items()) for p in ps],
+        )
+    mig, models = mig_partitions(host), mig_geometry(host)
+    if mig:
+        output.echo_table(
+            "GPU MIG profiles (vnuma gpu-profile; TOTAL: instances of the profile alone on the empty GPU)",
+            ["GPU", "MODEL", "PROFILES (FREE/TOTAL)"],
+            [(gpu, models[gpu].model, ", ".join(f"{m.profile} {m.total}/{m.total}" for m in ms))
+             for gpu, ms in sorted(mig.items())],
         )
 
 

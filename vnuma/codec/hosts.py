@@ -27,6 +27,7 @@ from vnuma.codec.checks import (
 from vnuma.codec.hmat import hmat_from_dict, hmat_to_dict
 from vnuma.codec.resctrl import resctrl_from_dict, resctrl_to_dict
 from vnuma.errors import InvalidInputError
+from vnuma.sources.migprofiles import geometry_from_dict, profile_document
 from vnuma.topology import (
     Cell,
     Cpu,
@@ -42,7 +43,7 @@ from vnuma.topology import (
     format_size_kib,
 )
 from vnuma.topology.hmat import NO_HMAT, cell_kinds, cell_tiers
-from vnuma.topology.partitions import Partition, vgpu_partitions
+from vnuma.topology.partitions import MigPartition, Partition, mig_partitions, vgpu_partitions
 from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, ResctrlPolicy
 
@@ -52,7 +53,7 @@ _KIND = enum_of(DeviceKind)
 
 def host_to_dict(host: Host) -> dict[str, Any]:
     """The host as a JSON-ready dict (see the module docstring for the contract)."""
-    kinds, tiers, partitions = cell_kinds(host), cell_tiers(host), vgpu_partitions(host)
+    kinds, tiers, partitions, mig = cell_kinds(host), cell_tiers(host), vgpu_partitions(host), mig_partitions(host)
     return {
         "name": host.name,
         "uri": host.uri,
@@ -64,9 +65,10 @@ def host_to_dict(host: Host) -> dict[str, Any]:
             "mem_bw_limit": host.resctrl_policy.mem_bw_limit,
         },
         "cells": [_cell_to_dict(c, kinds[c.id], tiers[c.id]) for c in host.cells],
-        "devices": [_device_to_dict(d, partitions.get(d.address, ())) for d in host.devices],
+        "devices": [_device_to_dict(d, partitions.get(d.address, ()), mig.get(d.address, ())) for d in host.devices],
         "resctrl": resctrl_to_dict(host.resctrl, host.cells_of),
         "hmat": hmat_to_dict(host.hmat),
+        "gpu_profiles": [profile_document(g) for g in host.gpu_profiles],
     }
 
 
@@ -97,7 +99,9 @@ def _cell_to_dict(cell: Cell, kind: str, tier: int) -> dict[str, Any]:
     }
 
 
-def _device_to_dict(dev: PciDevice, partitions: tuple[Partition, ...]) -> dict[str, Any]:
+def _device_to_dict(
+    dev: PciDevice, partitions: tuple[Partition, ...], mig: tuple[MigPartition, ...]
+) -> dict[str, Any]:
     link = dev.link
     return {
         "address": dev.address,
@@ -123,7 +127,8 @@ def _device_to_dict(dev: PciDevice, partitions: tuple[Partition, ...]) -> dict[s
             for t in dev.mdev_types
         ],
         "mode": None,
-        "partitions": [{"type": p.type, "name": p.name, "free": p.total, "total": p.total} for p in partitions],
+        "partitions": [{"type": p.type, "name": p.name, "free": p.total, "total": p.total} for p in partitions]
+        + [{"profile": m.profile, "free": m.total, "total": m.total} for m in mig],
     }
 
 
@@ -149,6 +154,10 @@ def host_from_dict(d: Mapping[str, Any]) -> Host:
         resctrl_policy=_policy(d.get("resctrl_policy"), at.key("resctrl_policy")),
         hmat=hmat_from_dict(d["hmat"], at.key("hmat")) if d.get("hmat") is not None else NO_HMAT,
         resctrl=resctrl_from_dict(d["resctrl"], at.key("resctrl")) if d.get("resctrl") is not None else NO_RESCTRL,
+        gpu_profiles=tuple(
+            geometry_from_dict(g, f"{at.doc}: gpu_profiles[{i}]")
+            for i, g in enumerate(take(d, "gpu_profiles", at, as_list, []))
+        ),
     )
     return check_host(host)
 

@@ -19,11 +19,13 @@ from vnuma.inventory import audit
 from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.executor import Executor, Row
+from vnuma.inventory.gpuprofiles import list_profiles
 from vnuma.inventory.schema import VmState
 from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.placement.resctrl import parse_asks
 from vnuma.topology import Host
+from vnuma.topology.partitions import with_gpu_profiles
 
 TENANTS = "SELECT name, isolation, max_vcpus, max_gpus, resctrl FROM tenants ORDER BY name"
 FLEET_HOSTS = (
@@ -120,8 +122,8 @@ def read_snapshot(x: Executor) -> Snapshot:
 
 
 def read_host(x: Executor, name: str) -> Host:
-    """One host (NotFoundError if unknown)."""
-    return host_of(name, x.rows(HOST, {"name": name}))[1]
+    """One host (NotFoundError if unknown), with the MIG geometries kept for its GPUs' models."""
+    return with_gpu_profiles(host_of(name, x.rows(HOST, {"name": name}))[1], list_profiles(x))
 
 
 def host_of(name: str, rows: list[Row]) -> tuple[int, Host]:

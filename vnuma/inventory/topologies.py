@@ -2,7 +2,8 @@
 
 The ``hosts.topology`` column holds ``codec.host_to_dict(host)`` without the
 keys that have columns of their own (``name``, ``uri``, ``source``,
-``reserved_cpus``, ``cordoned``, ``resctrl_policy``), and without ``resctrl`` when the host has
+``reserved_cpus``, ``cordoned``, ``resctrl_policy``) or come from other tables
+(``gpu_profiles``), and without ``resctrl`` when the host has
 none and ``hmat`` when it publishes none (so texts written before vnuma read
 them stay what they are).
 Hosts of one hardware model therefore store the same text, and
@@ -39,7 +40,7 @@ The text is read only for rows without a digest (written behind vnuma's back).""
 def encode_topology(host: Host) -> str:
     """The topology column's text for a host (its shape only: no name, URI, source, reservation or cordon)."""
     doc: dict[str, Any] = host_to_dict(host)
-    for key in _OWN_COLUMNS:
+    for key in (*_OWN_COLUMNS, "gpu_profiles"):  # MIG geometries: the inventory's gpu_profiles table
         del doc[key]
     if host.resctrl.empty:
         del doc["resctrl"]

@@ -61,6 +61,15 @@ def parse_profile(text: str | bytes, fmt: Literal["toml", "json"], origin: str =
             raise ProfileError(f"{origin}: unknown profile format {fmt!r} (toml or json)")
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
         raise ProfileError(f"{origin}: not valid {fmt.upper()}: {err}") from err
+    return geometry_from_dict(data, origin)
+
+
+def geometry_from_dict(data: Any, origin: str) -> MigGeometry:
+    """A geometry from a profile file's keys, already parsed (the inverse of :func:`profile_document`).
+
+    Raises:
+        ProfileError: keys missing, unknown or of the wrong type, or a geometry that fails the checks.
+    """
     if not isinstance(data, dict):
         raise ProfileError(f"{origin}: the top level must be a table of keys")
     _known_keys(data, _GEOMETRY_KEYS, origin)

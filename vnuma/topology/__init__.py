@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from vnuma.errors import InvalidInputError
 from vnuma.topology.hmat import NO_HMAT, Hmat, hmat_problem
+from vnuma.topology.mig import MigGeometry
 from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, Resctrl, ResctrlPolicy, resctrl_problem
 
@@ -216,6 +217,9 @@ class Host:
     """Rated latency and bandwidth between cells (:mod:`vnuma.topology.hmat`), empty when the host gives none."""
     resctrl_policy: ResctrlPolicy = NO_POLICY
     """The operator's cache ways for the host's own processes and memory-bandwidth limit (host reserve)."""
+    gpu_profiles: tuple[MigGeometry, ...] = ()
+    """The MIG geometries the inventory keeps for the models of this host's GPUs
+    (:func:`vnuma.topology.partitions.with_gpu_profiles`); not part of the stored topology."""
 
     @property
     def cpu_ids(self) -> frozenset[int]:

@@ -8,13 +8,20 @@ the physical function offers itself, the driver's available instances
 (the only figure there is until vnuma claims partitions: then vnuma counts
 its own claims rather than a count that drops as instances are created).
 Free equals total while vnuma places no partitions.
+
+MIG: a GPU whose PCI ``vendor:device`` a kept geometry lists
+(:func:`vnuma.topology.mig.geometry_for`, over :attr:`Host.gpu_profiles`) can
+hold instances of each of its profiles; a profile's total is how many
+instances of it alone fit on the empty GPU (:func:`vnuma.topology.mig.free_counts`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from vnuma.topology import DeviceKind, Host
+from vnuma.topology.mig import MigGeometry, free_counts, geometry_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,4 +51,38 @@ def vgpu_partitions(host: Host) -> dict[str, tuple[Partition, ...]]:
                 counts[t.id] = counts.get(t.id, 0) + 1
         if counts:
             out[gpu.address] = tuple(Partition(i, names[i], counts[i]) for i in sorted(counts))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class MigPartition:
+    """One MIG profile a GPU offers, and how many instances of it alone the GPU holds."""
+
+    profile: str
+    total: int
+
+
+def _gpus(host: Host) -> list[tuple[str, str, str]]:
+    """(address, vendor id, product id) of the host's GPUs (physical functions)."""
+    return [(d.address, d.vendor_id, d.product_id) for d in host.devices if d.kind is DeviceKind.GPU and d.pf is None]
+
+
+def with_gpu_profiles(host: Host, geometries: Iterable[MigGeometry]) -> Host:
+    """``host`` carrying the geometries (of ``geometries``) that match one of its GPUs."""
+    geometries = tuple(geometries)
+    wanted = {id(g): g for _a, v, p in _gpus(host) if (g := geometry_for(geometries, v, p)) is not None}
+    return replace(host, gpu_profiles=tuple(sorted(wanted.values(), key=lambda g: g.model)))
+
+
+def mig_geometry(host: Host) -> dict[str, MigGeometry]:
+    """GPU address -> the MIG geometry of its model (GPUs of a model without a kept geometry are absent)."""
+    return {a: g for a, v, p in _gpus(host) if (g := geometry_for(host.gpu_profiles, v, p)) is not None}
+
+
+def mig_partitions(host: Host) -> dict[str, tuple[MigPartition, ...]]:
+    """GPU address -> the MIG profiles it offers, in the geometry's order."""
+    out: dict[str, tuple[MigPartition, ...]] = {}
+    for address, g in mig_geometry(host).items():
+        counts = free_counts(g, ())
+        out[address] = tuple(MigPartition(p.name, counts[p.name]) for p in g.profiles)
     return out
