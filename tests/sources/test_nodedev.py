@@ -167,3 +167,46 @@ def test_parent_names(name: str | None, address: str | None) -> None:
 
 def test_file_content_takes_what_positionally() -> None:
     assert len(parse_nodedev_file_content(read("bundle-devices.xml"), "bundle")) == 3
+
+
+# ------------------------------------------------------------- mediated devices ----
+
+
+def test_existing_mediated_devices_are_read_with_their_parent_and_group() -> None:
+    from vnuma.sources.nodedev import parse_mdevs_file_content
+    from vnuma.topology import Mdev
+
+    data = (Path(__file__).resolve().parent.parent / "data" / "nodedev" / "mdevs-existing.xml").read_bytes()
+    assert parse_mdevs_file_content(data, "m") == (
+        Mdev("4b20d080-1b54-4048-85b3-a6a62d165c01", "nvidia-18", "0000:86:00.0", 131),
+        Mdev("9f1c6e2a-0d3b-4c51-8a77-2e6b1f0c9d44", "nvidia-18", "0000:86:00.0", 132),  # UUID from its name
+        Mdev("c3a5e7d1-88f2-4a0b-9d6e-51b2a4f7e013", "nvidia-1049", "0000:3b:00.4", 140),
+    )
+    assert parse_nodedev_file_content(data, "m") == ()  # no PCI function among them
+
+
+@pytest.mark.parametrize(
+    ("capability", "words"),
+    [
+        ("<capability type='mdev'><uuid>4b20d080-1b54-4048-85b3-a6a62d165c01</uuid></capability>", "no <type id"),
+        ("<capability type='mdev'><type id='x'/><uuid>nope</uuid></capability>", "no readable <uuid>"),
+        ("<capability type='mdev'><type id='x'/><uuid>4b20d080-1b54-4048-85b3-a6a62d165c01</uuid>"
+         "<iommuGroup number='many'/></capability>", "number"),
+    ],
+)
+def test_a_bad_mdev_is_refused_naming_the_device(capability: str, words: str) -> None:
+    from vnuma.sources.nodedev import parse_mdevs_file_content
+
+    doc = f"<device><name>mdev_x</name><parent>pci_0000_86_00_0</parent>{capability}</device>"
+    with pytest.raises(InvalidInputError, match=words) as err:
+        parse_mdevs_file_content(doc, "m.xml")
+    assert "m.xml device mdev_x" in str(err.value)
+
+
+def test_an_mdev_on_a_non_pci_parent_is_skipped() -> None:
+    from vnuma.sources.nodedev import parse_mdevs_file_content
+
+    doc = ("<device><name>mdev_96c03c6a_a109_44fe_816a_ba371542164b</name><parent>css_0_0_0072</parent>"
+           "<capability type='mdev'><type id='vfio_ccw-io'/><uuid>96c03c6a-a109-44fe-816a-ba371542164b</uuid>"
+           "</capability></device>")
+    assert parse_mdevs_file_content(doc, "s390") == ()

@@ -258,4 +258,26 @@ def test_vgpu_types_are_counted_on_their_gpu(cli: Cli) -> None:
     )
     host = replace(host, devices=devices)
     assert host_from_dict(host_to_dict(host)) == host
+
+
+def test_existing_mediated_devices_are_kept_with_the_host_and_shown(cli: Cli) -> None:
+    nodedev = DATA / "nodedev"
+    files = ["gpu-sriov-vfs.xml", "gpu-mdev-types.xml", "mdevs-existing.xml"]
+    cli.ok("host", "list")  # the inventory exists before the refusal
+    refused_unchanged(cli, ["host", "import", "v", "--capabilities", str(CAPS), "--nodedev",
+                            str(nodedev / "mdevs-existing.xml")], 4, "which is not among the host's devices")
+    args = [a for f in files for a in ("--nodedev", str(nodedev / f))]
+    cli.ok("host", "import", "v", "--capabilities", str(CAPS), *args)
+    shown = cli.ok("host", "show", "v", "--json").json()
+    assert [(m["type"], m["parent"], m["iommu_group"]) for m in shown["mdevs"]] == [
+        ("nvidia-18", "0000:86:00.0", 131), ("nvidia-18", "0000:86:00.0", 132), ("nvidia-1049", "0000:3b:00.4", 140),
+    ]
+    table = cli.ok("host", "show", "v").stdout
+    assert "mediated devices" in table and "c3a5e7d1-88f2-4a0b-9d6e-51b2a4f7e013" in table
+    line = next(x for x in table.splitlines() if x.startswith("c3a5e7d1"))
+    assert line.split()[2:4] == ["0000:3b:00.4", "0000:3b:00.0"]  # on a VF: its GPU is the PF
+    host = host_from_dict(shown)
+    assert len(host.mdevs) == 3 and host_from_dict(host_to_dict(host)) == host
+    plain = replace(host, mdevs=())
+    assert '"mdevs"' in encode_topology(host) and '"mdevs"' not in encode_topology(plain)
     assert ShapeDecoder().host("v", None, host.source.value, encode_topology(host), "") == host

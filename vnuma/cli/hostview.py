@@ -72,6 +72,14 @@ def partition_table(host: Host) -> None:
             ["GPU", "TYPE", "NAME", "FREE", "TOTAL"],
             [(gpu, p.type, p.name, p.total, p.total) for gpu, ps in sorted(partitions.items()) for p in ps],
         )
+    if host.mdevs:
+        pf = {d.address: d.pf for d in host.devices if d.pf is not None}
+        output.echo_table(
+            "mediated devices (vGPU instances that exist on the host)",
+            ["UUID", "TYPE", "ON", "GPU", "IOMMU GROUP"],
+            [(m.uuid, m.type, m.parent, pf.get(m.parent, m.parent), "-" if m.iommu_group is None else m.iommu_group)
+             for m in host.mdevs],
+        )
     mig, models = mig_partitions(host), mig_geometry(host)
     if mig:
         output.echo_table(

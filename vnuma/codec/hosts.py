@@ -33,6 +33,7 @@ from vnuma.topology import (
     Cpu,
     DeviceKind,
     Host,
+    Mdev,
     MdevType,
     MemoryCache,
     PagePool,
@@ -68,6 +69,8 @@ def host_to_dict(host: Host) -> dict[str, Any]:
         "devices": [_device_to_dict(d, partitions.get(d.address, ()), mig.get(d.address, ())) for d in host.devices],
         "resctrl": resctrl_to_dict(host.resctrl, host.cells_of),
         "hmat": hmat_to_dict(host.hmat),
+        "mdevs": [{"uuid": m.uuid, "type": m.type, "parent": m.parent, "iommu_group": m.iommu_group}
+                  for m in host.mdevs],
         "gpu_profiles": [profile_document(g) for g in host.gpu_profiles],
     }
 
@@ -154,6 +157,7 @@ def host_from_dict(d: Mapping[str, Any]) -> Host:
         resctrl_policy=_policy(d.get("resctrl_policy"), at.key("resctrl_policy")),
         hmat=hmat_from_dict(d["hmat"], at.key("hmat")) if d.get("hmat") is not None else NO_HMAT,
         resctrl=resctrl_from_dict(d["resctrl"], at.key("resctrl")) if d.get("resctrl") is not None else NO_RESCTRL,
+        mdevs=take(d, "mdevs", at, _MDEVS, []),
         gpu_profiles=tuple(
             geometry_from_dict(g, f"{at.doc}: gpu_profiles[{i}]")
             for i, g in enumerate(take(d, "gpu_profiles", at, as_list, []))
@@ -317,6 +321,18 @@ _CELLS = list_of(_cell_from_dict)
 _CACHES = list_of(_cache_from_dict)
 _MDEV_TYPES = list_of(_mdev_type_from_dict)
 _DEVICES = list_of(_device_from_dict)
+
+
+def _mdev_from_dict(value: object, parent: At, i: int) -> Mdev:
+    at = parent.index(i)
+    d = as_mapping(value, at)
+    return Mdev(
+        uuid=take(d, "uuid", at, as_str), type=take(d, "type", at, as_str), parent=take(d, "parent", at, as_str),
+        iommu_group=take(d, "iommu_group", at, as_opt_int, None),
+    )
+
+
+_MDEVS = list_of(_mdev_from_dict)
 
 
 def summary_text(summary: Mapping[str, Any]) -> str:

@@ -31,6 +31,10 @@ class Hypervisor(Protocol):
         """(node device name, XML) for every PCI node device."""
         ...
 
+    def mdev_device_xmls(self) -> list[tuple[str, str]]:
+        """(node device name, XML) for every mediated device (``mdev`` capability)."""
+        ...
+
     def define(self, xml: str) -> None:
         """Define (or redefine) a persistent domain, validating against libvirt's schema."""
         ...

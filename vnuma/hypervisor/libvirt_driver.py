@@ -82,6 +82,13 @@ class LibvirtHypervisor:
             devices = self._conn.listAllDevices(flag)
             return sorted((dev.name(), dev.XMLDesc(0)) for dev in devices)
 
+    def mdev_device_xmls(self) -> list[tuple[str, str]]:
+        """(name, XML) of every mediated device, sorted by name."""
+        flag = self._lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV
+        with self._calling("listing mediated node devices"):
+            devices = self._conn.listAllDevices(flag)
+            return sorted((dev.name(), dev.XMLDesc(0)) for dev in devices)
+
     def define(self, xml: str) -> None:
         """Define with libvirt's schema validation (VIR_DOMAIN_DEFINE_VALIDATE)."""
         with self._calling("defining domain"):

@@ -4,7 +4,7 @@ The ``hosts.topology`` column holds ``codec.host_to_dict(host)`` without the
 keys that have columns of their own (``name``, ``uri``, ``source``,
 ``reserved_cpus``, ``cordoned``, ``resctrl_policy``) or come from other tables
 (``gpu_profiles``), and without ``resctrl`` when the host has
-none and ``hmat`` when it publishes none (so texts written before vnuma read
+none, ``hmat`` when it publishes none and ``mdevs`` when it has none (so texts written before vnuma read
 them stay what they are).
 Hosts of one hardware model therefore store the same text, and
 :class:`ShapeDecoder` parses and checks each distinct text once:
@@ -24,7 +24,7 @@ from typing import Any
 
 from vnuma.codec import host_from_dict, host_to_dict
 from vnuma.errors import InvalidInputError, InventoryError
-from vnuma.topology import Cell, Host, PciDevice, Source, format_cpuset, gc_paused, parse_cpuset
+from vnuma.topology import Cell, Host, Mdev, PciDevice, Source, format_cpuset, gc_paused, parse_cpuset
 from vnuma.topology.hmat import Hmat
 from vnuma.topology.resctrl import Resctrl, parse_policy
 
@@ -46,6 +46,8 @@ def encode_topology(host: Host) -> str:
         del doc["resctrl"]
     if doc["hmat"] is None:
         del doc["hmat"]
+    if not doc["mdevs"]:
+        del doc["mdevs"]
     return json.dumps(doc, separators=(",", ":"))
 
 
@@ -75,8 +77,8 @@ def assemble_hosts(rows: Iterable[HostRowTuple], text_of: Callable[[str], str]) 
     return hosts
 
 
-_Parts = tuple[tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int], Resctrl, Hmat]
-_Shape = tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int], Resctrl, Hmat]
+_Parts = tuple[tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int], Resctrl, Hmat, tuple[Mdev, ...]]
+_Shape = tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int], Resctrl, Hmat, tuple[Mdev, ...]]
 
 
 class ShapeDecoder:
@@ -105,11 +107,11 @@ class ShapeDecoder:
                 parts = self._parts[(topology, source, reserved_cpuset)] = self._decode_parts(
                     name, topology, source, reserved_cpuset
                 )
-            cells, devices, kind, reserved, resctrl, hmat = parts
+            cells, devices, kind, reserved, resctrl, hmat, mdevs = parts
             policy = _POLICIES.get(resctrl_policy)
             if policy is None:
                 policy = _POLICIES.setdefault(resctrl_policy, parse_policy(resctrl_policy))
-            return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl, hmat, policy)
+            return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl, hmat, policy, mdevs)
         except (ValueError, TypeError, InvalidInputError) as err:
             raise InventoryError(
                 f"inventory: stored topology of host {name!r} is unreadable: {err}",
@@ -122,12 +124,12 @@ class ShapeDecoder:
         shape = self._shapes.get(topology)
         if shape is None:
             shape = self._shapes[topology] = self._decode(name, topology)
-        cells, devices, cpu_ids, resctrl, hmat = shape
+        cells, devices, cpu_ids, resctrl, hmat, mdevs = shape
         reserved = parse_cpuset(reserved_cpuset)
         stray = reserved - cpu_ids
         if stray:
             raise InvalidInputError(f"reserved CPU(s) {format_cpuset(stray)} do not exist")
-        return cells, devices, Source(source), reserved, resctrl, hmat
+        return cells, devices, Source(source), reserved, resctrl, hmat, mdevs
 
     @staticmethod
     def _decode(name: str, topology: str) -> _Shape:
@@ -135,7 +137,7 @@ class ShapeDecoder:
         if not isinstance(doc, dict):
             raise InvalidInputError("not a JSON object")
         base = host_from_dict({**doc, "name": name})
-        return base.cells, base.devices, base.cpu_ids, base.resctrl, base.hmat
+        return base.cells, base.devices, base.cpu_ids, base.resctrl, base.hmat, base.mdevs
 
 
 

@@ -18,8 +18,13 @@ from vnuma.services.names import check_host_name
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
 from vnuma.sources.hwloc import parse_hwloc
-from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content, with_parent_bridges
-from vnuma.topology import Host, PciDevice, Source, check_host, format_cpuset, format_size_kib
+from vnuma.sources.nodedev import (
+    parse_mdevs_file_content,
+    parse_nodedev,
+    parse_nodedev_file_content,
+    with_parent_bridges,
+)
+from vnuma.topology import Host, Mdev, PciDevice, Source, check_host, format_cpuset, format_size_kib
 from vnuma.topology.resctrl import Resctrl
 
 if TYPE_CHECKING:
@@ -41,6 +46,7 @@ def discover(name: str, uri: str, capabilities: Path | None) -> Host:
     try:
         caps_xml = hv.capabilities_xml() if capabilities is None else None
         device_xmls = hv.pci_device_xmls()
+        mdev_xmls = hv.mdev_device_xmls()
     finally:
         hv.close()
     if capabilities is not None:
@@ -50,11 +56,12 @@ def discover(name: str, uri: str, capabilities: Path | None) -> Host:
         data, what = caps_xml.encode(), f"{uri} capabilities"
     host = parse_capabilities(data, name=name, what=what, uri=uri, source=Source.LIBVIRT)
     devices = [d for n, xml in device_xmls if (d := parse_nodedev(xml.encode(), what=f"{uri} {n}"))]
-    return check_host(_with_devices(host, devices))
+    mdevs = [m for n, xml in mdev_xmls for m in parse_mdevs_file_content(xml.encode(), f"{uri} {n}")]
+    return check_host(_with_devices(host, devices, mdevs))
 
 
-def _with_devices(host: Host, devices: Sequence[PciDevice]) -> Host:
-    return replace(host, devices=with_parent_bridges(devices))
+def _with_devices(host: Host, devices: Sequence[PciDevice], mdevs: Sequence[Mdev] = ()) -> Host:
+    return replace(host, devices=with_parent_bridges(devices), mdevs=tuple(sorted(mdevs, key=lambda m: m.uuid)))
 
 
 Document = tuple[str, bytes]
@@ -85,14 +92,16 @@ def import_documents(
     assert capabilities is not None
     host = parse_capabilities(capabilities[1], name=name, what=capabilities[0])
     devices: list[PciDevice] = []
+    mdevs: list[Mdev] = []
     for what, content in nodedevs:
         devices.extend(parse_nodedev_file_content(content, what))
+        mdevs.extend(parse_mdevs_file_content(content, what))
     seen: set[str] = set()
     for dev in devices:
         if dev.address in seen:
             raise InvalidInputError(f"PCI device {dev.address} is given twice in the --nodedev files")
         seen.add(dev.address)
-    return check_host(_with_devices(host, devices))
+    return check_host(_with_devices(host, devices, mdevs))
 
 
 def read_documents(

@@ -23,6 +23,13 @@ the IOMMU group and its other members, SR-IOV (``virt_functions`` with
 ``sta``) and the mediated-device types it offers (``mdev_types``: id, name,
 device API, available instances). A VF whose PF or an IOMMU peer that is not among the devices is
 kept as an address (the host may not list it); a ``<parent>`` cycle is refused.
+
+Mediated devices that exist (``<capability type='mdev'>``: a vGPU instance)
+are read apart (:func:`mdev_from_element`, :func:`parse_mdevs_file_content`):
+type, UUID (``<uuid>``, else from the ``mdev_<uuid>`` name), the PCI function
+named by ``<parent>`` and the IOMMU group. One whose parent is not a PCI
+device (an s390 subchannel, say) is skipped; whether its PCI parent is among
+the host's devices is the host check's to say.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from vnuma.sources.xmlsafe import (
     read_int_attr,
     read_optional_int,
 )
-from vnuma.topology import MdevType, PciDevice, device_kind_for_class
+from vnuma.topology import Mdev, MdevType, PciDevice, device_kind_for_class
 from vnuma.topology.pcie import PciLink
 
 _PCI_NODEDEV_NAME = re.compile(r"^pci_([0-9a-f]{4})_([0-9a-f]{2})_([0-9a-f]{2})_([0-7])$", re.IGNORECASE)
@@ -56,6 +63,8 @@ _PATH = re.compile(
     r"^/sys/devices/(pci[0-9a-f]{4}:[0-9a-f]{2})((?:/[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])+)/?$", re.IGNORECASE
 )
 _SPEED = re.compile(r"^\d{1,3}(?:\.\d{1,3})?$")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_MDEV_NAME = re.compile(r"^mdev_([0-9a-f]{8})_([0-9a-f]{4})_([0-9a-f]{4})_([0-9a-f]{4})_([0-9a-f]{12})(?:_|$)")
 
 
 def format_pci_address(domain: int, bus: int, slot: int, function: int) -> str:
@@ -154,6 +163,41 @@ def device_from_element(device_el: etree._Element, *, what: str) -> PciDevice | 
         link=_link(cap, label),
         mdev_types=tuple(_mdev_type(el, label) for el in cap.findall("capability[@type='mdev_types']/type")),
     )
+
+
+def parse_mdevs_file_content(data: bytes | str, what: str) -> tuple[Mdev, ...]:
+    """The mediated devices among a file's ``<device>`` documents (one, or several under any root), by UUID.
+
+    Raises:
+        InvalidInputError: malformed XML, or an ``mdev`` capability without a type or a readable UUID.
+    """
+    root = parse_xml(data, what=what, root=None, hint=_DEVICES_HINT)
+    elements = [root] if root.tag == "device" else root.findall("device")
+    return tuple(sorted((m for el in elements if (m := mdev_from_element(el, what=what))), key=lambda m: m.uuid))
+
+
+def mdev_from_element(device_el: etree._Element, *, what: str) -> Mdev | None:
+    """A parsed ``<device>`` element with an ``mdev`` capability on a PCI function, else None."""
+    cap = device_el.find("capability[@type='mdev']")
+    if cap is None:
+        return None
+    name = one_line(device_el.findtext("name") or "") or "?"
+    label = f"{what} device {name[:_MAX_NAME_CHARS]}"
+    parent = nodedev_name_to_address(device_el.findtext("parent"))
+    if parent is None:
+        return None
+    type_el = cap.find("type")
+    type_id = (type_el.get("id") or "").strip() if type_el is not None else ""
+    if not type_id:
+        raise InvalidInputError(f"{element_where(label, cap)}: the mdev capability has no <type id=...>")
+    uuid = one_line(cap.findtext("uuid") or "").lower()
+    if not uuid and (match := _MDEV_NAME.match(name.lower())):
+        uuid = "-".join(match.groups())
+    if not _UUID.match(uuid):
+        raise InvalidInputError(f"{element_where(label, cap)}: the mdev has no readable <uuid> ({uuid or 'none'!r})")
+    group = cap.find("iommuGroup")
+    return Mdev(uuid, type_id, parent,
+                None if group is None else read_int_attr(group, "number", what=label))
 
 
 def _mdev_type(el: etree._Element, label: str) -> MdevType:

@@ -163,6 +163,17 @@ class MdevType:
 
 
 @dataclass(frozen=True, slots=True)
+class Mdev:
+    """A mediated device that exists on the host (a vGPU instance): its UUID, its type, the PCI function it
+    was created on (a GPU, or one of its SR-IOV virtual functions) and its own IOMMU group."""
+
+    uuid: str
+    type: str
+    parent: str
+    iommu_group: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PciDevice:
     """A PCI function: ``address`` is ``dddd:bb:ss.f``; ids are ``0x`` hex strings.
 
@@ -217,6 +228,8 @@ class Host:
     """Rated latency and bandwidth between cells (:mod:`vnuma.topology.hmat`), empty when the host gives none."""
     resctrl_policy: ResctrlPolicy = NO_POLICY
     """The operator's cache ways for the host's own processes and memory-bandwidth limit (host reserve)."""
+    mdevs: tuple[Mdev, ...] = ()
+    """The mediated devices that exist on the host, by UUID (node devices with the ``mdev`` capability)."""
     gpu_profiles: tuple[MigGeometry, ...] = ()
     """The MIG geometries the inventory keeps for the models of this host's GPUs
     (:func:`vnuma.topology.partitions.with_gpu_profiles`); not part of the stored topology."""
@@ -284,6 +297,17 @@ def check_host(host: Host) -> Host:
                 raise InvalidInputError(f"{where}: cell {cell.id} distance {dist} to cell {other} is below 10")
         if cell.gpu_memory and cell.cpus:
             raise InvalidInputError(f"{where}: cell {cell.id} is GPU memory but has CPUs")
+    addresses = {d.address for d in host.devices}
+    uuids: set[str] = set()
+    for mdev in host.mdevs:
+        if mdev.parent not in addresses:
+            raise InvalidInputError(
+                f"{where}: mediated device {mdev.uuid} is on PCI device {mdev.parent}, which is not among the "
+                "host's devices (give its node device too)"
+            )
+        if mdev.uuid in uuids:
+            raise InvalidInputError(f"{where}: mediated device {mdev.uuid} is listed twice")
+        uuids.add(mdev.uuid)
     for dev in host.devices:
         if dev.numa_node is not None and dev.numa_node not in cell_ids:
             raise InvalidInputError(f"{where}: device {dev.address} is on missing NUMA cell {dev.numa_node}")
