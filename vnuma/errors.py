@@ -42,6 +42,13 @@ class ConflictError(VnumaError):
     exit_code = 9
 
 
+class GroupModeError(VnumaError):
+    """A VM asking affinity of a replica group whose VMs asked anti-affinity, or the reverse (exit 12):
+    a group is either affine or anti-affine."""
+
+    exit_code = 12
+
+
 class NoPlacementError(VnumaError):
     """No host can take the VM; carries every host's rejection."""
 

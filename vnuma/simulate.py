@@ -26,6 +26,10 @@ their virtual functions; ``nic_vfs_used`` the VFs) of ``nics_total``;
 holding NICs (:func:`vnuma.placement.nics.nic_pairs`, the rule ``stats``
 reads: a pair per GPU for a NIC per GPU, a pair per NIC with its nearest GPU
 for a count), ``gpu_nic_worse`` how many pairs are worse than asked.
+``partition_requests`` counts the requests asking vGPU or MIG partitions,
+``partition_placed`` those placed; at the end ``gpus_whole`` GPUs are passed
+through whole, ``gpus_partitioned`` hold partitions and ``gpus_stranded`` of
+those are MIG GPUs whose free slices fit no profile.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.memory import RefusalMemory
 from vnuma.placement.model import Isolation, Placement, Strategy, Tenant, VmRequest
 from vnuma.placement.nics import NicPair, nic_pairs
+from vnuma.placement.partitions import stranded
 from vnuma.sources.trace import Trace, TraceRequest, load_trace
 from vnuma.topology import KIB_PER_MIB, DeviceKind, Host
 from vnuma.topology.pcie import Level
@@ -100,6 +105,14 @@ class SimulationReport:
     gpu_nic_worse: int = 0
     """Pairs of the VMs that asked a NIC per GPU whose level is worse than asked (a count of NICs promises
     each NIC near some GPU, not each GPU a NIC: their pairs are not judged)."""
+    partition_requests: int = 0
+    """Requests asking GPU partitions (``vgpu`` or ``mig``)."""
+    partition_placed: int = 0
+    """Of them, those placed (each with its partitions)."""
+    gpus_partitioned: int = 0
+    """GPUs holding partitions at the end."""
+    gpus_stranded: int = 0
+    """Of them, MIG GPUs whose free slices fit no profile (:func:`vnuma.placement.partitions.stranded`)."""
 
 
 LEVEL_KEYS = (*(level.value for level in Level), "unknown")
@@ -130,6 +143,7 @@ def vm_request(r: TraceRequest, isolation: Isolation) -> VmRequest:
         nics_per_gpu=r.nics_per_gpu,
         nic_affinity=r.nic_affinity,
         nic_function=r.nic_function,
+        partition=r.partition,
     )
 
 
@@ -263,6 +277,10 @@ def _report(
         nics_total=sum(1 for h in hosts for d in h.devices if d.kind is DeviceKind.NIC and d.pf is None),
         gpu_nic_pairs=tuple(pair for _, pair in pairs),
         gpu_nic_worse=sum(1 for _p, pair in pairs if pair.worse),
+        partition_requests=sum(1 for r in trace.requests if r.partition is not None),
+        partition_placed=sum(1 for p in placed if p.partitions),
+        gpus_partitioned=sum(len(hs.partitions) for hs in fleet.states),
+        gpus_stranded=sum(1 for hs in fleet.states for gpu in hs.partitions if stranded(hs, gpu)),
     )
 
 
@@ -300,6 +318,11 @@ def report_to_dict(report: SimulationReport) -> dict[str, Any]:
         "nics_total": report.nics_total,
         "gpu_nic_levels": level_histogram(report.gpu_nic_pairs),
         "gpu_nic_worse": report.gpu_nic_worse,
+        "partition_requests": report.partition_requests,
+        "partition_placed": report.partition_placed,
+        "gpus_whole": report.gpus_used,
+        "gpus_partitioned": report.gpus_partitioned,
+        "gpus_stranded": report.gpus_stranded,
         "decision_us": {
             "mean": statistics.fmean(times) if times else 0.0,
             "p50": _percentile(times, 0.50),
@@ -343,6 +366,10 @@ def placements_to_list(report: SimulationReport) -> list[dict[str, Any]]:
                         "page_size_kib": c.page_size_kib,
                     }
                     for c in (p.cold if p else ())
+                ],
+                "partitions": [
+                    {"kind": a.kind.value, "gpu": a.gpu, "vf": a.vf, "name": a.name, "start": a.start}
+                    for a in (p.partitions if p else ())
                 ],
             }
         )

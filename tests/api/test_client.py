@@ -147,6 +147,43 @@ def test_every_served_command_prints_what_it_prints_locally(pair: tuple[Cli, Cli
     assert wrong == []
 
 
+SMALL = ("--vcpus", "2", "--memory", "4GiB")
+GROUP_COMMANDS = [
+    (["place", "tenant-a", *SMALL, "--group", "duo", "--affinity", "host", "--host", "h1", "--name", "d1"], 0),
+    (["place", "tenant-b", *SMALL, "--group", "duo", "--affinity", "host", "--name", "d2", "--json"], 0),
+    (["place", "tenant-a", *SMALL, "--group", "duo", "--name", "d3", "--strategy", "first-fit"], 0),
+    (["place", "tenant-a", *SMALL, "--group", "duo", "--anti-affinity", "host", "--name", "d4"], 12),
+    (["place", "tenant-a", *SMALL, "--group", "duo", "--anti-affinity", "host", "--name", "d4", "--json"], 12),
+    (["place", "tenant-a", *SMALL, "--group", "duo", "--affinity", "host", "--host", "h2", "--explain"], 5),
+    (["place", "tenant-a", *SMALL, "--group", "duo", "--affinity", "host", "--host", "h2", "--json"], 5),
+    (["place", "tenant-a", *SMALL, "--affinity", "host"], 2),
+    (["vm", "show", "d1"], 0), (["vm", "show", "d2", "--json"], 0), (["vm", "list", "--json"], 0),
+    (["vm", "migrate", "d1", "--to", "h2", "--dry-run"], 5),
+    (["host", "drain", "h1", "--json"], 5), (["host", "uncordon", "h1"], 0),
+]
+
+
+def test_replica_groups_through_the_service_print_what_they_print_locally(pair: tuple[Cli, Cli, Service]) -> None:
+    """--affinity goes through --server as "affinity" in the place body; a group asked both ways is exit 12
+    (HTTP 409, error GroupModeError) either way."""
+    local, client, service = pair
+    for args, code in GROUP_COMMANDS:
+        here, there = local(*args), client(*args)
+        assert (there.exit_code, there.stdout, there.stderr) == (here.exit_code, here.stdout, here.stderr), args
+        assert here.exit_code == code, (args, here.stderr)
+    assert {vm: local("vm", "show", vm, "--json").json()["host"] for vm in ("d1", "d2", "d3")} == {
+        "d1": "h1", "d2": "h1", "d3": "h1"
+    }
+    http = service.as_("root")
+    body = {"tenant": "tenant-a", "vcpus": 2, "memory": "4GiB", "group": "duo", "anti_affinity": "host"}
+    got = http.post("/v1/place", json=body)
+    assert got.status_code == 409 and got.json()["error"] == "GroupModeError" and got.json()["exit_code"] == 12
+    assert got.json()["type"] == "urn:vnuma:problem:group-mode"
+    assert http.post("/v1/place", json={**body, "anti_affinity": None, "affinity": "rack"}).status_code == 422
+    both = http.post("/v1/place", json={**body, "affinity": "host"})
+    assert both.status_code == 422 and "exclude each other" in both.json()["detail"]
+
+
 def test_commands_the_service_does_not_serve_say_so(pair: tuple[Cli, Cli, Service]) -> None:
     _local, client, _service = pair
     for args in (["trace", "export"], ["db", "status"], ["simulate", "x.json"], ["reconcile"]):

@@ -10,6 +10,7 @@ from tests.cli.conftest import REPO, Cli
 
 SCENARIOS = [
     "dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "fleet-1000", "snc-cxl-gpu", "dgx-nics", "shared-nics",
+    "gpu-partitions",
 ]
 
 

@@ -32,6 +32,7 @@ def _rows(url: str) -> dict[str, list[Any]]:
                     select(HostRow.id, HostRow.name, HostRow.topology, HostRow.reserved_cpuset, HostRow.resctrl_policy)
                 ).all()),
                 "vms": list(conn.execute(select(VmRow.id, VmRow.name, VmRow.host_id, VmRow.placement)).all()),
+                "groups": list(conn.execute(select(VmRow.name, VmRow.group_name, VmRow.placement)).all()),
                 "cpus": list(conn.execute(
                     select(CpuClaim.vm_id, CpuClaim.host_id, CpuClaim.cpu_id, CpuClaim.exclusive)
                 ).all()),
@@ -166,7 +167,27 @@ def inconsistencies(url: str) -> list[str]:
     _check_claim_table(data, hosts, problems)
     _check_recomputed(data, hosts, problems)
     _check_slices(data, hosts, problems)
+    _check_groups(data, problems)
     return problems
+
+
+def _check_groups(data: dict[str, list[Any]], problems: list[str]) -> None:
+    """Each VM's ``group_name`` is its placement's group; an affine group is on one host and asked no
+    anti-affinity."""
+    members: dict[str, list[Placement]] = defaultdict(list)
+    for name, group_name, doc in data["groups"]:
+        p = placement_from_dict(json.loads(doc))
+        if group_name != p.group:
+            problems.append(f"VM {name}: group_name {group_name!r} but its placement's group is {p.group!r}")
+        if p.group is not None:
+            members[p.group].append(p)
+    for group, placed in sorted(members.items()):
+        if any(p.affinity is not None for p in placed):
+            hosts = sorted({p.host for p in placed})
+            if len(hosts) > 1:
+                problems.append(f"affine group {group}: VMs on hosts {hosts}")
+            if any(p.anti_affinity is not None for p in placed):
+                problems.append(f"group {group}: VMs asked affinity and anti-affinity")
 
 
 def _check_slices(data: dict[str, list[Any]], hosts: dict[int, Host], problems: list[str]) -> None:

@@ -364,3 +364,41 @@ def test_the_claim_itself_keeps_a_replica_group_apart(hv: Inventory, db_path: Pa
     away = replace(placement("c3", (12,), host_cell=1), group="db", anti_affinity=AntiAffinity.CELL)
     hv.claim(away, Isolation.CORE)
     assert hv.get_vm("c3")[0].group == "db"
+
+
+def test_the_claim_knows_where_an_affine_group_is_on_the_other_hosts(hv: Inventory, db_path: Path) -> None:
+    """A claim reads its group's VMs on every host (``vms.group_name``, under the group's lock): a VM of an
+    affine group decided against a stale snapshot is refused on another host than the group's, as is a move
+    that would split the group; asking anti-affinity of it is a GroupModeError; nothing is written."""
+    from vnuma.errors import GroupModeError
+    from vnuma.inventory import placing
+    from vnuma.inventory.models import ReplicaGroupRow
+    from vnuma.placement.groups import Affinity, AntiAffinity
+
+    hv.add_host(make_host("host-b", gpus_per_cell=2))
+    hv.claim(replace(placement("p1", (2,)), group="pair", affinity=Affinity.HOST), Isolation.CORE)
+    before = dump(db_path)
+    split = "group 'pair' \\(affinity host\\) has its VMs on host 'host-a'"
+    with pytest.raises(ConflictError, match=split):
+        hv.claim(replace(placement("p2", (2,), host="host-b"), group="pair", affinity=Affinity.HOST), Isolation.CORE)
+    with pytest.raises(ConflictError, match=split):  # a VM giving only the group joins its host too
+        hv.claim(replace(placement("p2", (2,), host="host-b"), group="pair"), Isolation.CORE)
+    with pytest.raises(GroupModeError, match="group 'pair' keeps its VMs together"):
+        hv.claim(replace(placement("q", (2,), host="host-b"), group="pair", anti_affinity=AntiAffinity.CELL))
+    assert dump(db_path) == before
+    hv.claim(replace(placement("p2", (4,)), group="pair", affinity=Affinity.HOST), Isolation.CORE)
+    p2 = hv.get_vm("p2")[0]
+    with pytest.raises(ConflictError, match=split):
+        hv._write_x(lambda x: placing.move(x, "p2", p2, replace(placement("p2", (4,), host="host-b"),
+                                                                 group="pair", affinity=Affinity.HOST)))
+    repinned = replace(placement("p2", (6,)), group="pair", affinity=Affinity.HOST)
+    hv._write_x(lambda x: placing.move(x, "p2", p2, repinned))  # on its host: stays with the group
+    assert hv.get_vm("p2")[0] == repinned
+    with hv._session() as s:
+        assert sorted(s.execute(select(VmRow.name, VmRow.group_name))) == [("p1", "pair"), ("p2", "pair")]
+        assert list(s.scalars(select(ReplicaGroupRow.name))) == ["pair"]
+    hv.release("p1")
+    p2 = hv.get_vm("p2")[0]
+    alone = replace(placement("p2", (4,), host="host-b"), group="pair", affinity=Affinity.HOST)
+    hv._write_x(lambda x: placing.move(x, "p2", p2, alone))  # the group's only VM moves, the group with it
+    assert hv.get_vm("p2")[0].host == "host-b"

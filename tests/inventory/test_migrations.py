@@ -21,7 +21,7 @@ from vnuma.inventory.models import Base
 TABLES = {
     "alembic_version", "hosts", "tenants", "vms", "cpu_claims", "page_claims", "device_claims",
     "rebalance_runs", "rebalance_steps", "audit_log", "api_tokens", "resctrl_claims", "bandwidth_samples",
-    "gpu_profiles",
+    "gpu_profiles", "replica_groups",
 }
 
 
@@ -246,5 +246,51 @@ def test_0006_keeps_no_checkout_path_in_the_demo_hosts_uri(db_path: Path, db_url
     assert hosts() == [("demo", "test:///vnuma-demo", None), ("lab", "test:///default", None)]
     _downgrade(db_url, "0005")
     assert hosts() == [("demo", "test:///vnuma-demo"), ("lab", "test:///default")]
+    upgrade(db_url)
+    assert _drift(db_url) == []
+
+
+def test_0014_records_each_vms_group_and_forgets_it_on_downgrade(db_path: Path, db_url: str) -> None:
+    """VMs placed before 0014 get ``vms.group_name`` from their placement documents (and their groups a row
+    in ``replica_groups``), so a claim finds them; downgrading drops both and keeps the VMs and claims."""
+    engine = make_engine(db_url)
+    with writer(engine).begin() as conn:
+        command.upgrade(alembic_config(conn), "0013")
+    engine.dispose()
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.execute(
+            "INSERT INTO hosts (id, name, source, topology, n_cells, n_cpus, n_gpus, memory_kib) "
+            "VALUES (1, 'h', 'files', '{}', 1, 2, 0, 1024)"
+        )
+        conn.execute("INSERT INTO tenants (id, name, isolation) VALUES (1, 't', 'core')")
+        conn.executemany(
+            "INSERT INTO vms (id, name, tenant_id, host_id, vcpus, gpus, placement) VALUES (?, ?, 1, 1, 1, 0, ?)",
+            [
+                (1, "r1", '{"vm": "r1", "group": {"name": "web", "anti_affinity": "host"}}'),
+                (2, "r2", '{"vm": "r2", "group": {"name": "web", "anti_affinity": "host"}}'),
+                (3, "plain", '{"vm": "plain", "group": null}'),
+                (4, "old", "{}"),
+            ],
+        )
+        conn.execute("INSERT INTO cpu_claims (vm_id, host_id, cpu_id, exclusive) VALUES (1, 1, 0, 1)")
+    conn.close()
+
+    def read(sql: str) -> list[tuple[object, ...]]:
+        c = sqlite3.connect(db_path)
+        try:
+            return c.execute(sql).fetchall()
+        finally:
+            c.close()
+
+    upgrade(db_url)
+    assert read("SELECT name, group_name FROM vms ORDER BY id") == [
+        ("r1", "web"), ("r2", "web"), ("plain", None), ("old", None)
+    ]
+    assert read("SELECT name FROM replica_groups") == [("web",)]
+    _downgrade(db_url, "0013")
+    assert "group_name" not in {row[1] for row in read("PRAGMA table_info(vms)")}
+    assert "replica_groups" not in _tables(db_url)
+    assert read("SELECT vm_id, cpu_id FROM cpu_claims") == [(1, 0)]
     upgrade(db_url)
     assert _drift(db_url) == []

@@ -38,6 +38,11 @@ REPORT_KEYS = {
     "nics_total",
     "gpu_nic_levels",
     "gpu_nic_worse",
+    "partition_requests",
+    "partition_placed",
+    "gpus_whole",
+    "gpus_partitioned",
+    "gpus_stranded",
     "decision_us",
     "wall_s",
     "requests_per_s",
@@ -47,6 +52,7 @@ REPORT_KEYS = {
 def test_the_example_traces_are_there() -> None:
     assert set(EXAMPLES) == {
         "dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu", "dgx-nics", "shared-nics",
+        "gpu-partitions",
     }
 
 
@@ -68,6 +74,9 @@ def test_simulation_report_and_placements_hold_together(name: str, strategy: Str
     assert 0 <= d["nics_used"] <= d["nics_total"] and d["nic_vfs_used"] >= 0
     assert list(d["gpu_nic_levels"]) == ["PIX", "PXB", "PHB", "NODE", "SYS", "unknown"]
     assert 0 <= d["gpu_nic_worse"] <= sum(d["gpu_nic_levels"].values())
+    assert 0 <= d["partition_placed"] <= d["partition_requests"] == sum(1 for r in trace.requests if r.partition)
+    assert d["gpus_whole"] == d["gpus_used"] and d["gpus_whole"] + d["gpus_partitioned"] <= d["gpus_total"]
+    assert 0 <= d["gpus_stranded"] <= d["gpus_partitioned"]
     times = d["decision_us"]
     assert set(times) == {"mean", "p50", "p99", "max"}
     assert 0 < times["p50"] <= times["p99"] <= times["max"]
@@ -95,7 +104,12 @@ def test_simulation_report_and_placements_hold_together(name: str, strategy: Str
             assert {c["page_size_kib"] for c in entry["cells"]} == {request.page_size_kib}
         cold = [request.cold_memory_mib] if request.cold_memory_mib else []
         assert [c["memory_mib"] for c in entry["cold"]] == cold
+        ask = request.partition
+        assert [(x["kind"], x["name"]) for x in entry["partitions"]] == (
+            [(ask.kind.value, ask.name)] * ask.count if ask else []
+        )
     assert sum(c["memory_mib"] for e in entries for c in e["cold"]) == d["cold_memory_mib"]
+    assert sum(1 for e in entries if e["partitions"]) == d["partition_placed"]
     assert sum(1 for e in entries if e["cold"]) == d["cold_placed"]
 
 

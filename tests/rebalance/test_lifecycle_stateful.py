@@ -1,5 +1,6 @@
 """A state machine over the VM and host lifecycle: place, release, repin, migrate, cordon, uncordon and drain
-in any order, with every invariant checked after each step and every move keeping the guest shape."""
+in any order, with every invariant checked after each step and every move keeping the guest shape; replica
+groups kept apart (anti-affinity) or together (affinity), never both."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from tests.placement.helpers import check_fleet
 from tests.placement.strategies import ISOLATION, host_lists, vm_requests
+from vnuma.errors import GroupModeError
 from vnuma.placement.engine import place
-from vnuma.placement.groups import AntiAffinity
+from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
 from vnuma.placement.rebalance import FleetState, plan_moves, request_of
@@ -41,7 +43,25 @@ class Lifecycle(RuleBasedStateMachine):
 
     @rule(req=vm_requests(), group=st.sampled_from(["g1", "g2"]), apart=st.sampled_from(list(AntiAffinity)))
     def place_replica(self, req: VmRequest, group: str, apart: AntiAffinity) -> None:
-        self.place_vm(replace(req, group=group, anti_affinity=apart))
+        try:
+            self.place_vm(replace(req, group=group, anti_affinity=apart))
+        except GroupModeError:
+            assert any(p.affinity is not None for p in self.fleet.placements() if p.group == group)
+
+    @rule(req=vm_requests(), group=st.sampled_from(["g1", "g3"]))
+    def place_together(self, req: VmRequest, group: str) -> None:
+        """A VM of an affine group (g1 is also drawn anti-affine above: asking it both ways is refused)."""
+        members = [p for p in self.fleet.placements() if p.group == group]
+        try:
+            self.place_vm(replace(req, group=group, affinity=Affinity.HOST))
+        except GroupModeError:
+            assert any(p.anti_affinity is not None for p in members)
+            event("affinity: refused, the group is anti-affine")
+            return
+        now = [p for p in self.fleet.placements() if p.group == group]
+        if members and len(now) > len(members):
+            event("affinity: joined its group")
+            assert {p.host for p in now} == {members[0].host}
 
     @rule(req=vm_requests())
     def place_vm(self, req: VmRequest) -> None:
@@ -128,10 +148,23 @@ class Lifecycle(RuleBasedStateMachine):
                 assert AntiAffinity.HOST not in scopes, (a, b)
                 assert not set(a.host_cells) & set(b.host_cells), (a, b)
 
+    @invariant()
+    def affine_groups_stay_together(self) -> None:
+        """A group one of whose VMs asked affinity has all its VMs on one host, and none asked anti-affinity."""
+        by_group: dict[str, list[Placement]] = {}
+        for p in self.fleet.placements():
+            if p.group is not None:
+                by_group.setdefault(p.group, []).append(p)
+        for members in by_group.values():
+            if any(p.affinity is not None for p in members):
+                assert len({p.host for p in members}) == 1, members
+                assert all(p.anti_affinity is None for p in members), members
+
 
 def _assert_shape_kept(old: Placement, new: Placement) -> None:
-    assert (new.vm, new.tenant, new.vcpus, new.memory_kib, new.numa_nodes, new.group, new.anti_affinity) == (
-        old.vm, old.tenant, old.vcpus, old.memory_kib, old.numa_nodes, old.group, old.anti_affinity
+    assert (new.vm, new.tenant, new.vcpus, new.memory_kib, new.numa_nodes, new.group, new.anti_affinity,
+            new.affinity) == (
+        old.vm, old.tenant, old.vcpus, old.memory_kib, old.numa_nodes, old.group, old.anti_affinity, old.affinity
     )
     assert sum(1 for d in new.devices if d.kind == "gpu") == sum(1 for d in old.devices if d.kind == "gpu")
     if old.numa_nodes is not None:

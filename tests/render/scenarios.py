@@ -200,6 +200,10 @@ def _build() -> tuple[Scenario, ...]:
         # Four GPUs of one cell under two host root complexes (a switch of two on each): two expanders on the
         # same guest node, each mirroring its switch.
         _dgx_scenario("gpus-two-root-complexes", gpus=4),
+        # Two MIG instances of one H100 and a vGPU on an SR-IOV VF: mediated-device hostdevs by UUID on the
+        # expander of their GPU's guest cell.
+        _partition_scenario("mig-two-instances", "mig", "3g.40gb", 2),
+        _partition_scenario("vgpu-on-vf", "vgpu", "nvidia-1049", 1),
     )
 
 
@@ -253,6 +257,20 @@ def _dgx_scenario(name: str, **asks: Any) -> Scenario:
     host = _dgx(name)
     chosen = place(VmRequest("vm1", "acme", 4, _gib(4), page_size_kib=PAGE_4K, **asks), Fleet([host])).chosen
     assert chosen is not None and any(d.peer_of for d in chosen.devices), name
+    return Scenario(name, host, chosen)
+
+
+def _partition_scenario(name: str, kind: str, what: str, count: int) -> Scenario:
+    """A 4-vCPU VM asking ``count`` partitions (the engine's placement on the partition tests' hosts)."""
+    from tests.placement.test_partitions import _mig_host, _vgpu_host
+    from vnuma.placement.engine import place
+    from vnuma.placement.ledger.fleet import Fleet
+    from vnuma.placement.model import PartitionAsk, PartitionKind, VmRequest
+
+    host = _mig_host(name) if kind == "mig" else _vgpu_host(name)
+    ask = PartitionAsk(PartitionKind(kind), what, count)
+    chosen = place(VmRequest("vm1", "acme", 4, _gib(4), page_size_kib=PAGE_4K, partition=ask), Fleet([host])).chosen
+    assert chosen is not None and len(chosen.partitions) == count, name
     return Scenario(name, host, chosen)
 
 

@@ -31,9 +31,10 @@ def _rendered(s: Scenario) -> tuple[etree._Element, GuestView]:
 
 
 def _devices_from_xml(root: etree._Element) -> dict[str, tuple[int, str]]:
-    """Host PCI address -> (guest node, guest PCI address), from the controllers, hostdevs and hostdev
-    interfaces (SR-IOV VFs). Bus numbers as firmware gives them: depth first from each expander's busNr,
-    every port (root, switch upstream, switch downstream) taking the next number for its secondary bus."""
+    """Host PCI address (a mediated device's UUID) -> (guest node, guest PCI address), from the controllers,
+    hostdevs (PCI and mdev) and hostdev interfaces (SR-IOV VFs). Bus numbers as firmware gives them: depth
+    first from each expander's busNr, every port (root, switch upstream, switch downstream) taking the next
+    number for its secondary bus."""
     controllers = {int(c.get("index")): c for c in root.iterfind("devices/controller[@type='pci']")}
     children: dict[int, list[etree._Element]] = {}
     for c in controllers.values():
@@ -54,7 +55,7 @@ def _devices_from_xml(root: etree._Element) -> dict[str, tuple[int, str]]:
     out: dict[str, tuple[int, str]] = {}
     for dev in [*root.iterfind("devices/hostdev"), *root.iterfind("devices/interface[@type='hostdev']")]:
         src = dev.find("source/address")
-        host_address = "{:04x}:{:02x}:{:02x}.{:x}".format(
+        host_address = src.get("uuid") if dev.get("type") == "mdev" else "{:04x}:{:02x}:{:02x}.{:x}".format(
             *(int(src.get(k), 16) for k in ("domain", "bus", "slot", "function"))
         )
         bus, node = secondary[int(dev.find("address").get("bus"), 16)]

@@ -19,7 +19,9 @@ from vnuma.topology import KIB_PER_MIB, DeviceKind
 from vnuma.topology.hmat import cell_kinds, nested
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
-SHIPPED = ("dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu", "dgx-nics", "shared-nics")
+SHIPPED = (
+    "dual-socket-2cell", "epyc-nps4-8cell", "big-16cell", "snc-cxl-gpu", "dgx-nics", "shared-nics", "gpu-partitions",
+)
 SMALL = st.sampled_from(SHIPPED)
 SEEDS = st.integers(min_value=0, max_value=2**63)
 
@@ -259,7 +261,9 @@ def test_dgx_nics_writes_device_places_and_nic_requests() -> None:
     assert summary["requests_nics_vf"] == sum(1 for r in asking if r["nic_function"] == "vf")
 
 
-@pytest.mark.parametrize("name", [n for n in SCENARIOS if n not in {"dgx-nics", "shared-nics", "fleet-1000"}])
+@pytest.mark.parametrize(
+    "name", [n for n in SCENARIOS if n not in {"dgx-nics", "shared-nics", "fleet-1000", "gpu-partitions"}]
+)
 def test_only_the_nic_scenarios_write_nic_keys_and_device_places(name: str) -> None:
     doc = make_trace(name, 3)
     assert all(isinstance(d, str) for h in doc["hosts"] for c in h["cells"] for d in (*c["gpus"], *c.get("nics", ())))
@@ -280,3 +284,22 @@ def test_shared_nics_writes_two_gpus_and_one_nic_per_switch_and_whole_nic_reques
     assert asking and {r["nic_affinity"] for r in asking} == {"pix", "pxb"}
     assert {r["nic_function"] for r in asking} == {"pf"} and all(r["gpus"] >= 1 for r in asking)
     assert (doc["summary"]["nics_total"], doc["summary"]["nic_vfs_total"]) == (48, 0)
+
+
+def test_gpu_partitions_writes_the_geometry_gpu_offers_and_partition_requests() -> None:
+    doc = make_trace("gpu-partitions", 42)
+    assert make_trace("gpu-partitions", 7)["hosts"] == doc["hosts"]
+    (geometry,) = doc["gpu_profiles"]
+    assert geometry["model"] == "NVIDIA H100 80GB HBM3" and len(geometry["profiles"]) == 7
+    for host in doc["hosts"]:
+        for cell in host["cells"]:
+            assert len(cell["gpus"]) == 4
+            assert all(g["mig"] == geometry["model"] and set(g["vgpu"]) == {
+                "nvidia-h100-10c", "nvidia-h100-20c", "nvidia-h100-40c"} for g in cell["gpus"])
+    mig = [r for r in doc["requests"] if "mig" in r]
+    vgpu = [r for r in doc["requests"] if "vgpu" in r]
+    assert mig and vgpu and all(r["gpus"] == 0 for r in (*mig, *vgpu))
+    assert not [r for r in doc["requests"] if "mig" in r and "vgpu" in r]
+    assert {r["mig"].split(":")[0] for r in mig} == {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb"}
+    assert any(r["mig"].endswith(":2") for r in mig) and {r["gpus"] for r in doc["requests"]} == {0, 1, 2, 4}
+    assert (doc["summary"]["requests_mig"], doc["summary"]["requests_vgpu"]) == (len(mig), len(vgpu))

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from vnuma.placement.groups import AntiAffinity
+from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.model import (
     ColdTier,
     CpuPolicy,
@@ -61,6 +61,7 @@ class PlaceBody(Body):
     host: StrictStr | None = None
     group: StrictStr | None = None
     anti_affinity: AntiAffinity | None = None
+    affinity: Affinity | None = None
     llc: StrictStr | None = None
     llc_ways: StrictInt | None = None
     mem_bw: StrictInt | None = None

@@ -11,7 +11,7 @@ from vnuma.cli import config, output, remote, settings
 from vnuma.cli.completion import TenantArg, VmArg, hosts
 from vnuma.cli.options import StrategyOpt, strategy_of
 from vnuma.documents import plan_doc
-from vnuma.placement.groups import AntiAffinity
+from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.model import (
     ColdTier,
     CpuPolicy,
@@ -139,6 +139,10 @@ def place(
         AntiAffinity | None,
         typer.Option("--anti-affinity", help="Keep the group's VMs on different hosts or host cells."),
     ] = None,
+    affinity: Annotated[
+        Affinity | None,
+        typer.Option("--affinity", help="Keep the group's VMs together on one host."),
+    ] = None,
     strategy: StrategyOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide, but claim nothing.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show every host's rejection and score.")] = False,
@@ -169,6 +173,16 @@ def place(
     (or one host cell); every later move (repin, migrate, drain, rebalance)
     keeps it. A VM the group leaves no room for is exit 5, each host's
     reason naming the group's VM there.
+
+    --group G --affinity host: every VM of group G on one host (the first
+    goes anywhere, the others where it is), e.g. a tightly coupled pair
+    sharing a host's NVLink. A move off that host is refused while the
+    group has other VMs (vm migrate, rebalance), and a drain leaves them.
+    A group is either affine or anti-affine: asking affinity of a group
+    whose VMs asked anti-affinity, or the reverse, is exit 12, nothing
+    written.
+
+    Example: vnuma place tenant-a --gpus 2 --group pair-1 --affinity host
 
     --memory-mode strict|restrictive|preferred|interleave (or per guest
     cell, --cell-memory-mode strict,interleave with --numa-nodes 2) is
@@ -222,8 +236,14 @@ def place(
     from vnuma.services.placing import place_vm, require_chosen
     from vnuma.services.requests import place_request
 
-    if group is None and anti_affinity is not None:
-        raise typer.BadParameter("--anti-affinity needs --group G", param_hint="--anti-affinity")
+    for option, given in (("--anti-affinity", anti_affinity), ("--affinity", affinity)):
+        if group is None and given is not None:
+            raise typer.BadParameter(f"{option} needs --group G", param_hint=option)
+    if affinity is not None and anti_affinity is not None:
+        raise typer.BadParameter(
+            "--affinity and --anti-affinity exclude each other: a group keeps its VMs together or apart",
+            param_hint="--affinity",
+        )
     nic_count, per_gpu, level = _nics(nics, nic_affinity)
     request = place_request(
         tenant=tenant, page_size=page_size or config(ctx)["page_size"], vcpus=vcpus, memory=memory, gpus=gpus,
@@ -231,7 +251,7 @@ def place(
         gpu_affinity=gpu_affinity, nics=nic_count, nics_per_gpu=per_gpu, nic_affinity=level, nic_function=nic_function,
         emulator_threads=emulator_threads, memory_mode=memory_mode, cell_memory_mode=cell_memory_mode,
         cell_vcpus=cell_vcpus, cell_memory=cell_memory, cell_gpus=cell_gpus, iothreads=iothreads,
-        iothreads_policy=iothreads_policy, host=host, group=group, anti_affinity=anti_affinity,
+        iothreads_policy=iothreads_policy, host=host, group=group, anti_affinity=anti_affinity, affinity=affinity,
         llc=llc, llc_ways=llc_ways, mem_bw=mem_bw, cold_memory=cold_memory, cold_tier=cold_tier,
     )
     if (apply or yes or allow_restart or allow_migrate) and not rebalance:
@@ -252,6 +272,7 @@ def place(
             "cell_memory": cell_memory, "cell_gpus": cell_gpus, "iothreads": iothreads,
             "iothreads_policy": iothreads_policy.value, "host": host, "group": group,
             "anti_affinity": anti_affinity.value if anti_affinity else None,
+            "affinity": affinity.value if affinity else None,
             "strategy": strategy.value if strategy else None, "dry_run": dry_run, "explain": explain,
             "llc": llc, "llc_ways": llc_ways, "mem_bw": mem_bw, "cold_memory": cold_memory,
             "cold_tier": cold_tier.value,
@@ -371,7 +392,8 @@ def print_placement(p: Placement, title: str, state: str | None = None) -> None:
     if p.iothreads:
         extras.append(f"iothreads: {p.iothreads} ({p.iothread_policy}) on pCPUs {format_cpuset(iothread_pins(p))}")
     if p.group is not None:
-        extras.append(f"group: {p.group}" + (f" (anti-affinity {p.anti_affinity})" if p.anti_affinity else ""))
+        asked = f" (anti-affinity {p.anti_affinity})" if p.anti_affinity else ""
+        extras.append(f"group: {p.group}" + (f" (affinity {p.affinity})" if p.affinity else asked))
     if p.llc:
         extras.append("L3 slice: " + ", ".join(f"cache {i} {w} way(s)" for i, w in p.llc))
     if p.mem_bw:

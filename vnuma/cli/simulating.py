@@ -61,6 +61,10 @@ def simulate(
            ("GPU-NIC levels", "  ".join(f"{k} {n}" for k, n in report["gpu_nic_levels"].items())
             + (f"  ({report['gpu_nic_worse']} worse than asked)" if report["gpu_nic_worse"] else ""))]
           if report["nic_requests"] else []),
+        *([("partition requests placed / asked", f"{report['partition_placed']} / {report['partition_requests']}"),
+           ("GPUs whole / partitioned (stranded)",
+            f"{report['gpus_whole']} / {report['gpus_partitioned']} ({report['gpus_stranded']})")]
+          if report["partition_requests"] else []),
         ("decision mean / p50 / p99 / max", f"{d['mean']:.0f} / {d['p50']:.0f} / {d['p99']:.0f} / {d['max']:.0f} us"),
         ("wall, requests/s", f"{report['wall_s']:.2f} s, {report['requests_per_s']:.0f}/s"),
     ]

@@ -22,7 +22,7 @@ from vnuma.codec.checks import (
     list_of,
     take,
 )
-from vnuma.placement.groups import AntiAffinity
+from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.model import (
     CellAssignment,
     ColdTier,
@@ -44,6 +44,7 @@ _CPU_POLICY = enum_of(CpuPolicy)
 _THREAD_POLICY = enum_of(ThreadPolicy)
 _ISOLATION = enum_of(Isolation)
 _ANTI = enum_of(AntiAffinity)
+_AFFINITY = enum_of(Affinity)
 _MEMORY_MODE = enum_of(MemoryMode)
 _IOTHREAD_POLICY = enum_of(IoThreadPolicy)
 _COLD_TIER = enum_of(ColdTier)
@@ -87,7 +88,9 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         "thread_policy": p.thread_policy.value,
         "threads_per_core": p.threads_per_core,
         "numa_nodes": "auto" if p.numa_nodes is None else p.numa_nodes,
-        "group": None if p.group is None else {"name": p.group, "anti_affinity": _opt(p.anti_affinity)},
+        "group": None if p.group is None else {
+            "name": p.group, "anti_affinity": _opt(p.anti_affinity), "affinity": _opt(p.affinity)
+        },
         "iothreads": p.iothreads,
         "iothread_policy": p.iothread_policy.value,
         "cells": [_cell(c) for c in p.cells] + [{**_cell(c), "cold": True} for c in p.cold],
@@ -119,7 +122,7 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
     cells = tuple(c for c, cold in every if not cold)
     cold = tuple(c for c, cold in every if cold)
     nodes = get_key(d, "numa_nodes", at, len(cells))
-    group, anti = _group(get_key(d, "group", at, None), at.key("group"))
+    group, anti, affinity = _group(get_key(d, "group", at, None), at.key("group"))
     return Placement(
         vm=vm,
         tenant=take(d, "tenant", at, as_str),
@@ -128,6 +131,7 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         numa_nodes=None if nodes == "auto" else _node_count(nodes, at.key("numa_nodes"), len(cells)),
         group=group,
         anti_affinity=anti,
+        affinity=affinity,
         emulator_pcpus=take(d, "emulator_pcpus", at, as_ints, []),
         devices=take(d, "devices", at, _DEVICE_ASSIGNMENTS, []),
         cpu_policy=take(d, "cpu_policy", at, _CPU_POLICY, CpuPolicy.DEDICATED.value),
@@ -173,13 +177,19 @@ def _opt(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _group(value: object, at: At) -> tuple[str | None, AntiAffinity | None]:
-    """``{"name", "anti_affinity": "host"|"cell"|null}`` or null."""
+def _group(value: object, at: At) -> tuple[str | None, AntiAffinity | None, Affinity | None]:
+    """``{"name", "anti_affinity": "host"|"cell"|null, "affinity": "host"|null}`` or null (``affinity`` absent:
+    null, as documents written before it was recorded)."""
     if value is None:
-        return None, None
+        return None, None, None
     d = as_mapping(value, at)
     anti = get_key(d, "anti_affinity", at, None)
-    return take(d, "name", at, as_str), None if anti is None else _ANTI(anti, at.key("anti_affinity"))
+    affinity = get_key(d, "affinity", at, None)
+    return (
+        take(d, "name", at, as_str),
+        None if anti is None else _ANTI(anti, at.key("anti_affinity")),
+        None if affinity is None else _AFFINITY(affinity, at.key("affinity")),
+    )
 
 
 def _node_count(value: object, at: At, cells: int) -> int:

@@ -144,12 +144,24 @@ class VmRow(Base):
     vcpus: Mapped[int]
     gpus: Mapped[int]
     placement: Mapped[str] = mapped_column(Text)
+    # The replica group of the placement (its "group" name), so a claim finds the group's VMs on other hosts.
+    group_name: Mapped[str | None] = mapped_column(String(255), index=True)
     # How `vnuma apply` rendered the domain (JSON: render options and template), so a
     # rebalance re-renders it the same way; NULL until the VM is applied.
     rendering: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.current_timestamp()
     )
+
+
+class ReplicaGroupRow(Base):
+    """A replica group's name: the row every claim or move of one of its VMs locks first (``FOR UPDATE`` on
+    PostgreSQL; SQLite's writers lock the whole file), so a group's placements are decided one at a time
+    (:mod:`.placing`). Written when a group's first VM is claimed, kept after its last VM goes (a name)."""
+
+    __tablename__ = "replica_groups"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
 
 
 class CpuClaim(Base):

@@ -12,13 +12,21 @@ a transaction its opener began; nothing here begins or commits.
   slipped past.
 * :func:`move` (in the caller's write transaction): the same for a VM
   changing placement (a rebalance step), both hosts locked in name order.
+
+A VM of a replica group also locks the group (its ``replica_groups`` row,
+created with the group's first VM; locked after the host and the tenant, so
+locks are always taken in one order) and reads the group's VMs on the other
+hosts (``vms.group_name``) into the ledger (:func:`group_members`): affinity
+is decided on every host the group holds, and two claims of one group, even
+on two hosts, are decided one after the other, each seeing what the other
+committed (PostgreSQL's row lock; SQLite's writers hold the whole file).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFoundError
 from vnuma.inventory import audit
 from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
 from vnuma.inventory.executor import Executor, Params, Refused, Row
@@ -52,8 +60,13 @@ USED_ELSEWHERE = (
     "WHERE tenant_id = :tenant AND host_id <> :host AND id <> :vm"
 )
 NEW_VM = (
-    "INSERT INTO vms (name, tenant_id, host_id, state, vcpus, gpus, placement) "
-    "VALUES (:name, :tenant, :host, :state, :vcpus, :gpus, :placement)"
+    "INSERT INTO vms (name, tenant_id, host_id, state, vcpus, gpus, placement, group_name) "
+    "VALUES (:name, :tenant, :host, :state, :vcpus, :gpus, :placement, :group)"
+)
+NEW_GROUP = "INSERT INTO replica_groups (name) VALUES (:group) ON CONFLICT (name) DO NOTHING"
+GROUP = "SELECT name FROM replica_groups WHERE name = :group"
+GROUP_ELSEWHERE = (
+    "SELECT name, placement FROM vms WHERE group_name = :group AND host_id <> :host AND id <> :vm ORDER BY name"
 )
 MOVED_VM = "UPDATE vms SET placement = :placement, host_id = :host, vcpus = :vcpus, gpus = :gpus WHERE id = :vm"
 _VM_ID = "(SELECT id FROM vms WHERE name = :vm)"  # claim rows name their VM: inserted with it in one batch
@@ -94,8 +107,25 @@ def _claimant(x: Executor, name: str, isolation: Isolation | None, rows: list[Ro
     return int(row[0]), tenant_of(row[1:])
 
 
-def host_ledger(x: Executor, host_id: int, host: Host, tenant_id: int, tenant: Tenant, vm_id: int = -1) -> Fleet:
-    """The ledger of one host as the transaction sees it, with ``tenant``'s usage elsewhere (VM ``vm_id`` left out)."""
+def group_members(x: Executor, group: str | None, host_id: int, vm_id: int = -1) -> list[Placement]:
+    """Lock replica group ``group`` (its row, made if missing) and read its VMs on hosts other than ``host_id``
+    (VM ``vm_id`` left out); none without a group. The caller holds its host and tenant locks already."""
+    if group is None:
+        return []
+    x.run(NEW_GROUP, {"group": group})
+    # Read after the lock: a claim of the group that held it has committed, and this statement sees it.
+    _locked, rows = x.batch(
+        [(GROUP + x.lock, {"group": group}), (GROUP_ELSEWHERE, {"group": group, "host": host_id, "vm": vm_id})]
+    )
+    return [decode_placement(str(name), str(doc)) for name, doc in rows]
+
+
+def host_ledger(
+    x: Executor, host_id: int, host: Host, tenant_id: int, tenant: Tenant, vm_id: int = -1,
+    members: list[Placement] | None = None,
+) -> Fleet:
+    """The ledger of one host as the transaction sees it, with ``tenant``'s usage elsewhere (VM ``vm_id`` left
+    out) and the replica group's VMs on other hosts (``members``, :func:`group_members`)."""
     params = {"host": host_id, "vm": vm_id}
     on_host, used = x.batch([(ON_HOST, params), (USED_ELSEWHERE, {**params, "tenant": tenant_id})])
     placements, tenants = [], {tenant.name: tenant}
@@ -104,12 +134,14 @@ def host_ledger(x: Executor, host_id: int, host: Host, tenant_id: int, tenant: T
         tenants.setdefault(owner.name, owner)
         placements.append(decode_placement(vm, doc))
     elsewhere = {tenant.name: Usage(int(used[0][0]), int(used[0][1]))}
-    return Fleet([host], placements, tenants.values(), usage_elsewhere=elsewhere)
+    return Fleet([host], placements, tenants.values(), usage_elsewhere=elsewhere, members_elsewhere=members or ())
 
 
 def _refuse(p: Placement, refusal: Rejection) -> None:
     if refusal.check == "shape":
         raise InvalidInputError(f"placement of VM {p.vm!r}: {refusal.reason}")
+    if refusal.check == "group-mode":
+        raise GroupModeError(refusal.reason, hint=refusal.hint)
     raise ConflictError(refusal.reason, hint=refusal.hint or REPLACE_HINT)
 
 
@@ -147,7 +179,8 @@ def claim(
         NotFoundError: no such host, or no such tenant and no ``isolation``.
         InvalidInputError: a malformed placement.
         ConflictError: the VM name exists, or admission refuses (a resource taken or reserved,
-            an isolation rule or a quota broken), or a unique index refuses a claim row.
+            an isolation rule, a replica group or a quota broken), or a unique index refuses a claim row.
+        GroupModeError: it asks affinity of a group whose VMs asked anti-affinity, or the reverse.
     """
     if p.tenant is None:
         raise InvalidInputError(f"placement of VM {p.vm!r} has no tenant")
@@ -159,7 +192,8 @@ def claim(
     if vm_rows:
         raise ConflictError(f"VM {p.vm!r} already exists", hint=f"release it first with `vnuma vm release {p.vm}`")
     tenant_id, tenant = _claimant(x, p.tenant, isolation, tenant_rows)
-    ledger = host_ledger(x, host_id, host, tenant_id, tenant)
+    members = group_members(x, p.group, host_id)
+    ledger = host_ledger(x, host_id, host, tenant_id, tenant, members=members)
     refusal = ledger.admit(p)
     if refusal is not None and refit is not None:
         again = refit(ledger)
@@ -169,7 +203,7 @@ def claim(
         _refuse(p, refusal)
     row = {
         "name": p.vm, "tenant": tenant_id, "host": host_id, "state": VmState.PLACED.value,
-        "vcpus": p.vcpus, "gpus": gpu_count(p), "placement": encode_placement(p),
+        "vcpus": p.vcpus, "gpus": gpu_count(p), "placement": encode_placement(p), "group": p.group,
     }
     try:
         _write_claims(x, [(NEW_VM, row)], p, ledger, [host_id])
@@ -247,7 +281,9 @@ def move(x: Executor, name: str, before: Placement, after: Placement) -> None:
 
     Raises:
         NotFoundError: unknown VM or host.
-        ConflictError: the VM is no longer placed as ``before``, or admission refuses ``after``.
+        ConflictError: the VM is no longer placed as ``before``, or admission refuses ``after`` (a move
+            that would take a VM of an affine group away from the others among them).
+        GroupModeError: ``after`` asks affinity of an anti-affine group or the reverse.
     """
     hosts = {h: _locked_host(x, h) for h in sorted({before.host, after.host})}
     row = x.one(VM, {"name": name})
@@ -263,7 +299,8 @@ def move(x: Executor, name: str, before: Placement, after: Placement) -> None:
     assert tenant_row is not None
     tenant = tenant_of(tenant_row[1:])
     host_id, host = hosts[after.host]
-    ledger = host_ledger(x, host_id, host, tenant_id, tenant, vm_id)
+    members = group_members(x, after.group, host_id, vm_id)
+    ledger = host_ledger(x, host_id, host, tenant_id, tenant, vm_id, members)
     refusal = ledger.admit(after)
     if refusal is not None:
         _refuse(after, refusal)

@@ -35,6 +35,7 @@ from vnuma.placement.model import (
     Placement,
     VmRequest,
 )
+from vnuma.placement.partitions import pick_partitions
 from vnuma.placement.resctrl import slices, wants
 
 
@@ -84,6 +85,7 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         numa_nodes=req.numa_nodes,
         group=req.group,
         anti_affinity=req.anti_affinity,
+        affinity=req.affinity,
         iothreads=req.iothreads,
         iothread_policy=req.iothread_policy,
         llc=llc,
@@ -93,4 +95,5 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         nic_affinity=req.nic_affinity if req.wants_nics else None,
         nics_per_gpu=req.nics_per_gpu,
         nic_function=req.nic_function if req.wants_nics else NicFunction.PF,
+        partitions=pick_partitions(hs, tuple(fit.cells), req) if req.partition is not None else (),
     )

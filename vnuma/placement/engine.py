@@ -41,10 +41,11 @@ from typing import TypeVar, cast
 
 import numpy as np
 
-from vnuma.errors import ConflictError, NoPlacementError
+from vnuma.errors import ConflictError, GroupModeError, NoPlacementError
 from vnuma.placement.build import build_placement
 from vnuma.placement.filters import HOST_FILTERS, STAGE
 from vnuma.placement.fit import HostFit, fit_host, further
+from vnuma.placement.groups import MODE_HINT, group_clash, group_hosts
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.memory import RefusalMemory
@@ -78,12 +79,19 @@ def place(
     size every fitting host gives it breaks a quota, that too is the quota's
     refusal, not "no host fits".
 
+    A VM of an affine group whose other VMs are placed already is fitted on their host only (the fast
+    path's pre-filter knows no groups; the explaining path's host filter ``group`` says why not elsewhere).
+
     Raises:
         InvalidInputError: a malformed request (see :func:`validate_request`).
         ConflictError: the VM would take its tenant over a quota (alone or with what it holds).
+        GroupModeError: it asks affinity of a group whose VMs asked anti-affinity, or the reverse.
         NotFoundError: ``request.host`` is not in the fleet.
     """
     validate_request(request, fleet)
+    clash = group_clash(fleet.groups, request.name, request.group, request.affinity, request.anti_affinity)
+    if clash is not None:
+        raise GroupModeError(clash, hint=MODE_HINT)
     tenant = fleet.tenant(request.tenant)
     request = with_tenant_slices(request, tenant)
     quotas = tenant.max_vcpus is not None or tenant.max_gpus is not None
@@ -272,14 +280,16 @@ def _place_fast(
     if recalled is not None:
         return PlacementResult(None, (recalled,))
     nodes = [request.numa_nodes] if request.numa_nodes else _auto_nodes(request, fleet)
+    # The pre-filter knows no groups: an affine group's VM is fitted on its group's host(s) only.
+    bound = group_hosts(fleet.groups, request.name, request.group, request.affinity)
     closest: Rejection | None = None
     reached: list[Assessment] = []
     for n in nodes:
         checked = assess(fleet.arrays, request, n, prefilter_sizes(request, n), strategy)
         reached.append(checked)
         hosts = np.flatnonzero(checked.may_fit())
-        if request.avoid_hosts:
-            hosts = np.array([h for h in hosts if fleet.states[int(h)].name not in request.avoid_hosts], dtype=int)
+        if request.avoid_hosts or bound:
+            hosts = np.array([h for h in hosts if _allowed(fleet.states[int(h)].name, request, bound)], dtype=int)
         if not len(hosts):
             continue
         scores = total_scores(strategy, fleet.arrays.totals(), request)[hosts]
@@ -295,13 +305,18 @@ def _place_fast(
     return PlacementResult(None, (closest,))
 
 
+def _allowed(host: str, request: VmRequest, bound: tuple[str, ...]) -> bool:
+    """Is ``host`` neither avoided by the request nor outside the hosts its affine group holds it to?"""
+    return host not in request.avoid_hosts and (not bound or host in bound)
+
+
 def _explain_refusal(request: VmRequest, fleet: Fleet, strategy: Strategy, reached: list[Assessment]) -> Rejection:
     """The exact rejection of the host the pre-filter saw come closest (no host passed it)."""
     best_host, best_stage = 0, -1
     for checked in reached:
         n = checked.n
         ranked = checked.stages() * 4
-        if strategy is Strategy.GPU_FIRST and request.gpus == 0:
+        if strategy is Strategy.GPU_FIRST and request.takes_no_gpu:
             # A host held back only by the gpu-first reserve came closer than one short of pCPUs.
             ranked += stages(fleet.arrays, request, n, prefilter_sizes(request, n), Strategy.PACK)
         top = int(ranked.argmax())

@@ -7,8 +7,9 @@ name when too few are left, or None. :data:`PIPELINE` lists them:
 
 1. per host: ``host`` (the one asked for), ``avoid`` (hosts the request must avoid),
    ``cordoned`` (admission's cordon rule, asked before any cell is looked at),
-   ``group`` (a replica group's anti-affinity; under ``cell`` the host view
-   also drops the cells the group's other VMs hold), ``resctrl-host`` (cache
+   ``group`` (a replica group's affinity: only the host its other VMs are
+   on, or anti-affinity; under ``cell`` the host view also drops the cells
+   the group's other VMs hold), ``resctrl-host`` (cache
    or bandwidth allocation where a slice is asked), ``cold-memory`` (a
    memory-only cell of a capacity tier with room, where a cold tier is asked:
    :mod:`vnuma.placement.cold`; :func:`vnuma.placement.fit.fit_host` asks it
@@ -43,6 +44,7 @@ from vnuma.placement.ledger.admit import ADMISSION, cordon_refusal
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, Rejection, ThreadPolicy, VmRequest
+from vnuma.placement.partitions import room, shortage
 from vnuma.placement.resctrl import cell_room, host_problem, wants
 from vnuma.placement.view import HostView
 from vnuma.topology import format_size_kib
@@ -129,19 +131,24 @@ class Cordoned:
 
 
 class Group:
-    """``group``: a replica group's anti-affinity (:func:`~vnuma.placement.groups.group_refusal`): a host that
-    holds a member under ``host``, or under ``cell`` on every CPU cell."""
+    """``group``: a replica group's rule (:func:`~vnuma.placement.groups.group_refusal`): a host that is not
+    the affine group's host, that holds a member under anti-affinity ``host``, or under ``cell`` on every
+    CPU cell."""
 
     name = "group"
 
     def apply(self, hs: HostState, req: VmRequest) -> Rejection | None:
         """Reject a host the group's other VMs keep this one off."""
-        refused = group_refusal(hs, req.name, req.group, req.anti_affinity, None)
-        if refused is None and req.group is not None:
-            taken = group_cells(hs, req.name, req.group, req.anti_affinity)
-            if taken and all(c.id in taken for c in hs.cells):
-                refused = f"group {req.group!r} (anti-affinity cell) holds every CPU cell of host {hs.name!r}"
-        return None if refused is None else Rejection(hs.name, self.name, refused)
+        if req.group is None:
+            return None
+        refused = group_refusal(hs, req.name, req.group, req.anti_affinity, None, req.affinity)
+        if refused is not None:
+            return Rejection(hs.name, self.name, refused.reason, refused.hint)
+        taken = group_cells(hs, req.name, req.group, req.anti_affinity)
+        if taken and all(c.id in taken for c in hs.cells):
+            return Rejection(hs.name, self.name, f"group {req.group!r} (anti-affinity cell) holds every CPU cell "
+                             f"of host {hs.name!r}")
+        return None
 
 
 class ResctrlHost:
@@ -380,9 +387,26 @@ def _short(a: Attempt, check: str, caps: dict[int, int]) -> Rejection:
     )
 
 
+class Partitions:
+    """``partitions``: a VM asking GPU partitions only goes to a host whose GPUs can hold them all now
+    (:func:`~vnuma.placement.partitions.room`; which GPUs, near which cells, is the fit's choice)."""
+
+    name = "partitions"
+
+    def apply(self, hs: HostState, req: VmRequest) -> Rejection | None:
+        """Reject a host without room for the partitions."""
+        ask = req.partition
+        found = room(hs, ask) if ask is not None else 0
+        if ask is None or found >= ask.count:
+            return None
+        problem = shortage(hs, tuple(c.id for c in hs.cells), req, found)
+        return Rejection(hs.name, self.name, problem, "see the GPUs' partitions in `vnuma host show`")
+
+
 COLD_MEMORY = ColdMemory()
+PARTITIONS = Partitions()
 HOST_FILTERS: tuple[HostFilter, ...] = (
-    RequestedHost(), AvoidedHost(), Cordoned(), Group(), ResctrlHost(), COLD_MEMORY
+    RequestedHost(), AvoidedHost(), Cordoned(), Group(), ResctrlHost(), COLD_MEMORY, PARTITIONS
 )
 """Run once per host."""
 CELL_FILTERS: tuple[Filter, ...] = (

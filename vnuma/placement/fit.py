@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from vnuma.placement.cellsets import rank_cells
 from vnuma.placement.devices import pick_devices
-from vnuma.placement.filters import CELL_FILTERS, COLD_MEMORY, SIZE_FILTERS, STAGE, Attempt
+from vnuma.placement.filters import CELL_FILTERS, COLD_MEMORY, PARTITIONS, SIZE_FILTERS, STAGE, Attempt
 from vnuma.placement.gpus import strands_gpus, threads_taken
 from vnuma.placement.iommu import GroupSplit
 from vnuma.placement.ledger.admit import pages_by_cell
@@ -38,6 +38,7 @@ from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import GpuAffinity, Isolation, MemoryMode, Rejection, Strategy, VmRequest
 from vnuma.placement.nics import NicShortage
 from vnuma.placement.order import cell_preference
+from vnuma.placement.partitions import PartitionShortage, pick_partitions
 from vnuma.placement.rules import KEEP_PER_GPU
 from vnuma.placement.view import HostView
 from vnuma.topology import format_size_kib
@@ -74,8 +75,8 @@ def fit_host(
     them and its arrays know nothing of memory-only cells.
     """
     assert req.vcpus is not None and req.memory_kib is not None
-    if req.cold_memory_kib:
-        refused = COLD_MEMORY.apply(hs, req)
+    for needed, host_filter in ((req.cold_memory_kib, COLD_MEMORY), (req.partition, PARTITIONS)):
+        refused = host_filter.apply(hs, req) if needed else None
         if refused is not None:
             return refused
     view = HostView(hs, req, strategy, isolations)
@@ -132,6 +133,8 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
     pref = {c.id: cell_preference(c, view.caps[c.id], strategy) for c in a.cells}
     ordered = a.n > 1 and (req.asymmetric or MemoryMode.INTERLEAVE in req.memory_modes)
     nics = _devices_ok(hs, req, a.vs) if req.wants_nics or (req.gpus and hs.shape.iommu_mates) else None
+    if req.partition is not None:
+        nics = _partitions_ok(hs, req)
     strand = _no_stranding(hs, req, a.vs) if keep else None
 
     def sets(need: int, test: Accept | None) -> tuple[tuple[int, ...], str] | None:
@@ -149,6 +152,12 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
         if ordered:
             cells = guest_order(a, cells) or cells  # accepted: an order exists
         return HostFit(hs, cells, a.size, hs.is_adjacent(cells), why)
+    best = sets(0, None) if req.partition is not None else None
+    if best is not None:
+        try:
+            pick_partitions(hs, best[0], req)
+        except PartitionShortage as err:
+            return a.reject("partitions", f"{err} (and on every other cell set)")
     short = _device_shortage(hs, req, a, sets(req.gpus, None)) if nics is not None and not stranding else None
     if short is not None:
         return a.reject(*short)
@@ -231,6 +240,19 @@ def _devices_ok(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
         try:
             pick_devices(hs, cells, req, vs)
         except (NicShortage, GroupSplit):
+            return False
+        return True
+
+    return accept
+
+
+def _partitions_ok(hs: HostState, req: VmRequest) -> Accept:
+    """Accept a cell set whose GPUs (with the request's GPU affinity) hold the partitions asked for."""
+
+    def accept(cells: tuple[int, ...]) -> bool:
+        try:
+            pick_partitions(hs, cells, req)
+        except PartitionShortage:
             return False
         return True
 

@@ -81,6 +81,7 @@ def _key(request: VmRequest, fleet: Fleet, strategy: Strategy) -> object:
         request.avoid_cells,
         request.group,
         request.anti_affinity,
+        request.affinity,
         request.host,
         strategy,
         request.gpus > 0,
@@ -94,6 +95,7 @@ def _key(request: VmRequest, fleet: Fleet, strategy: Strategy) -> object:
         request.mem_bw,
         request.cold_memory_kib,
         request.cold_tier,
+        request.partition,
     )
 
 

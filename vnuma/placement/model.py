@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from vnuma.placement.groups import AntiAffinity
+from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.topology import DeviceKind
 from vnuma.topology.pcie import Level
 
@@ -49,6 +49,39 @@ class GpuAffinity(StrEnum):
     REQUIRED = "required"
     PREFERRED = "preferred"
     SOCKET = "socket"
+
+
+class PartitionKind(StrEnum):
+    """A fraction of a GPU: ``vgpu`` a mediated device of a vGPU type (time-sliced), ``mig`` a MIG instance
+    of a profile (its own memory and compute slices)."""
+
+    VGPU = "vgpu"
+    MIG = "mig"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionAsk:
+    """``count`` partitions of one vGPU type or MIG profile (``name``) (:mod:`vnuma.placement.partitions`)."""
+
+    kind: PartitionKind
+    name: str
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionAssignment:
+    """One partition a VM holds: on physical GPU ``gpu`` (through its virtual function ``vf`` when the vGPU
+    type is carried by SR-IOV VFs), of vGPU type or MIG profile ``name``, a MIG instance at memory slice
+    ``start``; ``uuid`` names its mediated device; attached to guest cell ``guest_cell``."""
+
+    kind: PartitionKind
+    gpu: str
+    name: str
+    uuid: str
+    guest_cell: int
+    host_cell: int | None
+    vf: str | None = None
+    start: int | None = None
 
 
 class NicFunction(StrEnum):
@@ -173,8 +206,8 @@ class VmRequest:
     ``avoid_hosts`` and ``avoid_cells`` (host, cell id) keep the VM off those
     hosts and off those host cells as guest cells (the rebalance planner
     moves a VM off its own cells or host with them). ``group`` with
-    ``anti_affinity`` keeps the VM away from the group's other VMs
-    (:mod:`vnuma.placement.groups`). ``memory_modes`` is one mode for every
+    ``anti_affinity`` keeps the VM away from the group's other VMs, with
+    ``affinity`` on their host (:mod:`vnuma.placement.groups`). ``memory_modes`` is one mode for every
     guest cell, or one per guest cell (then ``numa_nodes`` says how many).
     ``iothreads``/``iothread_policy``: I/O threads to render and where they
     run (:class:`IoThreadPolicy`); they claim nothing. ``cell_vcpus`` and
@@ -200,6 +233,7 @@ class VmRequest:
     avoid_cells: frozenset[tuple[str, int]] = frozenset()
     group: str | None = None
     anti_affinity: AntiAffinity | None = None
+    affinity: Affinity | None = None
     memory_modes: tuple[MemoryMode, ...] = (MemoryMode.STRICT,)
     iothreads: int = 0
     iothread_policy: IoThreadPolicy = IoThreadPolicy.EMULATOR
@@ -222,10 +256,18 @@ class VmRequest:
     cold_tier: ColdTier = ColdTier.ANY
     """Memory for one more guest cell with no vCPUs, backed by a host memory-only cell of a capacity tier
     (:mod:`vnuma.placement.cold`); 0: none."""
+    partition: PartitionAsk | None = None
+    """GPU partitions instead of whole GPUs (``gpus`` is then 0): vGPU instances or MIG instances on GPUs of
+    the VM's cells (:mod:`vnuma.placement.partitions`)."""
 
     @property
     def wants_nics(self) -> bool:
         return self.nics_per_gpu or self.nics > 0
+
+    @property
+    def takes_no_gpu(self) -> bool:
+        """Neither whole GPUs nor partitions: the request ``gpu-first`` keeps off a cell's GPU share."""
+        return self.gpus == 0 and self.partition is None
 
     def cell_sizes(self, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Each of ``n`` guest cells' vCPUs and memory (KiB): the request's own lists, else an even split.
@@ -293,8 +335,8 @@ class Placement:
     ``numa_nodes`` is the guest shape the VM asked for: None when it was
     placed with ``auto`` (a move may change its cell count), else the count
     it asked for, which every move keeps (cells split evenly, so the count
-    fixes each cell's vCPUs and memory too). ``group``/``anti_affinity``: the
-    replica group it belongs to (:mod:`vnuma.placement.groups`), kept by every move.
+    fixes each cell's vCPUs and memory too). ``group``/``anti_affinity``/``affinity``: the
+    replica group it belongs to and what it asked of it (:mod:`vnuma.placement.groups`), kept by every move.
     ``iothreads``/``iothread_policy``: as asked (:class:`VmRequest`), kept by every move.
     ``llc``/``mem_bw``: its cache slice and bandwidth cap per L3 domain (:mod:`vnuma.placement.resctrl`).
     """
@@ -311,6 +353,7 @@ class Placement:
     numa_nodes: int | None = None
     group: str | None = None
     anti_affinity: AntiAffinity | None = None
+    affinity: Affinity | None = None
     iothreads: int = 0
     iothread_policy: IoThreadPolicy = IoThreadPolicy.EMULATOR
     llc: tuple[tuple[int, int], ...] = ()
@@ -328,6 +371,8 @@ class Placement:
     """How its NICs were asked (None ``nic_affinity``: no NICs asked, or a placement from before vnuma
     recorded it): within which level of its GPUs, one per GPU or a count (the NICs it holds), physical or
     virtual functions. ``stats`` flags pairs worse than the level; every move asks the same again."""
+    partitions: tuple[PartitionAssignment, ...] = ()
+    """The GPU partitions it holds (vGPU or MIG instances), in the order asked."""
     # Worked out once from the fields above (the ledger and admission read them many times).
     dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""

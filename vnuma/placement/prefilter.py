@@ -40,7 +40,7 @@ def _cell_checks(
     v, m = min(vs), min(ms)  # every guest cell's host cell holds at least the smallest (a necessary condition)
     row = cap_row(req.cpu_policy, req.thread_policy)
     cap = arrays.cap[row]
-    reserve = strategy is Strategy.GPU_FIRST and req.gpus == 0
+    reserve = strategy is Strategy.GPU_FIRST and req.takes_no_gpu
     if reserve:
         cap = cap - reserved_threads(arrays.thread_share, arrays.gpus, arrays.cell_width, row)
     cpu_ok = cap >= v

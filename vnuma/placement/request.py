@@ -34,6 +34,8 @@ from vnuma.placement.model import (
     EmulatorThreads,
     IoThreadPolicy,
     MemoryMode,
+    PartitionAsk,
+    PartitionKind,
     ThreadPolicy,
     VmRequest,
 )
@@ -149,8 +151,39 @@ def request_problem(request: VmRequest) -> str | None:
     return (
         _numbers_problem(request) or _split_problem(request) or _policy_problem(request)
         or _memory_mode_problem(request) or _iothread_problem(request) or _nic_problem(request)
-        or _cold_problem(request)
+        or _cold_problem(request) or _partition_problem(request)
     )
+
+
+MAX_PARTITIONS = 64
+
+
+def parse_partition(kind: PartitionKind, text: str) -> PartitionAsk:
+    """``TYPE[:N]`` / ``PROFILE[:N]`` (``--vgpu``, ``--mig``, a trace's ``vgpu``/``mig``) as an ask.
+
+    Raises:
+        InvalidInputError: an empty name or a count that is not a whole number.
+    """
+    name, sep, count = text.strip().rpartition(":")
+    if not sep:
+        name, count = count, "1"
+    if not name.strip() or not count.strip().isdigit():
+        raise InvalidInputError(f"bad --{kind.value} {text!r}: expected NAME or NAME:COUNT (e.g. 3g.40gb:2)")
+    return PartitionAsk(kind, name.strip(), int(count))
+
+
+def _partition_problem(request: VmRequest) -> str | None:
+    """Partitions instead of whole GPUs, between 1 and :data:`MAX_PARTITIONS` of one type or profile."""
+    ask = request.partition
+    if ask is None:
+        return None
+    if not 1 <= ask.count <= MAX_PARTITIONS:
+        return f"a VM takes 1 to {MAX_PARTITIONS} {ask.kind.value} partitions, not {ask.count}"
+    if request.gpus or request.cell_gpus is not None:
+        return f"a VM takes whole GPUs or GPU partitions: --gpus with --{ask.kind.value} is refused"
+    if request.wants_nics:
+        return "NICs are placed beside whole GPUs: --nics with --vgpu/--mig is refused"
+    return None
 
 
 def _cold_problem(request: VmRequest) -> str | None:
@@ -184,7 +217,8 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
             thread or emulator policy that needs ``dedicated`` CPUs, more
             GPUs than the whole fleet has, per-cell memory modes that do
             not match the guest cell count, ``restrictive`` on some cells only,
-            iothreads out of 0..64, ``device-local`` iothreads without a device.
+            iothreads out of 0..64, ``device-local`` iothreads without a device,
+            affinity or anti-affinity without a group.
         NotFoundError: ``request.host`` is not in the fleet.
     """
     name = request.name or request.tenant
@@ -203,6 +237,8 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
     if request.gpus > fleet.gpus_total:
         asked = count_of(request.gpus, "GPU")
         raise InvalidInputError(f"VM {name!r}: asks for {asked}, the whole fleet has {fleet.gpus_total}")
+    if (request.affinity is not None or request.anti_affinity is not None) and request.group is None:
+        raise InvalidInputError(f"VM {name!r}: affinity and anti-affinity need a group")
     if request.host is not None:
         fleet.state(request.host)
 

@@ -36,7 +36,7 @@ class HostView:
         self.hs = hs
         self.req = req
         self.bucket = tenant_bucket(req.tenant, req.isolation)
-        self.reserve = strategy is Strategy.GPU_FIRST and req.gpus == 0
+        self.reserve = strategy is Strategy.GPU_FIRST and req.takes_no_gpu
         self.row = cap_row(req.cpu_policy, req.thread_policy)
         self.raw: dict[int, int] = {}
         self.caps: dict[int, int] = {}

@@ -50,7 +50,7 @@ class GuestDevice:
     """A passed-through device as the guest finds it."""
 
     address: str
-    """The host PCI address."""
+    """The host PCI address; for a GPU partition (kind ``vgpu``/``mig``) its mediated device's UUID."""
     kind: str
     node: int | None
     """The guest node its expander bus is on; None for a device the host gives no NUMA node (the guest reads
@@ -85,14 +85,15 @@ def guest_view(
         for c in sorted(cells, key=lambda c: c.guest_cell)
     )
     guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
-    assigned = sorted(placement.devices, key=lambda d: guest_address[d.address])
-    gpus = [d.address for d in assigned if d.kind is DeviceKind.GPU]
+    items = [(d.address, str(d.kind), d.guest_cell if d.host_cell is not None else None, d.kind is DeviceKind.GPU)
+             for d in placement.devices]
+    items += [(a.uuid, a.kind.value, a.guest_cell if a.host_cell is not None else None, True)
+              for a in placement.partitions]
+    items.sort(key=lambda i: guest_address[i[0]])
+    gpus = [address for address, _kind, _node, gpu in items if gpu]  # a partition is a GPU to the guest
     devices = tuple(
-        GuestDevice(
-            d.address, str(d.kind), d.guest_cell if d.host_cell is not None else None, guest_address[d.address],
-            gpus.index(d.address) if d.kind is DeviceKind.GPU else None,
-        )
-        for d in assigned
+        GuestDevice(address, kind, node, guest_address[address], gpus.index(address) if gpu else None)
+        for address, kind, node, gpu in items
     )
     return GuestView(placement.vm, placement.tenant, placement.host, nodes, devices)
 

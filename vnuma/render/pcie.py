@@ -16,6 +16,12 @@ device gets a root port of its own, so the guest never reads a level
 better than the host's. Controller indexes: 0 is ``pcie-root``, then the
 expanders in order, then each expander's ports depth first, so a
 controller never plugs into a higher index.
+
+GPU partitions (vGPU and MIG instances, :mod:`vnuma.placement.partitions`)
+are mediated devices: each is a ``<hostdev type='mdev'>`` naming its UUID,
+on a root port of its own behind the expander of its GPU's guest cell and
+root complex, as a whole GPU would be (a mediated device has no switch to
+mirror).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from vnuma.errors import RenderError
-from vnuma.placement.model import DeviceAssignment
+from vnuma.placement.model import DeviceAssignment, PartitionAssignment
 from vnuma.topology import PciDevice
 from vnuma.topology.pcie import Level, pcie_level
 
@@ -101,6 +107,9 @@ class Hostdev:
     guest_address: str
     mac: str = ""
     """For an SR-IOV virtual function (rendered ``<interface type='hostdev'>``): its MAC address."""
+    mdev: str = ""
+    """For a GPU partition (rendered ``<hostdev type='mdev'>``): its mediated device's UUID (also ``address``;
+    the ``source_*`` fields are empty)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +126,14 @@ def is_pcie_machine(machine: str) -> bool:
     return machine.startswith(_PCIE_MACHINES)
 
 
+Item = DeviceAssignment | PartitionAssignment
+"""What the layout places: a host PCI function, or a GPU partition (a mediated device)."""
+
+
 def layout_devices(
     vm: str, devices: Iterable[DeviceAssignment], guest_cells: frozenset[int], machine: str,
     vfs: frozenset[str] = frozenset(), host_devices: Mapping[str, PciDevice] | None = None,
+    partitions: Iterable[PartitionAssignment] = (),
 ) -> PcieLayout:
     """Lay out ``devices`` behind one expander bus per (guest cell, host root complex), PIX groups behind
     mirrored switches (``host_devices``: the host's devices by address, for root complexes and levels;
@@ -133,15 +147,19 @@ def layout_devices(
     """
     known = host_devices or {}
     by_bus: dict[tuple[int, str], list[DeviceAssignment]] = {}
-    for dev in devices:
-        if dev.guest_cell not in guest_cells:
-            raise RenderError(
-                f"VM {vm!r}: device {dev.address} is assigned to missing guest cell {dev.guest_cell}"
-            )
-        host = known.get(dev.address)
+    mdevs: dict[tuple[int, str], list[PartitionAssignment]] = {}
+    for item in (*devices, *partitions):
+        if item.guest_cell not in guest_cells:
+            what = f"device {item.address}" if isinstance(item, DeviceAssignment) else f"partition {item.uuid}"
+            raise RenderError(f"VM {vm!r}: {what} is assigned to missing guest cell {item.guest_cell}")
+        host = known.get(item.address if isinstance(item, DeviceAssignment) else item.gpu)
         # A device the host gives no NUMA node goes on an expander without a node, after the others.
-        cell = dev.guest_cell if dev.host_cell is not None else NO_NODE
-        by_bus.setdefault((cell, (host.root_complex or "") if host else ""), []).append(dev)
+        key = (item.guest_cell if item.host_cell is not None else NO_NODE, (host.root_complex or "") if host else "")
+        if isinstance(item, DeviceAssignment):
+            by_bus.setdefault(key, []).append(item)
+        else:
+            by_bus.setdefault(key, [])
+            mdevs.setdefault(key, []).append(item)
     if not by_bus:
         return PcieLayout()
     if not is_pcie_machine(machine):
@@ -153,10 +171,15 @@ def layout_devices(
     if len(keys) > LAST_EXPANDER_SLOT - FIRST_EXPANDER_SLOT + 1:
         raise RenderError(f"VM {vm!r}: devices on {len(keys)} guest cells and host root complexes; "
                           "at most 14 expander buses fit")
-    groups = {key: _switch_groups(sorted(by_bus[key], key=lambda d: d.address), known) for key in keys}
+    groups: dict[tuple[int, str], list[list[Item]]] = {
+        key: [*_switch_groups(sorted(by_bus[key], key=lambda d: d.address), known),
+              *([m] for m in sorted(mdevs.get(key, ()), key=lambda m: (m.gpu, m.uuid)))]
+        for key in keys
+    }
     for key in keys:
         if len(groups[key]) > MAX_PORTS_PER_BUS or any(len(g) > MAX_PORTS_PER_BUS for g in groups[key]):
-            raise RenderError(f"VM {vm!r}: {len(by_bus[key])} devices on guest cell {key[0]}; at most 32 fit")
+            count = sum(len(g) for g in groups[key])
+            raise RenderError(f"VM {vm!r}: {count} devices on guest cell {key[0]}; at most 32 fit")
     # Each expander takes its own bus plus one per port that has a secondary bus. The ranges sit at the top
     # of the 255 bus numbers (clear of pcie-root's buses, as libvirt's own busNr choice is), in order upward,
     # so the guest's PCI order follows its nodes (CUDA_DEVICE_ORDER=PCI_BUS_ID).
@@ -171,24 +194,29 @@ def layout_devices(
     return PcieLayout(tuple(layout.expanders), tuple(layout.ports), tuple(layout.hostdevs))
 
 
-def _buses(group: list[DeviceAssignment]) -> int:
+def _buses(group: list[Item]) -> int:
     """Bus numbers a port group takes: a root port's secondary bus, and for a mirrored switch the upstream
     port's and each downstream port's."""
     return 1 if len(group) == 1 else 2 + len(group)
 
 
-def _switch_groups(devices: list[DeviceAssignment], known: Mapping[str, PciDevice]) -> list[list[DeviceAssignment]]:
+def _switch_groups(devices: list[DeviceAssignment], known: Mapping[str, PciDevice]) -> list[list[Item]]:
     """``devices`` (by address) in groups that are PIX to each other on the host (connected through PIX
     pairs), in order of their first device."""
-    groups: list[list[DeviceAssignment]] = []
+    groups: list[list[Item]] = []
     for dev in devices:
         mine = known.get(dev.address)
         joined = [g for g in groups if mine is not None and any(
-            (other := known.get(d.address)) is not None and pcie_level(mine, other) is Level.PIX for d in g
+            isinstance(d, DeviceAssignment) and (other := known.get(d.address)) is not None
+            and pcie_level(mine, other) is Level.PIX for d in g
         )]
         merged = [dev] + [d for g in joined for d in g]
-        groups = [g for g in groups if g not in joined] + [sorted(merged, key=lambda d: d.address)]
-    return sorted(groups, key=lambda g: g[0].address)
+        groups = [g for g in groups if g not in joined] + [sorted(merged, key=_address)]
+    return sorted(groups, key=lambda g: _address(g[0]))
+
+
+def _address(item: Item) -> str:
+    return item.address if isinstance(item, DeviceAssignment) else item.uuid
 
 
 class _Builder:
@@ -208,11 +236,15 @@ class _Builder:
         self.ports.append(RootPort(index, chassis, port, _hex2(int(bus)), _hex2(slot), model))
         return index
 
-    def _device(self, dev: DeviceAssignment, port: str, guest_bus: int) -> None:
-        found = _hostdev(self.vm, dev, _hex2(int(port)), f"0000:{guest_bus:02x}:00.0")
+    def _device(self, dev: Item, port: str, guest_bus: int) -> None:
+        guest = f"0000:{guest_bus:02x}:00.0"
+        if isinstance(dev, PartitionAssignment):
+            self.hostdevs.append(Hostdev(dev.uuid, "", "", "", "", _hex2(int(port)), guest, mdev=dev.uuid))
+            return
+        found = _hostdev(self.vm, dev, _hex2(int(port)), guest)
         self.hostdevs.append(replace(found, mac=vf_mac(self.vm, dev.address)) if dev.address in self.vfs else found)
 
-    def expander(self, index: str, bus_nr: int, node: str, slot: int, groups: list[list[DeviceAssignment]]) -> None:
+    def expander(self, index: str, bus_nr: int, node: str, slot: int, groups: list[list[Item]]) -> None:
         self.expanders.append(Expander(index, str(bus_nr), node, _hex2(slot)))
         guest_bus = bus_nr
         for slot_no, group in enumerate(groups):

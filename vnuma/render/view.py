@@ -220,7 +220,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     distances = mirrored(host, every)
     vfs = frozenset(d.address for d in host.devices if d.pf is not None)
     pcie = layout_devices(placement.vm, placement.devices, guest_ids, options.machine, vfs,
-                          {d.address: d for d in host.devices})
+                          {d.address: d for d in host.devices}, placement.partitions)
     guest = guest_view(placement, every, distances, pcie)
     guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
     return DomainView(

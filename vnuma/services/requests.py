@@ -9,7 +9,7 @@ means the same whichever way it came.
 from __future__ import annotations
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.groups import AntiAffinity
+from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.model import (
     ColdTier,
     CpuPolicy,
@@ -73,6 +73,23 @@ def parse_memory_modes(text: str) -> tuple[MemoryMode, ...]:
     return tuple(modes)
 
 
+def check_group_options(group: str | None, affinity: Affinity | None, anti_affinity: AntiAffinity | None) -> None:
+    """``--group G`` is a name; ``--affinity`` and ``--anti-affinity`` need it and exclude each other.
+
+    Raises:
+        InvalidInputError: which of those is broken.
+    """
+    if group is not None:
+        check_vm_name(group, "group")
+    for option, given in (("--anti-affinity", anti_affinity), ("--affinity", affinity)):
+        if group is None and given is not None:
+            raise InvalidInputError(f"{option} needs --group G")
+    if affinity is not None and anti_affinity is not None:
+        raise InvalidInputError(
+            "--affinity and --anti-affinity exclude each other: a group keeps its VMs together or apart",
+        )
+
+
 def place_request(
     *,
     tenant: str,
@@ -100,6 +117,7 @@ def place_request(
     host: str | None = None,
     group: str | None = None,
     anti_affinity: AntiAffinity | None = None,
+    affinity: Affinity | None = None,
     llc: str | None = None,
     llc_ways: int | None = None,
     mem_bw: int | None = None,
@@ -112,14 +130,12 @@ def place_request(
     totals, when given, must be their sums (the engine's request check says so).
 
     Raises:
-        InvalidInputError: a bad name, size, list, cell count, or ``anti_affinity`` without ``group``.
+        InvalidInputError: a bad name, size, list, cell count, ``anti_affinity`` or ``affinity`` without
+            ``group``, or both.
     """
     if name is not None:
         check_vm_name(name)  # an empty name is refused, not taken as "generate one"
-    if group is not None:
-        check_vm_name(group, "group")
-    elif anti_affinity is not None:
-        raise InvalidInputError("--anti-affinity needs --group G")
+    check_group_options(group, affinity, anti_affinity)
     llc_kib = parse_slice(llc, llc_ways, mem_bw)
     per_vcpus = int_list(cell_vcpus, "--cell-vcpus") if cell_vcpus is not None else None
     per_memory = tuple(parse_size_kib(x) for x in cell_memory.split(",")) if cell_memory is not None else None
@@ -145,6 +161,7 @@ def place_request(
         host=host,
         group=group,
         anti_affinity=anti_affinity,
+        affinity=affinity,
         memory_modes=parse_memory_modes(cell_memory_mode) if cell_memory_mode is not None else (memory_mode,),
         iothreads=iothreads,
         iothread_policy=iothreads_policy,

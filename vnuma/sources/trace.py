@@ -23,6 +23,14 @@ numbered from routing ID PF + 2 with stride 1 as ConnectX NICs do: PF
 addresses). A VF sits where its PF does. A request's optional ``nics``
 (a count or ``per-gpu``), ``nic_affinity`` and ``nic_function`` ask for NICs
 beside its GPUs (:mod:`vnuma.placement.nics`); absent: none.
+
+GPU partitions: the optional top-level ``gpu_profiles`` lists MIG geometries
+(profile files' keys, :mod:`vnuma.sources.migprofiles`); a GPU object's
+``mig`` names one of them by ``model`` (the GPU gets its first PCI id, so
+the geometry is its), and its ``vgpu`` (``{"TYPE": instances}``) gives vGPU
+types its physical function offers. A request's optional ``vgpu`` or ``mig``
+(``"NAME"`` or ``"NAME:COUNT"``, with ``gpus`` 0) asks for partitions
+(:mod:`vnuma.placement.partitions`).
 """
 
 from __future__ import annotations
@@ -30,14 +38,28 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.model import ColdTier, CpuPolicy, NicFunction, ThreadPolicy
-from vnuma.placement.request import MAX_NICS
-from vnuma.topology import KIB_PER_MIB, Cell, Cpu, DeviceKind, Host, PagePool, PciDevice, Source, check_host
+from vnuma.placement.model import ColdTier, CpuPolicy, NicFunction, PartitionAsk, PartitionKind, ThreadPolicy
+from vnuma.placement.request import MAX_NICS, parse_partition
+from vnuma.sources.migprofiles import geometry_from_dict
+from vnuma.topology import (
+    KIB_PER_MIB,
+    Cell,
+    Cpu,
+    DeviceKind,
+    Host,
+    MdevType,
+    PagePool,
+    PciDevice,
+    Source,
+    check_host,
+)
 from vnuma.topology.hmat import NO_HMAT, hmat_from_json
+from vnuma.topology.mig import MigGeometry, ProfileError
+from vnuma.topology.partitions import with_gpu_profiles
 from vnuma.topology.pcie import Level
 
 FORMAT = "numa-placement-trace"
@@ -73,6 +95,8 @@ class TraceRequest:
     """The worst PCIe level a NIC may be at from its GPU (``pix`` .. ``sys``)."""
     nic_function: NicFunction = NicFunction.PF
     """Whole NICs (``pf``) or SR-IOV virtual functions (``vf``)."""
+    partition: PartitionAsk | None = None
+    """vGPU or MIG instances instead of whole GPUs (``vgpu``/``mig``); None: none."""
 
     @property
     def wants_nics(self) -> bool:
@@ -165,13 +189,30 @@ def load_trace(data: bytes, what: str) -> Trace:
     if at.get(doc, "version", int) != 1:
         raise at.key("version").fail(f"only version 1 is supported, got {doc['version']}")
     scenario = at.get(doc, "scenario", str)
-    hosts = tuple(_host(h, at.key("hosts").index(i)) for i, h in enumerate(at.get(doc, "hosts", list)))
+    geometries = _geometries(at.get(doc, "gpu_profiles", list, optional=True) or [], at.key("gpu_profiles"))
+    hosts = tuple(
+        _host(h, at.key("hosts").index(i), geometries) for i, h in enumerate(at.get(doc, "hosts", list))
+    )
     _unique([h.name for h in hosts], at.key("hosts"), "host name")
     requests = tuple(
         _request(r, at.key("requests").index(i)) for i, r in enumerate(at.get(doc, "requests", list))
     )
     _unique([r.name for r in requests], at.key("requests"), "request name")
     return Trace(scenario, hosts, requests)
+
+
+def _geometries(raw: list[Any], at: _At) -> dict[str, MigGeometry]:
+    """The trace's MIG geometries by model."""
+    out: dict[str, MigGeometry] = {}
+    for i, doc in enumerate(raw):
+        try:
+            g = geometry_from_dict(doc, "geometry")
+        except ProfileError as err:
+            raise at.index(i).fail(str(err)) from None
+        if g.model in out:
+            raise at.index(i).fail(f"model {g.model!r} is listed twice")
+        out[g.model] = g
+    return out
 
 
 def _unique(names: list[str], at: _At, what: str) -> None:
@@ -182,14 +223,14 @@ def _unique(names: list[str], at: _At, what: str) -> None:
         seen.add(name)
 
 
-def _host(raw: object, at: _At) -> Host:
+def _host(raw: object, at: _At, geometries: Mapping[str, MigGeometry]) -> Host:
     if not isinstance(raw, dict):
         raise at.fail("expected an object")
     name = at.get(raw, "name", str)
     cells: list[Cell] = []
     devices: list[PciDevice] = []
     for i, rc in enumerate(at.get(raw, "cells", list)):
-        cell, devs = _cell(rc, at.key("cells").index(i))
+        cell, devs = _cell(rc, at.key("cells").index(i), geometries)
         cells.append(cell)
         devices += devs
     seen: set[str] = set()
@@ -209,12 +250,12 @@ def _host(raw: object, at: _At) -> Host:
         hmat=NO_HMAT if raw_hmat is None else hmat_from_json(raw_hmat, at.key("hmat")),
     )
     try:
-        return check_host(host)
+        return with_gpu_profiles(check_host(host), geometries.values())
     except InvalidInputError as err:
         raise at.fail(str(err)) from None
 
 
-def _cell(raw: object, at: _At) -> tuple[Cell, list[PciDevice]]:
+def _cell(raw: object, at: _At, geometries: Mapping[str, MigGeometry]) -> tuple[Cell, list[PciDevice]]:
     if not isinstance(raw, dict):
         raise at.fail("expected an object")
     cid = at.count(raw, "id", 0)
@@ -240,7 +281,7 @@ def _cell(raw: object, at: _At) -> tuple[Cell, list[PciDevice]]:
     devices = [
         d
         for i, a in enumerate(at.get(raw, "gpus", list))
-        for d in _device(a, DeviceKind.GPU, cid, at.key("gpus").index(i))
+        for d in _gpu(a, cid, at.key("gpus").index(i), geometries)
     ]
     nics = at.get(raw, "nics", list, optional=True) or []
     devices += [d for i, a in enumerate(nics) for d in _device(a, DeviceKind.NIC, cid, at.key("nics").index(i))]
@@ -312,6 +353,31 @@ def _device(raw: object, kind: DeviceKind, cell: int, at: _At) -> list[PciDevice
     return [pf, *vfs]
 
 
+def _gpu(raw: object, cell: int, at: _At, geometries: Mapping[str, MigGeometry]) -> list[PciDevice]:
+    """A GPU (:func:`_device`) with what it can be cut into: ``mig`` (a model of ``gpu_profiles``) and ``vgpu``
+    (types its physical function offers, with their instances)."""
+    found = _device(raw, DeviceKind.GPU, cell, at)
+    if not isinstance(raw, dict) or not ({"mig", "vgpu"} & raw.keys()):
+        return found
+    gpu = found[0]
+    model = _name(raw, "mig", at)
+    if model is not None:
+        if model not in geometries:
+            known = ", ".join(sorted(geometries)) or "none"
+            raise at.key("mig").fail(f"no MIG geometry of model {model!r} in gpu_profiles (known: {known})")
+        g = geometries[model]
+        if not g.pci_ids:
+            raise at.key("mig").fail(f"the geometry of {model!r} lists no PCI id to match its GPUs")
+        vendor, product = g.pci_ids[0].split(":")
+        gpu = replace(gpu, vendor_id=vendor, product_id=product)
+    types = at.get(raw, "vgpu", dict, optional=True) or {}
+    for name, count in types.items():
+        if not name or type(count) is not int or count < 1:
+            raise at.key("vgpu").fail("expected {\"TYPE\": instances} with at least 1 instance each")
+    mdevs = tuple(MdevType(name, name, "vfio-pci", count) for name, count in sorted(types.items()))
+    return [replace(gpu, mdev_types=mdevs), *found[1:]]
+
+
 def _name(raw: Mapping[str, Any], key: str, at: _At) -> str | None:
     """An optional string key (absent or null: None); an empty string is refused."""
     value = at.get(raw, key, str, optional=True)
@@ -379,6 +445,7 @@ def _request(raw: object, at: _At) -> TraceRequest:
     function = at.get(raw, "nic_function", str) if "nic_function" in raw else None
     if (per_gpu or nics) and not gpus:
         raise at.key("nics").fail("NICs are placed within a PCIe level of the VM's GPUs: the request asks for no GPU")
+    partition = _partition(raw, at, gpus)
     return TraceRequest(
         tenant=at.get(raw, "tenant", str),
         name=name,
@@ -395,7 +462,22 @@ def _request(raw: object, at: _At) -> TraceRequest:
         nics_per_gpu=per_gpu,
         nic_affinity=Level.PXB if affinity is None else _level(affinity, at.key("nic_affinity")),
         nic_function=NicFunction.PF if function is None else _enum(NicFunction, function, at.key("nic_function")),
+        partition=partition,
     )
+
+
+def _partition(raw: Mapping[str, Any], at: _At, gpus: int) -> PartitionAsk | None:
+    """``vgpu`` or ``mig`` (``NAME[:COUNT]``); absent: None."""
+    asked = [k for k in PartitionKind if k.value in raw]
+    if not asked:
+        return None
+    if len(asked) > 1 or gpus:
+        raise at.fail("a request asks whole GPUs (gpus), vgpu or mig: one of them")
+    kind = asked[0]
+    try:
+        return parse_partition(kind, at.get(raw, kind.value, str))
+    except InvalidInputError as err:
+        raise at.key(kind.value).fail(str(err)) from None
 
 
 def _nics(raw: Mapping[str, Any], at: _At) -> tuple[int, bool]:

@@ -22,7 +22,10 @@ some requests ``cold_memory_mib`` (whole GiB) and ``cold_tier``, and its
 hosts an ``hmat``; the others write neither key. A scenario with a PCIe
 layout (``dgx-nics``) writes its GPUs and NICs as objects with their place
 in the PCIe tree and gives some requests ``nics``, ``nic_affinity`` and
-``nic_function``; the others write bare addresses and no NIC keys.
+``nic_function``; the others write bare addresses and no NIC keys. The
+partition scenario (``gpu-partitions``) writes the shipped H100 80GB MIG
+geometry as ``gpu_profiles``, its GPUs as objects with ``mig`` and ``vgpu``,
+and some requests ``mig`` or ``vgpu``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from vnuma.sources.migprofiles import profile_document, shipped_profiles
 from vnuma.sources.traceshapes import (
     PAGE_1G,
     PAGE_2M,
@@ -43,6 +47,7 @@ from vnuma.sources.traceshapes import (
     dual_socket_shape,
     epyc_nps4_shape,
     make_host,
+    partition_shape,
     shared_nic_shape,
     snc_cxl_shape,
 )
@@ -206,8 +211,48 @@ def make_shared_nic_requests(rng: random.Random, count: int) -> list[dict[str, A
     return _requests(rng, count, cold=False, large=DGX_LARGE, nics=SHARED_NICS)
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionMix:
+    """Who asks for GPU partitions (a share of the VMs without GPUs), MIG or vGPU, which profile or type, how
+    many."""
+
+    share: float
+    kind: Choices[str]
+    profile: Choices[str]
+    vgpu: Choices[str]
+    count: Choices[int]
+
+
+PARTITIONS = PartitionMix(  # small-model inference tenants: a fraction of an H100 each
+    share=0.60,
+    kind=(("mig", 0.60), ("vgpu", 0.40)),
+    profile=(("1g.10gb", 0.40), ("2g.20gb", 0.30), ("3g.40gb", 0.20), ("4g.40gb", 0.10)),
+    vgpu=(("nvidia-h100-10c", 0.50), ("nvidia-h100-20c", 0.35), ("nvidia-h100-40c", 0.15)),
+    count=((1, 0.85), (2, 0.15)),
+)
+
+
+PARTITION_LARGE = VmClass(  # inference servers of mid-size models: half need no whole GPU
+    vcpus=((8, 0.30), (16, 0.40), (32, 0.30)),
+    gib_per_vcpu=((4, 0.5), (8, 0.5)),
+    gib_range=(32, 256),
+    numa_nodes=1,
+    gpus=((0, 0.50), (1, 0.30), (2, 0.15), (4, 0.05)),
+    page_size_kib=((PAGE_1G, 0.8), (PAGE_2M, 0.2)),
+    thread_policy=(("prefer", 0.85), ("isolate", 0.05), ("require", 0.10)),
+)
+
+
+def make_partition_requests(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """As :func:`make_requests` with :data:`PARTITION_LARGE` for the large VMs, and after each request's own
+    draws, for one without GPUs: does it ask partitions (:data:`PARTITIONS` share), then MIG or vGPU, then
+    which profile or type, then how many (``"NAME:COUNT"`` when more than one)."""
+    return _requests(rng, count, cold=False, large=PARTITION_LARGE, partitions=PARTITIONS)
+
+
 def _requests(
-    rng: random.Random, count: int, *, cold: bool, large: VmClass = LARGE, nics: NicMix | None = None
+    rng: random.Random, count: int, *, cold: bool, large: VmClass = LARGE, nics: NicMix | None = None,
+    partitions: PartitionMix | None = None,
 ) -> list[dict[str, Any]]:
     large_share = {t: round(rng.uniform(*LARGE_SHARE), 3) for t in TENANTS}
     requests = []
@@ -225,6 +270,11 @@ def _requests(
             request["nics"] = pick(rng, nics.count)
             request["nic_affinity"] = pick(rng, nics.affinity)
             request["nic_function"] = pick(rng, nics.function)
+        if partitions is not None and not request["gpus"] and rng.random() < partitions.share:
+            kind = pick(rng, partitions.kind)
+            name = pick(rng, partitions.profile if kind == "mig" else partitions.vgpu)
+            n = pick(rng, partitions.count)
+            request[kind] = name if n == 1 else f"{name}:{n}"
         requests.append(request)
     return requests
 
@@ -242,6 +292,8 @@ class Scenario:
     requests: int
     description: str
     mix: Callable[[random.Random, int], list[dict[str, Any]]] = make_requests
+    gpu_profiles: Callable[[], list[dict[str, Any]]] | None = None
+    """The trace's MIG geometries (``gpu_profiles``), for a scenario whose GPUs have one."""
 
 
 _SCENARIOS = (
@@ -313,6 +365,20 @@ _SCENARIOS = (
         "half of the VMs with GPUs ask whole NICs: per-gpu (90 %) or 1, within pix/pxb (50/50 %)",
         mix=make_shared_nic_requests,
     ),
+    Scenario(
+        name="gpu-partitions",
+        hosts=8,
+        shape=partition_shape,
+        requests=400,
+        description="8 8-GPU H100 inference hosts: 2 sockets, 1 NUMA cell each (112 pCPUs = 56 cores x 2 HT, "
+        "1 TiB), 4 GPUs per cell, each with the H100 80GB MIG geometry (gpu_profiles: the shipped profile) and "
+        "three time-sliced vGPU types (10/20/40 GB: 8/4/2 instances); inference mix whose large VMs (8/16/32 "
+        "vCPUs, one node) take 0/1/2/4 whole GPUs (50/30/15/5 %), and 60 % of the VMs without GPUs ask "
+        "partitions: MIG (60 %: 1g.10gb/2g.20gb/3g.40gb/"
+        "4g.40gb 40/30/20/10 %) or vGPU (40 %: 10c/20c/40c 50/35/15 %), 1 (85 %) or 2 each",
+        mix=make_partition_requests,
+        gpu_profiles=lambda: [profile_document(shipped_profiles()["h100-sxm5-80gb"])],
+    ),
 )
 SCENARIOS: Mapping[str, Scenario] = {s.name: s for s in _SCENARIOS}
 
@@ -340,6 +406,10 @@ def summarize(hosts: Sequence[Mapping[str, Any]], requests: Sequence[Mapping[str
         out["requests_nics"] = len(nics)
         out["requests_nics_per_gpu"] = sum(1 for r in nics if r["nics"] == "per-gpu")
         out["requests_nics_vf"] = sum(1 for r in nics if r["nic_function"] == "vf")
+    parts = [r for r in requests if "mig" in r or "vgpu" in r]
+    if parts:  # only then, as for cold tiers below
+        out["requests_mig"] = sum(1 for r in parts if "mig" in r)
+        out["requests_vgpu"] = sum(1 for r in parts if "vgpu" in r)
     cold = [r for r in requests if r.get("cold_memory_mib")]
     if cold:  # only then: the other scenarios' bytes stay as they were
         out["requests_cold"] = len(cold)
@@ -363,16 +433,17 @@ def make_trace(name: str, seed: int) -> dict[str, Any]:
     shape = scenario.shape()
     hosts = [make_host(f"host-{i:04d}", shape) for i in range(scenario.hosts)]
     requests = scenario.mix(scenario_rng(name, seed), scenario.requests)
-    return {
+    doc: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "scenario": name,
         "seed": seed,
         "description": scenario.description,
         "summary": summarize(hosts, requests),
-        "hosts": hosts,
-        "requests": requests,
     }
+    if scenario.gpu_profiles is not None:
+        doc["gpu_profiles"] = scenario.gpu_profiles()
+    return {**doc, "hosts": hosts, "requests": requests}
 
 
 def render_trace(doc: Mapping[str, Any]) -> str:

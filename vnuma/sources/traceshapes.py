@@ -57,13 +57,15 @@ class HostShape:
     """Every host of a scenario: its cells in id order and the SLIT distance matrix; optionally HMAT read
     latency (ns) and bandwidth (KiB/s) matrices ``[initiator][target]``, rows of memory-only cells unused;
     optionally each cell's GPUs and NICs with their PCIe places (``pcie``; empty: bare addresses, one PCI
-    bus per device)."""
+    bus per device), and keys for every GPU object (``gpu_extra``)."""
 
     cells: tuple[CellSpec, ...]
     distances: tuple[tuple[int, ...], ...]
     latency_ns: tuple[tuple[int, ...], ...] = ()
     bandwidth_kib_s: tuple[tuple[int, ...], ...] = ()
     pcie: tuple[CellPcie, ...] = ()
+    gpu_extra: tuple[tuple[str, Any], ...] = ()
+    """Keys every GPU object gets (``mig``, ``vgpu``: what it can be cut into); GPUs are then objects."""
 
 
 def _matrix(cells: int, distance: Callable[[int, int], int]) -> tuple[tuple[int, ...], ...]:
@@ -224,6 +226,22 @@ def shared_nic_shape() -> HostShape:
     return HostShape((cell, cell), _matrix(2, lambda a, b: 10 if a == b else 21), pcie=pcie)
 
 
+PARTITION_MODEL = "NVIDIA H100 80GB HBM3"
+"""The MIG geometry the partition scenario's GPUs have (the shipped ``h100-sxm5-80gb`` profile)."""
+PARTITION_VGPU = (("nvidia-h100-10c", 8), ("nvidia-h100-20c", 4), ("nvidia-h100-40c", 2))
+"""Time-sliced vGPU types (and instances per GPU) the partition scenario's GPUs offer: illustrative names in
+NVIDIA's style (10, 20, 40 GB of an 80 GB GPU), not a driver's list."""
+
+
+def partition_shape() -> HostShape:
+    """An 8-GPU H100 inference host for partitions: 2 sockets, one cell each (56 cores x 2 threads, 1 TiB:
+    32 / 192 / 800 GiB in 4K / 2M / 1G), 4 GPUs per cell (bare addresses), each with the H100 80GB MIG
+    geometry and three time-sliced vGPU types; SLIT 10 / 21."""
+    cell = CellSpec(DGX_CORES, 32, 192, 800, gpus=4)
+    extra = (("mig", PARTITION_MODEL), ("vgpu", dict(PARTITION_VGPU)))
+    return HostShape((cell, cell), _matrix(2, lambda a, b: 10 if a == b else 21), gpu_extra=extra)
+
+
 def hmat_of(shape: HostShape) -> dict[str, dict[str, dict[str, int]]]:
     """The host's ``hmat`` key (the shape ``host show --json`` uses): every CPU cell to every cell."""
     out: dict[str, dict[str, dict[str, int]]] = {}
@@ -270,6 +288,8 @@ def make_host(name: str, shape: HostShape) -> dict[str, Any]:
             nics = [d.to_json() for d in sorted(placed_nics, key=lambda d: d.address)]
         else:
             gpus = [_pci(bus + PCI_BUS_STEP * i) for i in range(spec.gpus)]
+            if shape.gpu_extra:
+                gpus = [{"address": a, **dict(shape.gpu_extra)} for a in gpus]
             bus += PCI_BUS_STEP * spec.gpus
             nics = [_pci(bus + PCI_BUS_STEP * i) for i in range(spec.nics)]
             bus += PCI_BUS_STEP * spec.nics

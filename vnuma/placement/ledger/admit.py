@@ -37,6 +37,10 @@ Checks, in order; each is a named unit and its name tags the refusal:
     from its memory-only cell);
 ``devices``
     each device is the host's and not passed through to another VM;
+``partitions``
+    each GPU partition fits its GPU beside those held there, and no GPU is
+    both passed through whole and partitioned
+    (:func:`vnuma.placement.partitions.partition_problem`);
 ``sr-iov``
     a NIC's physical function and its virtual functions are never both passed
     through (:func:`vnuma.placement.nics.sriov_problem`);
@@ -46,9 +50,16 @@ Checks, in order; each is a named unit and its name tags the refusal:
 ``resctrl``
     the cache ways and memory-bandwidth caps it takes are free on every L3
     domain its vCPUs touch (:func:`vnuma.placement.resctrl.refusal`);
+``group-mode``
+    a group is either affine or anti-affine (:func:`vnuma.placement.groups.group_clash`:
+    a VM asking affinity of a group whose VMs asked anti-affinity, or the
+    reverse; the inventory raises ``GroupModeError`` for it, not a conflict);
 ``group``
-    a replica group's anti-affinity (:func:`vnuma.placement.groups.group_refusal`:
-    no other VM of the group on the host, or on the VM's cells);
+    a replica group's rule (:func:`vnuma.placement.groups.group_refusal`):
+    under affinity the host is the one the group's other VMs are on (the
+    ledger's group index knows them on every host; a claim's one-host ledger
+    is told them); under anti-affinity no other VM of the group on the host,
+    or on the VM's cells;
 ``quota``
     the tenant's quotas (:mod:`vnuma.placement.quota`).
 """
@@ -59,12 +70,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from vnuma.placement.groups import group_refusal
+from vnuma.placement.groups import MODE_HINT, group_clash, group_refusal
 from vnuma.placement.iommu import group_problem
 from vnuma.placement.ledger.cell import CoreState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, Isolation, MemoryMode, Placement, Rejection, Tenant
 from vnuma.placement.nics import sriov_problem
+from vnuma.placement.partitions import partition_problem
 from vnuma.placement.quota import Usage, quota_problem
 from vnuma.placement.resctrl import refusal as slice_refusal
 from vnuma.topology import DeviceKind, format_cpuset, format_size_kib
@@ -346,6 +358,20 @@ class Devices:
         return None
 
 
+class Partitions:
+    """``partitions``: one mode per GPU; vGPU instances on free VFs or within the PF's instances; MIG
+    instances at free allowed starts (:mod:`vnuma.placement.partitions`)."""
+
+    name = "partitions"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse a partition that does not fit, or a whole GPU that holds partitions."""
+        if not c.p.partitions and not c.hs.partitions:
+            return None
+        problem = partition_problem(c.hs, c.p)
+        return None if problem is None else Refusal(f"host {c.hs.name!r}: {problem}", REPLACE_HINT)
+
+
 class Sriov:
     """``sr-iov``: a PF and its VFs are never both passed through."""
 
@@ -383,15 +409,28 @@ class Slices:
         return None if problem is None else Refusal(problem.reason, problem.hint)
 
 
+class GroupMode:
+    """``group-mode``: a group is either affine or anti-affine (:func:`vnuma.placement.groups.group_clash`)."""
+
+    name = "group-mode"
+
+    def check(self, c: Claim) -> Refusal | None:
+        """Refuse affinity in an anti-affine group, and the reverse."""
+        p = c.p
+        clash = group_clash(c.hs.group_index, p.vm, p.group, p.affinity, p.anti_affinity) if p.group else None
+        return None if clash is None else Refusal(clash, MODE_HINT)
+
+
 class Group:
-    """``group``: the replica group's other VMs on this host allow it (:mod:`vnuma.placement.groups`)."""
+    """``group``: the replica group's other VMs allow it here (:mod:`vnuma.placement.groups`)."""
 
     name = "group"
 
     def check(self, c: Claim) -> Refusal | None:
         """Refuse a VM its group keeps off this host or these cells."""
-        refused = group_refusal(c.hs, c.p.vm, c.p.group, c.p.anti_affinity, c.p.host_cells)
-        return None if refused is None else Refusal(refused, "place it elsewhere, or leave the group")
+        p = c.p
+        refused = group_refusal(c.hs, p.vm, p.group, p.anti_affinity, p.host_cells, p.affinity) if p.group else None
+        return None if refused is None else Refusal(refused.reason, refused.hint)
 
 
 class Quota:
@@ -417,9 +456,11 @@ ADMISSION: tuple[Check, ...] = (
     CellIsolation(),
     CellPages(),
     Devices(),
+    Partitions(),
     Sriov(),
     IommuGroup(),
     Slices(),
+    GroupMode(),
     Group(),
     Quota(),
 )

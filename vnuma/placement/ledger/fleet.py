@@ -17,6 +17,10 @@ What a placement holds, as the ledger accounts it:
 * per tenant, the vCPUs and GPUs of its VMs (its quotas' usage), on top of
   what it holds on hosts outside this ledger (``usage_elsewhere``: a claim
   builds a one-host ledger).
+* per replica group, its VMs on every host (:attr:`Fleet.groups`, what
+  affinity asks), on top of its VMs on hosts outside this ledger
+  (``members_elsewhere``: counted as members only, their claims are not the
+  ledger's).
 
 Reserved CPUs (``Host.reserved_cpus``) are never placeable; memory-only
 cells are not guest cells in this version (see :mod:`.cell`). A host's
@@ -33,7 +37,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFoundError
+from vnuma.placement.groups import MODE_HINT, GroupIndex
 from vnuma.placement.ledger.admit import REPLACE_HINT, admit, gpu_count, page_needs
 from vnuma.placement.ledger.arrays import FleetArrays
 from vnuma.placement.ledger.cell import CellState, CoreState
@@ -79,6 +84,7 @@ class Fleet:
         tenants: TenantsArg = None,
         *,
         usage_elsewhere: Mapping[str, Usage] | None = None,
+        members_elsewhere: Iterable[Placement] = (),
     ) -> None:
         ordered = sorted(hosts, key=lambda h: h.name)
         shapes = ShapeCache()
@@ -88,6 +94,12 @@ class Fleet:
         self.by_name = {s.name: s for s in self.states}
         if len(self.by_name) != len(self.states):
             raise ConflictError("duplicate host names in the fleet")
+        self.groups = GroupIndex()
+        """Every VM of each replica group, on any host (:mod:`vnuma.placement.groups`)."""
+        for hs in self.states:
+            hs.group_index = self.groups
+        for p in members_elsewhere:
+            self.groups.add(p)
         self.tenants = _tenants(tenants)
         self.isolation: dict[str, Isolation] = {name: t.isolation for name, t in self.tenants.items()}
         # Per tenant [vCPUs, GPUs], counted as placements come and go (used() gives the Usage).
@@ -187,6 +199,7 @@ class Fleet:
             NotFoundError: the placement's host is not in the fleet.
             InvalidInputError: a malformed placement (admission's ``shape``).
             ConflictError: the VM is already held, or admission refuses it.
+            GroupModeError: it asks affinity of an anti-affine group or the reverse (``group-mode``).
         """
         if placement.vm in self._placed:
             raise ConflictError(f"VM {placement.vm!r} is already placed")
@@ -196,6 +209,8 @@ class Fleet:
             self.set_isolation(placement.tenant, isolation)
         refusal = self.admit(placement)
         if refusal is not None:
+            if refusal.check == "group-mode":
+                raise GroupModeError(refusal.reason, hint=refusal.hint or MODE_HINT)
             error = InvalidInputError if refusal.check == "shape" else ConflictError
             raise error(f"VM {placement.vm!r}: {refusal.reason}", hint=refusal.hint or REPLACE_HINT)
         self.record(placement)
@@ -232,6 +247,7 @@ class Fleet:
         self._placed[placement.vm] = placement
         if placement.group is not None:
             hs.groups.setdefault(placement.group, []).append(placement)
+            self.groups.add(placement)
         if placement.llc or placement.mem_bw:
             hs.resctrl_use.apply(placement, +1)
 
@@ -253,6 +269,7 @@ class Fleet:
             members.remove(placement)
             if not members:
                 del hs.groups[placement.group]
+            self.groups.discard(placement)
         self.epoch += 1
         return placement
 
@@ -360,6 +377,8 @@ class Fleet:
             elif hs.devices_taken.get(dev.address) == p.vm:
                 del hs.devices_taken[dev.address]
         self._apply_gpus(hs, plan, sign, touched)
+        if p.partitions:
+            self._apply_partitions(hs, p, sign, touched)
         if p.tenant is not None:
             counts = self._usage.setdefault(p.tenant, [0, 0])
             counts[0] += sign * p.vcpus
@@ -389,6 +408,43 @@ class Fleet:
         if count:
             hs.gpus_free -= sign * count
             self.gpu_epoch += 1
+
+
+    def _apply_partitions(self, hs: HostState, p: Placement, sign: int, touched: dict[int, CellState]) -> None:
+        """Record or release ``p``'s partitions; a GPU leaves its cell's free GPUs while it holds any, so no
+        whole-GPU request takes it (:mod:`vnuma.placement.partitions`)."""
+        for a in p.partitions:
+            if sign > 0:
+                hs.partitions.setdefault(a.gpu, []).append((p.vm, a))
+                if a.vf is not None:
+                    hs.devices_taken[a.vf] = p.vm
+                continue
+            held = hs.partitions.get(a.gpu, [])
+            if (p.vm, a) in held:
+                held.remove((p.vm, a))
+            if not held:
+                hs.partitions.pop(a.gpu, None)
+            if a.vf is not None and hs.devices_taken.get(a.vf) == p.vm:
+                del hs.devices_taken[a.vf]
+        for gpu in sorted({a.gpu for a in p.partitions}):
+            home = hs.gpu_home.get(gpu)
+            cell = hs.cell_by_id.get(home) if home is not None else None
+            if cell is not None:
+                cell = hs.own_cell(cell)
+            free = cell.gpus_free if cell is not None else hs.loose_gpus_free
+            partitioned = bool(hs.partitions.get(gpu))
+            if partitioned and gpu in free:
+                free.remove(gpu)
+                hs.gpus_free -= 1
+            elif not partitioned and gpu not in free and gpu not in hs.devices_taken:
+                free.append(gpu)
+                free.sort()
+                hs.gpus_free += 1
+            else:
+                continue
+            self.gpu_epoch += 1
+            if cell is not None:
+                touched[cell.id] = cell
 
 
 def _count(counts: dict[str, int], key: str, delta: int) -> None:

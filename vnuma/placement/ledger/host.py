@@ -16,9 +16,11 @@ template's: reading never changes a host.
 from __future__ import annotations
 
 from vnuma.placement.cold import ColdCell, Pools, cold_cells, cold_pools
+from vnuma.placement.groups import NO_GROUPS, GroupIndex
 from vnuma.placement.iommu import placed_mates
 from vnuma.placement.ledger.cell import CellState, cell_states
-from vnuma.placement.model import Placement, ThreadPolicy
+from vnuma.placement.model import PartitionAssignment, Placement, ThreadPolicy
+from vnuma.placement.partitions import gpu_offers
 from vnuma.placement.resctrl import ResctrlUse, cell_domains
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
 from vnuma.topology.hmat import UNRATED_LATENCY_NS, cpu_cell_ratings
@@ -41,6 +43,7 @@ class HostShape:
         "distance",
         "domains",
         "gpu_home",
+        "gpu_offers",
         "gpus_total",
         "host",
         "hugepage_sizes",
@@ -100,6 +103,8 @@ class HostShape:
         self.loose_gpus: tuple[str, ...] = tuple(sorted(d.address for d in gpus if d.address not in on_cells))
         self.gpus_total = len(gpus)
         self.device_at: dict[str, PciDevice] = {d.address: d for d in host.devices}
+        self.gpu_offers = gpu_offers(host)
+        """Physical GPU -> the vGPU types and MIG geometry it offers (:mod:`vnuma.placement.partitions`)."""
         self.iommu_mates = placed_mates(host.devices)
         """GPU or NIC -> the GPUs and NICs sharing its IOMMU group (:mod:`vnuma.placement.iommu`)."""
         self.nics: tuple[PciDevice, ...] = tuple(d for d in host.devices if d.kind is DeviceKind.NIC and d.pf is None)
@@ -135,10 +140,11 @@ class ShapeCache:
     def shape(self, host: Host) -> HostShape:
         """The shared shape of ``host`` (hosts decoded from one topology share cell objects)."""
         fast = (id(host.cells), id(host.devices), id(host.hmat), id(host.resctrl), host.resctrl_policy,
-                host.reserved_cpus)
+                host.reserved_cpus, host.gpu_profiles)
         found = self._by_id.get(fast)
         if found is None:
-            key = (host.cells, host.devices, host.hmat, host.resctrl, host.resctrl_policy, host.reserved_cpus)
+            key = (host.cells, host.devices, host.hmat, host.resctrl, host.resctrl_policy, host.reserved_cpus,
+                   host.gpu_profiles)
             found = self._by_value.get(key)
             if found is None:
                 found = self._by_value[key] = HostShape(host)
@@ -166,6 +172,7 @@ class HostState:
         "gpu_home",
         "gpus_free",
         "gpus_total",
+        "group_index",
         "groups",
         "holders",
         "host",
@@ -176,6 +183,7 @@ class HostState:
         "min_pair_distance",
         "name",
         "neighbors",
+        "partitions",
         "resctrl_use",
         "shape",
         "socket_of",
@@ -192,6 +200,8 @@ class HostState:
         self.built = False
         self.groups: dict[str, list[Placement]] = {}
         """The VMs of each replica group on this host (:mod:`vnuma.placement.groups`)."""
+        self.group_index: GroupIndex = NO_GROUPS
+        """The VMs of each replica group on every host its fleet knows of (the fleet's own index)."""
         self.resctrl_use = ResctrlUse()
         """The cache ways, classes of service and bandwidth caps its VMs hold (:mod:`vnuma.placement.resctrl`)."""
         # Static tables are shared by every host of the shape and never changed.
@@ -218,6 +228,7 @@ class HostState:
             self.floaters = template.floaters
             self.devices_taken = template.devices_taken
             self.cold_free = template.cold_free
+            self.partitions = template.partitions
 
     def build(self) -> None:
         """Give the host state of its own (the fleet calls this before its first change); its cells stay
@@ -250,6 +261,8 @@ class HostState:
         """PCI address -> the VM it is passed through to (every device kind)."""
         self.cold_free: Pools = dict(self.shape.cold_pools)
         """Free pages per (memory-only cell, page size): what cold tiers may still claim."""
+        self.partitions: dict[str, list[tuple[str, PartitionAssignment]]] = {}
+        """Physical GPU -> the (VM, partition) it holds (:mod:`vnuma.placement.partitions`)."""
         self.built = True
 
     def held_pcpus(self, p: Placement) -> frozenset[int]:

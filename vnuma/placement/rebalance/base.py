@@ -106,6 +106,7 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
         iothread_policy=p.iothread_policy,
         group=p.group,
         anti_affinity=p.anti_affinity,
+        affinity=p.affinity,
         cpu_policy=p.cpu_policy,
         thread_policy=p.thread_policy,
         page_size_kib=p.cells[0].page_size_kib,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vnuma.placement.engine import best_reason, place
+from vnuma.placement.groups import GroupIndex, affinity_words, group_hosts
 from vnuma.placement.model import Objective, Placement, Strategy
 from vnuma.placement.rebalance.base import Plan, is_movable, make_move, request_of
 from vnuma.placement.rebalance.search import Deadline, Search
@@ -26,7 +27,7 @@ def plan_drain(search: Search, host: str, max_moves: int | None) -> Plan:
     others = [name for name in search.fleet.host_names() if name != host]
     try:
         for p in on_host:
-            why = why_not(p, host, others)
+            why = why_not(p, host, others, search.fleet.groups)
             if why is None and max_moves is not None and len(moves) >= max_moves:
                 why = f"over --max-moves {max_moves} ({count_of(max_moves, 'move')} planned)"
             if why is not None:
@@ -55,10 +56,20 @@ def largest_first(p: Placement) -> tuple[int, int, int, str]:
     return (-p.vcpus, -p.memory_kib, -len(p.devices), p.vm)
 
 
-def why_not(p: Placement, host: str, others: list[str]) -> str | None:
-    """Why a VM of the drained host cannot move at all (None: it may)."""
+def why_not(p: Placement, host: str, others: list[str], groups: GroupIndex) -> str | None:
+    """Why a VM of the drained host cannot move at all (None: it may).
+
+    A drain does not move an affine group: each of its VMs alone would leave the others on the host
+    (admission refuses that move), and moving the group whole is not planned. A group's only VM moves.
+    """
     if not is_movable(p):
         return "it holds devices no plan moves (not GPUs, or NICs placed before vnuma recorded how they were asked)"
     if not others:
         return f"the inventory has no host but {host}"
+    bound = group_hosts(groups, p.vm, p.group, p.affinity)
+    if host in bound and p.group is not None:
+        return (
+            f"{affinity_words(p.group, bound)}: a drain does not move an affine group "
+            "(release its VMs and place them again to move it)"
+        )
     return None

@@ -67,7 +67,7 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
     left: list[tuple[str, str]] = []
     movable: list[Placement] = []
     for p in on_host:
-        why = why_not(p, host, others)
+        why = why_not(p, host, others, search.fleet.groups)
         if why is None:
             movable.append(p)
         else:
