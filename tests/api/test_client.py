@@ -184,6 +184,33 @@ def test_replica_groups_through_the_service_print_what_they_print_locally(pair: 
     assert both.status_code == 422 and "exclude each other" in both.json()["detail"]
 
 
+PARTITION_COMMANDS = [
+    (["place", "tenant-a", *SMALL, "--mig", "3g.40gb:2", "--host", "h1", "--name", "m1", "--json"], 0),
+    (["place", "tenant-a", *SMALL, "--mig", "7g.80gb", "--host", "h1", "--name", "m2"], 0),
+    (["vm", "show", "m1", "--json"], 0),
+    (["place", "tenant-a", *SMALL, "--mig", "3g.40gb:x"], 4),
+    (["place", "tenant-a", *SMALL, "--vgpu", "a", "--mig", "b"], 4),
+    (["place", "tenant-a", *SMALL, "--gpus", "1", "--mig", "3g.40gb"], 4),
+    (["place", "tenant-a", *SMALL, "--mig", "9g.99gb", "--json"], 5),
+    (["place", "tenant-a", *SMALL, "--vgpu", "nvidia-1049"], 5),
+    (["vm", "release", "m1", "--json"], 0),
+]
+
+
+def test_gpu_partitions_through_the_service_print_what_they_print_locally(pair: tuple[Cli, Cli, Service]) -> None:
+    """--vgpu and --mig go through --server as "vgpu" and "mig" in the place body."""
+    local, client, service = pair
+    for args, code in PARTITION_COMMANDS:
+        here, there = local(*args), client(*args)
+        assert (there.exit_code, there.stdout, there.stderr) == (here.exit_code, here.stdout, here.stderr), args
+        assert here.exit_code == code, (args, here.stderr)
+    shown = local("vm", "show", "m2", "--json").json()
+    assert [(d["kind"], d["profile"]) for d in shown["devices"]] == [("mig", "7g.80gb")]
+    http = service.as_("root")
+    body = {"tenant": "tenant-a", "vcpus": 2, "memory": "4GiB", "mig": 2}  # a string, as on the command line
+    assert http.post("/v1/place", json=body).status_code == 422
+
+
 def test_commands_the_service_does_not_serve_say_so(pair: tuple[Cli, Cli, Service]) -> None:
     _local, client, _service = pair
     for args in (["trace", "export"], ["db", "status"], ["simulate", "x.json"], ["reconcile"]):

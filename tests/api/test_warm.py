@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Cli
+from tests.cli.conftest import REPO, Cli
 from vnuma.errors import VnumaError
 from vnuma.inventory.placer import open_placer
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Strategy, VmRequest
+from vnuma.placement.model import PartitionAsk, PartitionKind, Strategy, VmRequest
 from vnuma.services.placing import Cold, decided
 from vnuma.services.warm import WarmFleet
 from vnuma.topology import KIB_PER_GIB, PAGE_1G
 
+GEOMETRY = REPO / "tests" / "data" / "gpu-profiles" / "demo-h100-pcie.json"
 PROBES = [
     VmRequest("probe-1", "tenant-a", 8, 16 * KIB_PER_GIB, page_size_kib=PAGE_1G),
     VmRequest("probe-2", "tenant-b", 16, 64 * KIB_PER_GIB, gpus=2, page_size_kib=PAGE_1G),
@@ -96,3 +97,23 @@ def test_a_claim_elsewhere_rereads_one_host(fleet: Cli) -> None:
     assert (warm.full_reads, warm.host_reads) == (1, 1)
     _same_as_cold(fleet, warm)  # nothing moved: nothing read again
     assert (warm.full_reads, warm.host_reads) == (1, 1)
+
+
+def test_a_kept_mig_geometry_reaches_the_warm_ledger(fleet: Cli) -> None:
+    """A gpu-profile change bumps no host generation: the warm ledger sees the geometries changed and reads
+    the fleet again, so a MIG ask is decided as a fresh snapshot decides it (refused before, placed after)."""
+    warm = WarmFleet()
+    mig = VmRequest("probe-mig", "tenant-a", 2, 4 * KIB_PER_GIB, partition=PartitionAsk(PartitionKind.MIG, "3g.40gb"))
+    _same_as_cold(fleet, warm)
+    fleet.ok("place", "tenant-a", "--vcpus", "4", "--memory", "8GiB", "--name", "a1")
+    with open_placer(f"sqlite:///{fleet.db}") as placer, warm.viewing(placer, attempt=0) as (kept, _tenants):
+        assert decided(kept, mig, Strategy.PACK, explain=False).chosen is None
+    fleet.ok("gpu-profile", "import", str(GEOMETRY))
+    _same_as_cold(fleet, warm)
+    assert warm.full_reads == 2
+    with open_placer(f"sqlite:///{fleet.db}") as placer, warm.viewing(placer, attempt=0) as (kept, _tenants):
+        chosen = decided(kept, mig, Strategy.PACK, explain=False).chosen
+        assert chosen is not None and [a.name for a in chosen.partitions] == ["3g.40gb"]
+    fleet.ok("gpu-profile", "remove", "NVIDIA H100 PCIe (test copy)")
+    _same_as_cold(fleet, warm)
+    assert warm.full_reads == 3

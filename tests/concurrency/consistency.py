@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, select
 from tests.placement.helpers import held_by
 from vnuma.codec import host_from_dict, placement_from_dict
 from vnuma.inventory.claims import page_needs
-from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, ResctrlClaim, VmRow
+from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, PartitionClaim, ResctrlClaim, VmRow
 from vnuma.placement.model import Placement
 from vnuma.topology import Host, parse_cpuset
 from vnuma.topology.resctrl import l3_banks, parse_policy
@@ -45,6 +45,10 @@ def _rows(url: str) -> dict[str, list[Any]]:
                 "devices": list(conn.execute(
                     select(DeviceClaim.vm_id, DeviceClaim.host_id, DeviceClaim.address)
                 ).all()),
+                "partitions": list(conn.execute(select(
+                    PartitionClaim.vm_id, PartitionClaim.gpu, PartitionClaim.kind, PartitionClaim.name,
+                    PartitionClaim.vf, PartitionClaim.start, PartitionClaim.uuid,
+                )).all()),
                 "slices": list(conn.execute(
                     select(ResctrlClaim.vm_id, ResctrlClaim.domain_id, ResctrlClaim.ways, ResctrlClaim.mem_bw)
                 ).all()),
@@ -84,7 +88,12 @@ def _check_claims_match(data: dict[str, list[Any]], hosts: dict[int, Host], prob
     slices: dict[int, set[Any]] = defaultdict(set)
     for vm_id, domain, ways, bw in data["slices"]:
         slices[vm_id].add((domain, ways, bw))
+    partitions: dict[int, set[Any]] = defaultdict(set)
+    for vm_id, *partition in data["partitions"]:
+        partitions[vm_id].add(tuple(partition))
     vm_ids = {row[0] for row in data["vms"]}
+    for orphan in sorted(set(partitions) - vm_ids):
+        problems.append(f"partition claims of vm_id {orphan} without a VM row")
     for orphan in sorted(set(slices) - vm_ids):
         problems.append(f"cache/bandwidth claims of vm_id {orphan} without a VM row")
     for orphan in sorted(set(claim_hosts) - vm_ids):
@@ -103,6 +112,9 @@ def _check_claims_match(data: dict[str, list[Any]], hosts: dict[int, Host], prob
         want_slices = {(d, ways.get(d, 0), caps.get(d)) for d in ways.keys() | caps.keys()}
         if slices[vm_id] != want_slices:
             problems.append(f"VM {name}: cache/bandwidth claims {sorted(slices[vm_id])} != {sorted(want_slices)}")
+        want_partitions = {(a.gpu, a.kind.value, a.name, a.vf, a.start, a.uuid) for a in p.partitions}
+        if partitions[vm_id] != want_partitions:
+            problems.append(f"VM {name}: partition claims {sorted(partitions[vm_id])} != {sorted(want_partitions)}")
         if claim_hosts[vm_id] - {host_id}:
             problems.append(f"VM {name}: claims on other hosts {sorted(claim_hosts[vm_id] - {host_id})}")
 

@@ -9,6 +9,7 @@ placements and the geometry's tables with set arithmetic, not with the engine's 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,10 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.placement.helpers import check_fleet, request
+from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import PartitionAsk, PartitionAssignment, PartitionKind, Placement, VmRequest
+from vnuma.placement.model import (
+    Isolation,
+    PartitionAsk,
+    PartitionAssignment,
+    PartitionKind,
+    Placement,
+    VmRequest,
+)
 from vnuma.placement.partitions import partition_problem, partition_uuid
+from vnuma.placement.rebalance.base import request_of
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.demo import demo_capabilities_path, demo_node_path
 from vnuma.sources.migprofiles import parse_profile
@@ -259,3 +269,28 @@ def test_the_partition_example_simulated_keeps_the_rule(strategy: str) -> None:
         assert len(p.partitions) == (r.partition.count if r.partition else 0)
         assert all(a.host_cell in p.host_cells and a.name == r.partition.name for a in p.partitions)  # type: ignore[union-attr]
     _check_partitions(list(trace.hosts), placed)
+
+
+def test_partitions_round_trip_through_the_placement_json() -> None:
+    fleet = Fleet([MIG, VGPU])
+    mig = _placed(fleet, _ask("a", PartitionKind.MIG, "3g.40gb", 2))
+    vgpu = _placed(fleet, _ask("b", PartitionKind.VGPU, "nvidia-1049", 1, host="v"))
+    assert vgpu.partitions[0].vf is not None
+    for p in (mig, vgpu):
+        doc = json.loads(json.dumps(placement_to_dict(p)))
+        entries = [e for e in doc["devices"] if e["kind"] in ("mig", "vgpu")]
+        name_key = "profile" if p is mig else "type"
+        assert [set(e) for e in entries] == [
+            {"kind", "gpu", "vf", name_key, "start", "uuid", "guest_cell", "host_cell"}
+        ] * len(p.partitions)
+        assert placement_from_dict(doc) == p
+    old = {**placement_to_dict(mig), "devices": []}  # a document written before partitions were recorded
+    assert placement_from_dict(old).partitions == ()
+
+
+def test_a_move_asks_for_the_same_partitions() -> None:
+    fleet = Fleet([MIG])
+    p = _placed(fleet, _ask("a", PartitionKind.MIG, "3g.40gb", 2))
+    assert request_of(p, Isolation.CORE).partition == PartitionAsk(PartitionKind.MIG, "3g.40gb", 2)
+    whole = _placed(fleet, _ask("b", gpus=1))
+    assert request_of(whole, Isolation.CORE).partition is None

@@ -67,6 +67,8 @@ class PlaceBody(Body):
     mem_bw: StrictInt | None = None
     cold_memory: StrictStr | None = None
     cold_tier: ColdTier = ColdTier.ANY
+    vgpu: StrictStr | None = None
+    mig: StrictStr | None = None
     strategy: Strategy | None = None
     dry_run: StrictBool = False
     explain: StrictBool = False

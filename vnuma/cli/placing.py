@@ -58,6 +58,14 @@ def place(
         str | None, typer.Option("--memory", help="Guest memory, e.g. 64GiB (default: GPUs' share).")
     ] = None,
     gpus: Annotated[int, typer.Option("--gpus", help="GPUs to pass through.")] = 0,
+    vgpu: Annotated[
+        str | None,
+        typer.Option("--vgpu", metavar="TYPE[:N]", help="N vGPU instances (mediated devices) of a vGPU type."),
+    ] = None,
+    mig: Annotated[
+        str | None,
+        typer.Option("--mig", metavar="PROFILE[:N]", help="N MIG instances of a profile, e.g. 3g.40gb:2."),
+    ] = None,
     name: Annotated[str | None, typer.Option("--name", help="VM name (default TENANT-vmN).")] = None,
     numa_nodes: Annotated[str, typer.Option("--numa-nodes", help="Guest NUMA nodes: N or auto.")] = "auto",
     cpu_policy: Annotated[CpuPolicy, typer.Option("--cpu-policy")] = CpuPolicy.DEDICATED,
@@ -230,6 +238,15 @@ def place(
     VM's first device (by PCI address) is attached to; `render`/`apply
     --iothreads N` override the count.
 
+    --vgpu TYPE[:N] or --mig PROFILE[:N] gives the VM N partitions of GPUs
+    of its own cells instead of whole GPUs: vGPU instances of one type, or
+    MIG instances of one profile (from the geometry `vnuma gpu-profile
+    import` keeps for the GPU's model). A GPU holding partitions is never
+    passed through whole; they render as mediated-device hostdevs and are
+    released with the VM. Not with --gpus, nor both together (exit 4).
+
+    Example: vnuma place tenant-a --vcpus 4 --memory 8GiB --mig 3g.40gb:2
+
     Example: vnuma place tenant-a --vcpus 16 --memory 64GiB --numa-nodes 2
     --cell-memory-mode strict,interleave
     """
@@ -253,6 +270,7 @@ def place(
         cell_vcpus=cell_vcpus, cell_memory=cell_memory, cell_gpus=cell_gpus, iothreads=iothreads,
         iothreads_policy=iothreads_policy, host=host, group=group, anti_affinity=anti_affinity, affinity=affinity,
         llc=llc, llc_ways=llc_ways, mem_bw=mem_bw, cold_memory=cold_memory, cold_tier=cold_tier,
+        vgpu=vgpu, mig=mig,
     )
     if (apply or yes or allow_restart or allow_migrate) and not rebalance:
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
@@ -275,7 +293,7 @@ def place(
             "affinity": affinity.value if affinity else None,
             "strategy": strategy.value if strategy else None, "dry_run": dry_run, "explain": explain,
             "llc": llc, "llc_ways": llc_ways, "mem_bw": mem_bw, "cold_memory": cold_memory,
-            "cold_tier": cold_tier.value,
+            "cold_tier": cold_tier.value, "vgpu": vgpu, "mig": mig,
         }
         placed_name, result = client.place(body)
         request = replace(request, name=placed_name)

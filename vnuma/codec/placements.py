@@ -32,6 +32,8 @@ from vnuma.placement.model import (
     Isolation,
     MemoryMode,
     NicFunction,
+    PartitionAssignment,
+    PartitionKind,
     Placement,
     Tenant,
     ThreadPolicy,
@@ -49,6 +51,8 @@ _MEMORY_MODE = enum_of(MemoryMode)
 _IOTHREAD_POLICY = enum_of(IoThreadPolicy)
 _COLD_TIER = enum_of(ColdTier)
 _NIC_FUNCTION = enum_of(NicFunction)
+_PARTITION_KINDS = frozenset(k.value for k in PartitionKind)
+_PARTITION_NAME = {PartitionKind.VGPU: "type", PartitionKind.MIG: "profile"}
 
 
 def _cell(c: CellAssignment) -> dict[str, Any]:
@@ -64,8 +68,18 @@ def _cell(c: CellAssignment) -> dict[str, Any]:
     }
 
 
+def _partition(a: PartitionAssignment) -> dict[str, Any]:
+    """A GPU partition as a ``devices`` entry: ``type`` names a vGPU type, ``profile`` a MIG profile."""
+    return {
+        "kind": a.kind.value, "gpu": a.gpu, "vf": a.vf, _PARTITION_NAME[a.kind]: a.name, "start": a.start,
+        "uuid": a.uuid, "guest_cell": a.guest_cell, "host_cell": a.host_cell,
+    }
+
+
 def placement_to_dict(p: Placement) -> dict[str, Any]:
     """The placement as a JSON-ready dict; ``memory_mib`` is for readers, ``memory_kib`` is exact.
+    GPU partitions are ``devices`` entries of kind ``vgpu``/``mig`` (``{"kind", "gpu", "vf", "type"|"profile",
+    "start", "uuid", "guest_cell", "host_cell"}``), after the devices passed through whole.
     ``llc`` (``[{"cache", "ways"}]``) and ``mem_bw`` (``[{"domain", "cap"}]``) only when it holds them;
     a cold tier is the last entry of ``cells``, with ``"vcpus": []`` and ``"cold": true``, and
     ``"cold_tier"`` says what it was chosen under (both only when it has one)."""
@@ -99,7 +113,7 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
             {"address": d.address, "kind": d.kind.value, "guest_cell": d.guest_cell, "host_cell": d.host_cell,
              **({"peer_of": d.peer_of} if d.peer_of is not None else {})}
             for d in p.devices
-        ],
+        ] + [_partition(a) for a in p.partitions],
         **slices,
     }
 
@@ -123,6 +137,7 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
     cold = tuple(c for c, cold in every if cold)
     nodes = get_key(d, "numa_nodes", at, len(cells))
     group, anti, affinity = _group(get_key(d, "group", at, None), at.key("group"))
+    entries = take(d, "devices", at, _DEVICE_ASSIGNMENTS, [])
     return Placement(
         vm=vm,
         tenant=take(d, "tenant", at, as_str),
@@ -133,7 +148,8 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         anti_affinity=anti,
         affinity=affinity,
         emulator_pcpus=take(d, "emulator_pcpus", at, as_ints, []),
-        devices=take(d, "devices", at, _DEVICE_ASSIGNMENTS, []),
+        devices=tuple(e for e in entries if isinstance(e, DeviceAssignment)),
+        partitions=tuple(e for e in entries if isinstance(e, PartitionAssignment)),
         cpu_policy=take(d, "cpu_policy", at, _CPU_POLICY, CpuPolicy.DEDICATED.value),
         thread_policy=take(d, "thread_policy", at, _THREAD_POLICY, ThreadPolicy.PREFER.value),
         threads_per_core=take(d, "threads_per_core", at, as_int, 1),
@@ -219,15 +235,32 @@ def _assignment_from_dict(value: object, parent: At, i: int) -> tuple[CellAssign
     ), cold
 
 
-def _device_assignment_from_dict(value: object, parent: At, i: int) -> DeviceAssignment:
+def _device_assignment_from_dict(value: object, parent: At, i: int) -> DeviceAssignment | PartitionAssignment:
+    """A device passed through whole, or a GPU partition (kind ``vgpu``/``mig``)."""
     at = parent.index(i)
     d = as_mapping(value, at)
+    if d.get("kind") in _PARTITION_KINDS:
+        return _partition_from_dict(d, at)
     return DeviceAssignment(
         address=take(d, "address", at, as_str),
         kind=take(d, "kind", at, _KIND),
         guest_cell=take(d, "guest_cell", at, as_int),
         host_cell=take(d, "host_cell", at, as_opt_int, None),
         peer_of=take(d, "peer_of", at, as_opt_str, None),
+    )
+
+
+def _partition_from_dict(d: Mapping[str, Any], at: At) -> PartitionAssignment:
+    kind = PartitionKind(d["kind"])
+    return PartitionAssignment(
+        kind=kind,
+        gpu=take(d, "gpu", at, as_str),
+        name=take(d, _PARTITION_NAME[kind], at, as_str),
+        uuid=take(d, "uuid", at, as_str),
+        guest_cell=take(d, "guest_cell", at, as_int),
+        host_cell=take(d, "host_cell", at, as_opt_int, None),
+        vf=take(d, "vf", at, as_opt_str, None),
+        start=take(d, "start", at, as_opt_int, None),
     )
 
 

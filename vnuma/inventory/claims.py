@@ -23,13 +23,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class ClaimRows:
-    """The rows a claim writes: (pCPU, exclusive), (cell, page size KiB, count), device addresses, and
-    (L3 domain, cache ways, bandwidth cap or None)."""
+    """The rows a claim writes: (pCPU, exclusive), (cell, page size KiB, count), device addresses,
+    (L3 domain, cache ways, bandwidth cap or None), and GPU partitions (GPU, kind, type or profile, VF or
+    None, MIG start or None, UUID)."""
 
     cpus: tuple[tuple[int, bool], ...]
     pages: tuple[tuple[int, int, int], ...]
     devices: tuple[str, ...]
     slices: tuple[tuple[int, int, int | None], ...] = ()
+    partitions: tuple[tuple[str, str, str, str | None, int | None, str], ...] = ()
 
 
 def encode_placement(p: Placement) -> str:
@@ -64,4 +66,5 @@ def claim_rows(p: Placement, ledger: Fleet) -> ClaimRows:
     pages = tuple((cell, size, n) for (cell, size), n in page_needs(p).items())
     ways, caps = dict(p.llc), dict(p.mem_bw)
     slices = tuple((d, ways.get(d, 0), caps.get(d)) for d in sorted(ways.keys() | caps.keys()))
-    return ClaimRows(tuple(cpus), pages, tuple(d.address for d in p.devices), slices)
+    partitions = tuple((a.gpu, a.kind.value, a.name, a.vf, a.start, a.uuid) for a in p.partitions)
+    return ClaimRows(tuple(cpus), pages, tuple(d.address for d in p.devices), slices, partitions)

@@ -8,10 +8,11 @@ transaction (:mod:`.audit`).
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from vnuma.errors import ConflictError, NotFoundError
 from vnuma.inventory import audit
-from vnuma.inventory.executor import Executor, Refused
+from vnuma.inventory.executor import Executor, Refused, Row
 from vnuma.sources.migprofiles import parse_profile, profile_document
 from vnuma.topology.mig import MigGeometry
 
@@ -50,12 +51,23 @@ def save_profile(x: Executor, g: MigGeometry, imported_at: str, *, replace: bool
     return old is not None
 
 
+PROFILES = "SELECT model, document FROM gpu_profiles ORDER BY model"
+
+
 def list_profiles(x: Executor) -> list[MigGeometry]:
     """Every stored geometry, by model."""
-    return [
-        parse_profile(str(document), "json", origin=f"stored MIG profile {model!r}")
-        for model, document in x.rows("SELECT model, document FROM gpu_profiles ORDER BY model")
-    ]
+    return decode_profiles(x.rows(PROFILES))
+
+
+def decode_profiles(rows: list[Row]) -> list[MigGeometry]:
+    """The geometries of the rows :data:`PROFILES` returned."""
+    return [_decoded(str(model), str(document)) for model, document in rows]
+
+
+@lru_cache(maxsize=256)
+def _decoded(model: str, document: str) -> MigGeometry:
+    # Geometries are immutable and the text is the whole input: every snapshot and claim reads them.
+    return parse_profile(document, "json", origin=f"stored MIG profile {model!r}")
 
 
 def remove_profile(x: Executor, model: str) -> None:

@@ -15,7 +15,7 @@ from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.hostwrite import host_columns
 from vnuma.inventory.lookup import named_row
-from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
+from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, PartitionClaim, VmRow
 from vnuma.inventory.topologies import decode_host
 from vnuma.placement.resctrl import ResctrlUse, policy_problem
 from vnuma.topology import Host, check_host, format_cpuset, parse_cpuset
@@ -208,8 +208,10 @@ def _check_claims_survive(session: Session, host_id: int, new: Host) -> None:
     addresses = {d.address for d in new.devices}
     devices = session.execute(
         select(DeviceClaim.address, VmRow.name).join(VmRow).where(DeviceClaim.host_id == host_id)
+    ).all() + session.execute(
+        select(PartitionClaim.gpu, VmRow.name).join(VmRow).where(PartitionClaim.host_id == host_id)
     ).all()
-    lost_devices = sorted(f"{a} (VM {vm})" for a, vm in devices if a not in addresses)
+    lost_devices = sorted({f"{a} (VM {vm})" for a, vm in devices if a not in addresses})
     if lost_devices:
         raise ConflictError(f"{where} lacks claimed device(s) {', '.join(lost_devices)}", hint=hint)
     pages = session.execute(

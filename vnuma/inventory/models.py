@@ -23,7 +23,7 @@ of a capabilities file. The inventory stores it; ``services.hosts`` reads it.
 ``services.hypervisors``; NULL until a command first saw the domains).
 Claims carry database constraints so that double booking is impossible even
 if the checks in Python were wrong: an exclusive pCPU, a device and a VM's
-(cell, page size) can each be claimed once.
+(cell, page size) can each be claimed once, and so can a GPU partition's VF, MIG start and UUID.
 """
 
 from __future__ import annotations
@@ -250,6 +250,31 @@ class DeviceClaim(Base):
     vm_id: Mapped[int] = mapped_column(ForeignKey("vms.id", ondelete="CASCADE"), index=True)
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="RESTRICT"))
     address: Mapped[str] = mapped_column(String(32))
+
+
+class PartitionClaim(Base):
+    """A GPU partition a VM holds: a vGPU instance of type ``name`` (on SR-IOV virtual function ``vf``, or
+    on the GPU's physical function when NULL) or a MIG instance of profile ``name`` at memory slice
+    ``start`` of GPU ``gpu``. A VF is claimed once (NULLs never collide), a MIG start once per GPU, and a
+    mediated device's UUID once; admission (the engine's ``partitions`` check) decides the rest."""
+
+    __tablename__ = "partition_claims"
+    __table_args__ = (
+        UniqueConstraint("host_id", "vf"),
+        UniqueConstraint("host_id", "gpu", "start"),
+        UniqueConstraint("uuid"),
+        CheckConstraint("kind IN ('vgpu', 'mig')", name="kind"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    vm_id: Mapped[int] = mapped_column(ForeignKey("vms.id", ondelete="CASCADE"), index=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="RESTRICT"))
+    gpu: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(8))
+    name: Mapped[str] = mapped_column(String(255))
+    vf: Mapped[str | None] = mapped_column(String(32))
+    start: Mapped[int | None]
+    uuid: Mapped[str] = mapped_column(String(36))
 
 
 class RebalanceRun(Base):

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, open_access
-from vnuma.inventory.executor import Row
 from vnuma.inventory.placing import Refit, claim
-from vnuma.inventory.reading import Reader, Snapshot
-from vnuma.inventory.warm import Changes, Mark, read_changes, read_warm_snapshot
+from vnuma.inventory.reading import Reader
+from vnuma.inventory.warm import Changes, Mark, WarmSnapshot, read_changes, read_warm_snapshot
 from vnuma.placement.model import Isolation, Placement
 
 
@@ -27,7 +26,7 @@ class Placer(Reader):
         with self._access.begin(False) as x:
             return read_changes(x, known)
 
-    def warm_snapshot(self) -> tuple[dict[str, Mark], dict[str, Row], Snapshot]:
+    def warm_snapshot(self) -> WarmSnapshot:
         """See :func:`.warm.read_warm_snapshot` (one transaction)."""
         with self._access.begin(False) as x:
             return read_warm_snapshot(x)

@@ -30,6 +30,7 @@ from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFo
 from vnuma.inventory import audit
 from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
 from vnuma.inventory.executor import Executor, Params, Refused, Row
+from vnuma.inventory.gpuprofiles import PROFILES
 from vnuma.inventory.reading import HOST, host_of, tenant_of
 from vnuma.inventory.schema import VmState
 from vnuma.placement.ledger.admit import REPLACE_HINT, gpu_count
@@ -80,9 +81,12 @@ NEW_SLICES = (
     f"INSERT INTO resctrl_claims (vm_id, host_id, domain_id, ways, mem_bw) VALUES ({_VM_ID}, :host, :domain, "
     ":ways, :mem_bw)"
 )
-DROP_CLAIMS = tuple(
-    f"DELETE FROM {t} WHERE vm_id = :vm" for t in ("cpu_claims", "page_claims", "device_claims", "resctrl_claims")
+NEW_PARTITIONS = (
+    "INSERT INTO partition_claims (vm_id, host_id, gpu, kind, name, vf, start, uuid) "
+    f"VALUES ({_VM_ID}, :host, :gpu, :kind, :name, :vf, :start, :uuid)"
 )
+CLAIM_TABLES = ("cpu_claims", "page_claims", "device_claims", "resctrl_claims", "partition_claims")
+DROP_CLAIMS = tuple(f"DELETE FROM {t} WHERE vm_id = :vm" for t in CLAIM_TABLES)
 BUMP = "UPDATE hosts SET host_generation = host_generation + 1, updated_at = CURRENT_TIMESTAMP WHERE id = :host"
 
 
@@ -92,7 +96,7 @@ Refit = Callable[[Fleet], Placement | None]
 
 
 def _locked_host(x: Executor, name: str) -> tuple[int, Host]:
-    return host_of(name, x.rows(HOST + x.lock, {"name": name}))
+    return host_of(name, *x.batch([(HOST + x.lock, {"name": name}), (PROFILES, None)]))
 
 
 def _claimant(x: Executor, name: str, isolation: Isolation | None, rows: list[Row]) -> tuple[int, Tenant]:
@@ -159,6 +163,10 @@ def _write_claims(
             (NEW_PAGES, [{**ids, "cell": cell, "size": size, "count": n} for cell, size, n in rows.pages]),
             (NEW_DEVICES, [{**ids, "address": address} for address in rows.devices]),
             (NEW_SLICES, [{**ids, "domain": d, "ways": w, "mem_bw": bw} for d, w, bw in rows.slices]),
+            (NEW_PARTITIONS, [
+                {**ids, "gpu": gpu, "kind": kind, "name": name, "vf": vf, "start": start, "uuid": uuid}
+                for gpu, kind, name, vf, start, uuid in rows.partitions
+            ]),
             (BUMP, [{"host": h} for h in host_ids]),
         ]
     )
@@ -185,10 +193,11 @@ def claim(
     if p.tenant is None:
         raise InvalidInputError(f"placement of VM {p.vm!r} has no tenant")
     # The host's lock first, then the tenant's (its quota), in one round trip where the backend can.
-    host_rows, vm_rows, tenant_rows = x.batch(
-        [(HOST + x.lock, {"name": p.host}), (VM, {"name": p.vm}), (TENANT + x.lock, {"name": p.tenant})]
-    )
-    host_id, host = host_of(p.host, host_rows)
+    host_rows, vm_rows, tenant_rows, profiles = x.batch([
+        (HOST + x.lock, {"name": p.host}), (VM, {"name": p.vm}), (TENANT + x.lock, {"name": p.tenant}),
+        (PROFILES, None),
+    ])
+    host_id, host = host_of(p.host, host_rows, profiles)
     if vm_rows:
         raise ConflictError(f"VM {p.vm!r} already exists", hint=f"release it first with `vnuma vm release {p.vm}`")
     tenant_id, tenant = _claimant(x, p.tenant, isolation, tenant_rows)

@@ -19,7 +19,7 @@ from vnuma.inventory import audit
 from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.executor import Executor, Row
-from vnuma.inventory.gpuprofiles import list_profiles
+from vnuma.inventory.gpuprofiles import PROFILES, decode_profiles
 from vnuma.inventory.schema import VmState
 from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host
 from vnuma.placement.model import Isolation, Placement, Tenant
@@ -91,17 +91,27 @@ def decode_tenants(rows: list[Row]) -> dict[str, Tenant]:
 
 def read_hosts(x: Executor) -> list[Host]:
     """Every host, sorted by name; each distinct topology text is read and decoded once."""
-    rows, own = x.batch([(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None)])
-    return _hosts(x, rows, own)
+    rows, own, profiles = x.batch([(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PROFILES, None)])
+    return _hosts(x, rows, own, profiles)
 
 
-def _hosts(x: Executor, rows: list[Row], own: list[Row]) -> list[Host]:
+def _hosts(x: Executor, rows: list[Row], own: list[Row], profiles: list[Row]) -> list[Host]:
     texts_of = dict(own)
     host_rows: list[HostRowTuple] = [(*r, texts_of.get(r[0]) if not r[4] else None) for r in rows]  # type: ignore[misc]
     digests = sorted({r[4] for r in host_rows if r[7] is None})
     found = x.batch([(TOPOLOGY, {"digest": d}) for d in digests])
     texts = {d: str(rows[0][0]) for d, rows in zip(digests, found, strict=True)}
-    return assemble_hosts(host_rows, texts.__getitem__)
+    return with_geometries(assemble_hosts(host_rows, texts.__getitem__), profiles)
+
+
+def with_geometries(hosts: list[Host], profiles: list[Row]) -> list[Host]:
+    """``hosts`` each carrying the MIG geometries kept for its GPUs' models (``profiles``: the rows
+    :data:`~.gpuprofiles.PROFILES` returned in the same transaction, batched with the host rows): every
+    path that builds hosts to place on, claim on or show goes through here."""
+    if not profiles:
+        return hosts  # stored topologies never carry geometries: nothing to attach, hosts kept as decoded
+    geometries = decode_profiles(profiles)
+    return [with_gpu_profiles(h, geometries) for h in hosts]
 
 
 def read_placements(x: Executor) -> list[Placement]:
@@ -115,23 +125,24 @@ def decode_placements(rows: list[Row]) -> list[Placement]:
 
 def read_snapshot(x: Executor) -> Snapshot:
     """Tenants, hosts and placements, as one transaction sees them (two batches of queries)."""
-    hosts, own, placements, tenants = x.batch(
-        [(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PLACEMENTS, None), (TENANTS, None)]
+    hosts, own, placements, tenants, profiles = x.batch(
+        [(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PLACEMENTS, None), (TENANTS, None), (PROFILES, None)]
     )
-    return Snapshot(_hosts(x, hosts, own), decode_placements(placements), decode_tenants(tenants))
+    return Snapshot(_hosts(x, hosts, own, profiles), decode_placements(placements), decode_tenants(tenants))
 
 
 def read_host(x: Executor, name: str) -> Host:
     """One host (NotFoundError if unknown), with the MIG geometries kept for its GPUs' models."""
-    return with_gpu_profiles(host_of(name, x.rows(HOST, {"name": name}))[1], list_profiles(x))
+    return host_of(name, *x.batch([(HOST, {"name": name}), (PROFILES, None)]))[1]
 
 
-def host_of(name: str, rows: list[Row]) -> tuple[int, Host]:
-    """The id and host of the first of the rows :data:`HOST` returned (NotFoundError: none)."""
+def host_of(name: str, rows: list[Row], profiles: list[Row]) -> tuple[int, Host]:
+    """The id and host of the first of the rows :data:`HOST` returned (NotFoundError: none), with its
+    GPUs' MIG geometries from the rows :data:`~.gpuprofiles.PROFILES` returned (:func:`with_geometries`)."""
     if not rows:
         raise not_in_inventory("host", name)
     row = rows[0]
-    return int(row[0]), decode_host(*row[1:])
+    return int(row[0]), with_geometries([decode_host(*row[1:])], profiles)[0]
 
 
 def host_summaries(x: Executor) -> list[dict[str, Any]]:

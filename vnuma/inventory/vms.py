@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.inventory import hosts
 from vnuma.inventory.lookup import named_row
-from vnuma.inventory.models import CpuClaim, DeviceClaim, PageClaim, ResctrlClaim, VmRow, VmState
+from vnuma.inventory.models import CpuClaim, DeviceClaim, PageClaim, PartitionClaim, ResctrlClaim, VmRow, VmState
 
 _LIST_HINT = "see `vnuma vm list`"
 
@@ -27,7 +27,7 @@ def _vm_row(session: Session, name: str) -> VmRow:
 def release(session: Session, name: str) -> None:
     """Delete a VM and all its claims."""
     row = _vm_row(session, name)
-    for table in (CpuClaim, PageClaim, DeviceClaim, ResctrlClaim):
+    for table in (CpuClaim, PageClaim, DeviceClaim, ResctrlClaim, PartitionClaim):
         session.execute(delete(table).where(table.vm_id == row.id))
     session.execute(delete(VmRow).where(VmRow.id == row.id))
     hosts.bump_generation(session, row.host_id)

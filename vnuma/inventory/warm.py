@@ -7,8 +7,9 @@ between placements reads every host's mark (its id and generation: a host
 removed and added again under its name gets a new id) and the tenants,
 then the row and the placements of just the hosts whose mark moved
 (:func:`read_changes`), all in one transaction; when a host's own row, the
-set of hosts or the tenants changed, it reads the whole snapshot again
-(:func:`read_warm_snapshot`).
+set of hosts, the tenants or the kept MIG geometries (``gpu_profiles``, which
+hosts carry but whose change bumps no generation) changed, it reads the
+whole snapshot again (:func:`read_warm_snapshot`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vnuma.inventory.executor import Executor, Row
+from vnuma.inventory.gpuprofiles import PROFILES
 from vnuma.inventory.reading import TENANTS, Snapshot, decode_placements, decode_tenants, read_snapshot
 from vnuma.placement.model import Placement, Tenant
 
@@ -33,12 +35,14 @@ HOST_VMS = (
 
 @dataclass(frozen=True, slots=True)
 class Changes:
-    """Every host's mark and every tenant; the row and the placements of each host whose mark moved."""
+    """Every host's mark, every tenant and the kept MIG geometries' rows; the row and the placements of each
+    host whose mark moved."""
 
     marks: dict[str, Mark]
     tenants: dict[str, Tenant]
     rows: dict[str, Row]
     placements: dict[str, list[Placement]]
+    profiles: tuple[Row, ...] = ()
 
 
 def _marks(rows: list[Row]) -> dict[str, Mark]:
@@ -51,17 +55,25 @@ def _rows(rows: list[Row]) -> dict[str, Row]:
 
 def read_changes(x: Executor, known: Mapping[str, Mark]) -> Changes:
     """The marks and tenants, and the row and placements of each host whose mark is not the ``known`` one."""
-    marks_rows, tenants = x.batch([(MARKS, None), (TENANTS, None)])
+    marks_rows, tenants, profiles = x.batch([(MARKS, None), (TENANTS, None), (PROFILES, None)])
     marks = _marks(marks_rows)
     changed = sorted(name for name, mark in marks.items() if known.get(name) != mark)
     queries = [q for name in changed for q in ((HOST_ROW, {"name": name}), (HOST_VMS, {"name": name}))]
     found = x.batch(queries) if queries else []
     rows = {name: _rows(found[2 * i])[name] for i, name in enumerate(changed) if found[2 * i]}
     placements = {name: decode_placements(found[2 * i + 1]) for i, name in enumerate(changed)}
-    return Changes(marks, decode_tenants(tenants), rows, placements)
+    return Changes(marks, decode_tenants(tenants), rows, placements, _profiles(profiles))
 
 
-def read_warm_snapshot(x: Executor) -> tuple[dict[str, Mark], dict[str, Row], Snapshot]:
-    """Every host's mark and row, and the whole snapshot, as one transaction sees them."""
-    marks, rows = x.batch([(MARKS, None), (ROWS, None)])
-    return _marks(marks), _rows(rows), read_snapshot(x)
+def _profiles(rows: list[Row]) -> tuple[Row, ...]:
+    return tuple(tuple(r) for r in rows)
+
+
+WarmSnapshot = tuple[dict[str, Mark], dict[str, Row], tuple[Row, ...], Snapshot]
+"""Every host's mark and row, the kept MIG geometries' rows, and the whole snapshot."""
+
+
+def read_warm_snapshot(x: Executor) -> WarmSnapshot:
+    """Every host's mark and row, the MIG geometries' rows, and the whole snapshot, as one transaction sees them."""
+    marks, rows, profiles = x.batch([(MARKS, None), (ROWS, None), (PROFILES, None)])
+    return _marks(marks), _rows(rows), _profiles(profiles), read_snapshot(x)

@@ -18,9 +18,12 @@ from vnuma.placement.model import (
     IoThreadPolicy,
     MemoryMode,
     NicFunction,
+    PartitionAsk,
+    PartitionKind,
     ThreadPolicy,
     VmRequest,
 )
+from vnuma.placement.request import parse_partition
 from vnuma.services.names import check_vm_name
 from vnuma.topology import parse_page_size, parse_size_kib
 from vnuma.topology.pcie import Level
@@ -123,6 +126,8 @@ def place_request(
     mem_bw: int | None = None,
     cold_memory: str | None = None,
     cold_tier: ColdTier = ColdTier.ANY,
+    vgpu: str | None = None,
+    mig: str | None = None,
 ) -> VmRequest:
     """The request ``vnuma place`` makes of its options (``page_size``: the option, or the configured default).
 
@@ -131,7 +136,7 @@ def place_request(
 
     Raises:
         InvalidInputError: a bad name, size, list, cell count, ``anti_affinity`` or ``affinity`` without
-            ``group``, or both.
+            ``group``, or both; a bad ``vgpu``/``mig`` (``NAME[:N]``), or both given.
     """
     if name is not None:
         check_vm_name(name)  # an empty name is refused, not taken as "generate one"
@@ -174,7 +179,21 @@ def place_request(
         mem_bw=mem_bw,
         cold_memory_kib=parse_size_kib(cold_memory) if cold_memory is not None else 0,
         cold_tier=cold_tier,
+        partition=partition_ask(vgpu, mig),
     )
+
+
+def partition_ask(vgpu: str | None, mig: str | None) -> PartitionAsk | None:
+    """``--vgpu TYPE[:N]`` or ``--mig PROFILE[:N]`` as the request's partitions (None: neither).
+
+    Raises:
+        InvalidInputError: both given, or a malformed one.
+    """
+    if vgpu is not None and mig is not None:
+        raise InvalidInputError("--vgpu and --mig exclude each other: a VM takes partitions of one kind")
+    if vgpu is not None:
+        return parse_partition(PartitionKind.VGPU, vgpu)
+    return None if mig is None else parse_partition(PartitionKind.MIG, mig)
 
 
 def parse_slice(llc: str | None, llc_ways: int | None, mem_bw: int | None) -> int | None:

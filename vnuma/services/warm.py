@@ -6,7 +6,8 @@ host's generation (bumped by every change to the host or its VMs) and the
 tenants, then the placements of only the hosts whose generation moved, and
 swaps those hosts' VMs in its ledger (all removals first, so a VM that moved
 between hosts is never held twice). When a host's own row (topology,
-reserved CPUs, cordon), the set of hosts or the tenants changed, or on the
+reserved CPUs, cordon), the set of hosts, the tenants or the kept MIG
+geometries changed, or on the
 last attempt of a request whose claims kept losing, it reads the whole
 snapshot again. The claim that follows
 each decision is the same transaction as the CLI's, with the same admission
@@ -43,6 +44,7 @@ class WarmFleet:
         self._marks: dict[str, Mark] = {}
         self._rows: dict[str, Row] = {}
         self._tenants: dict[str, Tenant] = {}
+        self._profiles: tuple[Row, ...] = ()
         self._on_host: dict[str, list[str]] = {}
         self._pending: dict[str, Placement] = {}
         self.full_reads = 0
@@ -80,6 +82,7 @@ class WarmFleet:
         if (
             got.marks.keys() != self._marks.keys()
             or got.tenants != self._tenants
+            or got.profiles != self._profiles
             or any(self._rows.get(name) != row for name, row in got.rows.items())
         ):
             return self._rebuilt(placer)
@@ -99,7 +102,7 @@ class WarmFleet:
 
     def _rebuilt(self, placer: Placer) -> Fleet:
         with gc_paused():
-            self._marks, self._rows, snap = placer.warm_snapshot()
+            self._marks, self._rows, self._profiles, snap = placer.warm_snapshot()
             self._fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
             self._tenants = snap.tenants
             self._on_host = _by_host(snap.placements)

@@ -71,7 +71,8 @@ def with_gpu_profiles(host: Host, geometries: Iterable[MigGeometry]) -> Host:
     """``host`` carrying the geometries (of ``geometries``) that match one of its GPUs."""
     geometries = tuple(geometries)
     wanted = {id(g): g for _a, v, p in _gpus(host) if (g := geometry_for(geometries, v, p)) is not None}
-    return replace(host, gpu_profiles=tuple(sorted(wanted.values(), key=lambda g: g.model)))
+    kept = tuple(sorted(wanted.values(), key=lambda g: g.model))
+    return host if kept == host.gpu_profiles else replace(host, gpu_profiles=kept)
 
 
 def mig_geometry(host: Host) -> dict[str, MigGeometry]:

@@ -14,6 +14,7 @@ from vnuma.placement.model import (
     GpuAffinity,
     Isolation,
     Objective,
+    PartitionAsk,
     Placement,
     VmRequest,
 )
@@ -79,7 +80,8 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
     the cell count stays what the VM asked for (left to the engine only for a VM placed with ``auto``
     whose cells share one memory mode; cells with different modes keep their count), and guest cells
     of different sizes keep each its own size and GPU count; a cache slice keeps its ways, a bandwidth cap
-    its value, a cold tier its size and tier, NICs their ask (level, per GPU or count, function)."""
+    its value, a cold tier its size and tier, NICs their ask (level, per GPU or count, function), GPU
+    partitions their kind, type or profile and count."""
     pins = {x for c in p.cells for x in c.pcpus}
     modes = p.memory_modes
     uniform = len(set(modes)) == 1
@@ -121,7 +123,16 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
         nics_per_gpu=p.nics_per_gpu and p.nic_affinity is not None,
         nic_affinity=p.nic_affinity or Level.PXB,
         nic_function=p.nic_function,
+        partition=_partitions_of(p),
     )
+
+
+def _partitions_of(p: Placement) -> PartitionAsk | None:
+    """The ask a VM's GPU partitions answer (one kind and one type or profile per VM), None without any."""
+    if not p.partitions:
+        return None
+    first = p.partitions[0]
+    return PartitionAsk(first.kind, first.name, len(p.partitions))
 
 
 def refit_affinities(p: Placement) -> tuple[GpuAffinity, ...]:
