@@ -161,19 +161,26 @@ def test_schema_revision_constant_is_the_migrations_head() -> None:
     assert head_revision() == SCHEMA_REVISION
 
 
-def test_claims_survive_upgrade_from_0001_and_downgrade_back(db_path: Path, db_url: str) -> None:
-    # Adding vms.rendering must not rebuild vms in a way that cascades to its claims.
+def _seeded_at(db_path: Path, db_url: str, revision: str) -> sqlite3.Connection:
+    """The inventory upgraded to ``revision``, with host 1 ('h') and tenant 1 ('t'); an open connection."""
     engine = make_engine(db_url)
     with writer(engine).begin() as conn:
-        command.upgrade(alembic_config(conn), "0001")
+        command.upgrade(alembic_config(conn), revision)
     engine.dispose()
-    conn = sqlite3.connect(db_path)
-    with conn:
-        conn.execute(
+    db = sqlite3.connect(db_path)
+    with db:
+        db.execute(
             "INSERT INTO hosts (id, name, source, topology, n_cells, n_cpus, n_gpus, memory_kib) "
             "VALUES (1, 'h', 'files', '{}', 1, 2, 0, 1024)"
         )
-        conn.execute("INSERT INTO tenants (id, name, isolation) VALUES (1, 't', 'core')")
+        db.execute("INSERT INTO tenants (id, name, isolation) VALUES (1, 't', 'core')")
+    return db
+
+
+def test_claims_survive_upgrade_from_0001_and_downgrade_back(db_path: Path, db_url: str) -> None:
+    # Adding vms.rendering must not rebuild vms in a way that cascades to its claims.
+    conn = _seeded_at(db_path, db_url, "0001")
+    with conn:
         conn.execute(
             "INSERT INTO vms (id, name, tenant_id, host_id, vcpus, gpus, placement) VALUES (1, 'v', 1, 1, 1, 0, '{}')"
         )
@@ -253,17 +260,8 @@ def test_0006_keeps_no_checkout_path_in_the_demo_hosts_uri(db_path: Path, db_url
 def test_0014_records_each_vms_group_and_forgets_it_on_downgrade(db_path: Path, db_url: str) -> None:
     """VMs placed before 0014 get ``vms.group_name`` from their placement documents (and their groups a row
     in ``replica_groups``), so a claim finds them; downgrading drops both and keeps the VMs and claims."""
-    engine = make_engine(db_url)
-    with writer(engine).begin() as conn:
-        command.upgrade(alembic_config(conn), "0013")
-    engine.dispose()
-    conn = sqlite3.connect(db_path)
+    conn = _seeded_at(db_path, db_url, "0013")
     with conn:
-        conn.execute(
-            "INSERT INTO hosts (id, name, source, topology, n_cells, n_cpus, n_gpus, memory_kib) "
-            "VALUES (1, 'h', 'files', '{}', 1, 2, 0, 1024)"
-        )
-        conn.execute("INSERT INTO tenants (id, name, isolation) VALUES (1, 't', 'core')")
         conn.executemany(
             "INSERT INTO vms (id, name, tenant_id, host_id, vcpus, gpus, placement) VALUES (?, ?, 1, 1, 1, 0, ?)",
             [
