@@ -132,9 +132,11 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
     keep = strategy is Strategy.GPU_FIRST and req.gpus > 0
     pref = {c.id: cell_preference(c, view.caps[c.id], strategy) for c in a.cells}
     ordered = a.n > 1 and (req.asymmetric or MemoryMode.INTERLEAVE in req.memory_modes)
-    nics = _devices_ok(hs, req, a.vs) if req.wants_nics or (req.gpus and hs.shape.iommu_mates) else None
-    if req.partition is not None:
-        nics = _partitions_ok(hs, req)
+    nics: Accept | None = None  # GPUs as the builder takes them (whole IOMMU groups) with their NICs, or partitions
+    if req.wants_nics or (req.gpus and hs.shape.iommu_mates):
+        nics = _picks(lambda cells: pick_devices(hs, cells, req, a.vs), NicShortage, GroupSplit)
+    elif req.partition is not None:
+        nics = _picks(lambda cells: pick_partitions(hs, cells, req), PartitionShortage)
     strand = _no_stranding(hs, req, a.vs) if keep else None
 
     def sets(need: int, test: Accept | None) -> tuple[tuple[int, ...], str] | None:
@@ -232,27 +234,14 @@ def _no_stranding(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
     return accept
 
 
-def _devices_ok(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
-    """Accept a cell set whose GPUs (as the builder would take them: in whole IOMMU groups) have the NICs
-    asked for."""
+def _picks(pick: Callable[[tuple[int, ...]], object], *short: type[Exception]) -> Accept:
+    """Accept a cell set on which ``pick`` (the builder's own choice of devices or partitions) finds what the
+    request asks for; ``short`` are the exceptions by which it says it cannot."""
 
     def accept(cells: tuple[int, ...]) -> bool:
         try:
-            pick_devices(hs, cells, req, vs)
-        except (NicShortage, GroupSplit):
-            return False
-        return True
-
-    return accept
-
-
-def _partitions_ok(hs: HostState, req: VmRequest) -> Accept:
-    """Accept a cell set whose GPUs (with the request's GPU affinity) hold the partitions asked for."""
-
-    def accept(cells: tuple[int, ...]) -> bool:
-        try:
-            pick_partitions(hs, cells, req)
-        except PartitionShortage:
+            pick(cells)
+        except short:
             return False
         return True
 
