@@ -74,6 +74,35 @@ def test_mig_instances_are_placed_claimed_shown_rendered_and_released(mig: Cli) 
     assert [(p["gpu"], p["start"]) for p in _partitions(again)] == [(gpu, 0)]
 
 
+def _gpu_use(cli: Cli) -> dict[str, tuple[str | None, dict[str, int]]]:
+    host = cli.ok("host", "show", "h1", "--json").json()
+    return {d["address"]: (d["mode"], {p["profile"]: p["free"] for p in d["partitions"] if "profile" in p})
+            for d in host["devices"] if d["kind"] == "gpu"}
+
+
+def test_host_show_gives_each_gpus_mode_and_what_the_claims_leave_free(mig: Cli) -> None:
+    """Modes and free partitions follow the claims: a MIG GPU holding one 3g.40gb (at 4, so 4g.40gb at 0 stays
+    creatable) has one 3g.40gb, one 4g.40gb and no 7g.80gb left; a GPU passed through whole is ``whole`` with
+    nothing free; release returns them."""
+    unclaimed = _gpu_use(mig)
+    assert {mode for mode, _free in unclaimed.values()} == {None}
+    assert all((f["3g.40gb"], f["4g.40gb"], f["7g.80gb"], f["1g.10gb"]) == (2, 1, 1, 7) for _m, f in unclaimed.values())
+    part = _partitions(mig.ok("place", "tenant", *SMALL, "--mig", "3g.40gb", "--name", "p", "--json").json())[0]
+    whole = mig.ok("place", "tenant", "--gpus", "1", "--name", "w", "--json").json()
+    passed = next(d["address"] for d in whole["devices"] if d["kind"] == "gpu")
+    use = _gpu_use(mig)
+    assert part["start"] == 4
+    mode, free = use[part["gpu"]]
+    assert (mode, free["3g.40gb"], free["4g.40gb"], free["7g.80gb"], free["1g.10gb"]) == ("mig", 1, 1, 0, 4)
+    assert use[passed] == ("whole", dict.fromkeys(free, 0))
+    assert all(u == unclaimed[a] for a, u in use.items() if a not in (part["gpu"], passed))
+    table = mig.ok("host", "show", "h1").stdout
+    assert "3g.40gb 1/2, 4g.40gb 1/1, 7g.80gb 0/1" in table and "3g.40gb 2/2, 4g.40gb 1/1, 7g.80gb 1/1" in table
+    mig.ok("vm", "release", "p")
+    mig.ok("vm", "release", "w")
+    assert _gpu_use(mig) == unclaimed
+
+
 def test_a_vm_show_of_a_vm_without_partitions_has_none(mig: Cli) -> None:
     doc = mig.ok("place", "tenant", "--gpus", "1", "--name", "w", "--json").json()
     assert _partitions(doc) == [] and _claims(mig.db) == []

@@ -66,7 +66,11 @@ class Client:
         return list(self.call("GET", "/v1/hosts"))
 
     def host(self, name: str) -> Host:
-        return host_from_dict(self.call("GET", f"/v1/hosts/{_seg(name)}"))
+        return host_from_dict(self.host_document(name))
+
+    def host_document(self, name: str) -> dict[str, Any]:
+        """``host show --json``: the topology with each GPU's mode and free partitions."""
+        return dict(self.call("GET", f"/v1/hosts/{_seg(name)}"))
 
     def add_host(self, name: str, uri: str | None, demo: bool) -> dict[str, Any]:
         """The new host's summary (``host add --json``)."""

@@ -337,8 +337,8 @@ def show(
 
     Example: vnuma host show gpu-node-1 --svg gpu-node-1.svg
     """
-    from vnuma.codec import host_to_dict
-    from vnuma.services.queries import get_host
+    from vnuma.codec import host_from_dict, use_from_dict
+    from vnuma.services.queries import host_document
 
     client = remote(ctx)
     if svg is not None or png is not None:
@@ -347,13 +347,17 @@ def show(
         from vnuma.services.pictures import host_picture
 
         output.write_pictures(lambda: host_picture(settings(ctx), name), svg, png)
-    host = client.host(name) if client else get_host(settings(ctx), name)
+    if client:
+        doc = client.host_document(name)
+        host = host_from_dict(doc)
+    else:
+        host, doc = host_document(settings(ctx), name)
     if as_json:
-        output.echo_json(host_to_dict(host))
+        output.echo_json(doc)
         return
     from vnuma.cli.hostview import host_tables
 
-    host_tables(host)
+    host_tables(host, use_from_dict(doc))
 
 
 @app.command("remove")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from vnuma.cli import output
 from vnuma.topology import Cell, Host, format_cpuset, format_size_kib
+from vnuma.topology.partitions import GpuUse
 from vnuma.topology.resctrl import default_schemata, l3_banks
 
 
-def host_tables(host: Host) -> None:
-    """Print one host as three tables."""
+def host_tables(host: Host, use: Mapping[str, GpuUse]) -> None:
+    """Print one host as tables; ``use``: each GPU's mode and free partitions as claimed now."""
     reserved = format_cpuset(host.reserved_cpus) or "none"
     output.echo_lines([f"host {host.name}  source={host.source}  uri={host.uri or '-'}  reserved={reserved}"])
     rows = []
@@ -41,7 +44,7 @@ def host_tables(host: Host) -> None:
             [(d.address, d.kind, d.numa_node, d.vendor_id, d.product_id, d.parent) for d in host.devices],
         )
     pcie_tables(host)
-    partition_table(host)
+    partition_table(host, use)
     memory_tables(host)
     if any(c.distances for c in host.cells):
         ids = [c.id for c in host.cells]
@@ -60,17 +63,26 @@ def _memory_only(cell: Cell) -> str:
     return "(memory only)"
 
 
-def partition_table(host: Host) -> None:
+def partition_table(host: Host, use: Mapping[str, GpuUse]) -> None:
     """Each GPU's vGPU types (offered itself or through its virtual functions), and the MIG profiles of the
-    GPUs whose model has a kept geometry, when any GPU has either."""
+    GPUs whose model has a kept geometry, when any GPU has either: free as vnuma's claims leave them."""
     from vnuma.topology.partitions import mig_geometry, mig_partitions, vgpu_partitions
+
+    def mode(gpu: str) -> str:
+        found = use.get(gpu)
+        return (found.mode if found else None) or "-"
+
+    def free(gpu: str, name: str, total: int) -> int:
+        found = use.get(gpu)
+        return found.free.get(name, total) if found else total
 
     partitions = vgpu_partitions(host)
     if partitions:
         output.echo_table(
-            "GPU partitions (vGPU types; every GPU is whole until vnuma places partitions)",
-            ["GPU", "TYPE", "NAME", "FREE", "TOTAL"],
-            [(gpu, p.type, p.name, p.total, p.total) for gpu, ps in sorted(partitions.items()) for p in ps],
+            "GPU partitions (vGPU types)",
+            ["GPU", "MODE", "TYPE", "NAME", "FREE", "TOTAL"],
+            [(gpu, mode(gpu), p.type, p.name, free(gpu, p.type, p.total), p.total)
+             for gpu, ps in sorted(partitions.items()) for p in ps],
         )
     if host.mdevs:
         pf = {d.address: d.pf for d in host.devices if d.pf is not None}
@@ -83,9 +95,11 @@ def partition_table(host: Host) -> None:
     mig, models = mig_partitions(host), mig_geometry(host)
     if mig:
         output.echo_table(
-            "GPU MIG profiles (vnuma gpu-profile; TOTAL: instances of the profile alone on the empty GPU)",
-            ["GPU", "MODEL", "PROFILES (FREE/TOTAL)"],
-            [(gpu, models[gpu].model, ", ".join(f"{m.profile} {m.total}/{m.total}" for m in ms))
+            "GPU MIG profiles (vnuma gpu-profile; FREE: instances of the profile alone the GPU takes now, "
+            "TOTAL: on the empty GPU)",
+            ["GPU", "MODEL", "MODE", "PROFILES (FREE/TOTAL)"],
+            [(gpu, models[gpu].model, mode(gpu), ", ".join(f"{m.profile} {free(gpu, m.profile, m.total)}/{m.total}"
+                                                            for m in ms))
              for gpu, ms in sorted(mig.items())],
         )
 

@@ -11,13 +11,14 @@ Maps keyed by a number (page size, cell id) use the decimal string as key,
 in the order of the dataclass tuples, so JSON round trips keep that order.
 """
 
-from vnuma.codec.hosts import host_from_dict, host_summary, host_to_dict, summary_text
+from vnuma.codec.hosts import host_from_dict, host_summary, host_to_dict, summary_text, use_from_dict
 from vnuma.codec.placements import placement_from_dict, placement_to_dict, tenant_from_dict, tenant_to_dict
 
 __all__ = [
     "host_from_dict",
     "host_summary",
     "host_to_dict",
+    "use_from_dict",
     "placement_from_dict",
     "placement_to_dict",
     "summary_text",

@@ -44,16 +44,20 @@ from vnuma.topology import (
     format_size_kib,
 )
 from vnuma.topology.hmat import NO_HMAT, cell_kinds, cell_tiers
-from vnuma.topology.partitions import MigPartition, Partition, mig_partitions, vgpu_partitions
+from vnuma.topology.partitions import GpuUse, MigPartition, Partition, mig_partitions, vgpu_partitions
 from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, ResctrlPolicy
 
 _SOURCE = enum_of(Source)
+_UNCLAIMED = GpuUse(None, {})
 _KIND = enum_of(DeviceKind)
 
 
-def host_to_dict(host: Host) -> dict[str, Any]:
-    """The host as a JSON-ready dict (see the module docstring for the contract)."""
+def host_to_dict(host: Host, use: Mapping[str, GpuUse] | None = None) -> dict[str, Any]:
+    """The host as a JSON-ready dict (see the module docstring for the contract); each GPU's ``mode`` and
+    free partitions from ``use`` (what vnuma's claims leave: ``host show``), else unclaimed (null, free =
+    total: the stored topology)."""
+    use = use or {}
     kinds, tiers, partitions, mig = cell_kinds(host), cell_tiers(host), vgpu_partitions(host), mig_partitions(host)
     return {
         "name": host.name,
@@ -66,7 +70,10 @@ def host_to_dict(host: Host) -> dict[str, Any]:
             "mem_bw_limit": host.resctrl_policy.mem_bw_limit,
         },
         "cells": [_cell_to_dict(c, kinds[c.id], tiers[c.id]) for c in host.cells],
-        "devices": [_device_to_dict(d, partitions.get(d.address, ()), mig.get(d.address, ())) for d in host.devices],
+        "devices": [
+            _device_to_dict(d, partitions.get(d.address, ()), mig.get(d.address, ()), use.get(d.address, _UNCLAIMED))
+            for d in host.devices
+        ],
         "resctrl": resctrl_to_dict(host.resctrl, host.cells_of),
         "hmat": hmat_to_dict(host.hmat),
         "mdevs": [{"uuid": m.uuid, "type": m.type, "parent": m.parent, "iommu_group": m.iommu_group}
@@ -103,7 +110,7 @@ def _cell_to_dict(cell: Cell, kind: str, tier: int) -> dict[str, Any]:
 
 
 def _device_to_dict(
-    dev: PciDevice, partitions: tuple[Partition, ...], mig: tuple[MigPartition, ...]
+    dev: PciDevice, partitions: tuple[Partition, ...], mig: tuple[MigPartition, ...], use: GpuUse
 ) -> dict[str, Any]:
     link = dev.link
     return {
@@ -129,10 +136,22 @@ def _device_to_dict(
             {"id": t.id, "name": t.name, "device_api": t.device_api, "available": t.available}
             for t in dev.mdev_types
         ],
-        "mode": None,
-        "partitions": [{"type": p.type, "name": p.name, "free": p.total, "total": p.total} for p in partitions]
-        + [{"profile": m.profile, "free": m.total, "total": m.total} for m in mig],
+        "mode": use.mode,
+        "partitions": [{"type": p.type, "name": p.name, "free": use.free.get(p.type, p.total), "total": p.total}
+                       for p in partitions]
+        + [{"profile": m.profile, "free": use.free.get(m.profile, m.total), "total": m.total} for m in mig],
     }
+
+
+def use_from_dict(d: Mapping[str, Any]) -> dict[str, GpuUse]:
+    """The GPUs' ``mode`` and free partitions of a ``host show --json`` document (what :func:`host_to_dict`
+    wrote from ``use``), by GPU address; the document is trusted (it was read from the API)."""
+    out: dict[str, GpuUse] = {}
+    for dev in d.get("devices", ()):
+        free = {str(p.get("type", p.get("profile"))): int(p["free"]) for p in dev.get("partitions", ())}
+        if dev.get("mode") is not None or free:
+            out[str(dev["address"])] = GpuUse(dev.get("mode"), free)
+    return out
 
 
 def host_from_dict(d: Mapping[str, Any]) -> Host:

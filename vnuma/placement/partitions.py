@@ -43,7 +43,7 @@ from vnuma.placement.model import (
 )
 from vnuma.topology import DeviceKind, Host
 from vnuma.topology.mig import MigGeometry, find_profile, largest_creatable, starts_free
-from vnuma.topology.partitions import mig_geometry
+from vnuma.topology.partitions import GpuUse, mig_geometry, mig_partitions, vgpu_partitions
 
 if TYPE_CHECKING:
     from vnuma.placement.ledger.host import HostState
@@ -319,3 +319,22 @@ def stranded(hs: HostState, gpu: str) -> bool:
     memory = offer.mig.memory_slices - sum(p.memory_slices for p in profiles)
     compute = offer.mig.compute_slices - sum(p.compute_slices for p in profiles)
     return memory > 0 and compute > 0 and largest_creatable(offer.mig, used) is None
+
+
+def gpu_use(hs: HostState) -> dict[str, GpuUse]:
+    """Every physical GPU's mode and free partitions as claimed now (``host show``): the free count of a
+    type or profile is how many :func:`slots` finds for it alone, so it is what a placement would get."""
+    host = hs.host
+    offered = {g: [(PartitionKind.VGPU, p.type, p.total) for p in ps] for g, ps in vgpu_partitions(host).items()}
+    for g, ms in mig_partitions(host).items():
+        offered.setdefault(g, []).extend((PartitionKind.MIG, m.profile, m.total) for m in ms)
+    out: dict[str, GpuUse] = {}
+    for d in host.devices:
+        if d.kind is not DeviceKind.GPU or d.pf is not None:
+            continue
+        held = hs.partitions.get(d.address)
+        mode = "whole" if d.address in hs.devices_taken else held[0][1].kind.value if held else None
+        free = {name: len(slots(hs, d.address, PartitionAsk(kind, name, total), (), total))
+                for kind, name, total in offered.get(d.address, ())}
+        out[d.address] = GpuUse(mode, free)
+    return out

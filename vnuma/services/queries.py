@@ -27,6 +27,24 @@ def get_host(settings: Settings, name: str) -> Host:
         return reader.host(name)
 
 
+def host_document(settings: Settings, name: str) -> tuple[Host, dict[str, Any]]:
+    """One host and its ``host show --json`` document: its topology, each GPU's mode and free partitions as
+    its VMs' claims leave them (:func:`vnuma.placement.partitions.gpu_use`), read in one transaction.
+
+    Raises:
+        NotFoundError: unknown host.
+    """
+    from vnuma.codec import host_to_dict
+    from vnuma.inventory.reading import open_reader
+    from vnuma.placement.ledger.fleet import Fleet
+    from vnuma.placement.partitions import gpu_use
+
+    with open_reader(settings.db_url) as reader:
+        host, placements, tenants = reader.host_with_vms(name)
+    fleet = Fleet([host], placements, tenants.values())
+    return host, host_to_dict(host, gpu_use(fleet.state(name)))
+
+
 def remove_host(settings: Settings, name: str) -> None:
     """Forget a host (ConflictError while VMs are placed on it)."""
     with open_inventory(settings.db_url) as inventory:

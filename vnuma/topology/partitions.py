@@ -17,7 +17,7 @@ instances of it alone fit on the empty GPU (:func:`vnuma.topology.mig.free_count
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from vnuma.topology import DeviceKind, Host
@@ -52,6 +52,16 @@ def vgpu_partitions(host: Host) -> dict[str, tuple[Partition, ...]]:
         if counts:
             out[gpu.address] = tuple(Partition(i, names[i], counts[i]) for i in sorted(counts))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUse:
+    """What one GPU is doing now, from vnuma's claims: ``mode`` ``whole`` (passed through), ``vgpu`` or
+    ``mig`` (holds partitions), None (unclaimed); ``free``: per vGPU type id or MIG profile name, how many
+    more instances of it alone the GPU takes now."""
+
+    mode: str | None
+    free: Mapping[str, int]
 
 
 @dataclass(frozen=True, slots=True)

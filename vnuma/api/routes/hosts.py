@@ -27,11 +27,10 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
 
     @app.get("/v1/hosts/{name}", summary="vnuma host show")
     def host_show(name: str, token: Caller) -> dict[str, Any]:
-        from vnuma.codec import host_to_dict
-        from vnuma.services.queries import get_host
+        from vnuma.services.queries import host_document
 
         auth.allow(token, auth.FLEET_READ, "read hosts")
-        return host_to_dict(get_host(settings, name))
+        return host_document(settings, name)[1]
 
     @app.post("/v1/hosts", summary="vnuma host add", status_code=201)
     def host_add(body: HostAddBody, token: Caller, request: Request) -> dict[str, Any]:
