@@ -136,11 +136,12 @@ def apply(
         _no_template(template)
         doc = client.apply(vm, {**_remote_options(domain_type, memnode_mode, iothreads, (sockets, cores, threads),
                                                    guest_hints), "start": start, "dry_run": dry_run})
-        diff, state = doc.get("diff"), doc.get("state", "")
+        diff, state, notes = doc.get("diff"), doc.get("state", ""), doc.get("notes", [])
     else:
         options = _options(ctx, domain_type, memnode_mode, iothreads, (sockets, cores, threads), guest_hints)
         result = apply_vm(settings(ctx), vm, options, template, start=start, dry_run=dry_run)
-        diff, state = result.diff, result.state
+        diff, state, notes = result.diff, result.state, result.notes
+    output.echo_notes(notes)
     if dry_run:
         if as_json:
             output.echo_json({"vm": vm, "diff": diff})
@@ -210,7 +211,8 @@ def undefine(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
     """
     from vnuma.services.applying import undefine_vm
 
-    state = undefine_vm(settings(ctx), vm)
+    state, notes = undefine_vm(settings(ctx), vm)
+    output.echo_notes(notes)
     _done(ctx, vm, state, as_json)
 
 
@@ -235,7 +237,7 @@ def release(
         placement, state = client.release_vm(vm, undefine)
     else:
         placement, state = get_vm(settings(ctx), vm)
-        release_vm(settings(ctx), vm, undefine=undefine)
+        output.echo_notes(release_vm(settings(ctx), vm, undefine=undefine))
     if as_json:
         output.echo_json(released_doc(placement, state))
         return

@@ -34,6 +34,12 @@ def write_pictures(make_svg: Callable[[], str], svg: Path | None, png: Path | No
         typer.echo(f"picture written to {path} ({size} bytes)", err=True)
 
 
+def echo_notes(notes: Sequence[str]) -> None:
+    """What a command could not do but did not fail for, one ``note:`` line each on stderr."""
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+
+
 def echo_json(obj: Any) -> None:
     """Print one JSON document on stdout."""
     typer.echo(json.dumps(obj, indent=2))

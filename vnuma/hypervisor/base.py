@@ -18,6 +18,17 @@ class DomainState(StrEnum):
     STOPPED = "stopped"
 
 
+class MdevResult(StrEnum):
+    """What a mediated-device request did: ``created`` / ``removed``; ``exists`` / ``absent``: there was
+    nothing to do; ``unsupported``: the driver cannot create or remove node devices (libvirt's test driver)."""
+
+    CREATED = "created"
+    EXISTS = "exists"
+    REMOVED = "removed"
+    ABSENT = "absent"
+    UNSUPPORTED = "unsupported"
+
+
 class Hypervisor(Protocol):
     """One open connection to a host's hypervisor."""
 
@@ -33,6 +44,20 @@ class Hypervisor(Protocol):
 
     def mdev_device_xmls(self) -> list[tuple[str, str]]:
         """(node device name, XML) for every mediated device (``mdev`` capability)."""
+        ...
+
+    def has_mdev(self, uuid: str) -> bool:
+        """Whether a mediated device with this UUID is known to the host (defined or active)."""
+        ...
+
+    def create_mdev(self, uuid: str, parent: str, type_id: str) -> MdevResult:
+        """Make the mediated device ``uuid`` of ``type_id`` on PCI function ``parent`` exist and run: defined
+        (persistent, autostarted) and started; one with that UUID on another parent or of another type is
+        replaced."""
+        ...
+
+    def remove_mdev(self, uuid: str) -> MdevResult:
+        """Stop and undefine the mediated device ``uuid``, if there is one."""
         ...
 
     def define(self, xml: str) -> None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
+from xml.sax.saxutils import escape as xml_escape
 
 from vnuma.errors import HypervisorError, InvalidInputError
-from vnuma.hypervisor.base import DomainState
+from vnuma.hypervisor.base import DomainState, MdevResult
+from vnuma.topology import Mdev
 
 T = TypeVar("T")
 
@@ -88,6 +90,86 @@ class LibvirtHypervisor:
         with self._calling("listing mediated node devices"):
             devices = self._conn.listAllDevices(flag)
             return sorted((dev.name(), dev.XMLDesc(0)) for dev in devices)
+
+    def _mdevs(self) -> dict[str, tuple[Any, Mdev]]:
+        """UUID -> (node device, parsed) of every mediated device on a PCI function, defined or active."""
+        from lxml import etree
+
+        from vnuma.sources.nodedev import mdev_from_element
+
+        flag = self._lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV
+        found: dict[str, tuple[Any, Mdev]] = {}
+        with self._calling("listing mediated node devices"):
+            for dev in self._conn.listAllDevices(flag):
+                mdev = mdev_from_element(etree.fromstring(dev.XMLDesc(0).encode()), what=self.uri)
+                if mdev is not None:
+                    found[mdev.uuid] = (dev, mdev)
+        return found
+
+    def has_mdev(self, uuid: str) -> bool:
+        """Whether a mediated device with this UUID is defined or active."""
+        return uuid.lower() in self._mdevs()
+
+    def create_mdev(self, uuid: str, parent: str, type_id: str) -> MdevResult:
+        """Define (``nodedev-define``, autostarted) and start (``nodedev-start``) the mediated device; one with
+        the UUID on another parent or of another type is removed first. UNSUPPORTED where the driver has no
+        node-device definitions (VIR_ERR_NO_SUPPORT: libvirt's test driver)."""
+        held = self._mdevs().get(uuid.lower())
+        if held is not None:
+            dev, mdev = held
+            if (mdev.parent, mdev.type) == (parent, type_id):
+                if self._active(dev, uuid) is False:
+                    self._call(f"starting mediated device {uuid}", dev.create)
+                    return MdevResult.CREATED
+                return MdevResult.EXISTS
+            if self._drop(dev, uuid) is MdevResult.UNSUPPORTED:
+                return MdevResult.UNSUPPORTED
+        type_attr = xml_escape(type_id, {"'": "&apos;"})
+        xml = (
+            f"<device><parent>pci_{parent.replace(':', '_').replace('.', '_')}</parent>"
+            f"<capability type='mdev'><type id='{type_attr}'/><uuid>{uuid}</uuid></capability></device>"
+        )
+        try:
+            dev = self._conn.nodeDeviceDefineXML(xml, 0)
+        except self._lv.libvirtError as err:
+            if err.get_error_code() == self._lv.VIR_ERR_NO_SUPPORT:
+                return MdevResult.UNSUPPORTED
+            raise _wrap(err, f"{self.uri}: defining mediated device {uuid} ({type_id} on {parent})") from err
+        with self._calling(f"starting mediated device {uuid}"):
+            dev.setAutostart(1)
+            dev.create()
+        return MdevResult.CREATED
+
+    def remove_mdev(self, uuid: str) -> MdevResult:
+        """Stop (``nodedev-destroy``) and undefine the mediated device; ABSENT when there is none."""
+        held = self._mdevs().get(uuid.lower())
+        if held is None:
+            return MdevResult.ABSENT
+        return self._drop(held[0], uuid)
+
+    def _active(self, dev: Any, uuid: str) -> bool | None:
+        """Whether the node device runs; None where the driver keeps no such state (its devices just are)."""
+        try:
+            return bool(dev.isActive())
+        except self._lv.libvirtError as err:
+            if err.get_error_code() == self._lv.VIR_ERR_NO_SUPPORT:
+                return None
+            raise _wrap(err, f"{self.uri}: reading state of mediated device {uuid}") from err
+
+    def _drop(self, dev: Any, uuid: str) -> MdevResult:
+        active = self._active(dev, uuid)
+        if active is None:
+            return MdevResult.UNSUPPORTED
+        try:
+            if active:
+                dev.destroy()
+            if dev.isPersistent():
+                dev.undefine(0)
+        except self._lv.libvirtError as err:
+            if err.get_error_code() == self._lv.VIR_ERR_NO_SUPPORT:
+                return MdevResult.UNSUPPORTED
+            raise _wrap(err, f"{self.uri}: removing mediated device {uuid}") from err
+        return MdevResult.REMOVED
 
     def define(self, xml: str) -> None:
         """Define with libvirt's schema validation (VIR_DOMAIN_DEFINE_VALIDATE)."""

@@ -22,6 +22,7 @@ from vnuma.render.guestview import GuestView
 from vnuma.render.view import RenderOptions, build_view
 from vnuma.services import Settings
 from vnuma.services.hypervisors import open_hypervisor
+from vnuma.services.mdevs import create_mdevs, remove_mdevs
 from vnuma.topology import Host
 
 PLACED, DEFINED, RUNNING, STOPPED = "placed", "defined", "running", "stopped"
@@ -120,11 +121,13 @@ def hypervisor_of(inventory: Inventory, host: Host) -> Hypervisor:
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """What ``apply`` did: the XML, the new state, and for --dry-run the diff."""
+    """What ``apply`` did: the XML, the new state, for --dry-run the diff, and notes on what it could not do
+    (mediated devices the driver cannot create: :mod:`vnuma.services.mdevs`)."""
 
     xml: str
     state: str
     diff: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 def apply_vm(
@@ -157,6 +160,7 @@ def apply_vm(
                 f"VM {vm!r} is running on {host.name}; its definition cannot be replaced while it runs",
                 hint=f"vnuma vm stop {vm} first",
             )
+        notes = tuple(create_mdevs(hv, placement))
         hv.define(xml)
         inventory.record_defined(vm, rendering_doc(options, template))
         state = DEFINED
@@ -164,7 +168,7 @@ def apply_vm(
             hv.start(vm)
             inventory.set_vm_state(vm, RUNNING)
             state = RUNNING
-        return Applied(xml, state)
+        return Applied(xml, state, notes=notes)
     finally:
         hv.close()
 
@@ -176,7 +180,7 @@ def start_vm(settings: Settings, vm: str) -> str:
         HypervisorError: libvirt holds no domain for the VM (hint: apply it), or refuses to start it.
     """
 
-    def start(hv: Hypervisor) -> None:
+    def start(hv: Hypervisor, _placement: Placement) -> None:
         if hv.domain_state(vm) is not DomainState.RUNNING:
             hv.start(vm)
 
@@ -185,36 +189,41 @@ def start_vm(settings: Settings, vm: str) -> str:
 
 def stop_vm(settings: Settings, vm: str) -> str:
     """Power the VM off; state becomes stopped."""
-    return _change_domain(settings, vm, lambda hv: hv.stop(vm), STOPPED)
+    return _change_domain(settings, vm, lambda hv, _placement: hv.stop(vm), STOPPED)
 
 
-def undefine_vm(settings: Settings, vm: str) -> str:
-    """Stop and undefine the domain; the VM keeps its claims (state placed)."""
+def undefine_vm(settings: Settings, vm: str) -> tuple[str, list[str]]:
+    """Stop and undefine the domain, and remove its vGPU devices; the VM keeps its claims (state placed).
+    Returns the state and notes on devices the driver cannot remove."""
+    notes: list[str] = []
 
-    def undefine(hv: Hypervisor) -> None:
+    def undefine(hv: Hypervisor, placement: Placement) -> None:
         if hv.domain_state(vm) is not DomainState.MISSING:
             hv.undefine(vm)
+        notes.extend(remove_mdevs(hv, placement))
 
-    return _change_domain(settings, vm, undefine, PLACED)
+    return _change_domain(settings, vm, undefine, PLACED), notes
 
 
-def _change_domain(settings: Settings, vm: str, change: Callable[[Hypervisor], None], state: str) -> str:
+def _change_domain(settings: Settings, vm: str, change: Callable[[Hypervisor, Placement], None], state: str) -> str:
     """``change`` the VM's domain on its host's libvirt, then record ``state`` (returned)."""
     inventory = open_inventory(settings.db_url)
-    _placement, _state, host = _load(inventory, vm)
+    placement, _state, host = _load(inventory, vm)
     hv = hypervisor_of(inventory, host)
     try:
-        change(hv)
+        change(hv, placement)
     finally:
         hv.close()
     inventory.set_vm_state(vm, state)
     return state
 
 
-def release_vm(settings: Settings, vm: str, *, undefine: bool) -> None:
-    """Free the VM's claims; refused while libvirt still holds its domain unless ``undefine``."""
+def release_vm(settings: Settings, vm: str, *, undefine: bool) -> list[str]:
+    """Free the VM's claims; refused while libvirt still holds its domain unless ``undefine`` (then it is
+    undefined and its vGPU devices removed first). Returns notes on devices the driver cannot remove."""
     inventory = open_inventory(settings.db_url)
-    _placement, state, host = _load(inventory, vm)
+    placement, state, host = _load(inventory, vm)
+    notes: list[str] = []
     if state != PLACED and host.uri:
         hv = hypervisor_of(inventory, host)
         try:
@@ -225,6 +234,8 @@ def release_vm(settings: Settings, vm: str, *, undefine: bool) -> None:
                         hint=f"vnuma vm release {vm} --undefine (stops and undefines it first)",
                     )
                 hv.undefine(vm)
+            notes = remove_mdevs(hv, placement)
         finally:
             hv.close()
     inventory.release(vm)
+    return notes

@@ -58,6 +58,7 @@ from vnuma.render.view import effective_memory_modes
 from vnuma.services import Settings, failpoints
 from vnuma.services.applying import hypervisor_of, rendering_of, with_identity
 from vnuma.services.hypervisors import is_embedded, same_hypervisor
+from vnuma.services.mdevs import create_mdevs, remove_mdevs
 from vnuma.topology import PAGE_4K, Host
 
 CLAIMS, REDEFINE, LIVE, RESTART, MOVE, MIGRATE, MOVE_RESTART = (
@@ -70,11 +71,13 @@ Progress = Callable[[StepRecord, str], None]
 
 @dataclass(frozen=True, slots=True)
 class RunReport:
-    """Where a run ended: its id, status and each step's status."""
+    """Where a run ended: its id, status, each step's status, and notes on what the steps could not do
+    (mediated devices the driver cannot create or remove: :mod:`vnuma.services.mdevs`)."""
 
     run_id: int
     status: RunStatus
     steps: tuple[StepRecord, ...]
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -108,6 +111,7 @@ def _guest_shape(p: Placement) -> tuple[object, ...]:
     return (
         tuple((c.vcpus, c.memory_kib, c.page_size_kib) for c in p.cells),
         tuple(d.address for d in p.devices), p.cpu_policy, p.threads_per_core,
+        tuple((a.gpu, a.vf, a.name, a.start) for a in p.partitions),
     )
 
 
@@ -150,13 +154,14 @@ def _kind(
             f"{'/'.join(effective_memory_modes(after, memnode_mode))} where only restrictive moves live)",
             hint="allow stopping and starting it: --allow-restart",
         )
-    if allow_migrate and not before.devices:
+    if allow_migrate and not before.devices and not before.partitions:
         return MIGRATE
     if allow_restart:
         return MOVE_RESTART
     if allow_migrate:
         raise ConflictError(
-            f"VM {vm!r} passes devices through ({', '.join(d.address for d in before.devices)}): "
+            f"VM {vm!r} passes devices through "
+            f"({', '.join([d.address for d in before.devices] + [f'mdev {a.uuid}' for a in before.partitions])}): "
             "libvirt cannot migrate it live",
             hint="move it with a stop and start instead: --allow-restart (vnuma vm migrate --cold)",
         )
@@ -203,6 +208,7 @@ class _Executor:
         self.settings = settings
         self.inventory = inventory
         self.conns = conns
+        self.notes: list[str] = []
 
     def xml(self, vm: str, old: Placement, new: Placement) -> str:
         """The domain XML of ``new``, keeping the UUID of the domain where it is (the new host, else the old)."""
@@ -219,23 +225,35 @@ class _Executor:
             return
         xml = self.xml(vm, old, new)
         dst = self.conns(new.host)
+        self._libvirt(kind, vm, old, new, xml, dst)
+        if old.partitions and self._separate(old.host, new.host):
+            self.notes += remove_mdevs(self.conns(old.host), old)
+
+    def _define(self, dst: Hypervisor, xml: str, old: Placement, new: Placement) -> None:
+        """Define ``new``'s domain on ``dst``, its mediated devices made there first when they change (the
+        domain is not running on ``dst`` here, or its partitions did not change)."""
+        if new.partitions and (new.partitions != old.partitions or self._separate(old.host, new.host)):
+            self.notes += create_mdevs(dst, new)
+        dst.define(xml)
+
+    def _libvirt(self, kind: str, vm: str, old: Placement, new: Placement, xml: str, dst: Hypervisor) -> None:
         if kind == REDEFINE:
-            dst.define(xml)
+            self._define(dst, xml, old, new)
         elif kind == LIVE:
             dst.pin_live(vm, vcpu_pins(new), emulator_pins(new))
             if set(old.host_cells) != set(new.host_cells):
                 dst.set_memory_nodeset(vm, frozenset(new.host_cells))
-            dst.define(xml)
+            self._define(dst, xml, old, new)
         elif kind == RESTART:
             dst.stop(vm)
-            dst.define(xml)
+            self._define(dst, xml, old, new)
             dst.start(vm)
         elif kind in (MOVE, MOVE_RESTART) or (kind == MIGRATE and self._embedded(old.host, new.host)):
             # libvirt's test driver migrates nothing: between embedded hosts a migration is a stop and start.
             if self._separate(old.host, new.host):
                 # Defined there before it goes from here: at every step the domain exists somewhere.
                 src = self.conns(old.host)
-                dst.define(xml)
+                self._define(dst, xml, old, new)
                 failpoints.reached("defined-there")
                 if src.domain_state(vm) is not DomainState.MISSING:
                     src.undefine(vm)  # stopped first when it runs
@@ -244,13 +262,13 @@ class _Executor:
             else:  # two host names, one libvirt: a restart applies the new pins
                 if dst.domain_state(vm) is DomainState.RUNNING:
                     dst.stop(vm)
-                dst.define(xml)
+                self._define(dst, xml, old, new)
                 if kind != MOVE:
                     dst.start(vm)
         elif kind == MIGRATE:
             # Already there (a resumed step), or both host names reach one libvirt: only redefine.
             if not self._separate(old.host, new.host) or dst.domain_state(vm) is DomainState.RUNNING:
-                dst.define(xml)
+                self._define(dst, xml, old, new)
             else:
                 self.conns(old.host).migrate(vm, self.conns.hosts[new.host].uri or "", xml)
         else:  # pragma: no cover - kinds come from _kind
@@ -327,7 +345,7 @@ def _forward(inventory: Inventory, executor: _Executor, run_id: int, progress: P
             progress(step, "done")
     inventory.close_run(run_id, RunStatus.DONE)
     run = inventory.get_run(run_id)
-    return RunReport(run.id, run.status, run.steps)
+    return RunReport(run.id, run.status, run.steps, tuple(executor.notes))
 
 
 def _unfinished(inventory: Inventory) -> RunRecord:
@@ -384,5 +402,5 @@ def abort(settings: Settings, progress: Progress | None = None) -> RunReport:
                 progress(step, "undone")
         inventory.close_run(run.id, RunStatus.ABORTED)
         done = inventory.get_run(run.id)
-        return RunReport(done.id, done.status, done.steps)
+        return RunReport(done.id, done.status, done.steps, tuple(executor.notes))
 

@@ -84,8 +84,8 @@ def routes(app: FastAPI, settings: Settings, change: Change, warm: WarmFleet) ->
         def run() -> dict[str, Any]:
             auth.allow(token, auth.OPERATE, "release VMs")
             placement, state = get_vm(settings, name, seen_by=auth.seen_by(token))
-            release_vm(settings, name, undefine=body.undefine if body else False)
-            return released_doc(placement, state)
+            notes = release_vm(settings, name, undefine=body.undefine if body else False)
+            return released_doc(placement, state) | ({"notes": notes} if notes else {})
 
         return change(request, token, {"vm": name, "tenant": auth.seen_by(token)}, run)
 
@@ -120,7 +120,7 @@ def domain_routes(app: FastAPI, settings: Settings, change: Change) -> None:
             done = applying.apply_vm(settings, name, options(given), None, start=given.start, dry_run=given.dry_run)
             if given.dry_run:
                 return {"vm": name, "diff": done.diff}
-            return vm_doc(*get_vm(settings, name))
+            return vm_doc(*get_vm(settings, name)) | ({"notes": list(done.notes)} if done.notes else {})
 
         if given.dry_run:
             return run()
