@@ -56,6 +56,8 @@ def test_mig_instances_are_placed_claimed_shown_rendered_and_released(mig: Cli) 
     assert _gpu_cells(mig)[gpu] == doc["cells"][0]["host_cell"]  # a GPU of the VM's own cell
     assert _partitions(mig.ok("vm", "show", "v1", "--json").json()) == parts
     assert sorted(_claims(mig.db)) == sorted(("v1", gpu, "mig", "3g.40gb", p["start"], p["uuid"]) for p in parts)
+    (claim,) = [c for e in mig.ok("log", "--vm", "v1", "--json").json() for c in e["changes"]]
+    assert sorted(claim["partitions"]) == [f"mig 3g.40gb on {gpu}@0", f"mig 3g.40gb on {gpu}@4"]
 
     xml = mig.ok("render", "v1").stdout
     assert xml.count("<hostdev mode='subsystem' type='mdev'") == 2
@@ -106,6 +108,8 @@ def test_host_show_gives_each_gpus_mode_and_what_the_claims_leave_free(mig: Cli)
 def test_a_vm_show_of_a_vm_without_partitions_has_none(mig: Cli) -> None:
     doc = mig.ok("place", "tenant", "--gpus", "1", "--name", "w", "--json").json()
     assert _partitions(doc) == [] and _claims(mig.db) == []
+    (claim,) = [c for e in mig.ok("log", "--vm", "w", "--json").json() for c in e["changes"]]
+    assert "partitions" not in claim and len(claim["devices"]) == 1
 
 
 @pytest.mark.parametrize(

@@ -226,12 +226,19 @@ def claim(
 
 
 def claim_change(p: Placement) -> dict[str, object]:
-    """What the audit log says of a claim: the VM, its tenant and host, and what it holds there."""
-    return {
+    """What the audit log says of a claim: the VM, its tenant and host, and what it holds there (GPU
+    partitions as ``KIND NAME on GPU[@START]``, only when it holds any)."""
+    change: dict[str, object] = {
         "vm": p.vm, "tenant": p.tenant, "host": p.host, "cells": sorted(set(p.host_cells)),
         "pcpus": format_cpuset(p.dedicated_pcpus | p.shared_pcpus), "devices": [d.address for d in p.devices],
         "memory_kib": p.memory_kib,
     }
+    if p.partitions:
+        change["partitions"] = [
+            f"{a.kind.value} {a.name} on {a.vf or a.gpu}" + (f"@{a.start}" if a.start is not None else "")
+            for a in p.partitions
+        ]
+    return change
 
 
 def update_tenant(x: Executor, new: Tenant) -> Tenant:
