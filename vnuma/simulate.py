@@ -144,6 +144,7 @@ def vm_request(r: TraceRequest, isolation: Isolation) -> VmRequest:
         nic_affinity=r.nic_affinity,
         nic_function=r.nic_function,
         partition=r.partition,
+        dedicated_vcpus=r.dedicated_vcpus,
     )
 
 

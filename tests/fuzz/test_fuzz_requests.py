@@ -192,6 +192,9 @@ _OPTIONS: dict[str, st.SearchStrategy[str]] = {
     ),
     "--numa-nodes": st.one_of(_COUNT, _NOT_INT, st.just("auto"), st.just("AUTO")),
     "--cpu-policy": st.sampled_from([m.value for m in CpuPolicy]),
+    "--dedicated-vcpus": st.one_of(
+        st.from_regex(r"[0-9]{1,2}(-[0-9]{1,2})?(,[0-9]{1,2}){0,2}", fullmatch=True), st.text(max_size=8)
+    ),
     "--thread-policy": st.sampled_from([m.value for m in ThreadPolicy]),
     "--page-size": st.one_of(
         st.sampled_from(["4K", "2M", "1G", "large", "3M", "0", "-1G"]), st.text(max_size=6)
@@ -242,7 +245,7 @@ def test_place_options_never_crash_nor_write_on_refusal(inventory: Path, data: s
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("--vcpus", "x"), ("--gpus", ""), ("--gpus", "1.5"), ("--cpu-policy", "mixed"),
+    [("--vcpus", "x"), ("--gpus", ""), ("--gpus", "1.5"), ("--cpu-policy", "floating"),
      ("--strategy", "spread")],
     ids=["vcpus-x", "gpus-empty", "gpus-float", "cpu-policy", "strategy"],
 )

@@ -99,8 +99,11 @@ class ClaimMachine(RuleBasedStateMachine):
             for d in HOST.devices
             if d.numa_node == cell and gpu
         )
+        if policy is CpuPolicy.MIXED and len(pcpus) < 2:
+            return  # a mixed VM pins vCPU 0 and floats the others: it needs a float set beside the pin
         assignment = CellAssignment(0, cell, tuple(range(len(pcpus))), pcpus, pages * PAGE_1G, PAGE_1G)
-        p = Placement(vm, tenant, "hv", (assignment,), devices=devices, cpu_policy=policy)
+        dedicated = frozenset({0}) if policy is CpuPolicy.MIXED else frozenset()
+        p = Placement(vm, tenant, "hv", (assignment,), devices=devices, cpu_policy=policy, dedicated_vcpus=dedicated)
         if self.model.fits(p):
             self.inv.claim(p, TENANTS[tenant])
             self.model.vms[vm] = p

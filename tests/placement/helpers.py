@@ -45,10 +45,24 @@ def siblings_of(host: Host) -> dict[int, frozenset[int]]:
     }
 
 
+def mixed_parts(p: Placement, c: CellAssignment) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A guest cell's (pins, float set) read from its pCPU list: all pins (dedicated), all float (shared),
+    or under ``mixed`` one pin per dedicated vCPU of the cell first, then the float set."""
+    if p.cpu_policy is CpuPolicy.DEDICATED:
+        return c.pcpus, ()
+    k = sum(1 for v in c.vcpus if v in p.dedicated_vcpus) if p.cpu_policy is CpuPolicy.MIXED else 0
+    return c.pcpus[:k], c.pcpus[k:]
+
+
+def floats_of(p: Placement) -> set[int]:
+    """pCPUs a placement floats over (held by no one, shared with same-bucket floaters)."""
+    return {x for c in p.cells for x in mixed_parts(p, c)[1]}
+
+
 def held_by(p: Placement, host: Host) -> set[int]:
     """pCPUs a placement keeps from every other VM (pins, isolated emulator, isolate siblings)."""
     sib = siblings_of(host)
-    pins = {x for c in p.cells for x in c.pcpus} if p.cpu_policy is CpuPolicy.DEDICATED else set()
+    pins = {x for c in p.cells for x in mixed_parts(p, c)[0]}
     held = pins | (set(p.emulator_pcpus) - {x for c in p.cells for x in c.pcpus})
     if p.thread_policy is ThreadPolicy.ISOLATE:
         held |= {s for x in list(held) for s in sib.get(x, {x})}
@@ -82,7 +96,7 @@ def usage(host: Host, placements: Iterable[Placement]) -> Usage:
             assert cpu not in u.held, f"pCPU {cpu} held by {u.held[cpu]} and {p.vm}"
             u.held[cpu] = p.vm
             u.owners.setdefault(cpu, set()).add(p.tenant)
-        for cpu in p.shared_pcpus:
+        for cpu in floats_of(p):
             u.shared.setdefault(cpu, set()).add(p.tenant)
             u.owners.setdefault(cpu, set()).add(p.tenant)
         for (cell, size), n in _pages_taken(p).items():
@@ -147,11 +161,17 @@ def check_placement_shape(p: Placement, host: Host) -> None:
             assert len(c.pcpus) == len(c.vcpus) == len(set(c.pcpus))
         else:
             assert len(c.pcpus) >= len(c.vcpus)
+        pins, floats = mixed_parts(p, c)
+        if p.cpu_policy is CpuPolicy.MIXED:
+            assert len(set(pins)) == len(pins) and not set(pins) & set(floats), "a pin repeated or floated over"
+            assert len(floats) >= len(c.vcpus) - len(pins), "a float set smaller than its floating vCPUs"
+            if p.thread_policy is ThreadPolicy.ISOLATE:
+                assert not {sib[x] for x in pins} & {sib[x] for x in floats}, "isolate: a pin's core floated over"
         if p.threads_per_core == 2:
             pairs = [c.pcpus[i : i + 2] for i in range(0, len(c.pcpus), 2)]
             assert all(b in sib[a] and a != b for a, b in pairs), "threads=2 but vCPU pairs are not siblings"
-    if p.thread_policy is ThreadPolicy.ISOLATE and p.cpu_policy is CpuPolicy.DEDICATED:
-        pins = [x for c in p.cells for x in c.pcpus]
+    if p.thread_policy is ThreadPolicy.ISOLATE and p.cpu_policy is not CpuPolicy.SHARED:
+        pins = [x for c in p.cells for x in mixed_parts(p, c)[0]]
         assert len({sib[x] for x in pins}) == len(pins), "isolate put two vCPUs on one core"
     if p.thread_policy is ThreadPolicy.REQUIRE:
         assert p.threads_per_core == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -14,7 +15,7 @@ from vnuma.placement.model import CpuPolicy, EmulatorThreads, Placement, ThreadP
 from vnuma.render.domain import render_domain
 from vnuma.services.adoption import differences, placement_from_domain
 from vnuma.sources.domainxml import parse_domain
-from vnuma.topology import KIB_PER_GIB, PAGE_4K, Host
+from vnuma.topology import KIB_PER_GIB, PAGE_4K, Host, format_cpuset
 
 HOST = make_host("h1", gpus_per_cell=2)
 REQUESTS = {
@@ -26,6 +27,13 @@ REQUESTS = {
     ),
     "gpu": VmRequest("e", "t", None, None, gpus=1),
     "two-gpus-two-cells": VmRequest("f", "t", 8, 16 * KIB_PER_GIB, gpus=2, numa_nodes=2),
+    "mixed-two-cells": VmRequest(
+        "g", "t", 8, 16 * KIB_PER_GIB, numa_nodes=2, cpu_policy=CpuPolicy.MIXED, dedicated_vcpus=frozenset({0, 1, 4})
+    ),
+    "mixed-isolate-one-cell-all-but-one": VmRequest(
+        "h", "t", 4, 4 * KIB_PER_GIB, cpu_policy=CpuPolicy.MIXED, thread_policy=ThreadPolicy.ISOLATE,
+        dedicated_vcpus=frozenset({0, 1, 3}),
+    ),
 }
 
 
@@ -173,3 +181,18 @@ def test_a_gpus_iommu_companion_adopts_back_as_following_it() -> None:
     assert differences(p, d, d, DGX) == []
     adopted = placement_from_domain(d, d, DGX, "acme")
     assert adopted.devices == p.devices
+
+
+def test_a_mixed_domain_whose_pins_lost_their_shape_is_refused() -> None:
+    p = _placed(REQUESTS["mixed-two-cells"])
+    xml = render_domain(HOST, p)
+    pin = p.cells[0].pcpus[0]  # vCPU 0's own pCPU
+    floated = re.sub(r"<vcpupin vcpu='0' cpuset='[^']+'/>", f"<vcpupin vcpu='0' cpuset='{pin},{pin + 1}'/>", xml)
+    assert floated != xml
+    with pytest.raises(InvalidInputError, match="dedicated vCPUs are not pinned 1:1"):
+        placement_from_domain(parse_domain(floated), None, HOST, "t")
+    floats = format_cpuset(p.cells[0].pcpus[2:])
+    onto_pin = xml.replace(f"<vcpupin vcpu='2' cpuset='{floats}'/>", f"<vcpupin vcpu='2' cpuset='{pin}'/>")
+    assert onto_pin != xml
+    with pytest.raises(InvalidInputError, match="floating vCPUs do not share one set"):
+        placement_from_domain(parse_domain(onto_pin), None, HOST, "t")

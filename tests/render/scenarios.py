@@ -127,6 +127,7 @@ def _build() -> tuple[Scenario, ...]:
                 cpu_policy=CpuPolicy.SHARED,
             ),
         ),
+        _mixed_scenario("mixed-cpu-policy", host),
         Scenario(
             "operator-template-override",
             host,
@@ -221,6 +222,19 @@ def _engine_scenario(name: str, capabilities: str, *, numa_nodes: int, vcpus: in
                         mem_bw=20)
     chosen = place(request, Fleet([host])).chosen
     assert chosen is not None and chosen.llc, name
+    return Scenario(name, host, chosen)
+
+
+def _mixed_scenario(name: str, host: Host) -> Scenario:
+    """8 vCPUs over 2 guest cells, vCPUs 0-1 and 4 dedicated, the others floating, as the engine places it."""
+    from vnuma.placement.engine import place
+    from vnuma.placement.ledger.fleet import Fleet
+    from vnuma.placement.model import VmRequest
+
+    request = VmRequest("vm1", "acme", 8, _gib(4), numa_nodes=2, page_size_kib=PAGE_2M,
+                        cpu_policy=CpuPolicy.MIXED, dedicated_vcpus=frozenset({0, 1, 4}))
+    chosen = place(request, Fleet([host])).chosen
+    assert chosen is not None, name
     return Scenario(name, host, chosen)
 
 

@@ -69,6 +69,7 @@ class PlaceBody(Body):
     cold_tier: ColdTier = ColdTier.ANY
     vgpu: StrictStr | None = None
     mig: StrictStr | None = None
+    dedicated_vcpus: StrictStr | None = None
     strategy: Strategy | None = None
     dry_run: StrictBool = False
     explain: StrictBool = False
@@ -138,6 +139,7 @@ class RebalanceBody(Carried):
     make_room_for: StrictStr | None = None
     max_moves: StrictInt = Field(3, ge=0)
     time_limit: float = Field(10.0, gt=0, le=600)
+    solver: Literal["search", "cp-sat"] = "search"
     apply: StrictBool = False
 
 

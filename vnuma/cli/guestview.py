@@ -20,7 +20,8 @@ def guest_view(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -
     also hands this view to the guest as an SMBIOS OEM string.
     JSON: {"vm", "tenant", "host", "nodes": [{"id", "vcpus", "memory_kib",
     "page_size_kib", "distances", "devices", "launch"}], "devices":
-    [{"address", "kind", "node", "guest_address", "cuda_index", "launch"}]}.
+    [{"address", "kind", "node", "guest_address", "cuda_index", "launch"}]};
+    a VM of cpu policy mixed adds "cpu_policy", "dedicated_vcpus" (and per node).
 
     Example: vnuma vm guest-view tenant-a-vm1 --json
     """
@@ -34,6 +35,11 @@ def guest_view(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -
         output.echo_json(view)
         return
     output.echo_lines([f"VM {view['vm']} (tenant {view['tenant']}) on host {view['host']}: what the guest sees"])
+    if view.get("dedicated_vcpus"):
+        output.echo_lines([
+            f"cpu policy mixed: vCPUs {_cpulist(view['dedicated_vcpus'])} dedicated (one host pCPU each), "
+            "the others float"
+        ])
     output.echo_table(
         None,
         ["NODE", "VCPUS", "MEMORY", "BACKED BY", "DISTANCES", "DEVICES"],

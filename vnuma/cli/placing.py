@@ -69,6 +69,11 @@ def place(
     name: Annotated[str | None, typer.Option("--name", help="VM name (default TENANT-vmN).")] = None,
     numa_nodes: Annotated[str, typer.Option("--numa-nodes", help="Guest NUMA nodes: N or auto.")] = "auto",
     cpu_policy: Annotated[CpuPolicy, typer.Option("--cpu-policy")] = CpuPolicy.DEDICATED,
+    dedicated_vcpus: Annotated[
+        str | None,
+        typer.Option("--dedicated-vcpus", metavar="LIST",
+                     help="With --cpu-policy mixed: the vCPUs pinned 1:1, e.g. 0-3,6 (the others float)."),
+    ] = None,
     thread_policy: Annotated[ThreadPolicy, typer.Option("--thread-policy")] = ThreadPolicy.PREFER,
     page_size: Annotated[
         str | None,
@@ -247,6 +252,15 @@ def place(
 
     Example: vnuma place tenant-a --vcpus 4 --memory 8GiB --mig 3g.40gb:2
 
+    --cpu-policy mixed --dedicated-vcpus 0-3 pins the listed vCPUs 1:1 as
+    a dedicated VM's (under --thread-policy prefer or isolate) and lets the
+    others float as a shared VM's over their guest cell's pool; emulator
+    threads float with them. A cell needs room for all its vCPUs as if
+    pinned. Refused (exit 4): the list without mixed, mixed without it, a
+    vCPU outside --vcpus, every vCPU listed, or --thread-policy require.
+
+    Example: vnuma place tenant-a --vcpus 8 --memory 8GiB --cpu-policy mixed --dedicated-vcpus 0-3
+
     Example: vnuma place tenant-a --vcpus 16 --memory 64GiB --numa-nodes 2
     --cell-memory-mode strict,interleave
     """
@@ -270,7 +284,7 @@ def place(
         cell_vcpus=cell_vcpus, cell_memory=cell_memory, cell_gpus=cell_gpus, iothreads=iothreads,
         iothreads_policy=iothreads_policy, host=host, group=group, anti_affinity=anti_affinity, affinity=affinity,
         llc=llc, llc_ways=llc_ways, mem_bw=mem_bw, cold_memory=cold_memory, cold_tier=cold_tier,
-        vgpu=vgpu, mig=mig,
+        vgpu=vgpu, mig=mig, dedicated_vcpus=dedicated_vcpus,
     )
     if (apply or yes or allow_restart or allow_migrate) and not rebalance:
         raise typer.BadParameter("--apply, --yes, --allow-restart and --allow-migrate go with --rebalance")
@@ -293,7 +307,7 @@ def place(
             "affinity": affinity.value if affinity else None,
             "strategy": strategy.value if strategy else None, "dry_run": dry_run, "explain": explain,
             "llc": llc, "llc_ways": llc_ways, "mem_bw": mem_bw, "cold_memory": cold_memory,
-            "cold_tier": cold_tier.value, "vgpu": vgpu, "mig": mig,
+            "cold_tier": cold_tier.value, "vgpu": vgpu, "mig": mig, "dedicated_vcpus": dedicated_vcpus,
         }
         placed_name, result = client.place(body)
         request = replace(request, name=placed_name)
@@ -407,6 +421,8 @@ def print_placement(p: Placement, title: str, state: str | None = None) -> None:
         ],
     )
     extras = [f"emulator pCPUs: {format_cpuset(p.emulator_pcpus) or '-'}"]
+    if p.cpu_policy is CpuPolicy.MIXED:
+        extras.insert(0, f"cpu policy: mixed (vCPUs {format_cpuset(p.dedicated_vcpus)} dedicated, the others float)")
     if p.iothreads:
         extras.append(f"iothreads: {p.iothreads} ({p.iothread_policy}) on pCPUs {format_cpuset(iothread_pins(p))}")
     if p.group is not None:

@@ -18,10 +18,10 @@ __all__ = [
     "host_from_dict",
     "host_summary",
     "host_to_dict",
-    "use_from_dict",
     "placement_from_dict",
     "placement_to_dict",
     "summary_text",
     "tenant_from_dict",
     "tenant_to_dict",
+    "use_from_dict",
 ]

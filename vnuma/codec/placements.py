@@ -82,7 +82,8 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
     "start", "uuid", "guest_cell", "host_cell"}``), after the devices passed through whole.
     ``llc`` (``[{"cache", "ways"}]``) and ``mem_bw`` (``[{"domain", "cap"}]``) only when it holds them;
     a cold tier is the last entry of ``cells``, with ``"vcpus": []`` and ``"cold": true``, and
-    ``"cold_tier"`` says what it was chosen under (both only when it has one)."""
+    ``"cold_tier"`` says what it was chosen under (both only when it has one); ``"dedicated_vcpus"``
+    (sorted) only under cpu policy ``mixed``, whose cells list their pins first, then their float set."""
     slices: dict[str, Any] = {}
     if p.llc:
         slices["llc"] = [{"cache": i, "ways": w} for i, w in p.llc]
@@ -90,6 +91,8 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         slices["mem_bw"] = [{"domain": i, "cap": c} for i, c in p.mem_bw]
     if p.cold:
         slices["cold_tier"] = p.cold_tier.value
+    if p.cpu_policy is CpuPolicy.MIXED:
+        slices["dedicated_vcpus"] = sorted(p.dedicated_vcpus)
     if p.nic_affinity is not None:
         slices["nic_affinity"] = p.nic_affinity.value.lower()
         slices["nics_per_gpu"] = p.nics_per_gpu
@@ -162,6 +165,7 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         nic_affinity=_level(get_key(d, "nic_affinity", at, None), at.key("nic_affinity")),
         nics_per_gpu=take(d, "nics_per_gpu", at, as_bool, False),
         nic_function=take(d, "nic_function", at, _NIC_FUNCTION, NicFunction.PF.value),
+        dedicated_vcpus=frozenset(take(d, "dedicated_vcpus", at, as_ints, [])),
     )
 
 

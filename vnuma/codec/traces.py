@@ -38,7 +38,7 @@ from typing import Any
 
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import Placement, Tenant
+from vnuma.placement.model import CpuPolicy, Placement, Tenant
 from vnuma.sources.trace import vf_addresses
 from vnuma.topology import KIB_PER_MIB, PAGE_4K, Cell, DeviceKind, Host, PciDevice
 from vnuma.topology.hmat import nested
@@ -215,4 +215,5 @@ def _request(p: Placement, devices: dict[tuple[str, str], PciDevice]) -> dict[st
         "gpus": gpus,
         **_nic_keys(p, gpus, devices),
         **({"cold_memory_mib": -(-p.cold_kib // KIB_PER_MIB), "cold_tier": str(p.cold_tier)} if p.cold else {}),
+        **({"dedicated_vcpus": sorted(p.dedicated_vcpus)} if p.cpu_policy is CpuPolicy.MIXED else {}),
     }

@@ -9,7 +9,11 @@ claims when the caller adds the placement).
 * ``threads_per_core`` is 2 when every guest cell's vCPUs sit on sibling
   pairs (``prefer`` with whole free cores, or ``require``), else 1.
 * Emulator threads: ``isolate`` gets one extra pCPU on guest cell 0,
-  ``share`` floats over the VM's pCPUs.
+  ``share`` floats over the VM's pCPUs (a ``mixed`` VM's: its float sets
+  only, so its dedicated pCPUs run their vCPU alone).
+* ``mixed``: each guest cell's dedicated vCPUs are pinned first (as a
+  dedicated VM's, under its thread policy), then its other vCPUs get a
+  float set around those pins; ``threads_per_core`` is 1.
 * GPUs and NICs: :func:`vnuma.placement.devices.pick_devices`, the same
   choice the fit accepted the cell set by, each with the other endpoints of
   its IOMMU group (:func:`vnuma.placement.iommu.with_companions`).
@@ -22,7 +26,7 @@ claims when the caller adds the placement).
 from __future__ import annotations
 
 from vnuma.placement.cold import choose as choose_cold
-from vnuma.placement.cpus import pick_dedicated, pick_shared
+from vnuma.placement.cpus import pick_dedicated, pick_shared, pinned_by
 from vnuma.placement.devices import pick_devices
 from vnuma.placement.fit import HostFit
 from vnuma.placement.iommu import with_companions
@@ -47,24 +51,31 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
     bucket = tenant_bucket(req.tenant, req.isolation)
     isolate_emulator = req.emulator_threads is EmulatorThreads.ISOLATE
     shared = req.cpu_policy is CpuPolicy.SHARED
+    mixed = req.cpu_policy is CpuPolicy.MIXED
     cells: list[CellAssignment] = []
     emulator: tuple[int, ...] = ()
-    paired = not shared
+    paired = not shared and not mixed  # a mixed VM's floating vCPUs are never sibling pairs
     first = 0
+    floats: set[int] = set()  # a mixed VM's float sets: where its emulator threads float
     for g, cid in enumerate(fit.cells):
         cell, v = hs.cell_by_id[cid], vs[g]
+        vcpus = tuple(range(first, first + v))
+        first += v
         if shared:
             pcpus = pick_shared(cell, bucket, v)
         else:
-            pick = pick_dedicated(cell, bucket, req.thread_policy, v, isolate_emulator and g == 0)
+            pinned = sum(1 for x in vcpus if x in req.dedicated_vcpus) if mixed else v
+            pick = pick_dedicated(cell, bucket, req.thread_policy, pinned, isolate_emulator and g == 0)
             pcpus, paired = pick.pins, paired and pick.paired
             if pick.emulator is not None:
                 emulator = (pick.emulator,)
-        vcpus = tuple(range(first, first + v))
-        first += v
+            if mixed and pinned < v:
+                float_set = pick_shared(cell, bucket, v - pinned, pinned_by(cell, pick, req.thread_policy))
+                pcpus += float_set
+                floats.update(float_set)
         cells.append(CellAssignment(g, cid, vcpus, pcpus, ms[g], fit.page_size_kib, req.memory_mode(g)))
     if not isolate_emulator:
-        emulator = tuple(sorted({p for c in cells for p in c.pcpus}))
+        emulator = tuple(sorted(floats or {p for c in cells for p in c.pcpus}))
     llc, mem_bw = slices(hs.host, req, (p for c in cells for p in c.pcpus)) if wants(req) else ((), ())
     cold: tuple[CellAssignment, ...] = ()
     if req.cold_memory_kib:
@@ -96,4 +107,5 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         nics_per_gpu=req.nics_per_gpu,
         nic_function=req.nic_function if req.wants_nics else NicFunction.PF,
         partitions=pick_partitions(hs, tuple(fit.cells), req) if req.partition is not None else (),
+        dedicated_vcpus=req.dedicated_vcpus if mixed else frozenset(),
     )

@@ -15,6 +15,9 @@ capacities alone and pick pCPUs only for the chosen host.
 * ``shared``: the tenant's usable shared pool of the cell, grown with its
   own half-used cores and then whole free cores until it has at least
   ``vcpus`` pCPUs. The pool is not overcommit-limited in this version.
+* ``mixed``: the cell's dedicated vCPUs are picked as ``dedicated`` ones,
+  then its floating vCPUs as ``shared`` ones, around those pins (the
+  capacity rule, :meth:`CellState.capacity`, leaves room for both).
 
 An isolated emulator pCPU follows the thread policy: a whole core under
 ``isolate``, one thread otherwise.
@@ -89,16 +92,30 @@ def pick_dedicated(cell: CellState, bucket: str, policy: ThreadPolicy, vcpus: in
     return Pick(tuple(pairs + rest), extra, not rest and bool(pairs))
 
 
-def pick_shared(cell: CellState, bucket: str, vcpus: int) -> tuple[int, ...]:
-    """The float set of a shared VM's guest cell (at least ``vcpus`` pCPUs)."""
+def pick_shared(cell: CellState, bucket: str, vcpus: int, pinned: frozenset[int] = frozenset()) -> tuple[int, ...]:
+    """The float set of a shared VM's guest cell (at least ``vcpus`` pCPUs).
+
+    ``pinned``: what the same VM takes of the cell exclusively just before (a ``mixed`` VM's pins, with
+    the threads ``isolate`` keeps empty), never floated over; whole free cores it opened count as its own.
+    """
     own = _own_cores(cell, bucket)
+    opened = [core for core in _free_cores(cell) if not pinned.isdisjoint(core.cpus)]
     pool = sorted(t for core in own for t in core.shared)
-    for t in sorted(t for core in own for t in core.free):
+    for t in sorted(t for core in own + opened for t in core.free if t not in pinned):
         if len(pool) >= vcpus:
             break
         pool.append(t)
     for core in _free_cores(cell):
         if len(pool) >= vcpus:
             break
-        pool += core.cpus
+        if pinned.isdisjoint(core.cpus):
+            pool += core.cpus
     return tuple(sorted(pool))
+
+
+def pinned_by(cell: CellState, pick: Pick, policy: ThreadPolicy) -> frozenset[int]:
+    """The pCPUs of ``cell`` a pick keeps from every other use (``isolate``: the whole cores of its pins)."""
+    pins = frozenset(pick.pins) | ({pick.emulator} if pick.emulator is not None else set())
+    if policy is ThreadPolicy.ISOLATE:
+        return frozenset(t for cpu in pins for t in cell.core(cpu).cpus)
+    return pins

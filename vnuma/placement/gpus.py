@@ -23,7 +23,7 @@ from vnuma.placement.rules import gpu_share, strand_guarded, usable_gpus
 def threads_taken(req: VmRequest, hs: HostState, per_cell: Sequence[int]) -> list[int]:
     """Threads the VM takes on each of its guest cells, given their vCPUs in guest order (isolate: whole
     cores; emulator on cell 0)."""
-    isolate = req.cpu_policy is CpuPolicy.DEDICATED and req.thread_policy is ThreadPolicy.ISOLATE
+    isolate = req.cpu_policy is not CpuPolicy.SHARED and req.thread_policy is ThreadPolicy.ISOLATE
     taken = [v * hs.width if isolate else v for v in per_cell]
     if req.emulator_threads is EmulatorThreads.ISOLATE and taken:
         taken[0] += hs.width if isolate else 1

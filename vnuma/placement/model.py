@@ -28,10 +28,13 @@ class Isolation(StrEnum):
 
 
 class CpuPolicy(StrEnum):
-    """``dedicated``: each vCPU pinned 1:1 to its own pCPU; ``shared``: vCPUs float."""
+    """``dedicated``: each vCPU pinned 1:1 to its own pCPU; ``shared``: vCPUs float; ``mixed``: the
+    VM's ``dedicated_vcpus`` are pinned as a dedicated VM's, the others float as a shared VM's (Nova's
+    ``mixed``; see :func:`mixed_split`)."""
 
     DEDICATED = "dedicated"
     SHARED = "shared"
+    MIXED = "mixed"
 
 
 class ThreadPolicy(StrEnum):
@@ -259,6 +262,8 @@ class VmRequest:
     partition: PartitionAsk | None = None
     """GPU partitions instead of whole GPUs (``gpus`` is then 0): vGPU instances or MIG instances on GPUs of
     the VM's cells (:mod:`vnuma.placement.partitions`)."""
+    dedicated_vcpus: frozenset[int] = frozenset()
+    """Under ``mixed``: the vCPU ids pinned 1:1 (the others float); empty under the other policies."""
 
     @property
     def wants_nics(self) -> bool:
@@ -294,7 +299,8 @@ class CellAssignment:
 
     ``vcpus`` are guest vCPU ids; for ``dedicated`` VMs ``pcpus[i]`` is the
     pCPU of ``vcpus[i]``; for ``shared`` VMs ``pcpus`` is the set the cell's
-    vCPUs float over (sorted). Memory comes from the host cell's pool of
+    vCPUs float over (sorted); for ``mixed`` VMs the pins of the cell's
+    dedicated vCPUs, then its float set (:func:`mixed_split`). Memory comes from the host cell's pool of
     ``page_size_kib`` pages: ``memory_kib // page_size_kib`` of them, all
     from that cell unless ``memory_mode`` is ``interleave`` (:class:`MemoryMode`).
     """
@@ -373,20 +379,27 @@ class Placement:
     virtual functions. ``stats`` flags pairs worse than the level; every move asks the same again."""
     partitions: tuple[PartitionAssignment, ...] = ()
     """The GPU partitions it holds (vGPU or MIG instances), in the order asked."""
+    dedicated_vcpus: frozenset[int] = frozenset()
+    """Under ``mixed``: the vCPUs pinned 1:1 (see :func:`mixed_split` for how a cell lists their pCPUs)."""
     # Worked out once from the fields above (the ledger and admission read them many times).
     dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""
     shared_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
-    """pCPUs a ``shared`` VM floats over (held non-exclusively)."""
+    """pCPUs a ``shared`` VM (or a ``mixed`` VM's floating vCPUs) floats over (held non-exclusively)."""
     vcpus: int = field(init=False, repr=False, compare=False)
     """Total guest vCPUs."""
 
     def __post_init__(self) -> None:
         pinned = frozenset().union(*(c.pcpus for c in self.cells))
-        dedicated = self.cpu_policy is CpuPolicy.DEDICATED
-        held = (pinned if dedicated else frozenset()) | (frozenset(self.emulator_pcpus) - pinned)
-        object.__setattr__(self, "dedicated_pcpus", held)
-        object.__setattr__(self, "shared_pcpus", frozenset() if dedicated else pinned)
+        if self.cpu_policy is CpuPolicy.MIXED:
+            splits = [mixed_split(c, self.dedicated_vcpus) for c in self.cells]
+            own = frozenset(x for pins, _floats in splits for x in pins.values())
+            floats = frozenset(x for _pins, f in splits for x in f)
+        else:
+            dedicated = self.cpu_policy is CpuPolicy.DEDICATED
+            own, floats = (pinned, frozenset()) if dedicated else (frozenset(), pinned)
+        object.__setattr__(self, "dedicated_pcpus", own | (frozenset(self.emulator_pcpus) - pinned))
+        object.__setattr__(self, "shared_pcpus", floats)
         object.__setattr__(self, "vcpus", sum(len(c.vcpus) for c in self.cells))
 
     @property
@@ -433,10 +446,25 @@ class PlacementResult:
     cells_decided_by: str | None = None
 
 
+def mixed_split(cell: CellAssignment, dedicated_vcpus: frozenset[int]) -> tuple[dict[int, int], tuple[int, ...]]:
+    """A ``mixed`` VM's guest cell as (dedicated vCPU -> its pCPU, the float set of its other vCPUs).
+
+    Such a cell's ``pcpus`` lists the pins of its dedicated vCPUs first (in vCPU order), then its
+    float set (sorted; empty when every vCPU of the cell is dedicated).
+    """
+    pinned = [v for v in cell.vcpus if v in dedicated_vcpus]
+    return dict(zip(pinned, cell.pcpus, strict=False)), cell.pcpus[len(pinned) :]
+
+
 def vcpu_pins(p: Placement) -> dict[int, frozenset[int]]:
-    """vCPU -> the pCPUs its ``<vcpupin>`` names: its own pCPU, or its cell's set when floating (shared)."""
+    """vCPU -> the pCPUs its ``<vcpupin>`` names: its own pCPU, or its cell's set when floating (shared,
+    or a ``mixed`` VM's vCPU that is not dedicated)."""
     pins: dict[int, frozenset[int]] = {}
     for c in p.cells:
+        if p.cpu_policy is CpuPolicy.MIXED:
+            own, floats = mixed_split(c, p.dedicated_vcpus)
+            pins.update((v, frozenset({own[v]}) if v in own else frozenset(floats)) for v in c.vcpus)
+            continue
         for i, v in enumerate(c.vcpus):
             pins[v] = frozenset({c.pcpus[i]}) if p.cpu_policy is CpuPolicy.DEDICATED else frozenset(c.pcpus)
     return pins

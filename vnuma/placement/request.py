@@ -28,6 +28,7 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
+from vnuma.placement.mixed import mixed_request_problem
 from vnuma.placement.model import (
     MAX_IOTHREADS,
     CpuPolicy,
@@ -115,6 +116,9 @@ def _split_problem(request: VmRequest) -> str | None:
 
 
 def _policy_problem(request: VmRequest) -> str | None:
+    mixed = mixed_request_problem(request)
+    if mixed is not None:
+        return mixed
     if request.cpu_policy is CpuPolicy.SHARED:
         if request.thread_policy is not ThreadPolicy.PREFER:
             return f"thread policy {request.thread_policy} needs cpu policy dedicated"
@@ -214,7 +218,9 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
         InvalidInputError: no vCPUs or memory (without GPUs to size from),
             a count below 1, memory that is not a whole number of pages per
             guest cell, vCPUs that do not split over the NUMA nodes, a
-            thread or emulator policy that needs ``dedicated`` CPUs, more
+            thread or emulator policy that needs ``dedicated`` CPUs, a ``mixed``
+            request without dedicated vCPUs or with all of them or some out of
+            range (or ``--dedicated-vcpus`` without ``mixed``), more
             GPUs than the whole fleet has, per-cell memory modes that do
             not match the guest cell count, ``restrictive`` on some cells only,
             iothreads out of 0..64, ``device-local`` iothreads without a device,

@@ -26,7 +26,8 @@ a thread of the shared pool); the ledger keeps one upper bound per row and cell.
 
 
 def cap_row(cpu_policy: CpuPolicy, thread_policy: ThreadPolicy) -> int:
-    """Which row of ``FleetArrays.cap`` bounds a policy's capacity."""
+    """Which row of ``FleetArrays.cap`` bounds a policy's capacity (``mixed``: its thread policy's
+    dedicated row, as :meth:`~vnuma.placement.ledger.cell.CellState.capacity` counts it)."""
     if cpu_policy is CpuPolicy.SHARED:
         return CAP_SHARED
     return _ROWS[thread_policy]

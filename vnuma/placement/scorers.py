@@ -42,7 +42,7 @@ class Demand:
 def demand_of(req: VmRequest, totals: Totals) -> Demand:
     """A sized request's demand on each host of ``totals``."""
     assert req.vcpus is not None and req.memory_kib is not None
-    isolate = req.cpu_policy is CpuPolicy.DEDICATED and req.thread_policy is ThreadPolicy.ISOLATE
+    isolate = req.cpu_policy is not CpuPolicy.SHARED and req.thread_policy is ThreadPolicy.ISOLATE
     per_vcpu = totals.width if isolate else np.ones_like(totals.width)
     extra = 1 if req.emulator_threads is EmulatorThreads.ISOLATE else 0
     return Demand(per_vcpu * (req.vcpus + extra), req.memory_kib, req.gpus)

@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from vnuma.placement.model import CellAssignment, Placement
+from vnuma.placement.model import CellAssignment, CpuPolicy, Placement
 from vnuma.render.pcie import PcieLayout
 from vnuma.topology import DeviceKind
 
@@ -67,6 +67,8 @@ class GuestView:
     host: str
     nodes: tuple[GuestNode, ...]
     devices: tuple[GuestDevice, ...]
+    dedicated_vcpus: tuple[int, ...] = ()
+    """A ``mixed`` VM's vCPUs pinned 1:1 on the host (where latency-bound threads belong); empty otherwise."""
 
     def node(self, node_id: int) -> GuestNode:
         return next(n for n in self.nodes if n.id == node_id)
@@ -95,7 +97,8 @@ def guest_view(
         GuestDevice(address, kind, node, guest_address[address], gpus.index(address) if gpu else None)
         for address, kind, node, gpu in items
     )
-    return GuestView(placement.vm, placement.tenant, placement.host, nodes, devices)
+    dedicated = tuple(sorted(placement.dedicated_vcpus)) if placement.cpu_policy is CpuPolicy.MIXED else ()
+    return GuestView(placement.vm, placement.tenant, placement.host, nodes, devices, dedicated)
 
 
 def launch_prefix(view: GuestView, node_id: int | None, devices: Iterable[GuestDevice] = ()) -> str:
@@ -117,15 +120,22 @@ def launch_prefix(view: GuestView, node_id: int | None, devices: Iterable[GuestD
 
 
 def as_dict(view: GuestView) -> dict[str, object]:
-    """The ``vm guest-view --json`` object (keys are only ever added)."""
+    """The ``vm guest-view --json`` object (keys are only ever added; a ``mixed`` VM's adds
+    ``"cpu_policy"`` and ``"dedicated_vcpus"``, also per node)."""
+    dedicated = frozenset(view.dedicated_vcpus)
+    mixed: dict[str, object] = {}
+    if dedicated:
+        mixed = {"cpu_policy": "mixed", "dedicated_vcpus": list(view.dedicated_vcpus)}
     return {
         "vm": view.vm,
         "tenant": view.tenant,
         "host": view.host,
+        **mixed,
         "nodes": [
             {
                 "id": n.id,
                 "vcpus": list(n.vcpus),
+                **({"dedicated_vcpus": [v for v in n.vcpus if v in dedicated]} if dedicated else {}),
                 "memory_kib": n.memory_kib,
                 "page_size_kib": n.page_size_kib,
                 "distances": {str(other): value for other, value in n.distances},

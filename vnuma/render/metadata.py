@@ -38,7 +38,8 @@ def read_metadata(domain_xml: str) -> dict[str, Any] | None:
 
     The dict holds ``tenant``, ``vm``, ``host``, ``cpu_policy``,
     ``thread_policy``, ``numa_nodes`` (``"auto"``, a count, or None in
-    domains rendered before vnuma recorded it), ``emulator_pcpus`` (frozenset), ``cells`` (list of
+    domains rendered before vnuma recorded it), ``emulator_pcpus`` (frozenset), ``dedicated_vcpus``
+    (frozenset, empty but for cpu policy ``mixed``), ``cells`` (list of
     dicts: ``guest_cell``, ``host_cell``, ``vcpus``, ``pcpus``,
     ``memory_kib``, ``page_size_kib``) and ``devices`` (list of dicts:
     ``address``, ``kind``, ``guest_cell``, ``host_cell`` or None).
@@ -66,6 +67,7 @@ def metadata_of(root: etree._Element) -> dict[str, Any] | None:
         "thread_policy": _text(found, "thread-policy"),
         "numa_nodes": _optional_text(found, "numa-nodes"),
         "emulator_pcpus": _cpuset(found, "emulator", "pcpus", optional=True),
+        "dedicated_vcpus": _cpuset(found, "dedicated", "vcpus", optional=True),
         "cells": [
             {
                 "guest_cell": _int(cell, "guest"),

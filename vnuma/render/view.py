@@ -11,7 +11,16 @@ import uuid
 from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
-from vnuma.placement.model import MAX_IOTHREADS, CellAssignment, CpuPolicy, MemoryMode, Placement, iothread_pins
+from vnuma.placement.model import (
+    MAX_IOTHREADS,
+    CellAssignment,
+    CpuPolicy,
+    MemoryMode,
+    Placement,
+    iothread_pins,
+    mixed_split,
+    vcpu_pins,
+)
 from vnuma.render.distances import mirrored
 from vnuma.render.guestview import GuestView, guest_view, hint_string
 from vnuma.render.metadata import VNUMA_NS
@@ -176,6 +185,8 @@ class DomainView:
     """The guest HMAT (:mod:`vnuma.render.tiers`); empty when the host publishes none."""
     meta_cold: tuple[MetaCell, ...] = ()
     """The cold guest cell in vnuma's metadata (none or one)."""
+    meta_dedicated_vcpus: str = ""
+    """A ``mixed`` VM's dedicated vCPUs in vnuma's metadata ("" for the other policies)."""
 
 
 def domain_uuid(placement: Placement) -> str:
@@ -239,7 +250,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         numa_nodes="auto" if placement.numa_nodes is None else str(placement.numa_nodes),
         memory_kib=str(placement.memory_kib + placement.cold_kib),
         vcpus=str(placement.vcpus),
-        vcpupins=_vcpupins(placement, cells),
+        vcpupins=_vcpupins(placement),
         emulator_cpuset=emulator_cpuset,
         iothreads=str(iothreads),
         iothreadpins=tuple(Pin(str(i), iothread_cpuset) for i in range(1, iothreads + 1)),
@@ -256,6 +267,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         pages=_pages(every),
         pcie=pcie,
         meta_emulator_pcpus=format_cpuset(placement.emulator_pcpus),
+        meta_dedicated_vcpus=format_cpuset(placement.dedicated_vcpus),
         meta_cells=tuple(_meta_cell(c) for c in cells),
         meta_devices=tuple(
             MetaDevice(
@@ -389,21 +401,19 @@ def _check_placement(host: Host, placement: Placement, cells: tuple[CellAssignme
             raise RenderError(f"{where}: guest cell {cell.guest_cell} has {counts}")
         if cell.vcpus and not cell.pcpus:
             raise RenderError(f"{where}: guest cell {cell.guest_cell} has vCPUs but no pCPUs")
+        if placement.cpu_policy is CpuPolicy.MIXED:
+            own, floats = mixed_split(cell, placement.dedicated_vcpus)
+            if len(own) < len(cell.vcpus) and not floats:
+                raise RenderError(f"{where}: guest cell {cell.guest_cell} has floating vCPUs but no float set")
     memory_only = {c.id for c in host.cells if c.memory_only}
     for cell in placement.cold:
         if cell.host_cell not in memory_only:
             raise RenderError(f"{where}: its cold guest cell is on host cell {cell.host_cell}, not a memory-only cell")
 
 
-def _vcpupins(placement: Placement, cells: tuple[CellAssignment, ...]) -> tuple[Pin, ...]:
-    pins: list[tuple[int, str]] = []
-    for cell in cells:
-        if placement.cpu_policy is CpuPolicy.DEDICATED:
-            pins.extend((v, str(p)) for v, p in zip(cell.vcpus, cell.pcpus, strict=True))
-        else:
-            floating = format_cpuset(cell.pcpus)
-            pins.extend((v, floating) for v in cell.vcpus)
-    return tuple(Pin(str(v), cpuset) for v, cpuset in sorted(pins))
+def _vcpupins(placement: Placement) -> tuple[Pin, ...]:
+    # vcpu_pins: a dedicated vCPU's one pCPU, a floating one's cell float set (shared, or mixed's others).
+    return tuple(Pin(str(v), format_cpuset(cpus)) for v, cpus in sorted(vcpu_pins(placement).items()))
 
 
 def _guest_cells(cells: tuple[CellAssignment, ...], distances: dict[int, dict[int, int]]) -> tuple[GuestCell, ...]:

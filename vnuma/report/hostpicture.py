@@ -35,7 +35,7 @@ import drawsvg as dw
 
 from vnuma.placement.ledger.admit import page_needs
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Placement
+from vnuma.placement.model import Isolation, Placement, vcpu_pins
 from vnuma.report import palette
 from vnuma.report.pcietree import shown
 from vnuma.report.svgparts import EMPTY, PAD, Box, Elements, Owner, framed, rect, stack, text
@@ -64,7 +64,7 @@ class _Holders:
         self.cpu: dict[int, Owner] = {}
         shared: dict[int, list[str]] = {}
         for p in self.placements:
-            vcpu_of = {pc: v for ca in p.cells for v, pc in zip(ca.vcpus, ca.pcpus, strict=False)}
+            vcpu_of = {next(iter(cpus)): v for v, cpus in vcpu_pins(p).items() if len(cpus) == 1}
             for cpu in sorted(fleet.held_pcpus(p)):
                 if cpu in p.dedicated_pcpus:
                     what = f"vCPU {vcpu_of[cpu]}" if cpu in vcpu_of else "emulator threads"

@@ -191,7 +191,7 @@ class UsageCache:
         mine = [p for p in placements if p.host == host.name]
         held = sorted(
             repr((p.tenant, self.isolation.get(p.tenant or ""), p.cells, p.emulator_pcpus, p.devices,
-                  p.cpu_policy, p.thread_policy))
+                  p.cpu_policy, p.thread_policy, tuple(sorted(p.dedicated_vcpus))))
             for p in mine
         )
         key = (host.cells, host.devices, host.reserved_cpus, tuple(held))

@@ -188,6 +188,7 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
         thread_policy=ThreadPolicy(thread), threads_per_core=d.threads_per_core or 1,
         numa_nodes=None if mark is not None and mark.numa_nodes == "auto" else len(assignments),
         llc=_ways(d, host), mem_bw=d.bandwidth, cold=cold,
+        dedicated_vcpus=mark.dedicated_vcpus if mark is not None and policy is CpuPolicy.MIXED else frozenset(),
     )
 
 
@@ -212,6 +213,8 @@ def _ways(d: Domain, host: Host) -> tuple[tuple[int, int], ...]:
 
 
 def _policy(d: Domain, cells: tuple[GuestCell, ...], pins: dict[int, frozenset[int]]) -> CpuPolicy:
+    if d.mark is not None and d.mark.cpu_policy == CpuPolicy.MIXED:
+        return _mixed_policy(d.mark.dedicated_vcpus, cells, pins)
     singles = [next(iter(s)) for s in pins.values() if len(s) == 1]
     one_each = len(singles) == len(pins) and len(set(singles)) == len(pins)
     per_cell = all(len({pins[v] for v in c.vcpus}) <= 1 for c in cells)
@@ -221,6 +224,29 @@ def _policy(d: Domain, cells: tuple[GuestCell, ...], pins: dict[int, frozenset[i
     if one_each:
         return CpuPolicy.DEDICATED
     raise InvalidInputError("its vCPU pins are neither one pCPU per vCPU nor one set per guest cell")
+
+
+def _mixed_policy(
+    dedicated: frozenset[int], cells: tuple[GuestCell, ...], pins: dict[int, frozenset[int]]
+) -> CpuPolicy:
+    """A domain vnuma rendered as ``mixed``: its dedicated vCPUs each on a pCPU of their own, the others of
+    each guest cell on one set apart from every pin.
+
+    Raises:
+        InvalidInputError: pins that do not match that shape.
+    """
+    own = [next(iter(pins[v])) for v in sorted(dedicated) if v in pins and len(pins[v]) == 1]
+    floating = [v for v in pins if v not in dedicated]
+    if not floating or len(own) != len(dedicated) or len(set(own)) != len(own):
+        raise InvalidInputError("its metadata says cpu policy mixed, but its dedicated vCPUs are not pinned 1:1")
+    for c in cells:
+        sets = {pins[v] for v in c.vcpus if v not in dedicated}
+        if len(sets) > 1 or any(s & set(own) for s in sets):
+            raise InvalidInputError(
+                f"its metadata says cpu policy mixed, but guest cell {c.id}'s floating vCPUs do not share one set "
+                "apart from the dedicated pCPUs"
+            )
+    return CpuPolicy.MIXED
 
 
 def _assign(
@@ -238,7 +264,14 @@ def _assign(
             f"guest cell {cell.id} is bound to host cells {format_cpuset(nodes) or 'none'}; "
             "vnuma records one host cell per guest cell"
         )
-    order = tuple(next(iter(pins[v])) for v in vcpus) if policy is CpuPolicy.DEDICATED else tuple(sorted(pcpus))
+    if policy is CpuPolicy.MIXED:  # pins of its dedicated vCPUs first, then the float set (model.mixed_split)
+        dedicated = d.mark.dedicated_vcpus if d.mark is not None else frozenset()
+        mine = [next(iter(pins[v])) for v in vcpus if v in dedicated]
+        order = (*mine, *sorted(pcpus - set(mine)))
+    elif policy is CpuPolicy.DEDICATED:
+        order = tuple(next(iter(pins[v])) for v in vcpus)
+    else:
+        order = tuple(sorted(pcpus))
     return CellAssignment(
         guest_cell=cell.id, host_cell=next(iter(nodes)), vcpus=vcpus, pcpus=order,
         memory_kib=cell.memory_kib, page_size_kib=d.page_size_of(cell.id) or PAGE_4K, memory_mode=mode,

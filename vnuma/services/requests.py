@@ -25,7 +25,7 @@ from vnuma.placement.model import (
 )
 from vnuma.placement.request import parse_partition
 from vnuma.services.names import check_vm_name
-from vnuma.topology import parse_page_size, parse_size_kib
+from vnuma.topology import parse_cpuset, parse_page_size, parse_size_kib
 from vnuma.topology.pcie import Level
 
 
@@ -128,6 +128,7 @@ def place_request(
     cold_tier: ColdTier = ColdTier.ANY,
     vgpu: str | None = None,
     mig: str | None = None,
+    dedicated_vcpus: str | None = None,
 ) -> VmRequest:
     """The request ``vnuma place`` makes of its options (``page_size``: the option, or the configured default).
 
@@ -136,7 +137,8 @@ def place_request(
 
     Raises:
         InvalidInputError: a bad name, size, list, cell count, ``anti_affinity`` or ``affinity`` without
-            ``group``, or both; a bad ``vgpu``/``mig`` (``NAME[:N]``), or both given.
+            ``group``, or both; a bad ``vgpu``/``mig`` (``NAME[:N]``), or both given; a malformed
+            ``dedicated_vcpus`` list (whether it suits the CPU policy is the engine's request check).
     """
     if name is not None:
         check_vm_name(name)  # an empty name is refused, not taken as "generate one"
@@ -180,7 +182,22 @@ def place_request(
         cold_memory_kib=parse_size_kib(cold_memory) if cold_memory is not None else 0,
         cold_tier=cold_tier,
         partition=partition_ask(vgpu, mig),
+        dedicated_vcpus=parse_vcpu_list(dedicated_vcpus) if dedicated_vcpus is not None else frozenset(),
     )
+
+
+def parse_vcpu_list(text: str) -> frozenset[int]:
+    """``--dedicated-vcpus 0-3,6`` as vCPU ids.
+
+    Raises:
+        InvalidInputError: not a list of ids and ranges.
+    """
+    if "^" not in text:  # a cpuset's exclusions have no meaning in a list of vCPUs
+        try:
+            return parse_cpuset(text)
+        except InvalidInputError:
+            pass
+    raise InvalidInputError(f"bad --dedicated-vcpus {text!r}: expected vCPU ids and ranges, e.g. 0-3,6")
 
 
 def partition_ask(vgpu: str | None, mig: str | None) -> PartitionAsk | None:

@@ -38,7 +38,7 @@ from vnuma.sources.xmlsafe import (
     read_int,
     shown,
 )
-from vnuma.topology import MAX_CPUSET_IDS
+from vnuma.topology import MAX_CPUSET_IDS, parse_cpuset
 
 VNUMA_NS = "https://vnuma.dev/xmlns/domain/1"
 _HINT = "expected <domain> as printed by `virsh dumpxml DOMAIN`"
@@ -83,6 +83,8 @@ class VnumaMark:
     cpu_policy: str
     thread_policy: str
     numa_nodes: str = ""
+    dedicated_vcpus: frozenset[int] = frozenset()
+    """A ``mixed`` VM's dedicated vCPUs (``<vnuma:dedicated vcpus>``; empty when absent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +296,13 @@ def _mark(root: etree._Element, what: str) -> VnumaMark | None:
             )
         return value
 
+    dedicated = found.find(f"{{{VNUMA_NS}}}dedicated")
+    try:
+        ids = parse_cpuset(dedicated.get("vcpus", "")) if dedicated is not None else frozenset()
+    except InvalidInputError as err:
+        raise InvalidInputError(f"{element_where(what, found)}: vnuma metadata <vnuma:dedicated>: {err}") from err
     return VnumaMark(
         text("tenant"), text("vm"), text("host"), text("cpu-policy", False), text("thread-policy", False),
         text("numa-nodes", False),
+        ids,
     )

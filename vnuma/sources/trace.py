@@ -97,6 +97,8 @@ class TraceRequest:
     """Whole NICs (``pf``) or SR-IOV virtual functions (``vf``)."""
     partition: PartitionAsk | None = None
     """vGPU or MIG instances instead of whole GPUs (``vgpu``/``mig``); None: none."""
+    dedicated_vcpus: frozenset[int] = frozenset()
+    """Under cpu policy ``mixed``: the vCPUs pinned 1:1 (``dedicated_vcpus``, a list of ids; absent: none)."""
 
     @property
     def wants_nics(self) -> bool:
@@ -463,7 +465,18 @@ def _request(raw: object, at: _At) -> TraceRequest:
         nic_affinity=Level.PXB if affinity is None else _level(affinity, at.key("nic_affinity")),
         nic_function=NicFunction.PF if function is None else _enum(NicFunction, function, at.key("nic_function")),
         partition=partition,
+        dedicated_vcpus=_vcpu_ids(raw, at),
     )
+
+
+def _vcpu_ids(raw: Mapping[str, Any], at: _At) -> frozenset[int]:
+    """``dedicated_vcpus``: a list of vCPU ids (absent: none; whether they suit the policy is the engine's check)."""
+    if "dedicated_vcpus" not in raw:
+        return frozenset()
+    value = raw["dedicated_vcpus"]
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise at.key("dedicated_vcpus").fail("expected a list of vCPU ids")
+    return frozenset(value)
 
 
 def _partition(raw: Mapping[str, Any], at: _At, gpus: int) -> PartitionAsk | None:

@@ -18,14 +18,16 @@ Checks, in order; each is a named unit and its name tags the refusal:
 ``shape``
     it is well formed in itself: at least one guest cell, each with at
     least one vCPU and a whole number (at least one) of pages; no vCPU in
-    two guest cells; dedicated vCPUs pinned 1:1 and no pCPU pinned twice; no
+    two guest cells; dedicated vCPUs pinned 1:1 and no pCPU pinned twice (a
+    ``mixed`` VM's pins apart from its float sets, :func:`vnuma.placement.mixed.mixed_shape_problem`); no
     device listed twice (two guest cells may share a host cell, as an adopted
     domain can: their pages add up);
 ``reserved``
     no pCPU the host keeps for itself;
 ``pcpus``
     every pCPU it holds (see :meth:`HostState.held_pcpus`) is free; a
-    floating (``shared``) VM's pCPUs are free or in the shared pool;
+    floating (``shared``, or a ``mixed`` VM's float set) VM's pCPUs are free
+    or in the shared pool, and never ones it holds itself;
 ``core-isolation``
     no physical core it touches is used by another tenant, unless both
     have isolation ``none`` (the core's bucket, :mod:`.cell`);
@@ -74,6 +76,7 @@ from vnuma.placement.groups import MODE_HINT, group_clash, group_refusal
 from vnuma.placement.iommu import group_problem
 from vnuma.placement.ledger.cell import CoreState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
+from vnuma.placement.mixed import mixed_shape_problem
 from vnuma.placement.model import CpuPolicy, Isolation, MemoryMode, Placement, Rejection, Tenant
 from vnuma.placement.nics import sriov_problem
 from vnuma.placement.partitions import partition_problem
@@ -193,6 +196,10 @@ class Shape:
             return Refusal("the placement has no guest cells")
         if len(frozenset().union(*(ca.vcpus for ca in p.cells))) != p.vcpus:
             return Refusal("a vCPU is in two guest cells")
+        if p.cpu_policy is CpuPolicy.MIXED:
+            mixed = mixed_shape_problem(p)
+            if mixed is not None:
+                return Refusal(mixed)
         for ca in p.cells:
             g = ca.guest_cell
             if not ca.vcpus or not ca.pcpus:
@@ -261,7 +268,10 @@ class Pcpus:
         hs, cores = c.hs, c.cores
         taken = [cpu for cpu in c.held if cpu not in cores[cpu].free]
         if not taken and c.p.shared_pcpus:
-            taken = [cpu for cpu in c.p.shared_pcpus - c.held if cpu in hs.holders]
+            both = c.p.shared_pcpus & c.held  # a mixed VM floating over what it keeps empty (isolate)
+            if both:
+                return Refusal(f"host {hs.name!r}: pCPU(s) {format_cpuset(both)} are both held and floated over")
+            taken = [cpu for cpu in c.p.shared_pcpus if cpu in hs.holders]
         if not taken:
             return None
         taken.sort()

@@ -208,7 +208,16 @@ class CellState:
         return found
 
     def capacity(self, bucket: str, cpu_policy: CpuPolicy, thread_policy: ThreadPolicy) -> int:
-        """vCPUs of one VM this cell can still take for a tenant of ``bucket`` (exact)."""
+        """vCPUs of one VM this cell can still take for a tenant of ``bucket`` (exact).
+
+        A ``mixed`` VM's guest cell counts every one of its vCPUs in its thread policy's dedicated unit
+        (a free thread, a whole core under ``isolate``), as if all were pinned: its dedicated vCPUs are
+        pinned as a dedicated VM's and its floating vCPUs then still find a float set of at least their
+        count beside the pins (the pool a shared VM floats over, less the pins), whatever split of the
+        cell's vCPUs is dedicated. Exact for the dedicated part, safe (never short) for the float part,
+        and one number per cell, so every path (filters, pre-filter rows: :func:`~vnuma.placement.rules.cap_row`)
+        compares it as it does for the other policies.
+        """
         if cpu_policy is CpuPolicy.SHARED:
             return (
                 self.free_core_threads + self.partial_free.get(bucket, 0) + self.shared_threads.get(bucket, 0)

@@ -124,6 +124,7 @@ def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAf
         nic_affinity=p.nic_affinity or Level.PXB,
         nic_function=p.nic_function,
         partition=_partitions_of(p),
+        dedicated_vcpus=p.dedicated_vcpus,
     )
 
 

@@ -63,8 +63,9 @@ def could_fit(
     memory = _room(sum(c.free_kib for c in cells) + sum(extra.memory.values()),
                    [sum(f.memory.values()) for f in feet], moves)
     gpus = _room(hs.gpus_free + sum(extra.gpus.values()), [sum(f.gpus.values()) for f in feet], moves)
-    # A shared VM may float over the shared pool, which the free-thread counts leave out.
-    dedicated = want.cpu_policy is CpuPolicy.DEDICATED
+    # A shared VM may float over the shared pool, which the free-thread counts leave out; a mixed VM's
+    # cells need free threads for all their vCPUs (CellState.capacity), as a dedicated VM's.
+    dedicated = want.cpu_policy is not CpuPolicy.SHARED
     if (dedicated and threads < want.vcpus) or memory < want.memory_kib or gpus < want.gpus:
         return False
     n = want.numa_nodes
