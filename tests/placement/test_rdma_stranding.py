@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from tests.placement.helpers import check_fleet, request
 from vnuma.placement.engine import place
+from vnuma.placement.gpus import strands_gpus
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Placement, Strategy, VmRequest
+from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
 from vnuma.placement.nics import rdma_ready, within
-from vnuma.simulate import load_trace
+from vnuma.simulate import load_trace, vm_request
 from vnuma.sources.tracegen import generate
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
 from vnuma.topology.pcie import Level, pcie_level
@@ -117,3 +118,28 @@ def test_multi_cell_vms_get_nics_within_their_level_or_a_refusal(
         fleet.add(p)
         placed.append(p)
     check_fleet(list(HOSTS), placed, {})
+
+
+def _strands(fleet: Fleet, p: Placement) -> bool:
+    """Whether some cell of ``p``'s has free GPUs short of pCPUs now that ``p`` holds its share (gpu-first's
+    promise to the GPU VMs to come), judged on the ledger after the add."""
+    zero = [0] * len(p.host_cells)
+    return strands_gpus(fleet.state(p.host), p.host_cells, zero, zero)
+
+
+@settings(max_examples=25)
+@given(seed=st.integers(0, 10**6), scenario=st.sampled_from(["shared-nics", "dgx-nics"]))
+def test_under_gpu_first_the_gpus_a_vm_leaves_keep_their_pcpu_share_as_the_fit_judged(
+    seed: int, scenario: str
+) -> None:
+    """The stranding test asks the builder's own GPU split (NICs asked take their GPUs where the NICs are):
+    every GPU VM placed under gpu-first leaves its cells' free GPUs their share of pCPUs."""
+    trace = load_trace(generate(scenario, seed).encode(), f"{scenario}:{seed}")
+    fleet = Fleet(trace.hosts[:2])
+    for r in trace.requests:
+        p = place(vm_request(r, Isolation.CORE), fleet, Strategy.GPU_FIRST, explain=False).chosen
+        if p is None:
+            continue
+        fleet.add(p)
+        if r.gpus:
+            assert not _strands(fleet, p), (p.vm, p.host, p.host_cells, p.devices)

@@ -82,18 +82,33 @@ def _distance(hs: HostState, home: int | None, cell: int) -> int:
     return d if d is not None else (10 if home == cell else FAR // 2)
 
 
+def gpu_split(hs: HostState, cells: tuple[int, ...], req: VmRequest, taken: list[int]) -> list[int]:
+    """How many free GPUs the builder takes from each of ``cells`` (guest order) for a VM taking ``taken``
+    threads per cell: the split the gpu-first stranding test judges (:func:`vnuma.placement.gpus.strands_gpus`)."""
+    if req.cell_gpus is not None:
+        return list(req.cell_gpus)
+    return _split(hs, cells, req, taken)[0]
+
+
+def _split(
+    hs: HostState, cells: tuple[int, ...], req: VmRequest, taken: list[int]
+) -> tuple[list[int], Sequence[list[str]]]:
+    """GPUs to take per cell and each cell's free GPUs in the order they are taken."""
+    free = [hs.cell_by_id[c].gpus_free for c in cells]
+    if req.wants_nics:  # GPUs from where they have NICs, so the guest order alone never decides the cell
+        order, near = zip(*(_nic_first(hs, req, f) for f in free), strict=True)
+        return split_gpus(hs, cells, req.gpus, taken, near if sum(near) >= req.gpus else None), order
+    # the order matters only where the VM takes some of a cell's free GPUs, not none or all
+    take = split_gpus(hs, cells, req.gpus, taken)
+    return take, [rdma_spare_first(hs, f) if 0 < k < len(f) else f for f, k in zip(free, take, strict=True)]
+
+
 def pick_gpus(
     hs: HostState, cells: tuple[int, ...], req: VmRequest, taken: list[int]
 ) -> tuple[DeviceAssignment, ...]:
     """Free GPUs for a VM on ``cells`` (guest order) that takes ``taken`` threads per cell."""
     want, affinity = req.gpus, req.gpu_affinity
-    free = [hs.cell_by_id[c].gpus_free for c in cells]
-    if req.wants_nics:  # GPUs from where they have NICs, so the guest order alone never decides the cell
-        order, near = zip(*(_nic_first(hs, req, f) for f in free), strict=True)
-        take = split_gpus(hs, cells, want, taken, near if sum(near) >= want else None)
-    else:  # the order matters only where the VM takes some of a cell's free GPUs, not none or all
-        take = split_gpus(hs, cells, want, taken)
-        order = [rdma_spare_first(hs, f) if 0 < k < len(f) else f for f, k in zip(free, take, strict=True)]
+    take, order = _split(hs, cells, req, taken)
     picked = [
         a for c, k, free in zip(cells, take, order, strict=True)
         for a in whole_groups(hs.shape.iommu_mates, free, k)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from vnuma.placement.cellsets import rank_cells
-from vnuma.placement.devices import pick_devices
+from vnuma.placement.devices import gpu_split, pick_devices
 from vnuma.placement.filters import CELL_FILTERS, COLD_MEMORY, PARTITIONS, SIZE_FILTERS, STAGE, Attempt
 from vnuma.placement.gpus import strands_gpus, threads_taken
 from vnuma.placement.iommu import GroupSplit
@@ -229,7 +229,8 @@ def guest_order(a: Attempt, cells: tuple[int, ...]) -> tuple[int, ...] | None:
 
 def _no_stranding(hs: HostState, req: VmRequest, vs: tuple[int, ...]) -> Accept:
     def accept(cells: tuple[int, ...]) -> bool:
-        return not strands_gpus(hs, cells, req.gpus, threads_taken(req, hs, vs))
+        taken = threads_taken(req, hs, vs)
+        return not strands_gpus(hs, cells, gpu_split(hs, cells, req, taken), taken)
 
     return accept
 

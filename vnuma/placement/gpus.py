@@ -60,9 +60,9 @@ def split_gpus(
     return take
 
 
-def strands_gpus(hs: HostState, cells: tuple[int, ...], want: int, taken: list[int]) -> bool:
-    """True when taking ``want`` GPUs and ``taken`` threads leaves some cell's free GPUs short of pCPUs."""
-    take = split_gpus(hs, cells, want, taken)
+def strands_gpus(hs: HostState, cells: tuple[int, ...], take: Sequence[int], taken: list[int]) -> bool:
+    """True when taking ``take`` GPUs and ``taken`` threads per cell leaves some cell's free GPUs short of
+    pCPUs (``take``: the builder's split, :func:`vnuma.placement.devices.gpu_split`)."""
     left = _left(hs, cells, taken)
     for i, c in enumerate(cells):
         if not strand_guarded(len(hs.cell_by_id[c].gpus)):
