@@ -13,7 +13,7 @@ from tests.builders import make_host
 from tests.placement.helpers import check_fleet, request
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
-from vnuma.placement.ledger.admit import page_needs, pages_by_cell
+from vnuma.placement.ledger.claim import page_needs, pages_by_cell
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import EmulatorThreads, Isolation, MemoryMode, ThreadPolicy
 from vnuma.placement.rebalance.base import request_of

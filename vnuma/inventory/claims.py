@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import InvalidInputError, InventoryError
-from vnuma.placement.ledger.admit import page_needs
+from vnuma.placement.ledger.claim import page_needs
 from vnuma.placement.model import Placement
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from vnuma.inventory.executor import Executor, Params, Refused, Row
 from vnuma.inventory.gpuprofiles import PROFILES
 from vnuma.inventory.reading import HOST, host_of, tenant_of
 from vnuma.inventory.schema import VmState
-from vnuma.placement.ledger.admit import REPLACE_HINT, gpu_count
+from vnuma.placement.ledger.claim import REPLACE_HINT, gpu_count
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Rejection, Tenant
 from vnuma.placement.quota import Usage

@@ -40,8 +40,9 @@ from typing import Protocol
 
 from vnuma.placement.cold import refusal as cold_refusal
 from vnuma.placement.groups import group_cells, group_refusal
-from vnuma.placement.ledger.admit import ADMISSION, cordon_refusal
+from vnuma.placement.ledger.admit import ADMISSION
 from vnuma.placement.ledger.cell import CellState
+from vnuma.placement.ledger.cpuchecks import cordon_refusal
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, Rejection, ThreadPolicy, VmRequest
 from vnuma.placement.partitions import room, shortage
@@ -120,7 +121,7 @@ class AvoidedHost:
 
 
 class Cordoned:
-    """``cordoned``: a cordoned host takes nothing (:func:`~vnuma.placement.ledger.admit.cordon_refusal`)."""
+    """``cordoned``: a cordoned host takes nothing (:func:`~vnuma.placement.ledger.cpuchecks.cordon_refusal`)."""
 
     name = "cordoned"
 

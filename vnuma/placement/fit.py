@@ -33,7 +33,7 @@ from vnuma.placement.devices import gpu_split, pick_devices
 from vnuma.placement.filters import CELL_FILTERS, COLD_MEMORY, PARTITIONS, SIZE_FILTERS, STAGE, Attempt
 from vnuma.placement.gpus import strands_gpus, threads_taken
 from vnuma.placement.iommu import GroupSplit
-from vnuma.placement.ledger.admit import pages_by_cell
+from vnuma.placement.ledger.claim import pages_by_cell
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import GpuAffinity, Isolation, MemoryMode, Rejection, Strategy, VmRequest
 from vnuma.placement.nics import NicShortage

@@ -121,7 +121,7 @@ class MemoryMode(StrEnum):
     host cells (one bandwidth-heavy cell spread over several memory
     controllers). The claims follow: an interleaved cell's pages are
     claimed evenly on every host cell of the VM
-    (:func:`vnuma.placement.ledger.admit.page_needs`); the others' on their own
+    (:func:`vnuma.placement.ledger.claim.page_needs`); the others' on their own
     host cell (``preferred`` claims its cell too: what spills is not promised).
     ``restrictive`` is all cells or none (libvirt requires it on ``<memory>``
     exactly when a memnode uses it).

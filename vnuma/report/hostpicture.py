@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 
 import drawsvg as dw
 
-from vnuma.placement.ledger.admit import page_needs
+from vnuma.placement.ledger.claim import page_needs
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, vcpu_pins
 from vnuma.report import palette

@@ -39,9 +39,10 @@ from dataclasses import replace
 
 from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFoundError
 from vnuma.placement.groups import MODE_HINT, GroupIndex
-from vnuma.placement.ledger.admit import REPLACE_HINT, admit, gpu_count, page_needs
+from vnuma.placement.ledger.admit import admit
 from vnuma.placement.ledger.arrays import FleetArrays
 from vnuma.placement.ledger.cell import CellState, CoreState
+from vnuma.placement.ledger.claim import REPLACE_HINT, gpu_count, page_needs
 from vnuma.placement.ledger.host import HostState, ShapeCache
 from vnuma.placement.model import Isolation, Placement, Rejection, Tenant
 from vnuma.placement.quota import Usage
