@@ -163,3 +163,14 @@ def test_every_move_keeps_the_partitions_and_moves_their_claims(mig: Cli) -> Non
     assert sorted(_claims(mig.db)) == sorted(
         ("m", p["gpu"], "mig", "3g.40gb", p["start"], p["uuid"]) for p in _partitions(moved)
     )
+
+
+def test_a_host_whose_gpus_offer_no_partitions_still_shows_which_are_whole(cli: Cli) -> None:
+    cli.ok("host", "add", "h1", "--demo")
+    cli.ok("tenant", "create", "tenant")
+    doc = cli.ok("place", "tenant", "--gpus", "2", "--name", "w", "--json").json()
+    taken = {d["address"] for d in doc["devices"] if d["kind"] == "gpu"}
+    shown = cli.ok("host", "show", "h1", "--json").json()
+    gpus = {d["address"]: (d["mode"], d["partitions"]) for d in shown["devices"] if d["kind"] == "gpu"}
+    assert len(gpus) == 8 and len(taken) == 2
+    assert gpus == {a: ("whole" if a in taken else None, []) for a in gpus}

@@ -39,6 +39,7 @@ from vnuma.placement.model import (
     PartitionAssignment,
     PartitionKind,
     Placement,
+    Tenant,
     VmRequest,
 )
 from vnuma.topology import DeviceKind, Host
@@ -319,6 +320,19 @@ def stranded(hs: HostState, gpu: str) -> bool:
     memory = offer.mig.memory_slices - sum(p.memory_slices for p in profiles)
     compute = offer.mig.compute_slices - sum(p.compute_slices for p in profiles)
     return memory > 0 and compute > 0 and largest_creatable(offer.mig, used) is None
+
+
+def host_gpu_use(host: Host, placements: Sequence[Placement], tenants: Iterable[Tenant]) -> dict[str, GpuUse]:
+    """:func:`gpu_use` of ``host`` holding ``placements``. A host none of whose GPUs offers partitions needs no
+    ledger (nor numpy, for ``host show``): its GPUs are whole where a placement passes them through, else
+    unclaimed, which is what :func:`gpu_use` says of such a host."""
+    if not gpu_offers(host):
+        whole = {d.address for p in placements for d in p.devices if d.kind is DeviceKind.GPU}
+        return {d.address: GpuUse("whole" if d.address in whole else None, {})
+                for d in host.devices if d.kind is DeviceKind.GPU and d.pf is None}
+    from vnuma.placement.ledger.fleet import Fleet  # the engine's ledger: loaded only for partitioned hosts
+
+    return gpu_use(Fleet([host], placements, tenants).state(host.name))
 
 
 def gpu_use(hs: HostState) -> dict[str, GpuUse]:
