@@ -31,6 +31,9 @@ the geometry is its), and its ``vgpu`` (``{"TYPE": instances}``) gives vGPU
 types its physical function offers. A request's optional ``vgpu`` or ``mig``
 (``"NAME"`` or ``"NAME:COUNT"``, with ``gpus`` 0) asks for partitions
 (:mod:`vnuma.placement.partitions`).
+
+Here: the document and its hosts; a request's keys are read by
+:mod:`.tracerequests`, key paths kept by :mod:`.tracekeys`.
 """
 
 from __future__ import annotations
@@ -42,9 +45,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.model import ColdTier, CpuPolicy, NicFunction, PartitionAsk, PartitionKind, ThreadPolicy
-from vnuma.placement.request import MAX_NICS, parse_partition
 from vnuma.sources.migprofiles import geometry_from_dict
+from vnuma.sources.tracekeys import At
+from vnuma.sources.tracerequests import TraceRequest, parse_request
 from vnuma.topology import (
     KIB_PER_MIB,
     Cell,
@@ -60,49 +63,11 @@ from vnuma.topology import (
 from vnuma.topology.hmat import NO_HMAT, hmat_from_json
 from vnuma.topology.mig import MigGeometry, ProfileError
 from vnuma.topology.partitions import with_gpu_profiles
-from vnuma.topology.pcie import Level
 
 FORMAT = "numa-placement-trace"
-PAGE_SIZES = (4, 2048, 1048576)
-PER_GPU = "per-gpu"
 VF_OFFSET = 2
 """A PF's first VF is this many routing IDs (device/function numbers) after it, the next ones one apart."""
 _PCI_ADDRESS = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
-
-
-@dataclass(frozen=True, slots=True)
-class TraceRequest:
-    """One VM request of a trace, as written there (memory in MiB)."""
-
-    tenant: str
-    name: str
-    vcpus: int
-    memory_mib: int
-    numa_nodes: int | None
-    cpu_policy: CpuPolicy
-    thread_policy: ThreadPolicy
-    page_size_kib: int | None
-    gpus: int
-    cold_memory_mib: int = 0
-    """Memory of the cold tier (a guest cell with no vCPUs on a host memory-only cell); 0: none."""
-    cold_tier: ColdTier = ColdTier.ANY
-    """Which memory-only cells may back it: ``any`` capacity tier, or ``cxl`` cells only."""
-    nics: int = 0
-    """NICs asked as a count (0 with ``nics_per_gpu``, or when none are asked)."""
-    nics_per_gpu: bool = False
-    """One NIC per GPU (``nics: "per-gpu"``)."""
-    nic_affinity: Level = Level.PXB
-    """The worst PCIe level a NIC may be at from its GPU (``pix`` .. ``sys``)."""
-    nic_function: NicFunction = NicFunction.PF
-    """Whole NICs (``pf``) or SR-IOV virtual functions (``vf``)."""
-    partition: PartitionAsk | None = None
-    """vGPU or MIG instances instead of whole GPUs (``vgpu``/``mig``); None: none."""
-    dedicated_vcpus: frozenset[int] = frozenset()
-    """Under cpu policy ``mixed``: the vCPUs pinned 1:1 (``dedicated_vcpus``, a list of ids; absent: none)."""
-
-    @property
-    def wants_nics(self) -> bool:
-        return self.nics_per_gpu or self.nics > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,63 +77,6 @@ class Trace:
     scenario: str
     hosts: tuple[Host, ...]
     requests: tuple[TraceRequest, ...]
-
-
-class _At:
-    __slots__ = ("note", "path", "what")
-
-    def __init__(self, what: str, path: str = "", note: str = "") -> None:
-        self.what, self.path, self.note = what, path, note
-
-    def key(self, name: str) -> _At:
-        # A key from the file is data: one that is not a plain printable word is shown quoted, on one line.
-        if not name.isprintable() or not name or any(ch in name for ch in ".[] "):
-            return _At(self.what, f"{self.path}[{name!r}]", self.note)
-        return _At(self.what, f"{self.path}.{name}" if self.path else name, self.note)
-
-    def index(self, i: int) -> _At:
-        return _At(self.what, f"{self.path}[{i}]", self.note)
-
-    def noting(self, note: str) -> _At:
-        """The same path, its errors followed by ``note`` (the request's name)."""
-        return _At(self.what, self.path, note)
-
-    def fail(self, problem: str) -> InvalidInputError:
-        note = f" ({self.note})" if self.note else ""
-        return InvalidInputError(f"{self.what}: {self.path or 'top level'}: {problem}{note}")
-
-    def get(
-        self,
-        d: Mapping[str, Any],
-        name: str,
-        kind: type | tuple[type, ...],
-        *,
-        optional: bool = False,
-        nullable: bool = False,
-    ) -> Any:
-        if name not in d:
-            if optional:
-                return None
-            raise self.fail(f"missing key {name!r}")
-        value = d[name]
-        if value is None and (nullable or optional):
-            return None
-        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
-            got = "null" if value is None else type(value).__name__
-            raise self.key(name).fail(f"expected {_kind_name(kind)}, got {got}")
-        return value
-
-    def count(self, d: Mapping[str, Any], name: str, low: int, *, nullable: bool = False) -> Any:
-        value = self.get(d, name, int, nullable=nullable)
-        if value is not None and value < low:
-            raise self.key(name).fail(f"must be {low} or more, got {value}")
-        return value
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    names = {int: "an integer", str: "a string", list: "a list", dict: "an object", bool: "true/false"}
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
 def load_trace(data: bytes, what: str) -> Trace:
@@ -183,7 +91,7 @@ def load_trace(data: bytes, what: str) -> Trace:
         doc = json.loads(data)
     except (UnicodeDecodeError, ValueError) as err:
         raise InvalidInputError(f"{what}: not valid JSON: {err}") from None
-    at = _At(what)
+    at = At(what)
     if not isinstance(doc, dict):
         raise at.fail("expected a JSON object")
     if at.get(doc, "format", str) != FORMAT:
@@ -197,13 +105,13 @@ def load_trace(data: bytes, what: str) -> Trace:
     )
     _unique([h.name for h in hosts], at.key("hosts"), "host name")
     requests = tuple(
-        _request(r, at.key("requests").index(i)) for i, r in enumerate(at.get(doc, "requests", list))
+        parse_request(r, at.key("requests").index(i)) for i, r in enumerate(at.get(doc, "requests", list))
     )
     _unique([r.name for r in requests], at.key("requests"), "request name")
     return Trace(scenario, hosts, requests)
 
 
-def _geometries(raw: list[Any], at: _At) -> dict[str, MigGeometry]:
+def _geometries(raw: list[Any], at: At) -> dict[str, MigGeometry]:
     """The trace's MIG geometries by model."""
     out: dict[str, MigGeometry] = {}
     for i, doc in enumerate(raw):
@@ -217,7 +125,7 @@ def _geometries(raw: list[Any], at: _At) -> dict[str, MigGeometry]:
     return out
 
 
-def _unique(names: list[str], at: _At, what: str) -> None:
+def _unique(names: list[str], at: At, what: str) -> None:
     seen: set[str] = set()
     for i, name in enumerate(names):
         if name in seen:
@@ -225,7 +133,7 @@ def _unique(names: list[str], at: _At, what: str) -> None:
         seen.add(name)
 
 
-def _host(raw: object, at: _At, geometries: Mapping[str, MigGeometry]) -> Host:
+def _host(raw: object, at: At, geometries: Mapping[str, MigGeometry]) -> Host:
     if not isinstance(raw, dict):
         raise at.fail("expected an object")
     name = at.get(raw, "name", str)
@@ -257,7 +165,7 @@ def _host(raw: object, at: _At, geometries: Mapping[str, MigGeometry]) -> Host:
         raise at.fail(str(err)) from None
 
 
-def _cell(raw: object, at: _At, geometries: Mapping[str, MigGeometry]) -> tuple[Cell, list[PciDevice]]:
+def _cell(raw: object, at: At, geometries: Mapping[str, MigGeometry]) -> tuple[Cell, list[PciDevice]]:
     if not isinstance(raw, dict):
         raise at.fail("expected an object")
     cid = at.count(raw, "id", 0)
@@ -290,7 +198,7 @@ def _cell(raw: object, at: _At, geometries: Mapping[str, MigGeometry]) -> tuple[
     return Cell(cid, memory_kib, cpu_objs, pages, distances), devices
 
 
-def _pages(raw: Mapping[str, Any], at: _At) -> tuple[PagePool, ...]:
+def _pages(raw: Mapping[str, Any], at: At) -> tuple[PagePool, ...]:
     pools = []
     for key, pool in raw.items():
         p_at = at.key(key)
@@ -307,7 +215,7 @@ def _pages(raw: Mapping[str, Any], at: _At) -> tuple[PagePool, ...]:
     return tuple(sorted(pools, key=lambda p: p.size_kib))
 
 
-def _distances(raw: Mapping[str, Any], at: _At) -> tuple[tuple[int, int], ...]:
+def _distances(raw: Mapping[str, Any], at: At) -> tuple[tuple[int, int], ...]:
     out = []
     for key, value in raw.items():
         if not key.isdecimal() or len(key) > 9:
@@ -318,7 +226,7 @@ def _distances(raw: Mapping[str, Any], at: _At) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(out))
 
 
-def _device(raw: object, kind: DeviceKind, cell: int, at: _At) -> list[PciDevice]:
+def _device(raw: object, kind: DeviceKind, cell: int, at: At) -> list[PciDevice]:
     """A GPU or NIC: a bare address, or an object with its place in the PCIe tree (and a NIC's VFs);
     for a NIC with VFs, the PF then its VFs."""
     if isinstance(raw, str) and raw:
@@ -355,7 +263,7 @@ def _device(raw: object, kind: DeviceKind, cell: int, at: _At) -> list[PciDevice
     return [pf, *vfs]
 
 
-def _gpu(raw: object, cell: int, at: _At, geometries: Mapping[str, MigGeometry]) -> list[PciDevice]:
+def _gpu(raw: object, cell: int, at: At, geometries: Mapping[str, MigGeometry]) -> list[PciDevice]:
     """A GPU (:func:`_device`) with what it can be cut into: ``mig`` (a model of ``gpu_profiles``) and ``vgpu``
     (types its physical function offers, with their instances)."""
     found = _device(raw, DeviceKind.GPU, cell, at)
@@ -380,7 +288,7 @@ def _gpu(raw: object, cell: int, at: _At, geometries: Mapping[str, MigGeometry])
     return [replace(gpu, mdev_types=mdevs), *found[1:]]
 
 
-def _name(raw: Mapping[str, Any], key: str, at: _At) -> str | None:
+def _name(raw: Mapping[str, Any], key: str, at: At) -> str | None:
     """An optional string key (absent or null: None); an empty string is refused."""
     value = at.get(raw, key, str, optional=True)
     if value == "":
@@ -388,7 +296,7 @@ def _name(raw: Mapping[str, Any], key: str, at: _At) -> str | None:
     return value
 
 
-def _vfs(raw: Mapping[str, Any], address: str, kind: DeviceKind, at: _At) -> tuple[str, ...]:
+def _vfs(raw: Mapping[str, Any], address: str, kind: DeviceKind, at: At) -> tuple[str, ...]:
     """A NIC's virtual functions: ``vfs`` as a count (numbered from the PF, :data:`VF_OFFSET`) or a list."""
     if "vfs" not in raw:
         return ()
@@ -429,97 +337,3 @@ def vf_addresses(pf: str, count: int) -> tuple[str, ...]:
     return tuple(f"{domain}:{bus}:{devfn >> 3:02x}.{devfn & 7}" for devfn in range(first, first + count))
 
 
-def _request(raw: object, at: _At) -> TraceRequest:
-    if not isinstance(raw, dict):
-        raise at.fail("expected an object")
-    name = at.get(raw, "name", str)
-    at = at.noting(f"request {name!r}")  # every later problem names the request
-    page = at.get(raw, "page_size_kib", int, nullable=True)
-    if page is not None and page not in PAGE_SIZES:
-        raise at.key("page_size_kib").fail(f"expected null or one of {', '.join(map(str, PAGE_SIZES))}")
-    # Both optional (absent: no cold tier); when present, of the right type (null is refused).
-    cold = at.count(raw, "cold_memory_mib", 0) if "cold_memory_mib" in raw else 0
-    tier = at.get(raw, "cold_tier", str) if "cold_tier" in raw else None
-    gpus = at.count(raw, "gpus", 0)
-    # NICs: all three optional (absent: none, pxb, pf); when present, of the right type (null is refused).
-    nics, per_gpu = _nics(raw, at)
-    affinity = at.get(raw, "nic_affinity", str) if "nic_affinity" in raw else None
-    function = at.get(raw, "nic_function", str) if "nic_function" in raw else None
-    if (per_gpu or nics) and not gpus:
-        raise at.key("nics").fail("NICs are placed within a PCIe level of the VM's GPUs: the request asks for no GPU")
-    partition = _partition(raw, at, gpus)
-    return TraceRequest(
-        tenant=at.get(raw, "tenant", str),
-        name=name,
-        vcpus=at.count(raw, "vcpus", 1),
-        memory_mib=at.count(raw, "memory_mib", 1),
-        numa_nodes=at.count(raw, "numa_nodes", 1, nullable=True),
-        cpu_policy=_enum(CpuPolicy, at.get(raw, "cpu_policy", str), at.key("cpu_policy")),
-        thread_policy=_enum(ThreadPolicy, at.get(raw, "thread_policy", str), at.key("thread_policy")),
-        page_size_kib=page,
-        gpus=gpus,
-        cold_memory_mib=cold,
-        cold_tier=ColdTier.ANY if tier is None else _enum(ColdTier, tier, at.key("cold_tier")),
-        nics=nics,
-        nics_per_gpu=per_gpu,
-        nic_affinity=Level.PXB if affinity is None else _level(affinity, at.key("nic_affinity")),
-        nic_function=NicFunction.PF if function is None else _enum(NicFunction, function, at.key("nic_function")),
-        partition=partition,
-        dedicated_vcpus=_vcpu_ids(raw, at),
-    )
-
-
-def _vcpu_ids(raw: Mapping[str, Any], at: _At) -> frozenset[int]:
-    """``dedicated_vcpus``: a list of vCPU ids (absent: none; whether they suit the policy is the engine's check)."""
-    if "dedicated_vcpus" not in raw:
-        return frozenset()
-    value = raw["dedicated_vcpus"]
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise at.key("dedicated_vcpus").fail("expected a list of vCPU ids")
-    return frozenset(value)
-
-
-def _partition(raw: Mapping[str, Any], at: _At, gpus: int) -> PartitionAsk | None:
-    """``vgpu`` or ``mig`` (``NAME[:COUNT]``); absent: None."""
-    asked = [k for k in PartitionKind if k.value in raw]
-    if not asked:
-        return None
-    if len(asked) > 1 or gpus:
-        raise at.fail("a request asks whole GPUs (gpus), vgpu or mig: one of them")
-    kind = asked[0]
-    try:
-        return parse_partition(kind, at.get(raw, kind.value, str))
-    except InvalidInputError as err:
-        raise at.key(kind.value).fail(str(err)) from None
-
-
-def _nics(raw: Mapping[str, Any], at: _At) -> tuple[int, bool]:
-    """``nics``: (count, per GPU); absent: (0, False)."""
-    if "nics" not in raw:
-        return 0, False
-    value = raw["nics"]
-    if value == PER_GPU:
-        return 0, True
-    if type(value) is not int:
-        got = "null" if value is None else repr(value) if isinstance(value, str) else type(value).__name__
-        raise at.key("nics").fail(f"expected an integer or {PER_GPU!r}, got {got}")
-    if not 0 <= value <= MAX_NICS:
-        raise at.key("nics").fail(f"must be 0 to {MAX_NICS}, got {value}")
-    return value, False
-
-
-def _level(value: str, at: _At) -> Level:
-    """A PCIe level as the format writes it: lowercase (``pix`` .. ``sys``)."""
-    names = [level.value.lower() for level in Level]
-    if value not in names:
-        raise at.fail(f"expected one of {', '.join(names)}, got {value!r}")
-    return Level(value.upper())
-
-
-def _enum(
-    kind: type[CpuPolicy] | type[ThreadPolicy] | type[ColdTier] | type[NicFunction], value: str, at: _At
-) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        raise at.fail(f"expected one of {', '.join(k.value for k in kind)}, got {value!r}") from None
