@@ -85,3 +85,55 @@ def test_shape_parses_all_keys() -> None:
 def test_bad_shape_exits_4(cli: Cli) -> None:
     res = cli("rebalance", "--make-room-for", "vcpus=4")
     assert res.exit_code == 4 and "make-room-for" in res.stderr
+
+
+def _split_vm(cli: Cli) -> None:
+    """gpu-node-1 (4 cells x 32 pCPUs) with one 4-vCPU VM split over two cells (locality cost 1)."""
+    cli.ok("host", "add", "gpu-node-1", "--demo")
+    cli.ok("tenant", "create", "a")
+    fillers = [f"fill{i}" for i in range(4)]
+    for name in fillers:  # leave one free core on every cell
+        cli.ok("place", "a", "--vcpus", "30", "--memory", "8GiB", "--name", name)
+    cli.ok("place", "a", "--vcpus", "4", "--memory", "8GiB", "--name", "split")
+    for name in fillers:
+        cli.ok("vm", "release", name)
+
+
+def test_the_solver_plans_locality_fragmentation_and_spread(cli: Cli, dumped: Callable[[Path], list[str]]) -> None:
+    _split_vm(cli)
+    before = dumped(cli.db)
+    plan = cli.ok("rebalance", "--solver", "cp-sat", "--json").json()
+    assert set(plan) == {"objective", "before", "after", "optimal", "moves", "solver", "gap"}
+    assert (plan["objective"], plan["before"], plan["after"], plan["solver"], plan["gap"]) == (
+        "locality", 1, 0, "cp-sat", 0.0
+    )
+    (move,) = plan["moves"]
+    assert set(move) == MOVE_KEYS and move["vm"] == "split" and len(move["to"]["cells"]) == 1
+    assert "solver cp-sat: proven optimal for its model" in cli.ok("rebalance", "--solver", "cp-sat").stdout
+    frag = cli.ok("rebalance", "--objective", "fragmentation", "--solver", "cp-sat", "--json").json()
+    assert frag["objective"] == "fragmentation" and frag["after"] <= frag["before"]
+    assert frag["solver"] in ("cp-sat", "search")  # the search's plan when it is the better one
+    spread = cli.ok("rebalance", "--objective", "spread-tenants", "--solver", "cp-sat", "--json").json()
+    assert set(spread) == set(plan) and spread["objective"] == "spread-tenants"
+    assert dumped(cli.db) == before  # a plan only
+
+
+def test_the_solver_out_of_time_exits_5_and_moves_nothing(cli: Cli, dumped: Callable[[Path], list[str]]) -> None:
+    _split_vm(cli)
+    before = dumped(cli.db)
+    res = cli("rebalance", "--solver", "cp-sat", "--time-limit", "0.000000001", "--apply", "--yes")
+    assert res.exit_code == 5
+    assert "CP-SAT found no plan within the time limit" in res.stderr and "nothing was moved" in res.stderr
+    assert dumped(cli.db) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(["--make-room-for", "vcpus=2,memory=2GiB"], "does not plan room"),
+     (["--objective", "bandwidth"], "not bandwidth"),
+     (["--objective", "locality", "--solver", "gurobi"], "unknown solver 'gurobi'")],
+    ids=["room", "bandwidth", "unknown"],
+)
+def test_the_solver_refuses_what_it_does_not_plan(cli: Cli, args: list[str], words: str) -> None:
+    res = cli("rebalance", "--solver", "cp-sat", *args)
+    assert res.exit_code == 4 and words in res.stderr

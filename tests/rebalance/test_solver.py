@@ -73,8 +73,8 @@ def test_a_solver_drain_replays_validly_and_moves_at_least_what_the_search_moves
     _replay(state, solved)  # each move admitted in order; guest shapes kept
 
 
-def test_the_solver_plans_the_drain_only() -> None:
-    with pytest.raises(InvalidInputError, match="plans the drain objective only"):
-        plan_moves(_small_beats_large(), Objective.LOCALITY, 2, solver="cp-sat")
+def test_the_solver_refuses_objectives_it_does_not_plan() -> None:
+    with pytest.raises(InvalidInputError, match="plans drain, locality, fragmentation, spread-tenants, not bandwidth"):
+        plan_moves(_small_beats_large(), Objective.BANDWIDTH, 2, solver="cp-sat")
     with pytest.raises(InvalidInputError, match="unknown solver 'gurobi'"):
         plan_moves(_small_beats_large(), Objective.DRAIN, 2, drain="h0", solver="gurobi")

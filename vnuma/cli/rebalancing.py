@@ -48,6 +48,9 @@ def rebalance(
     ] = None,
     max_moves: Annotated[int, typer.Option("--max-moves", help="Most moves in the plan.")] = 3,
     time_limit: Annotated[float, typer.Option("--time-limit", metavar="S", help="Seconds to search.")] = 10.0,
+    solver: Annotated[
+        str, typer.Option("--solver", help="search (written here) or cp-sat (OR-Tools: all moves at once).")
+    ] = "search",
     as_json: output.JsonOpt = False,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
@@ -73,7 +76,20 @@ def rebalance(
     JSON: {"objective", "before", "after", "optimal", "moves": [{"vm",
     "from": {"host", "cells"}, "to": {"host", "cells"}, "reason",
     "cost_kib"}], "solver", "gap"}; "optimal" says the search finished
-    within the limits ("solver": "search", "gap": null here).
+    within the limits ("solver": "search", "gap": null with the search).
+
+    --solver cp-sat (objectives locality, fragmentation and spread-tenants)
+    chooses all the moves together with OR-Tools CP-SAT: each VM's
+    candidates are the engine's own placements (stay, re-pin on its host,
+    its best other hosts), capacities are the admission rule's counts, the
+    goal comes first, then fewer moves, then less memory to migrate; the
+    moves are then replayed through the engine in order, each admitted. The
+    search runs first (half of --time-limit) and is the solver's first
+    answer: when it does better, its plan comes back ("solver": "search");
+    else "solver": "cp-sat" and "gap" (0.0: proven optimal for its model,
+    else the distance to its best bound). No plan within --time-limit: exit
+    5, nothing moved. room is not offered: its search already finds the
+    fewest moves; nor is bandwidth.
 
     --make-room-for says what it found: "already fits, nothing to do" (exit
     0), the moves after which the shape fits, or "no plan of at most N moves
@@ -89,6 +105,8 @@ def rebalance(
     "error"}]}; a failed step exits with its error's code (8 for libvirt).
 
     Example: vnuma rebalance --objective locality --max-moves 4 --apply --yes
+
+    Example: vnuma rebalance --objective fragmentation --solver cp-sat --time-limit 5 --json
     """
     if resume or abort:
         _finish_run(ctx, resume=resume, abort=abort, as_json=as_json, busy=apply)
@@ -101,7 +119,7 @@ def rebalance(
     client = remote(ctx)
     if client:
         body = {"host": host, "objective": objective.value, "make_room_for": make_room_for,
-                "max_moves": max_moves, "time_limit": time_limit}
+                "max_moves": max_moves, "time_limit": time_limit, "solver": solver}
         carried = {"apply": True, "allow_restart": allow_restart, "allow_migrate": allow_migrate}
         doc = client.rebalance({**body, **carried} if apply and yes else body)
         moves = bool(doc["moves"])
@@ -116,7 +134,7 @@ def rebalance(
         goal = Objective.ROOM if shape is not None else Objective(objective.value)
         plan = plan_rebalance(
             settings(ctx), goal, host=host, max_moves=max_moves, make_room_for=shape,
-            time_limit_s=time_limit, for_apply=apply,
+            time_limit_s=time_limit, for_apply=apply, solver=solver,
         )
         doc = plan_doc(plan)
         moves = bool(plan.moves)
@@ -193,6 +211,7 @@ def carry_out(
             settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate, progress=progress
         )
     doc["run"] = run_doc(report)
+    output.echo_notes(report.notes)
     if as_json:
         output.echo_json(doc)
     else:
@@ -235,6 +254,7 @@ def step_progress(as_json: bool, total: int | None) -> Iterator[Callable[[Any, s
 def show_carried(doc: dict[str, Any], as_json: bool) -> None:
     """A plan a service carried out (its document with ``"run"``), printed as :func:`carry_out` prints it
     here: the plan, each step's lines on stderr as they went, the run's status."""
+    output.echo_notes(doc["run"].get("notes", ()))
     if as_json:
         output.echo_json(doc)
         return
@@ -260,6 +280,7 @@ def _finish_run(ctx: typer.Context, *, resume: bool, abort: bool, as_json: bool,
         if as_json:
             output.echo_json(doc)
         else:
+            output.echo_notes(doc["run"].get("notes", ()))
             show_steps(doc["run"])
             output.echo_lines([f"run {doc['run']['id']}: {doc['run']['status']}"])
         return
@@ -269,6 +290,7 @@ def _finish_run(ctx: typer.Context, *, resume: bool, abort: bool, as_json: bool,
     act = resume_run if resume else abort_run
     with step_progress(as_json, None) as progress:
         report = act(settings(ctx), progress=progress)
+    output.echo_notes(report.notes)
     if as_json:
         output.echo_json({"run": run_doc(report)})
     else:

@@ -70,18 +70,22 @@ def plan_rebalance(
     make_room_for: VmRequest | None = None,
     time_limit_s: float = 10.0,
     for_apply: bool = False,
+    solver: str = "search",
 ) -> Plan:
     """Plan moves on every host (or ``host`` only); reads the inventory, writes nothing.
 
     ``for_apply`` refuses to plan while a rebalance run is unfinished (its
-    claims are half-way between two placements).
+    claims are half-way between two placements). ``solver``: ``search`` or
+    ``cp-sat`` (:func:`~vnuma.placement.rebalance.check_solver` says for which objectives).
 
     Raises:
         ConflictError: ``for_apply`` and a run is unfinished.
         NotFoundError: unknown host, or the shape's tenant is unknown.
-        InvalidInputError: a bad limit, or ``room`` without a shape.
+        InvalidInputError: a bad limit, ``room`` without a shape, or a solver the objective does not take.
+        NoRoomError: ``cp-sat`` found no plan within the time limit (exit 5; nothing planned).
     """
     check_limits(max_moves, time_limit_s)
+    check_solver(solver, objective)
     if for_apply:
         _refuse_unfinished_run(settings)
     with open_reader(settings.db_url) as reader:
@@ -103,7 +107,9 @@ def plan_rebalance(
             make_room_for = replace(make_room_for, host=host)
     loads = _loads(settings) if objective is Objective.BANDWIDTH else {}
     state = FleetState(hosts, placements, isolation, loads)
-    return plan_moves(state, objective, max_moves, make_room_for, time_limit_s, clock=time.monotonic)
+    return plan_moves(
+        state, objective, max_moves, make_room_for, time_limit_s, clock=time.monotonic, solver=solver
+    )
 
 
 def _loads(settings: Settings) -> dict[str, VmLoad]:

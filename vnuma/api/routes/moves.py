@@ -46,7 +46,7 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
             shape = parse_shape(body.make_room_for) if body.make_room_for is not None else None
             goal = Objective.ROOM if shape is not None else Objective(body.objective)
             plan = plan_rebalance(settings, goal, host=body.host, max_moves=body.max_moves, make_room_for=shape,
-                                  time_limit_s=body.time_limit, for_apply=body.apply)
+                                  time_limit_s=body.time_limit, for_apply=body.apply, solver=body.solver)
             refusal = no_room(plan_doc(plan), body.max_moves, body.host) if shape and not plan.moves else None
             if refusal is not None:
                 raise refusal

@@ -29,6 +29,9 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   below the best gain found is not tried (a move gains at most its VM's
   cost). Work: at most ``max_moves`` x 4C engine calls for C VMs with a
   positive cost. ``optimal``: the total reached 0, the lower bound.
+  With ``solver="cp-sat"`` the moves are chosen together instead
+  (:mod:`.joint`): a VM may leave cells another VM needs, which no single
+  greedy step does (the move gains nothing by itself).
 * ``room``: 0 when ``make_room_for`` fits, else 1. The fewest moves that
   let it in, by iterative deepening (depth 1, 2, .. ``max_moves``). The
   shape lands on one host and moves only take capacity elsewhere, so a plan
@@ -48,7 +51,9 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   so the plan has the fewest moves among those the search considers (or no
   plan within ``max_moves`` exists there). Not considered: chains through
   other hosts (a VM leaving another host so one of the target's VMs can
-  move there).
+  move there). Not offered with ``solver="cp-sat"``: within its space the
+  search already proves the fewest moves, and a solver model of "the shape
+  fits" would need the engine's whole cell fit as constraints.
 * ``drain``: the VMs on one host, to be 0. Each VM moves once, largest
   first (vCPUs, then memory, then devices), to where the engine places it
   with that host avoided (its guest shape kept, as every move); a VM that
@@ -74,6 +79,8 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   Work: at most ``max_moves`` x 2C engine calls for C candidates.
   ``optimal``: the total reached 0, the lower bound (VMs spanning several
   cells may keep a positive value no move can remove: then not proven).
+  With ``solver="cp-sat"`` (:mod:`.joint`, :mod:`.terms`): the moves chosen
+  together, crowding and the pigeonhole credit written over the choices.
 
 * ``fragmentation``: the CPU cells, over all hosts, that are partly used
   (some VM uses the cell and some of its placeable threads are free): each
@@ -85,6 +92,9 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   empties or fills the most partly used cells wins (ties: less memory to
   migrate, then VM name). Work: at most ``max_moves`` x 64 engine calls.
   ``optimal``: the total reached 0 (every used cell full).
+  With ``solver="cp-sat"`` (:mod:`.joint`): the moves chosen together, each
+  CPU cell a candidate touches counted partly used when the chosen VMs use
+  it without filling its free threads.
 
 * ``bandwidth``: measured memory bandwidth (``FleetState.loads``, from
   ``vnuma stats --bandwidth``) spread evenly over the fleet's L3 domains.
@@ -119,6 +129,23 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
 
 ``time_limit_s`` with a ``clock`` (e.g. ``time.monotonic``): the best plan
 found when the time is up comes back, ``optimal`` false unless proven.
+
+``solver="cp-sat"`` (``drain``, ``locality``, ``fragmentation``,
+``spread-tenants``; others are refused by :func:`check_solver`): one
+assignment problem for OR-Tools CP-SAT over the engine's own candidates per VM (stay, re-pin on its host, its best
+other hosts), the admission rule's per-cell counts as capacities, the goal
+with each move as a cost below one unit of it, at most ``max_moves`` moves
+(the shared core: :mod:`.assign`). The chosen moves are replayed through the
+engine in order, each confined to its chosen host and cells and admitted on
+the state the earlier ones left; a move into room another move frees is
+retried after it (replay passes), and what still fails is cut from the model,
+which is solved again. The hand-written plan is computed first (the solver's
+first answer, and the yardstick): a solver plan is never the worse one, and
+when it would be, the hand-written plan comes back with ``Plan.solver``
+``search``. ``Plan.gap``: 0.0 when CP-SAT proved its answer optimal for its
+model, else the distance to its best bound. No assignment within the time
+limit: ``drain`` leaves every VM (with the reason), the others raise
+:class:`~vnuma.errors.NoRoomError` (exit 5).
 """
 
 from __future__ import annotations
@@ -131,6 +158,7 @@ from vnuma.placement.rebalance.bandwidth import plan_bandwidth
 from vnuma.placement.rebalance.base import FleetState, Move, Plan, VmLoad, is_movable, move_cost_kib, request_of
 from vnuma.placement.rebalance.drain import plan_drain
 from vnuma.placement.rebalance.fragmentation import plan_fragmentation
+from vnuma.placement.rebalance.joint import plan_joint
 from vnuma.placement.rebalance.locality import plan_locality
 from vnuma.placement.rebalance.room import plan_room
 from vnuma.placement.rebalance.search import Search
@@ -154,14 +182,26 @@ __all__ = [
 ]
 
 
+SOLVED = (Objective.DRAIN, Objective.LOCALITY, Objective.FRAGMENTATION, Objective.SPREAD_TENANTS)
+"""The objectives ``--solver cp-sat`` plans."""
+
+
 def check_solver(solver: str, objective: Objective) -> None:
     """Refuse an unknown solver, or ``cp-sat`` for an objective it does not plan (InvalidInputError)."""
     if solver not in SOLVERS:
         raise InvalidInputError(f"unknown solver {solver!r}; use {' or '.join(SOLVERS)}")
-    if solver == "cp-sat" and objective is not Objective.DRAIN:
+    if solver != "cp-sat" or objective in SOLVED:
+        return
+    if objective is Objective.ROOM:
         raise InvalidInputError(
-            f"--solver cp-sat plans the drain objective only, not {objective}", hint="use --solver search"
+            "--solver cp-sat does not plan room: its search already finds the fewest moves that make room "
+            "(proven when the plan says optimal)",
+            hint="use --solver search (the default)",
         )
+    raise InvalidInputError(
+        f"--solver cp-sat plans {', '.join(str(o) for o in SOLVED)}, not {objective}",
+        hint="use --solver search (the default)",
+    )
 
 
 def check_limits(max_moves: int | None, time_limit_s: float) -> None:
@@ -189,12 +229,14 @@ def plan_moves(
     without it the search runs to its work bound (see the module docstring).
     ``drain`` names the host the ``drain`` objective empties. ``solver``:
     ``search`` (written here), or ``cp-sat`` (OR-Tools, :mod:`.solver`: the
-    ``drain`` objective only in this version).
+    ``drain``, ``locality``, ``fragmentation`` and ``spread-tenants``: :data:`SOLVED`).
 
     Raises:
         InvalidInputError: ``room`` without ``make_room_for``, ``drain`` without a
-            host the fleet has, or bad limits (:func:`check_limits`).
+            host the fleet has, bad limits (:func:`check_limits`), or a solver that
+            does not plan the objective (:func:`check_solver`).
         NotFoundError: ``make_room_for.host`` is not in the fleet.
+        NoRoomError: ``cp-sat`` found no plan within the time limit (nothing planned).
     """
     check_limits(max_moves, time_limit_s)
     check_solver(solver, objective)
@@ -205,6 +247,8 @@ def plan_moves(
         if solver == "cp-sat":
             return plan_drain_cpsat(search, drain, max_moves, time_limit_s)
         return plan_drain(search, drain, max_moves)
+    if solver == "cp-sat":
+        return plan_joint(search, objective, max_moves, time_limit_s)
     if objective is Objective.LOCALITY:
         return plan_locality(search, max_moves)
     if objective is Objective.SPREAD_TENANTS:
