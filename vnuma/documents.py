@@ -170,8 +170,9 @@ def capacity_doc(report: CapacityReport) -> dict[str, Any]:
 
 def run_doc(report: Any) -> dict[str, Any]:
     """The ``"run"`` part of a carried-out plan's document (``--apply``, ``--resume``, ``--abort``, repin,
-    migrate): ``{"id", "status", "steps": [{"seq", "vm", "kind", "status", "error"}]}``."""
-    return {
+    migrate): ``{"id", "status", "steps": [{"seq", "vm", "kind", "status", "error"}]}``, plus ``"notes"``
+    when a step could not do something it did not fail for (mediated devices the driver cannot make)."""
+    doc = {
         "id": report.run_id,
         "status": str(report.status),
         "steps": [
@@ -179,6 +180,7 @@ def run_doc(report: Any) -> dict[str, Any]:
             for s in report.steps
         ],
     }
+    return doc | ({"notes": list(report.notes)} if report.notes else {})
 
 
 def plan_doc(plan: Plan) -> dict[str, Any]:

@@ -121,3 +121,23 @@ def test_the_adapter_answers_exists_absent_and_unsupported_as_the_test_driver_al
         assert hv.has_mdev(uuid)
     finally:
         hv.close()
+
+
+def test_a_move_makes_the_devices_on_the_new_host_and_removes_them_from_the_old(lab: Cli, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    lab.ok("host", "add", "lab2", "--uri", f"test://{_node_file(other)}", "--capabilities",
+           str(demo_capabilities_path()))
+    ready = _vgpu(lab, "ready")
+    lab.ok("apply", "ready")
+    uris = {h["name"]: h["uri"] for h in lab.ok("host", "list", "--json").json()}
+    res = lab.ok("vm", "migrate", "ready", "--to", "lab2", "--cold", "--json")
+    moved = res.json()
+    assert moved["run"]["status"] == "done"
+    # lab2's node file holds a device under this UUID too (the same file): it is there, nothing to make;
+    # lab's cannot be removed by the test driver, and the run says so, also in its JSON.
+    note = (f"mediated device {ready['uuid']} (vGPU nvidia-1049 on {VF}) not removed: {uris['lab']} cannot "
+            "remove node devices")
+    assert res.stderr.count("note: ") == 1 and f"note: {note}" in res.stderr
+    assert moved["run"]["notes"] == [note]
+    assert lab.ok("vm", "show", "ready", "--json").json()["host"] == "lab2"

@@ -372,6 +372,7 @@ def _make_room(
                 settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate, progress=progress
             )
         doc["run"] = run_doc(report)
+        output.echo_notes(report.notes)
     return doc
 
 
