@@ -60,6 +60,10 @@ def test_an_existing_device_is_used_and_a_missing_one_is_named_with_what_to_do(l
 
     ready = _vgpu(lab, "ready")
     assert (ready["vf"], ready["uuid"]) == (VF, partition_uuid("ready", 0))
+    gpu = next(d for d in lab.ok("host", "show", "lab", "--json").json()["devices"] if d["address"] == ready["gpu"])
+    assert gpu["mode"] == "vgpu"
+    assert gpu["layout"] == [{"vm": "ready", "type": "nvidia-1049", "start": None, "vf": VF}]
+    assert f"vgpu: nvidia-1049 on {VF} (ready)" in lab.ok("host", "show", "lab").stdout
     res = lab.ok("apply", "ready")
     assert res.stdout == "VM ready: defined\n" and "note:" not in res.stderr
 

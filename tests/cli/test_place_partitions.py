@@ -98,7 +98,11 @@ def test_host_show_gives_each_gpus_mode_and_what_the_claims_leave_free(mig: Cli)
     assert (mode, free["3g.40gb"], free["4g.40gb"], free["7g.80gb"], free["1g.10gb"]) == ("mig", 1, 1, 0, 4)
     assert use[passed] == ("whole", dict.fromkeys(free, 0))
     assert all(u == unclaimed[a] for a, u in use.items() if a not in (part["gpu"], passed))
+    layouts = {d["address"]: d["layout"] for d in mig.ok("host", "show", "h1", "--json").json()["devices"]}
+    assert layouts[part["gpu"]] == [{"vm": "p", "profile": "3g.40gb", "start": 4, "vf": None}]
+    assert all(not held for a, held in layouts.items() if a != part["gpu"])
     table = mig.ok("host", "show", "h1").stdout
+    assert "mig: 3g.40gb@4 (p)" in table
     assert "3g.40gb 1/2, 4g.40gb 1/1, 7g.80gb 0/1" in table and "3g.40gb 2/2, 4g.40gb 1/1, 7g.80gb 1/1" in table
     mig.ok("vm", "release", "p")
     mig.ok("vm", "release", "w")

@@ -69,8 +69,12 @@ def partition_table(host: Host, use: Mapping[str, GpuUse]) -> None:
     from vnuma.topology.partitions import mig_geometry, mig_partitions, vgpu_partitions
 
     def mode(gpu: str) -> str:
+        """The GPU's mode, with its layout when it holds partitions (``mig: 3g.40gb@0 (vm1), ...``)."""
         found = use.get(gpu)
-        return (found.mode if found else None) or "-"
+        if found is None or found.mode is None:
+            return "-"
+        held = ", ".join(f"{h.label()} ({h.vm})" for h in found.layout)
+        return f"{found.mode}: {held}" if held else found.mode
 
     def free(gpu: str, name: str, total: int) -> int:
         found = use.get(gpu)

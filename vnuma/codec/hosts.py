@@ -44,7 +44,7 @@ from vnuma.topology import (
     format_size_kib,
 )
 from vnuma.topology.hmat import NO_HMAT, cell_kinds, cell_tiers
-from vnuma.topology.partitions import GpuUse, MigPartition, Partition, mig_partitions, vgpu_partitions
+from vnuma.topology.partitions import GpuUse, HeldPartition, MigPartition, Partition, mig_partitions, vgpu_partitions
 from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, ResctrlPolicy
 
@@ -137,6 +137,8 @@ def _device_to_dict(
             for t in dev.mdev_types
         ],
         "mode": use.mode,
+        "layout": [{"vm": h.vm, ("profile" if h.start is not None else "type"): h.name, "start": h.start, "vf": h.vf}
+                   for h in use.layout],
         "partitions": [{"type": p.type, "name": p.name, "free": use.free.get(p.type, p.total), "total": p.total}
                        for p in partitions]
         + [{"profile": m.profile, "free": use.free.get(m.profile, m.total), "total": m.total} for m in mig],
@@ -149,8 +151,10 @@ def use_from_dict(d: Mapping[str, Any]) -> dict[str, GpuUse]:
     out: dict[str, GpuUse] = {}
     for dev in d.get("devices", ()):
         free = {str(p.get("type", p.get("profile"))): int(p["free"]) for p in dev.get("partitions", ())}
+        layout = tuple(HeldPartition(h["vm"], h.get("profile") or h["type"], h.get("start"), h.get("vf"))
+                       for h in dev.get("layout", ()))
         if dev.get("mode") is not None or free:
-            out[str(dev["address"])] = GpuUse(dev.get("mode"), free)
+            out[str(dev["address"])] = GpuUse(dev.get("mode"), free, layout)
     return out
 
 

@@ -44,7 +44,7 @@ from vnuma.placement.model import (
 )
 from vnuma.topology import DeviceKind, Host
 from vnuma.topology.mig import MigGeometry, find_profile, largest_creatable, starts_free
-from vnuma.topology.partitions import GpuUse, mig_geometry, mig_partitions, vgpu_partitions
+from vnuma.topology.partitions import GpuUse, HeldPartition, mig_geometry, mig_partitions, vgpu_partitions
 
 if TYPE_CHECKING:
     from vnuma.placement.ledger.host import HostState
@@ -350,5 +350,9 @@ def gpu_use(hs: HostState) -> dict[str, GpuUse]:
         mode = "whole" if d.address in hs.devices_taken else held[0][1].kind.value if held else None
         free = {name: len(slots(hs, d.address, PartitionAsk(kind, name, total), (), total))
                 for kind, name, total in offered.get(d.address, ())}
-        out[d.address] = GpuUse(mode, free)
+        layout = tuple(sorted(
+            (HeldPartition(vm, a.name, a.start, a.vf) for vm, a in held or ()),
+            key=lambda h: (h.start if h.start is not None else -1, h.vf or "", h.vm),
+        ))
+        out[d.address] = GpuUse(mode, free, layout)
     return out

@@ -58,10 +58,29 @@ def vgpu_partitions(host: Host) -> dict[str, tuple[Partition, ...]]:
 class GpuUse:
     """What one GPU is doing now, from vnuma's claims: ``mode`` ``whole`` (passed through), ``vgpu`` or
     ``mig`` (holds partitions), None (unclaimed); ``free``: per vGPU type id or MIG profile name, how many
-    more instances of it alone the GPU takes now."""
+    more instances of it alone the GPU takes now; ``layout``: the partitions it holds, as
+    :meth:`HeldPartition.label` says, each with its VM (MIG instances by start)."""
 
     mode: str | None
     free: Mapping[str, int]
+    layout: tuple[HeldPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HeldPartition:
+    """One partition a GPU holds: its VM, vGPU type or MIG profile ``name``, MIG ``start`` or the ``vf``
+    carrying a vGPU instance (both None: a vGPU instance on the physical function)."""
+
+    vm: str
+    name: str
+    start: int | None = None
+    vf: str | None = None
+
+    def label(self) -> str:
+        """``3g.40gb@4``, ``nvidia-1049 on 0000:3b:00.4``, or the bare type."""
+        if self.start is not None:
+            return f"{self.name}@{self.start}"
+        return f"{self.name} on {self.vf}" if self.vf else self.name
 
 
 @dataclass(frozen=True, slots=True)
