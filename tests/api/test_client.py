@@ -188,6 +188,8 @@ PARTITION_COMMANDS = [
     (["place", "tenant-a", *SMALL, "--mig", "3g.40gb:2", "--host", "h1", "--name", "m1", "--json"], 0),
     (["place", "tenant-a", *SMALL, "--mig", "7g.80gb", "--host", "h1", "--name", "m2"], 0),
     (["vm", "show", "m1", "--json"], 0),
+    (["host", "show", "h1"], 0),  # each GPU's mode, layout and free partitions, as the claims leave them
+    (["host", "show", "h1", "--json"], 0),
     (["place", "tenant-a", *SMALL, "--mig", "3g.40gb:x"], 4),
     (["place", "tenant-a", *SMALL, "--vgpu", "a", "--mig", "b"], 4),
     (["place", "tenant-a", *SMALL, "--gpus", "1", "--mig", "3g.40gb"], 4),
@@ -204,6 +206,8 @@ def test_gpu_partitions_through_the_service_print_what_they_print_locally(pair: 
         here, there = local(*args), client(*args)
         assert (there.exit_code, there.stdout, there.stderr) == (here.exit_code, here.stdout, here.stderr), args
         assert here.exit_code == code, (args, here.stderr)
+    layouts = [d["layout"] for d in local("host", "show", "h1", "--json").json()["devices"] if d["layout"]]
+    assert sorted(h["profile"] for held in layouts for h in held) == ["7g.80gb"]  # m1 released
     shown = local("vm", "show", "m2", "--json").json()
     assert [(d["kind"], d["profile"]) for d in shown["devices"]] == [("mig", "7g.80gb")]
     http = service.as_("root")
