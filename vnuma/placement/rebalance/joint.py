@@ -190,10 +190,10 @@ def _no_plan(time_limit_s: float) -> NoRoomError:
 
 
 def _greedy(search: Search, goal: _Goal, max_moves: int, time_limit_s: float) -> Plan:
-    """The hand-written plan, with half the time limit (the rest is the solver's)."""
+    """The hand-written plan, with half the time limit (the rest is the solver's), never past the plan's."""
     deadline = search.deadline
     if search.clock is not None:
-        search.deadline = search.clock() + time_limit_s / 2
+        search.deadline = min(deadline, search.clock() + time_limit_s / 2)
     try:
         return goal.greedy(search, max_moves)
     finally:
