@@ -55,6 +55,8 @@ def test_mig_instances_are_placed_claimed_shown_rendered_and_released(mig: Cli) 
     assert {p["gpu"] for p in parts} == {gpu} and sorted(p["start"] for p in parts) == [0, 4]
     assert _gpu_cells(mig)[gpu] == doc["cells"][0]["host_cell"]  # a GPU of the VM's own cell
     assert _partitions(mig.ok("vm", "show", "v1", "--json").json()) == parts
+    table = mig.ok("vm", "show", "v1").stdout
+    assert all(f"mig 3g.40gb@{p['start']} on GPU {gpu} (mdev {p['uuid']}) -> guest cell 0" in table for p in parts)
     assert sorted(_claims(mig.db)) == sorted(("v1", gpu, "mig", "3g.40gb", p["start"], p["uuid"]) for p in parts)
     (claim,) = [c for e in mig.ok("log", "--vm", "v1", "--json").json() for c in e["changes"]]
     assert sorted(claim["partitions"]) == [f"mig 3g.40gb on {gpu}@0", f"mig 3g.40gb on {gpu}@4"]

@@ -1,4 +1,4 @@
-"""``vnuma place`` and ``vnuma vm``: place, list, show, release VMs."""
+"""``vnuma place`` (``vm list``/``show``: :mod:`.vmview`), and the ``vnuma vm`` group."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from vnuma.cli import config, output, remote, settings
-from vnuma.cli.completion import TenantArg, VmArg, hosts
+from vnuma.cli.completion import TenantArg, hosts
 from vnuma.cli.options import StrategyOpt, strategy_of
 from vnuma.documents import plan_doc
 from vnuma.placement.groups import Affinity, AntiAffinity
@@ -20,13 +20,10 @@ from vnuma.placement.model import (
     IoThreadPolicy,
     MemoryMode,
     NicFunction,
-    Placement,
     PlacementResult,
     ThreadPolicy,
     VmRequest,
-    iothread_pins,
 )
-from vnuma.topology import format_size_kib
 from vnuma.topology.pcie import Level
 
 vm_app = typer.Typer(no_args_is_help=True, add_completion=False)
@@ -337,6 +334,8 @@ def place(
         })
     else:
         verb = "would place" if dry_run else "placed"
+        from vnuma.cli.vmview import print_placement
+
         print_placement(chosen, f"{verb} VM {chosen.vm} (tenant {chosen.tenant}) on host {chosen.host}")
 
 
@@ -400,87 +399,3 @@ _DECIDED = {
     "cell-ids": "chosen by the lowest cell ids (a tie otherwise)",
 }
 """``place --explain``'s words for :data:`vnuma.placement.order.SET_CRITERIA`."""
-
-
-def print_placement(p: Placement, title: str, state: str | None = None) -> None:
-    """A placement as a table of guest cells plus devices."""
-    from vnuma.topology import format_cpuset
-
-    head = [title] + ([f"state: {state}"] if state else [])
-    output.echo_lines(head)
-    output.echo_table(
-        None,
-        ["GUEST CELL", "HOST CELL", "VCPUS", "PCPUS", "MEMORY", "PAGES", "MODE"],
-        [
-            (c.guest_cell, c.host_cell, format_cpuset(c.vcpus), format_cpuset(c.pcpus),
-             format_size_kib(c.memory_kib), f"{c.pages} x {format_size_kib(c.page_size_kib)}", c.memory_mode)
-            for c in p.cells
-        ] + [
-            (c.guest_cell, c.host_cell, "- (cold)", "-", format_size_kib(c.memory_kib),
-             f"{c.pages} x {format_size_kib(c.page_size_kib)}", c.memory_mode)
-            for c in p.cold
-        ],
-    )
-    extras = [f"emulator pCPUs: {format_cpuset(p.emulator_pcpus) or '-'}"]
-    if p.cpu_policy is CpuPolicy.MIXED:
-        extras.insert(0, f"cpu policy: mixed (vCPUs {format_cpuset(p.dedicated_vcpus)} dedicated, the others float)")
-    if p.iothreads:
-        extras.append(f"iothreads: {p.iothreads} ({p.iothread_policy}) on pCPUs {format_cpuset(iothread_pins(p))}")
-    if p.group is not None:
-        asked = f" (anti-affinity {p.anti_affinity})" if p.anti_affinity else ""
-        extras.append(f"group: {p.group}" + (f" (affinity {p.affinity})" if p.affinity else asked))
-    if p.llc:
-        extras.append("L3 slice: " + ", ".join(f"cache {i} {w} way(s)" for i, w in p.llc))
-    if p.mem_bw:
-        extras.append("bandwidth cap: " + ", ".join(f"domain {i} {c}" for i, c in p.mem_bw))
-    extras += [f"{d.kind} {d.address} -> guest cell {d.guest_cell} (host cell {d.host_cell})" for d in p.devices]
-    output.echo_lines(extras)
-
-
-@vm_app.command("list")
-def vm_list(
-    ctx: typer.Context,
-    tenant: Annotated[str | None, typer.Option("--tenant")] = None,
-    host: Annotated[str | None, typer.Option("--host")] = None,
-    as_json: output.JsonOpt = False,
-) -> None:
-    """List VMs (optionally of one tenant or on one host).
-
-    Example: vnuma vm list --tenant tenant-a --json
-    """
-    from vnuma.services.queries import list_vms
-
-    client = remote(ctx)
-    vms = client.list_vms(tenant, host) if client else list_vms(settings(ctx), tenant, host)
-    if as_json:
-        from vnuma.documents import vm_doc
-
-        output.echo_json([vm_doc(p, s) for p, s in vms])
-        return
-    output.echo_table(
-        None,
-        ["VM", "TENANT", "HOST", "STATE", "VCPUS", "MEMORY", "CELLS", "GPUS"],
-        [
-            (p.vm, p.tenant, p.host, s, p.vcpus, format_size_kib(p.memory_kib),
-             ",".join(map(str, p.host_cells)), sum(1 for d in p.devices if d.kind == "gpu"))
-            for p, s in vms
-        ],
-    )
-
-
-@vm_app.command("show")
-def vm_show(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -> None:
-    """Show one VM's placement and state.
-
-    Example: vnuma vm show tenant-a-vm1 --json
-    """
-    from vnuma.services.queries import get_vm
-
-    client = remote(ctx)
-    placement, state = client.get_vm(vm) if client else get_vm(settings(ctx), vm)
-    if as_json:
-        from vnuma.documents import vm_doc
-
-        output.echo_json(vm_doc(placement, state))
-    else:
-        print_placement(placement, f"VM {placement.vm} (tenant {placement.tenant}) on host {placement.host}", state)
