@@ -76,6 +76,7 @@ def test_host_dict_has_the_public_shape() -> None:
         "link": None,
         "mdev_types": [],
         "mode": None,
+        "layout": [],
         "partitions": [],
     }
 

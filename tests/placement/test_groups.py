@@ -15,6 +15,8 @@ from vnuma.placement.groups import Affinity, AntiAffinity, GroupIndex, group_cla
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Objective, Placement, Strategy, VmRequest
 from vnuma.placement.rebalance import FleetState, plan_moves
+from vnuma.placement.rebalance.base import Move
+from vnuma.placement.rebalance.drain import why_not
 from vnuma.topology import Host
 
 TOGETHER = {"group": "pair", "affinity": Affinity.HOST}
@@ -171,7 +173,18 @@ def test_a_one_host_ledger_told_the_members_elsewhere_decides_as_the_fleet() -> 
     assert whole.admit(p2) == refusal
 
 
-def test_a_drain_leaves_an_affine_group_but_moves_a_lone_member() -> None:
+def _replayed(state: FleetState, moves: tuple[Move, ...]) -> Fleet:
+    """The plan carried out as a journaled run is: a drained affine group's VMs leave together, then each
+    arrives, every arrival admitted."""
+    fleet = Fleet(state.hosts, state.placements, state.isolation)
+    for m in moves:
+        fleet.remove(m.vm)
+    for m in moves:
+        fleet.add(m.placement)
+    return fleet
+
+
+def test_a_drain_moves_an_affine_group_together_and_a_lone_member_alone() -> None:
     fleet = _fleet()
     for name in ("p1", "p2"):
         _placed(fleet, request(name, host="h1", **TOGETHER))
@@ -179,12 +192,40 @@ def test_a_drain_leaves_an_affine_group_but_moves_a_lone_member() -> None:
     _placed(fleet, request("free", host="h1"))
     hosts = [replace(h, cordoned=h.name == "h1") for h in _hosts()]
     state = FleetState(tuple(hosts), fleet.placements(), {"t1": Isolation.CORE})
-    for solver in ("search", "cp-sat"):
-        plan = plan_moves(state, Objective.DRAIN, 10, drain="h1", solver=solver)
-        assert sorted(m.vm for m in plan.moves) == ["free", "solo"], solver
-        why = ("group 'pair' (affinity host) has its VMs on host 'h1': a drain does not move an affine group "
-               "(release its VMs and place them again to move it)")
-        assert dict(plan.left) == {"p1": why, "p2": why}, solver
+    plan = plan_moves(state, Objective.DRAIN, 10, drain="h1")
+    assert sorted(m.vm for m in plan.moves) == ["free", "p1", "p2", "solo"] and plan.left == ()
+    to = {m.vm: m.to_host for m in plan.moves}
+    assert to["p1"] == to["p2"] != "h1"
+    after = _replayed(state, plan.moves)
+    assert {p.vm: p.host for p in after.placements()} == to
+    # --max-moves counts the group's VMs: a group that does not fit in what is left stays whole.
+    short = plan_moves(state, Objective.DRAIN, 1, drain="h1")
+    assert len(short.moves) == 1 and {vm for vm, _why in short.left} >= {"p1", "p2"}
+    # CP-SAT places VMs one by one: it leaves the group (saying how to move it), so here the search's plan,
+    # which moves more VMs, comes back instead.
+    p1 = next(p for p in state.placements if p.vm == "p1")
+    assert why_not(p1, "h1", ["h2", "h3"], fleet.groups) == (
+        "group 'pair' (affinity host) has its VMs on host 'h1': CP-SAT moves single VMs; --solver search moves "
+        "the group"
+    )
+    assert why_not(p1, "h1", ["h2", "h3"], fleet.groups, groups_move=True) is None
+    solved = plan_moves(state, Objective.DRAIN, 10, drain="h1", solver="cp-sat")
+    assert (solved.solver, solved.moves) == ("search", plan.moves)
+
+
+def test_a_group_that_fits_whole_on_no_other_host_stays_whole() -> None:
+    fleet = _fleet()
+    for name in ("p1", "p2", "p3"):
+        _placed(fleet, request(name, vcpus=10, memory_gib=8, host="h1", **TOGETHER))
+    for host in ("h2", "h3"):  # each other host has room for two of the group's VMs, not three
+        _placed(fleet, request(f"fill-{host}", vcpus=12, memory_gib=8, host=host, tenant="t2"))
+    hosts = [replace(h, cordoned=h.name == "h1") for h in _hosts()]
+    state = FleetState(tuple(hosts), fleet.placements(), {"t1": Isolation.CORE, "t2": Isolation.CORE})
+    plan = plan_moves(state, Objective.DRAIN, 10, drain="h1")
+    assert plan.moves == ()
+    assert {vm for vm, _ in plan.left} == {"p1", "p2", "p3"}
+    assert all(why.startswith("group 'pair' (affinity host): its 3 VMs fit together on no other host (")
+               for _vm, why in plan.left), plan.left
 
 
 def test_rebalance_never_splits_an_affine_group() -> None:

@@ -17,7 +17,7 @@ from vnuma.placement.engine import place
 from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
-from vnuma.placement.rebalance import FleetState, plan_moves, request_of
+from vnuma.placement.rebalance import FleetState, Move, plan_moves, request_of
 from vnuma.topology import Host
 
 
@@ -119,11 +119,25 @@ class Lifecycle(RuleBasedStateMachine):
         before = {p.vm: p for p in self.fleet.placements()}
         state = FleetState(tuple(self.hosts.values()), tuple(before.values()), ISOLATION)
         plan = plan_moves(state, Objective.DRAIN, most, drain=name)
-        for move in plan.moves:  # carried out as the apply step does: claims leave, then arrive
-            old = self.fleet.remove(move.vm)
-            _assert_shape_kept(old, move.placement)
-            assert move.to_host != name and not self.hosts[move.to_host].cordoned
-            self.fleet.add(move.placement, ISOLATION[str(old.tenant)])
+        # Carried out as the apply steps do: claims leave, then arrive; an affine group's VMs (consecutive
+        # moves, to one host) leave together and each arrives admitted, as its journaled steps are.
+        batches: list[list[Move]] = []
+        for move in plan.moves:
+            group = move.placement.group
+            same = batches and group is not None and batches[-1][0].placement.group == group
+            if same and batches[-1][0].to_host == move.to_host:
+                batches[-1].append(move)
+            else:
+                batches.append([move])
+        for batch in batches:
+            olds = {m.vm: self.fleet.remove(m.vm) for m in batch}
+            for move in batch:
+                old = olds[move.vm]
+                _assert_shape_kept(old, move.placement)
+                assert move.to_host != name and not self.hosts[move.to_host].cordoned
+                self.fleet.add(move.placement, ISOLATION[str(old.tenant)])
+        if any(len(b) > 1 for b in batches):
+            event("drain: an affine group moved together")
         event(f"drain: {'moved' if plan.moves else 'nothing moved'}, {'some left' if plan.left else 'emptied'}")
         left = {vm for vm, _why in plan.left}
         assert {p.vm for p in self.fleet.placements() if p.host == name} == left

@@ -12,7 +12,7 @@ run is found again by :func:`unfinished_run`.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,8 +167,23 @@ def start_step(session: Session, run_id: int, seq: int) -> None:
     """
     row = _step_row(session, run_id, seq)
     before, after = _placement(run_id, seq, row.before), _placement(run_id, seq, row.after)
-    placing.move(AlchemyExecutor(session.connection()), row.vm, before, after)
+    arriving = _arriving(session, run_id, row.vm, after, lambda s: s.after)
+    placing.move(AlchemyExecutor(session.connection()), row.vm, before, after, arriving)
     _set_step(session, run_id, seq, StepStatus.STARTED)
+
+
+def _arriving(
+    session: Session, run_id: int, vm: str, target: Placement, end: Callable[[StepRecord], Placement]
+) -> frozenset[str]:
+    """The other VMs of ``target``'s replica group that run ``run_id`` takes to ``target``'s host as well (at
+    the ``end`` of their steps: ``after`` going forward, ``before`` when undone): a drained affine group
+    moves one step per VM, and each step is judged with the group as the run leaves it."""
+    if target.group is None:
+        return frozenset()
+    steps = get_run(session, run_id).steps
+    return frozenset(
+        s.vm for s in steps if s.vm != vm and end(s).group == target.group and end(s).host == target.host
+    )
 
 
 def finish_step(session: Session, run_id: int, seq: int, state: VmState) -> None:
@@ -182,7 +197,8 @@ def begin_undo(session: Session, run_id: int, seq: int) -> None:
     """Move a started or done step's VM's claims back to where they were; mark it undoing."""
     row = _step_row(session, run_id, seq)
     before, after = _placement(run_id, seq, row.before), _placement(run_id, seq, row.after)
-    placing.move(AlchemyExecutor(session.connection()), row.vm, after, before)
+    arriving = _arriving(session, run_id, row.vm, before, lambda s: s.before)
+    placing.move(AlchemyExecutor(session.connection()), row.vm, after, before, arriving)
     _set_step(session, run_id, seq, StepStatus.UNDOING)
 
 

@@ -289,11 +289,15 @@ def _readmit(ledger: Fleet, new: Tenant) -> None:
         ledger.record(p)
 
 
-def move(x: Executor, name: str, before: Placement, after: Placement) -> None:
+def move(
+    x: Executor, name: str, before: Placement, after: Placement, arriving: frozenset[str] = frozenset()
+) -> None:
     """Move VM ``name``'s claims from ``before`` to ``after``, if admission accepts ``after`` now.
 
     Both hosts are locked in name order (two moves never deadlock). Quotas
     count the VM once: its own row is left out of what its tenant holds.
+    ``arriving``: VMs of its replica group that the same journaled run takes to ``after``'s host too (an
+    affine group drained together): admission judges the group as it will be, without them elsewhere.
 
     Raises:
         NotFoundError: unknown VM or host.
@@ -315,7 +319,7 @@ def move(x: Executor, name: str, before: Placement, after: Placement) -> None:
     assert tenant_row is not None
     tenant = tenant_of(tenant_row[1:])
     host_id, host = hosts[after.host]
-    members = group_members(x, after.group, host_id, vm_id)
+    members = [m for m in group_members(x, after.group, host_id, vm_id) if m.vm not in arriving]
     ledger = host_ledger(x, host_id, host, tenant_id, tenant, vm_id, members)
     refusal = ledger.admit(after)
     if refusal is not None:

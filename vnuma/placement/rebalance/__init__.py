@@ -59,12 +59,17 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   with that host avoided (its guest shape kept, as every move); a VM that
   fits on no other host, holds devices that do not move, comes after
   ``max_moves`` or is not reached within the time limit stays, with the
-  reason (``Plan.left``). Work: one explained engine call per VM on the
-  host. ``optimal``: every VM leaves.
+  reason (``Plan.left``). The VMs of an affine group move together, to one
+  host (:func:`.drain.together`; consecutive moves, each admitted when
+  carried out with the group's other arriving VMs not counted elsewhere).
+  Work: one explained engine call per VM on the host (up to 3 per VM of a
+  group that does not fit whole on the engine's first choice). ``optimal``:
+  every VM leaves.
   With ``solver="cp-sat"`` the drain is one assignment problem for OR-Tools
   CP-SAT instead (:mod:`.solver`): every VM's destination chosen together,
   the most VMs moved, then the best locality; the plan carries the solver's
-  gap to its bound.
+  gap to its bound. It places VMs one by one, so it leaves affine groups
+  (the search's plan comes back when it moves more).
 * ``spread-tenants``: for each tenant and host where the tenant has n >= 2
   VMs, its *crowded* VMs (those sharing a host cell, i.e. a memory
   controller, with another VM of the same tenant) minus the unavoidable

@@ -10,45 +10,96 @@ from dataclasses import replace
 from vnuma.placement.engine import best_reason, place
 from vnuma.placement.groups import GroupIndex, affinity_words, group_hosts
 from vnuma.placement.model import Objective, Placement, Strategy
-from vnuma.placement.rebalance.base import Plan, is_movable, make_move, request_of
+from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, request_of
 from vnuma.placement.rebalance.search import Deadline, Search
 from vnuma.topology import count_of
 
 
 def plan_drain(search: Search, host: str, max_moves: int | None) -> Plan:
-    """Move the host's VMs, largest first, each to where the engine places it with the host avoided.
+    """Move the host's VMs, largest first, each to where the engine places it with the host avoided; the VMs
+    of an affine group move together, to one other host (:func:`_move_together`).
 
-    A VM that cannot move stays, with the reason, in ``Plan.left``; so do
-    the VMs past ``max_moves`` and those not tried before the time limit.
+    A VM that cannot move stays, with the reason, in ``Plan.left`` (an affine
+    group's VMs all stay when they cannot all go); so do the VMs past
+    ``max_moves`` and those not tried before the time limit.
     ``before``/``after``: VMs on the host before and after the plan.
     """
     on_host = sorted(search.placements_on(host), key=largest_first)
-    moves, left = [], []
+    moves: list[Move] = []
+    left: list[tuple[str, str]] = []
     others = [name for name in search.fleet.host_names() if name != host]
+    seen: set[str] = set()
     try:
         for p in on_host:
-            why = why_not(p, host, others, search.fleet.groups)
-            if why is None and max_moves is not None and len(moves) >= max_moves:
-                why = f"over --max-moves {max_moves} ({count_of(max_moves, 'move')} planned)"
+            if p.vm in seen:
+                continue
+            unit = together(p, on_host, search.fleet.groups)
+            seen.update(m.vm for m in unit)
+            why = next((w for m in unit if (w := why_not(m, host, others, search.fleet.groups, True))), None)
+            if why is None and max_moves is not None and len(moves) + len(unit) > max_moves:
+                why = f"over --max-moves {max_moves} ({count_of(len(moves), 'move')} planned)"
             if why is not None:
-                left.append((p.vm, why))
+                left += [(m.vm, why) for m in unit]
                 continue
             search.tick()
-            req = replace(request_of(p, search.iso(p.tenant)), avoid_hosts=frozenset({host}))
-            search.fleet.remove(p.vm)
-            try:
-                result = place(req, search.fleet, Strategy.PACK, explain=True)
-            finally:
-                search.fleet.record(p)
-            if result.chosen is None:
-                left.append((p.vm, f"fits on no other host ({best_reason(result)})"))
+            placed, why = _move_together(search, unit, host)
+            if not placed:
+                left += [(m.vm, why) for m in unit]
                 continue
-            search.apply(p, result.chosen)
-            moves.append(make_move(p, result.chosen, f"drain host {host}"))
+            moves += [make_move(old, new, f"drain host {host}") for old, new in placed]
     except Deadline:
         done = {m.vm for m in moves} | {vm for vm, _ in left}
         left += [(p.vm, "not tried within the time limit") for p in on_host if p.vm not in done]
     return Plan(Objective.DRAIN, len(on_host), len(left), not left, tuple(moves), tuple(left))
+
+
+GROUP_HOSTS = 3
+"""Hosts an affine group is tried on, each the engine's choice for its largest VM with the ones before avoided."""
+
+
+def together(p: Placement, on_host: list[Placement], groups: GroupIndex) -> list[Placement]:
+    """``p`` and the VMs that must move with it: the other VMs of its affine group on the host (largest first)."""
+    if p.group is None or not (p.affinity is not None or groups.is_affine(p.group)):
+        return [p]
+    return [q for q in on_host if q.group == p.group]
+
+
+def _move_together(search: Search, unit: list[Placement], host: str) -> tuple[list[tuple[Placement, Placement]], str]:
+    """Where the engine puts ``unit`` (one VM, or an affine group's VMs, largest first) with ``host`` avoided, all
+    on one host: the VMs leave together, the first goes where the engine puts it and the others there. A group
+    that does not fit whole on that host is tried on the engine's next choice, up to :data:`GROUP_HOSTS` hosts.
+    Applied to the search's fleet when found; else ``([], why)`` and the fleet as it was."""
+    tried: frozenset[str] = frozenset({host})
+    why = ""
+    for _ in range(GROUP_HOSTS if len(unit) > 1 else 1):
+        for m in unit:
+            search.fleet.remove(m.vm)
+        placed: list[tuple[Placement, Placement]] = []
+        target: str | None = None
+        for m in unit:
+            req = replace(request_of(m, search.iso(m.tenant)), avoid_hosts=tried, host=target)
+            result = place(req, search.fleet, Strategy.PACK, explain=True)
+            if result.chosen is None:
+                why = best_reason(result)
+                break
+            search.fleet.record(result.chosen)
+            placed.append((m, result.chosen))
+            target = result.chosen.host
+        for _old, new in placed:
+            search.fleet.remove(new.vm)
+        for m in unit:
+            search.fleet.record(m)
+        if len(placed) == len(unit):
+            for old, new in placed:
+                search.apply(old, new)
+            return placed, ""
+        if target is None:  # its largest VM fits on no other host: no other choice would take the group
+            break
+        tried |= {target}
+    if len(unit) == 1:
+        return [], f"fits on no other host ({why})"
+    return [], (f"group {unit[0].group!r} (affinity host): its {len(unit)} VMs fit together on no other host "
+                f"({why})")
 
 
 def largest_first(p: Placement) -> tuple[int, int, int, str]:
@@ -56,11 +107,12 @@ def largest_first(p: Placement) -> tuple[int, int, int, str]:
     return (-p.vcpus, -p.memory_kib, -len(p.devices), p.vm)
 
 
-def why_not(p: Placement, host: str, others: list[str], groups: GroupIndex) -> str | None:
+def why_not(p: Placement, host: str, others: list[str], groups: GroupIndex, groups_move: bool = False) -> str | None:
     """Why a VM of the drained host cannot move at all (None: it may).
 
-    A drain does not move an affine group: each of its VMs alone would leave the others on the host
-    (admission refuses that move), and moving the group whole is not planned. A group's only VM moves.
+    An affine group moves whole or not at all: with ``groups_move`` (the VM-by-VM drain moves a group's VMs
+    together) only a group that also has VMs on other hosts stays; without it (CP-SAT's drain, which places
+    VMs one by one) every VM of an affine group with others here stays. A group's only VM moves.
     """
     if not is_movable(p):
         return "it holds devices no plan moves (not GPUs, or NICs placed before vnuma recorded how they were asked)"
@@ -68,8 +120,8 @@ def why_not(p: Placement, host: str, others: list[str], groups: GroupIndex) -> s
         return f"the inventory has no host but {host}"
     bound = group_hosts(groups, p.vm, p.group, p.affinity)
     if host in bound and p.group is not None:
-        return (
-            f"{affinity_words(p.group, bound)}: a drain does not move an affine group "
-            "(release its VMs and place them again to move it)"
-        )
+        if not groups_move:
+            return f"{affinity_words(p.group, bound)}: CP-SAT moves single VMs; --solver search moves the group"
+        if bound != (host,):
+            return f"{affinity_words(p.group, bound)}: a drain moves an affine group only when it is all on {host!r}"
     return None

@@ -59,7 +59,7 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
             left.append((p.vm, why))
     original = {p.vm: p for p in movable}
     greedy = plan_drain(search, host, max_moves)
-    undo(search, list(greedy.moves), original)  # back to the state it started from
+    undo(search, list(greedy.moves), {p.vm: p for p in on_host})  # back to the state it started from
     hint = {m.vm: m.placement for m in greedy.moves}
     try:
         candidates = {p.vm: _candidates(search, p, host, hint.get(p.vm)) for p in movable}
