@@ -199,18 +199,16 @@ def test_a_drain_moves_an_affine_group_together_and_a_lone_member_alone() -> Non
     after = _replayed(state, plan.moves)
     assert {p.vm: p.host for p in after.placements()} == to
     # --max-moves counts the group's VMs: a group that does not fit in what is left stays whole.
-    short = plan_moves(state, Objective.DRAIN, 1, drain="h1")
-    assert len(short.moves) == 1 and {vm for vm, _why in short.left} >= {"p1", "p2"}
-    # CP-SAT places VMs one by one: it leaves the group (saying how to move it), so here the search's plan,
-    # which moves more VMs, comes back instead.
-    p1 = next(p for p in state.placements if p.vm == "p1")
-    assert why_not(p1, "h1", ["h2", "h3"], fleet.groups) == (
-        "group 'pair' (affinity host) has its VMs on host 'h1': CP-SAT moves single VMs; --solver search moves "
-        "the group"
-    )
-    assert why_not(p1, "h1", ["h2", "h3"], fleet.groups, groups_move=True) is None
+    for solver in ("search", "cp-sat"):
+        short = plan_moves(state, Objective.DRAIN, 1, drain="h1", solver=solver)
+        assert len(short.moves) == 1 and {vm for vm, _why in short.left} >= {"p1", "p2"}, solver
+    # CP-SAT's drain moves the group first, as the search does, and chooses for the single VMs.
     solved = plan_moves(state, Objective.DRAIN, 10, drain="h1", solver="cp-sat")
-    assert (solved.solver, solved.moves) == ("search", plan.moves)
+    assert sorted(m.vm for m in solved.moves) == ["free", "p1", "p2", "solo"] and solved.left == ()
+    moved = {m.vm: m.to_host for m in solved.moves}
+    assert moved["p1"] == moved["p2"] != "h1"
+    assert {p.vm: p.host for p in _replayed(state, solved.moves).placements()} == moved
+    assert why_not(next(p for p in state.placements if p.vm == "p1"), "h1", ["h2", "h3"], fleet.groups) is None
 
 
 def test_a_group_that_fits_whole_on_no_other_host_stays_whole() -> None:
@@ -221,11 +219,12 @@ def test_a_group_that_fits_whole_on_no_other_host_stays_whole() -> None:
         _placed(fleet, request(f"fill-{host}", vcpus=12, memory_gib=8, host=host, tenant="t2"))
     hosts = [replace(h, cordoned=h.name == "h1") for h in _hosts()]
     state = FleetState(tuple(hosts), fleet.placements(), {"t1": Isolation.CORE, "t2": Isolation.CORE})
-    plan = plan_moves(state, Objective.DRAIN, 10, drain="h1")
-    assert plan.moves == ()
-    assert {vm for vm, _ in plan.left} == {"p1", "p2", "p3"}
-    assert all(why.startswith("group 'pair' (affinity host): its 3 VMs fit together on no other host (")
-               for _vm, why in plan.left), plan.left
+    for solver in ("search", "cp-sat"):
+        plan = plan_moves(state, Objective.DRAIN, 10, drain="h1", solver=solver)
+        assert plan.moves == ()
+        assert {vm for vm, _ in plan.left} == {"p1", "p2", "p3"}
+        assert all(why.startswith("group 'pair' (affinity host): its 3 VMs fit together on no other host (")
+                   for _vm, why in plan.left), (solver, plan.left)
 
 
 def test_rebalance_never_splits_an_affine_group() -> None:

@@ -68,8 +68,8 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   With ``solver="cp-sat"`` the drain is one assignment problem for OR-Tools
   CP-SAT instead (:mod:`.solver`): every VM's destination chosen together,
   the most VMs moved, then the best locality; the plan carries the solver's
-  gap to its bound. It places VMs one by one, so it leaves affine groups
-  (the search's plan comes back when it moves more).
+  gap to its bound. Affine groups move first, as the search moves them;
+  the solver chooses for the single VMs.
 * ``spread-tenants``: for each tenant and host where the tenant has n >= 2
   VMs, its *crowded* VMs (those sharing a host cell, i.e. a memory
   controller, with another VM of the same tenant) minus the unavoidable

@@ -17,7 +17,7 @@ from vnuma.topology import count_of
 
 def plan_drain(search: Search, host: str, max_moves: int | None) -> Plan:
     """Move the host's VMs, largest first, each to where the engine places it with the host avoided; the VMs
-    of an affine group move together, to one other host (:func:`_move_together`).
+    of an affine group move together, to one other host (:func:`move_together`).
 
     A VM that cannot move stays, with the reason, in ``Plan.left`` (an affine
     group's VMs all stay when they cannot all go); so do the VMs past
@@ -35,14 +35,14 @@ def plan_drain(search: Search, host: str, max_moves: int | None) -> Plan:
                 continue
             unit = together(p, on_host, search.fleet.groups)
             seen.update(m.vm for m in unit)
-            why = next((w for m in unit if (w := why_not(m, host, others, search.fleet.groups, True))), None)
+            why = next((w for m in unit if (w := why_not(m, host, others, search.fleet.groups))), None)
             if why is None and max_moves is not None and len(moves) + len(unit) > max_moves:
                 why = f"over --max-moves {max_moves} ({count_of(len(moves), 'move')} planned)"
             if why is not None:
                 left += [(m.vm, why) for m in unit]
                 continue
             search.tick()
-            placed, why = _move_together(search, unit, host)
+            placed, why = move_together(search, unit, host)
             if not placed:
                 left += [(m.vm, why) for m in unit]
                 continue
@@ -64,7 +64,7 @@ def together(p: Placement, on_host: list[Placement], groups: GroupIndex) -> list
     return [q for q in on_host if q.group == p.group]
 
 
-def _move_together(search: Search, unit: list[Placement], host: str) -> tuple[list[tuple[Placement, Placement]], str]:
+def move_together(search: Search, unit: list[Placement], host: str) -> tuple[list[tuple[Placement, Placement]], str]:
     """Where the engine puts ``unit`` (one VM, or an affine group's VMs, largest first) with ``host`` avoided, all
     on one host: the VMs leave together, the first goes where the engine puts it and the others there. A group
     that does not fit whole on that host is tried on the engine's next choice, up to :data:`GROUP_HOSTS` hosts.
@@ -107,21 +107,15 @@ def largest_first(p: Placement) -> tuple[int, int, int, str]:
     return (-p.vcpus, -p.memory_kib, -len(p.devices), p.vm)
 
 
-def why_not(p: Placement, host: str, others: list[str], groups: GroupIndex, groups_move: bool = False) -> str | None:
-    """Why a VM of the drained host cannot move at all (None: it may).
-
-    An affine group moves whole or not at all: with ``groups_move`` (the VM-by-VM drain moves a group's VMs
-    together) only a group that also has VMs on other hosts stays; without it (CP-SAT's drain, which places
-    VMs one by one) every VM of an affine group with others here stays. A group's only VM moves.
-    """
+def why_not(p: Placement, host: str, others: list[str], groups: GroupIndex) -> str | None:
+    """Why a VM of the drained host cannot move at all (None: it may). An affine group moves whole
+    (:func:`move_together`), so only one that also has VMs on other hosts keeps its VMs here; a group's only
+    VM moves."""
     if not is_movable(p):
         return "it holds devices no plan moves (not GPUs, or NICs placed before vnuma recorded how they were asked)"
     if not others:
         return f"the inventory has no host but {host}"
     bound = group_hosts(groups, p.vm, p.group, p.affinity)
-    if host in bound and p.group is not None:
-        if not groups_move:
-            return f"{affinity_words(p.group, bound)}: CP-SAT moves single VMs; --solver search moves the group"
-        if bound != (host,):
-            return f"{affinity_words(p.group, bound)}: a drain moves an affine group only when it is all on {host!r}"
+    if host in bound and p.group is not None and bound != (host,):
+        return f"{affinity_words(p.group, bound)}: a drain moves an affine group only when it is all on {host!r}"
     return None

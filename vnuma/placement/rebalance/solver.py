@@ -6,6 +6,9 @@ by one, largest first, each where the engine puts it; a VM it can no longer
 fit stays. Here every VM's destination is chosen together, with the model,
 capacities and replay of :mod:`.assign`:
 
+* Affine groups first: each group's VMs move together as the hand-written
+  drain moves them (:func:`.drain.move_together`), counted in ``max_moves``;
+  the model is about the single VMs left.
 * Candidates: for each movable VM, staying (rank 0), where the hand-written
   drain puts it, which is also the solver's first answer (a hint), so the
   model always holds an assignment as good as that one; and the engine's
@@ -35,9 +38,10 @@ from dataclasses import replace
 from vnuma.placement.engine import place
 from vnuma.placement.model import Objective, Placement, Strategy
 from vnuma.placement.rebalance.assign import Candidate, Choice, cut_for, replay, room_for, solve, stay, undo, usage
-from vnuma.placement.rebalance.base import Move, Plan, request_of
-from vnuma.placement.rebalance.drain import largest_first, plan_drain, why_not
+from vnuma.placement.rebalance.base import Move, Plan, make_move, request_of
+from vnuma.placement.rebalance.drain import largest_first, move_together, plan_drain, together, why_not
 from vnuma.placement.rebalance.search import Deadline, Search
+from vnuma.topology import count_of
 
 CANDIDATE_HOSTS = 6
 ROUNDS = 4
@@ -46,25 +50,42 @@ MOVE_WEIGHT = 1_000_000
 
 
 def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limit_s: float) -> Plan:
-    """The drain of ``host`` chosen by CP-SAT (see the module doc); ``Plan.gap`` is 0.0 when proven."""
+    """The drain of ``host`` chosen by CP-SAT (see the module doc); ``Plan.gap`` is 0.0 when proven. Affine
+    groups move first, as the hand-written drain moves them (:func:`.drain.move_together`); the solver
+    chooses for the single VMs, within the moves left."""
     on_host = sorted(search.placements_on(host), key=largest_first)
     others = [name for name in search.fleet.host_names() if name != host]
     left: list[tuple[str, str]] = []
     movable: list[Placement] = []
+    grouped: list[Move] = []
+    seen: set[str] = set()
     for p in on_host:
-        why = why_not(p, host, others, search.fleet.groups)
-        if why is None:
-            movable.append(p)
+        if p.vm in seen:
+            continue
+        unit = together(p, on_host, search.fleet.groups)
+        seen.update(m.vm for m in unit)
+        why = next((w for m in unit if (w := why_not(m, host, others, search.fleet.groups))), None)
+        if why is None and len(unit) > 1:
+            if max_moves is not None and len(grouped) + len(unit) > max_moves:
+                why = f"over --max-moves {max_moves} ({count_of(len(grouped), 'move')} planned)"
+            else:
+                placed, why = move_together(search, unit, host)  # applied to the search's fleet
+                grouped += [make_move(old, new, f"drain host {host}") for old, new in placed]
+                if placed:
+                    continue
+        if why is not None:
+            left += [(m.vm, why) for m in unit]
         else:
-            left.append((p.vm, why))
+            movable.append(p)
+    budget = None if max_moves is None else max_moves - len(grouped)
     original = {p.vm: p for p in movable}
-    greedy = plan_drain(search, host, max_moves)
-    undo(search, list(greedy.moves), {p.vm: p for p in on_host})  # back to the state it started from
+    greedy = plan_drain(search, host, budget)
+    undo(search, list(greedy.moves), original)  # back to the state it started from (the groups moved)
     hint = {m.vm: m.placement for m in greedy.moves}
     try:
         candidates = {p.vm: _candidates(search, p, host, hint.get(p.vm)) for p in movable}
     except Deadline:
-        return Plan(Objective.DRAIN, len(on_host), len(on_host), False, (),
+        return Plan(Objective.DRAIN, len(on_host), len(on_host) - len(grouped), False, tuple(grouped),
                     tuple(left + [(p.vm, "not tried within the time limit") for p in movable]), "cp-sat", None)
     room = room_for(search, original, {k for cs in candidates.values() for c in cs for k in c.use})
     cuts: list[list[Choice]] = []
@@ -73,7 +94,7 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
     gap: float | None = None
     moves: list[Move] = []
     for round_ in range(ROUNDS):
-        solved = solve(candidates, room, max_moves=max_moves, cuts=cuts, time_limit_s=_remaining(search, time_limit_s),
+        solved = solve(candidates, room, max_moves=budget, cuts=cuts, time_limit_s=_remaining(search, time_limit_s),
                        hint={vm: 1 for vm in hint})
         if solved is None:  # no assignment within the time limit: nothing moves (unless the search's does)
             chosen, gap, moves, timed_out = {}, None, [], True
@@ -89,13 +110,15 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
     moved = {m.vm for m in moves}
     if len(moved) < len(greedy.moves):
         undo(search, moves, original)
-        return replace(greedy, solver="search")
+        stays = (*left, *greedy.left)
+        return replace(greedy, before=len(on_host), after=len(stays), optimal=not stays,
+                       moves=(*grouped, *greedy.moves), left=stays, solver="search")
     left += [
         (p.vm, "CP-SAT found no plan within the time limit" if timed_out and len(candidates[p.vm]) > 1
-         else _why_left(p.vm, candidates[p.vm], chosen, max_moves))
+         else _why_left(p.vm, candidates[p.vm], chosen, budget))
         for p in movable if p.vm not in moved
     ]
-    return Plan(Objective.DRAIN, len(on_host), len(left), not left, tuple(moves), tuple(left), "cp-sat", gap)
+    return Plan(Objective.DRAIN, len(on_host), len(left), not left, (*grouped, *moves), tuple(left), "cp-sat", gap)
 
 
 def _remaining(search: Search, time_limit_s: float) -> float:
