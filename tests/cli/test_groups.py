@@ -199,10 +199,11 @@ def test_a_group_drain_killed_half_way_is_finished_or_undone_whole(
     assert killed.exit_code == -9, killed.stderr
     monkeypatch.delenv("VNUMA_FAILPOINT")
     assert {vm: host for vm, (host, _cells) in _where(two).items()} == {"filler": "a", "p1": "a", "p2": "b"}
-    if finish == "--abort":
-        two.ok("host", "uncordon", "b")  # the drain cordoned it: VMs come back only to a host that takes them
-    two.ok("rebalance", finish)
+    two.ok("rebalance", finish)  # an undo takes the VMs back to b, which the drain cordoned
     where = "a" if finish == "--resume" else "b"
     assert {vm: host for vm, (host, _cells) in _where(two).items()} == {"filler": where, "p1": where, "p2": where}
+    assert two.ok("host", "list", "--json").json()[1]["cordoned"]  # b stays cordoned: nothing new goes there
+    refused = two("place", "x", *SMALL, "--host", "b")
+    assert refused.exit_code == 5 and "host 'b' is cordoned" in refused.stderr
 
 

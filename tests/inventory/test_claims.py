@@ -149,7 +149,7 @@ def test_claim_without_the_python_checks_still_cannot_double_book(
 ) -> None:
     _two_vms(hv)
     before = dump(db_path)
-    monkeypatch.setattr(fleet_module, "admit", lambda *args: None)  # admission off: the indexes decide
+    monkeypatch.setattr(fleet_module, "admit", lambda *args, **kw: None)  # admission off: the indexes decide
     with pytest.raises(ConflictError, match="the inventory refused VM 'vm3'"):
         hv.claim(clash, Isolation.CORE)
     assert dump(db_path) == before

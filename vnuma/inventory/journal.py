@@ -198,7 +198,7 @@ def begin_undo(session: Session, run_id: int, seq: int) -> None:
     row = _step_row(session, run_id, seq)
     before, after = _placement(run_id, seq, row.before), _placement(run_id, seq, row.after)
     arriving = _arriving(session, run_id, row.vm, before, lambda s: s.before)
-    placing.move(AlchemyExecutor(session.connection()), row.vm, after, before, arriving)
+    placing.move(AlchemyExecutor(session.connection()), row.vm, after, before, arriving, returning=True)
     _set_step(session, run_id, seq, StepStatus.UNDOING)
 
 

@@ -290,7 +290,8 @@ def _readmit(ledger: Fleet, new: Tenant) -> None:
 
 
 def move(
-    x: Executor, name: str, before: Placement, after: Placement, arriving: frozenset[str] = frozenset()
+    x: Executor, name: str, before: Placement, after: Placement, arriving: frozenset[str] = frozenset(),
+    *, returning: bool = False,
 ) -> None:
     """Move VM ``name``'s claims from ``before`` to ``after``, if admission accepts ``after`` now.
 
@@ -298,6 +299,7 @@ def move(
     count the VM once: its own row is left out of what its tenant holds.
     ``arriving``: VMs of its replica group that the same journaled run takes to ``after``'s host too (an
     affine group drained together): admission judges the group as it will be, without them elsewhere.
+    ``returning``: ``after`` is what the VM held before the run (an undo; a cordoned host takes it back).
 
     Raises:
         NotFoundError: unknown VM or host.
@@ -321,7 +323,7 @@ def move(
     host_id, host = hosts[after.host]
     members = [m for m in group_members(x, after.group, host_id, vm_id) if m.vm not in arriving]
     ledger = host_ledger(x, host_id, host, tenant_id, tenant, vm_id, members)
-    refusal = ledger.admit(after)
+    refusal = ledger.admit(after, returning=returning)
     if refusal is not None:
         _refuse(after, refusal)
     values = {"placement": encode_placement(after), "host": host_id, "vcpus": after.vcpus, "gpus": gpu_count(after)}

@@ -16,7 +16,8 @@ of the placement is :class:`.claim.Claim`):
     the placement names this host, and only cells, CPUs and devices it has;
 ``cordoned``
     the host is not cordoned (a cordoned host takes no new placement, not
-    even a re-pin of its own VMs: they only leave it); the engine's host
+    even a re-pin of its own VMs: they only leave it; only an undo of a
+    journaled run, ``returning`` a VM to what it held before, gets back in); the engine's host
     filter of the same name asks :func:`.cpuchecks.cordon_refusal` too;
 ``shape``
     it is well formed in itself: at least one guest cell, each with at
@@ -149,10 +150,12 @@ ADMISSION: tuple[Check, ...] = (
 
 
 def admit(
-    p: Placement, hs: HostState, tenant: Tenant, isolations: Mapping[str, Isolation], used: Usage
+    p: Placement, hs: HostState, tenant: Tenant, isolations: Mapping[str, Isolation], used: Usage,
+    *, returning: bool = False,
 ) -> Rejection | None:
-    """None when ``p`` may be claimed on ``hs``; else the first check that refuses it, as a rejection."""
-    claim = Claim(p, hs, tenant, isolations, used)
+    """None when ``p`` may be claimed on ``hs``; else the first check that refuses it, as a rejection.
+    ``returning``: ``p`` is what the VM held before a journaled run, claimed again by its undo."""
+    claim = Claim(p, hs, tenant, isolations, used, returning)
     for unit in ADMISSION:
         refusal = unit.check(claim)
         if refusal is not None:

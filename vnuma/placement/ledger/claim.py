@@ -23,12 +23,15 @@ class Claim:
     """One placement as admission sees it: the host's ledger, the tenant, what the tenant holds, and
     (worked out once for every check) the pCPUs it holds, their cores and the cells it touches."""
 
-    __slots__ = ("cells", "cores", "held", "hs", "isolations", "p", "pcpus", "tenant", "used")
+    __slots__ = ("cells", "cores", "held", "hs", "isolations", "p", "pcpus", "returning", "tenant", "used")
 
     def __init__(
-        self, p: Placement, hs: HostState, tenant: Tenant, isolations: Mapping[str, Isolation], used: Usage
+        self, p: Placement, hs: HostState, tenant: Tenant, isolations: Mapping[str, Isolation], used: Usage,
+        returning: bool = False,
     ) -> None:
         self.p, self.hs, self.tenant, self.isolations, self.used = p, hs, tenant, isolations, used
+        self.returning = returning
+        """The VM goes back to the claims it held before a journaled run (an undo): see ``cordoned``."""
         self.held = hs.held_pcpus(p) if p.host == hs.name else frozenset()
         self.pcpus = self.held | p.shared_pcpus if p.shared_pcpus else self.held
         """Every pCPU it holds or floats over."""

@@ -66,8 +66,8 @@ class Cordoned:
     name = "cordoned"
 
     def check(self, c: Claim) -> Refusal | None:
-        """Refuse any claim on a cordoned host."""
-        return cordon_refusal(c.hs)
+        """Refuse any claim on a cordoned host but a VM returning where it was before a run (an undo)."""
+        return None if c.returning else cordon_refusal(c.hs)
 
 
 class Shape:

@@ -178,9 +178,10 @@ class Fleet:
         """Every pCPU ``p`` keeps from other VMs on its host (see :meth:`HostState.held_pcpus`)."""
         return self.state(p.host).held_pcpus(p)
 
-    def admit(self, p: Placement, isolation: Isolation | None = None) -> Rejection | None:
+    def admit(self, p: Placement, isolation: Isolation | None = None, *, returning: bool = False) -> Rejection | None:
         """None when ``p`` may be claimed now; else why not (see :mod:`.admit`). ``isolation``, when
-        given, is the tenant's for this question (a request carries its tenant's).
+        given, is the tenant's for this question (a request carries its tenant's); ``returning``: ``p`` is
+        what the VM held before a journaled run (an undo).
 
         Raises:
             NotFoundError: the placement's host is not in the fleet.
@@ -189,7 +190,8 @@ class Fleet:
         if isolation is not None and isolation is not tenant.isolation:
             tenant = replace(tenant, isolation=isolation)
         quotas = tenant.max_vcpus is not None or tenant.max_gpus is not None
-        return admit(p, self.state(p.host), tenant, self.isolation, self.used(p.tenant) if quotas else NO_USE)
+        used = self.used(p.tenant) if quotas else NO_USE
+        return admit(p, self.state(p.host), tenant, self.isolation, used, returning=returning)
 
     # --- changes ----------------------------------------------------------------------------
 
