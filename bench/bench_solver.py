@@ -14,8 +14,11 @@ Two fragmented fleets per size, built with ``synthetic`` from
   cells) placed on what is left, which splits many of them over cells, then
   a seeded twentieth of all VMs released: a tight fleet with split VMs.
 
-``locality``, ``fragmentation`` and ``spread-tenants`` are planned on each
-fleet, once per solver, from the same state, with the process clock and the
+``locality``, ``fragmentation``, ``spread-tenants`` and ``room`` (for the
+shapes ``bench_rebalance.py`` asks: the issue's example, 32 vCPUs, 256 GiB,
+2 GPUs, and the smallest N-cell shape that does not fit now; then 2, 3 and
+4 whole cells, 32 vCPUs and 32 GiB each, which take several moves;
+``1 -> 0``: room made) are planned on each fleet, once per solver, from the same state, with the process clock and the
 time limit (``--time-limit-large`` for fleets of 1,000 hosts or more). One
 row per fleet, objective and solver asked: the solver whose plan came back
 (``search`` when the greedy's was better), the objective before -> after,
@@ -30,7 +33,7 @@ import argparse
 import random
 import time
 
-from bench_rebalance import TENANTS, _release, synthetic
+from bench_rebalance import TENANTS, _release, room_shapes, synthetic
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
@@ -82,15 +85,19 @@ def main() -> None:
         state = synthetic(hosts, 20 * hosts, args.seed) if kind == "loose" else split(hosts, args.seed)
         limit = args.time_limit_large if hosts >= 1000 else args.time_limit
         free = free_cells(state)
-        for objective in OBJECTIVES:
+        asks: list[tuple[str, Objective, VmRequest | None]] = [(str(o), o, None) for o in OBJECTIVES]
+        asks += [(label, Objective.ROOM, shape) for label, shape in room_shapes(state)]
+        asks += [(f"room {n} whole cells", Objective.ROOM,
+                  VmRequest("room", None, 32 * n, 32 * n * KIB_PER_GIB, 0, n)) for n in (2, 3, 4)]
+        for label, objective, shape in asks:
             for solver in SOLVERS:
                 start = time.perf_counter()
-                plan = plan_moves(state, objective, args.max_moves, None, limit, clock=time.monotonic, solver=solver)
+                plan = plan_moves(state, objective, args.max_moves, shape, limit, clock=time.monotonic, solver=solver)
                 took = time.perf_counter() - start
                 gib = sum(m.cost_kib for m in plan.moves) / KIB_PER_GIB
                 gap = "-" if plan.solver == "search" else ("n/a" if plan.gap is None else f"{plan.gap:.1%}")
                 print(
-                    f"| {kind} | {hosts} | {len(state.placements)} | {objective} | {solver} | {plan.solver} | "
+                    f"| {kind} | {hosts} | {len(state.placements)} | {label} | {solver} | {plan.solver} | "
                     f"{plan.before} -> {plan.after} | {len(plan.moves)} | {gib:.0f} GiB | "
                     f"{free} -> {free_cells(state, plan)} | {took:.2f} | {gap} |",
                     flush=True,

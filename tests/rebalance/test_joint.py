@@ -20,7 +20,7 @@ from tests.builders import make_host
 from tests.placement.helpers import request
 from tests.rebalance.test_fragmentation import _two_half_used_cells
 from tests.rebalance.test_properties import _replay, fleets
-from vnuma.errors import InvalidInputError, NoRoomError
+from vnuma.errors import NoRoomError
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Objective
@@ -109,16 +109,6 @@ def test_no_assignment_within_the_time_limit_is_exit_5() -> None:
         plan_moves(_split_behind_a_neighbour(), Objective.LOCALITY, 3, None, 0.5, clock=lambda: next(ticks),
                    solver="cp-sat")
     assert err.value.exit_code == 5
-
-
-@pytest.mark.parametrize(
-    ("objective", "words"),
-    [(Objective.ROOM, "does not plan room"), (Objective.BANDWIDTH, "not bandwidth")],
-    ids=["room", "bandwidth"],
-)
-def test_objectives_the_solver_does_not_plan_are_refused(objective: Objective, words: str) -> None:
-    with pytest.raises(InvalidInputError, match=words):
-        plan_moves(_two_half_used_cells(), objective, 2, request("room"), solver="cp-sat")
 
 
 @settings(max_examples=40, deadline=None)

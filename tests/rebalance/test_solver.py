@@ -74,7 +74,8 @@ def test_a_solver_drain_replays_validly_and_moves_at_least_what_the_search_moves
 
 
 def test_the_solver_refuses_objectives_it_does_not_plan() -> None:
-    with pytest.raises(InvalidInputError, match="plans drain, locality, fragmentation, spread-tenants, not bandwidth"):
+    words = "plans drain, locality, room, fragmentation, spread-tenants, not bandwidth"
+    with pytest.raises(InvalidInputError, match=words):
         plan_moves(_small_beats_large(), Objective.BANDWIDTH, 2, solver="cp-sat")
     with pytest.raises(InvalidInputError, match="unknown solver 'gurobi'"):
         plan_moves(_small_beats_large(), Objective.DRAIN, 2, drain="h0", solver="gurobi")

@@ -78,7 +78,7 @@ def rebalance(
     "cost_kib"}], "solver", "gap"}; "optimal" says the search finished
     within the limits ("solver": "search", "gap": null with the search).
 
-    --solver cp-sat (objectives locality, fragmentation and spread-tenants)
+    --solver cp-sat (objectives locality, room, fragmentation, spread-tenants)
     chooses all the moves together with OR-Tools CP-SAT: each VM's
     candidates are the engine's own placements (stay, re-pin on its host,
     its best other hosts), capacities are the admission rule's counts, the
@@ -88,8 +88,9 @@ def rebalance(
     answer: when it does better, its plan comes back ("solver": "search");
     else "solver": "cp-sat" and "gap" (0.0: proven optimal for its model,
     else the distance to its best bound). No plan within --time-limit: exit
-    5, nothing moved. room is not offered: its search already finds the
-    fewest moves; nor is bandwidth.
+    5, nothing moved (room: the search's plan). For room the shape's cells
+    on its best few hosts are candidates too, chosen with the moves that
+    free them. bandwidth is not offered.
 
     --make-room-for says what it found: "already fits, nothing to do" (exit
     0), the moves after which the shape fits, or "no plan of at most N moves

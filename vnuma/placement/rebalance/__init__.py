@@ -51,9 +51,10 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   so the plan has the fewest moves among those the search considers (or no
   plan within ``max_moves`` exists there). Not considered: chains through
   other hosts (a VM leaving another host so one of the target's VMs can
-  move there). Not offered with ``solver="cp-sat"``: within its space the
-  search already proves the fewest moves, and a solver model of "the shape
-  fits" would need the engine's whole cell fit as constraints.
+  move there). With ``solver="cp-sat"`` (:mod:`.roomsolver`): the shape's
+  host and cells and the moves that free them chosen together over several
+  target hosts, the search's plan as the first answer; fewest moves, then
+  least memory to migrate.
 * ``drain``: the VMs on one host, to be 0. Each VM moves once, largest
   first (vCPUs, then memory, then devices), to where the engine places it
   with that host avoided (its guest shape kept, as every move); a VM that
@@ -135,8 +136,8 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
 ``time_limit_s`` with a ``clock`` (e.g. ``time.monotonic``): the best plan
 found when the time is up comes back, ``optimal`` false unless proven.
 
-``solver="cp-sat"`` (``drain``, ``locality``, ``fragmentation``,
-``spread-tenants``; others are refused by :func:`check_solver`): one
+``solver="cp-sat"`` (``drain``, ``locality``, ``room``, ``fragmentation``,
+``spread-tenants``; ``bandwidth`` is refused by :func:`check_solver`): one
 assignment problem for OR-Tools CP-SAT over the engine's own candidates per VM (stay, re-pin on its host, its best
 other hosts), the admission rule's per-cell counts as capacities, the goal
 with each move as a cost below one unit of it, at most ``max_moves`` moves
@@ -149,7 +150,8 @@ first answer, and the yardstick): a solver plan is never the worse one, and
 when it would be, the hand-written plan comes back with ``Plan.solver``
 ``search``. ``Plan.gap``: 0.0 when CP-SAT proved its answer optimal for its
 model, else the distance to its best bound. No assignment within the time
-limit: ``drain`` leaves every VM (with the reason), the others raise
+limit: ``drain`` leaves every VM (with the reason), ``room`` returns the
+search's plan, the others raise
 :class:`~vnuma.errors.NoRoomError` (exit 5).
 """
 
@@ -166,6 +168,7 @@ from vnuma.placement.rebalance.fragmentation import plan_fragmentation
 from vnuma.placement.rebalance.joint import plan_joint
 from vnuma.placement.rebalance.locality import plan_locality
 from vnuma.placement.rebalance.room import plan_room
+from vnuma.placement.rebalance.roomsolver import plan_room_cpsat
 from vnuma.placement.rebalance.search import Search
 from vnuma.placement.rebalance.solver import plan_drain_cpsat
 from vnuma.placement.rebalance.spread import plan_spread
@@ -187,7 +190,7 @@ __all__ = [
 ]
 
 
-SOLVED = (Objective.DRAIN, Objective.LOCALITY, Objective.FRAGMENTATION, Objective.SPREAD_TENANTS)
+SOLVED = (Objective.DRAIN, Objective.LOCALITY, Objective.ROOM, Objective.FRAGMENTATION, Objective.SPREAD_TENANTS)
 """The objectives ``--solver cp-sat`` plans."""
 
 
@@ -197,12 +200,6 @@ def check_solver(solver: str, objective: Objective) -> None:
         raise InvalidInputError(f"unknown solver {solver!r}; use {' or '.join(SOLVERS)}")
     if solver != "cp-sat" or objective in SOLVED:
         return
-    if objective is Objective.ROOM:
-        raise InvalidInputError(
-            "--solver cp-sat does not plan room: its search already finds the fewest moves that make room "
-            "(proven when the plan says optimal)",
-            hint="use --solver search (the default)",
-        )
     raise InvalidInputError(
         f"--solver cp-sat plans {', '.join(str(o) for o in SOLVED)}, not {objective}",
         hint="use --solver search (the default)",
@@ -252,7 +249,7 @@ def plan_moves(
         if solver == "cp-sat":
             return plan_drain_cpsat(search, drain, max_moves, time_limit_s)
         return plan_drain(search, drain, max_moves)
-    if solver == "cp-sat":
+    if solver == "cp-sat" and objective is not Objective.ROOM:
         return plan_joint(search, objective, max_moves, time_limit_s)
     if objective is Objective.LOCALITY:
         return plan_locality(search, max_moves)
@@ -266,4 +263,6 @@ def plan_moves(
         raise InvalidInputError(
             "objective room needs a VM shape", hint='--make-room-for "vcpus=32,memory=256GiB"'
         )
+    if solver == "cp-sat":
+        return plan_room_cpsat(search, make_room_for, max_moves, time_limit_s)
     return plan_room(search, make_room_for, max_moves)

@@ -44,7 +44,7 @@ from typing import Any
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.claim import page_needs
 from vnuma.placement.model import Placement, Strategy, VmRequest
-from vnuma.placement.rebalance.base import Move, make_move
+from vnuma.placement.rebalance.base import Move, make_move, move_cost_kib
 from vnuma.placement.rebalance.search import Search
 from vnuma.topology import DeviceKind
 
@@ -54,6 +54,8 @@ Choice = tuple[str, int]
 """(VM, candidate rank)."""
 PASSES = 4
 """Replay passes at most: a pass that places no move ends the replay sooner."""
+MOVE_UNIT = 1000
+"""A move's price: this, plus up to as much again for the memory it migrates (ties: less to migrate)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +119,18 @@ def stay(search: Search, p: Placement, cost: int) -> Candidate:
     return Candidate(p.vm, 0, p, cost, usage(search, p))
 
 
+def move_price(biggest: int, old: Placement, new: Placement) -> int:
+    """The price of moving ``old`` to ``new``: :data:`MOVE_UNIT`, plus up to as much again in proportion to
+    the memory it migrates (``biggest``: the most any modelled VM could), so fewer moves always cost less."""
+    return MOVE_UNIT + (MOVE_UNIT - 1) * min(biggest, move_cost_kib(old, new)) // max(1, biggest)
+
+
+def rank_of(found: list[Candidate], p: Placement) -> int:
+    """The rank of the candidate with ``p``'s host, cells and devices (0 when none has them)."""
+    where = (p.host, p.host_cells, p.devices)
+    return next((c.rank for c in found if (c.placement.host, c.placement.host_cells, c.placement.devices) == where), 0)
+
+
 def room_for(search: Search, modelled: Iterable[str], keys: Iterable[Key]) -> Room:
     """Capacities of ``keys`` and the occupied cells of their hosts, with the ``modelled`` VMs removed
     (the fleet is left as it was)."""
@@ -148,10 +162,12 @@ def _capacity(search: Search, key: Key) -> int:
 
 def solve(
     candidates: dict[str, list[Candidate]], room: Room, *, max_moves: int | None, cuts: list[list[Choice]],
-    time_limit_s: float, hint: dict[str, int], extra: Extra | None = None,
+    time_limit_s: float, hint: dict[str, int], extra: Extra | None = None, placed: str | None = None,
 ) -> Solved | None:
     """The assignment of least cost (see the module doc); None when CP-SAT found none within the time
-    limit. ``hint``: a rank per VM (absent: 0), the solver's first answer."""
+    limit, an empty ``chosen`` when it proved there is none. ``hint``: a rank per VM (absent: 0), the
+    solver's first answer. ``placed``: the key of an item that is placed, not moved (the ``room`` shape):
+    its choice is never counted as a move."""
     from ortools.sat.python import cp_model  # imported here: only a solver plan pays for it
 
     model = cp_model.CpModel()
@@ -167,7 +183,7 @@ def solve(
     for key, terms in usage_of.items():
         model.Add(sum(a * var for a, var in terms) <= room.cap.get(key, 0))
     if max_moves is not None:
-        model.Add(sum(var for (_, rank), var in x.items() if rank) <= max_moves)
+        model.Add(sum(var for (vm, rank), var in x.items() if rank and vm != placed) <= max_moves)
     for cut in cuts:
         model.Add(sum(x[choice] for choice in cut) <= len(cut) - 1)
     terms = [(c.cost, x[(vm, c.rank)]) for vm in order for c in candidates[vm] if c.cost]
@@ -179,6 +195,8 @@ def solve(
     solver.parameters.max_time_in_seconds = max(0.1, time_limit_s)
     solver.parameters.num_workers = 1  # one worker is deterministic: same fleet, same plan (within the limit)
     status = solver.Solve(model)
+    if status == cp_model.INFEASIBLE:
+        return Solved({}, 0.0)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     chosen = {vm: rank for (vm, rank), var in x.items() if solver.Value(var)}
@@ -217,10 +235,13 @@ def replay(
     return moves, pending
 
 
-def confined(search: Search, p: Placement, target: Placement, req: VmRequest) -> Placement | None:
-    """The engine's placement of ``p`` (by ``req``) on ``target``'s host, only on ``target``'s cells."""
+def confined(search: Search, p: Placement | None, target: Placement, req: VmRequest) -> Placement | None:
+    """The engine's placement of ``p`` (by ``req``; None: a new VM) on ``target``'s host, only on
+    ``target``'s cells."""
     cells = {c.id for c in search.fleet.state(target.host).cells} - set(target.host_cells)
     req = replace(req, host=target.host, avoid_cells=req.avoid_cells | {(target.host, c) for c in cells})
+    if p is None:
+        return place(req, search.fleet, Strategy.PACK, explain=False).chosen
     search.fleet.remove(p.vm)
     try:
         return place(req, search.fleet, Strategy.PACK, explain=False).chosen

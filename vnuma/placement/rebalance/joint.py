@@ -25,7 +25,7 @@ VM needs (neither move gains alone; together they do).
    avoided). GPUs on the VM's cells first, anywhere on the host if that
    finds nothing, as the greedy tries them.
 4. Objective, minimised: the goal in units of ``scale`` plus a price per
-   move (``MOVE_UNIT``, plus up to as much again in proportion to the memory
+   move (:data:`.assign.MOVE_UNIT`, plus up to as much again in proportion to the memory
    it migrates), ``scale`` being more than all prices together: the goal
    always wins, ties take fewer moves, then less memory to migrate.
    ``locality``: each candidate costs :func:`.locality.locality_cost` of its
@@ -54,16 +54,19 @@ from dataclasses import dataclass, replace
 from vnuma.errors import NoRoomError
 from vnuma.placement.model import Objective, Placement
 from vnuma.placement.rebalance.assign import (
+    MOVE_UNIT,
     Candidate,
     Choice,
     Extra,
     cut_for,
+    move_price,
+    rank_of,
     replay,
     room_for,
     solve,
     undo,
 )
-from vnuma.placement.rebalance.base import Move, Plan, move_cost_kib, request_of
+from vnuma.placement.rebalance.base import Move, Plan, request_of
 from vnuma.placement.rebalance.fragmentation import host_value, plan_fragmentation
 from vnuma.placement.rebalance.locality import locality_cost, plan_locality
 from vnuma.placement.rebalance.picks import candidates_of, modelled
@@ -72,8 +75,6 @@ from vnuma.placement.rebalance.spread import crowding, plan_spread
 from vnuma.placement.rebalance.terms import crowding_terms, partly_used_terms
 
 ROUNDS = 4
-MOVE_UNIT = 1000
-"""A move's price: this, plus up to as much again for the memory it migrates (ties: less to migrate)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,7 @@ def plan_joint(search: Search, objective: Objective, max_moves: int, time_limit_
                   for vm, cs in candidates.items()}
     room = room_for(search, candidates, {k for cs in candidates.values() for c in cs for k in c.use})
     extra = goal.terms(search, scale) if goal.terms is not None else None
-    hint = {vm: _rank_of(cs, last[vm]) for vm, cs in candidates.items() if vm in last}
+    hint = {vm: rank_of(cs, last[vm]) for vm, cs in candidates.items() if vm in last}
     best: _Round | None = None
     cuts: list[list[Choice]] = []
     for _ in range(ROUNDS):
@@ -171,15 +172,7 @@ def plan_joint(search: Search, objective: Objective, max_moves: int, time_limit_
 def _price(search: Search, objective: Objective, scale: int, biggest: int, old: Placement, c: Candidate) -> int:
     """A candidate's cost: its locality in units of ``scale`` (``locality``), plus its move's price."""
     goal = scale * locality_cost(search, c.placement) if objective is Objective.LOCALITY else 0
-    if not c.moves:
-        return goal
-    return goal + MOVE_UNIT + (MOVE_UNIT - 1) * min(biggest, move_cost_kib(old, c.placement)) // biggest
-
-
-def _rank_of(found: list[Candidate], p: Placement) -> int:
-    """The rank of the candidate with ``p``'s host, cells and devices (0 when none has them)."""
-    where = (p.host, p.host_cells, p.devices)
-    return next((c.rank for c in found if (c.placement.host, c.placement.host_cells, c.placement.devices) == where), 0)
+    return goal + (move_price(biggest, old, c.placement) if c.moves else 0)
 
 
 def _no_plan(time_limit_s: float) -> NoRoomError:

@@ -134,7 +134,7 @@ def _dfs(search: Search, want: VmRequest, depth: int, path: list[Move], seen: Se
         found = None
         if sig not in seen and could_fit(search, want, want.host, left - 1, moved | {old.vm}):
             seen.add(sig)
-            path.append(make_move(old, new, _reason(want, old, new)))
+            path.append(make_move(old, new, room_reason(want, old, new)))
             found = _dfs(search, want, depth, path, seen)
             path.pop()
         search.apply(new, old)
@@ -167,7 +167,8 @@ def _candidates(search: Search, want: VmRequest, left: int, moved: set[str]) -> 
     return out
 
 
-def _reason(want: VmRequest, old: Placement, new: Placement) -> str:
+def room_reason(want: VmRequest, old: Placement, new: Placement) -> str:
+    """Why a move was made: the cells it frees, where the VM goes, the shape it makes room for."""
     shape = shape_text(want.vcpus, want.memory_kib, want.gpus)
     to = f"cells {list(new.host_cells)}" if new.host == old.host else f"host {new.host} cells {list(new.host_cells)}"
     return f"frees cells {list(old.host_cells)} of {old.host} (to {to}) to make room for {shape}"
