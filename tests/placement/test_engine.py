@@ -267,12 +267,17 @@ def test_under_gpu_first_a_refusal_is_forgotten_once_gpus_are_taken() -> None:
 
 
 @pytest.mark.parametrize("explain", [True, False], ids=["explain", "fast"])
-def test_gpu_first_never_holds_back_a_cells_only_gpu(explain: bool) -> None:
-    # One GPU per cell (NPS4-style): a 2-cell VM with 1 GPU must fill a cell whose GPU it
-    # does not take; that GPU is not counted as stranded, so the VM is placed.
-    req = request(vcpus=32, gpus=1, numa_nodes=2, page_size_kib=PAGE_2M)
-    result = place(req, Fleet([HOST]), Strategy.GPU_FIRST, explain=explain)
-    assert result.chosen is not None and len(result.chosen.devices) == 1
+def test_gpu_first_holds_a_cells_only_gpu_to_the_no_stranding_rule(explain: bool) -> None:
+    # One GPU per cell (NPS4-style): a 2-cell VM with 1 GPU fills a cell whose GPU it does not take.
+    # Leaving that GPU half its cell's pCPUs (8 of 16) is no stranding: placed.
+    small = place(request(vcpus=16, gpus=1, numa_nodes=2, page_size_kib=PAGE_2M), Fleet([HOST]), Strategy.GPU_FIRST,
+                  explain=explain)
+    assert small.chosen is not None and len(small.chosen.devices) == 1
+    # Taking every pCPU of both cells strands the other GPU: gpu-first refuses, pack places.
+    big = request(vcpus=32, gpus=1, numa_nodes=2, page_size_kib=PAGE_2M)
+    refused = place(big, Fleet([HOST]), Strategy.GPU_FIRST, explain=explain)
+    assert refused.chosen is None and refused.rejections[0].check == "gpu-strand"
+    assert place(big, Fleet([HOST]), Strategy.PACK, explain=explain).chosen is not None
 
 
 def test_under_gpu_first_more_gpus_can_fit_where_fewer_strand() -> None:

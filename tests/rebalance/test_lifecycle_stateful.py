@@ -18,7 +18,7 @@ from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
 from vnuma.placement.rebalance import FleetState, Move, plan_moves, request_of
-from vnuma.topology import Host
+from vnuma.topology import KIB_PER_GIB, Host
 
 
 class Lifecycle(RuleBasedStateMachine):
@@ -62,6 +62,15 @@ class Lifecycle(RuleBasedStateMachine):
         if members and len(now) > len(members):
             event("affinity: joined its group")
             assert {p.host for p in now} == {members[0].host}
+
+    @rule(req=vm_requests(max_gpus=0, shared=False))
+    def place_affine_pair(self, req: VmRequest) -> None:
+        """Two small VMs of a new affine group (so that drains meet groups to move whole)."""
+        small = replace(req, vcpus=1, memory_kib=KIB_PER_GIB // 2, numa_nodes=None, cell_vcpus=None,
+                        cell_memory_kib=None, cell_gpus=None, memory_modes=req.memory_modes[:1], page_size_kib=None,
+                        group=f"pair{self.count}", affinity=Affinity.HOST)
+        for _ in range(2):
+            self.place_vm(small)
 
     @rule(req=vm_requests())
     def place_vm(self, req: VmRequest) -> None:
@@ -111,9 +120,24 @@ class Lifecycle(RuleBasedStateMachine):
         self.hosts[name] = replace(self.hosts[name], cordoned=cordoned)
         self._rebuild()
 
+    def _group_hosts(self) -> list[str]:
+        """Hosts holding two or more VMs of an affine group."""
+        return sorted({p.host for p in self.fleet.placements() if p.affinity is not None and sum(
+            1 for q in self.fleet.placements() if q.group == p.group and q.host == p.host) > 1})
+
+    @precondition(lambda self: len(self.hosts) > 1 and bool(self._group_hosts()))
+    @rule(data=st.data(), most=st.integers(2, 6))
+    def drain_group_host(self, data: st.DataObject, most: int) -> None:
+        """Drain a host an affine group is on (its VMs move whole or stay), the other hosts open."""
+        name = data.draw(st.sampled_from(self._group_hosts()))
+        self.hosts = {h: replace(host, cordoned=False) if h != name else host for h, host in self.hosts.items()}
+        self._drain(name, most, data)
+
     @rule(data=st.data(), most=st.integers(0, 4))
     def drain(self, data: st.DataObject, most: int) -> None:
-        name = data.draw(st.sampled_from(sorted(self.hosts)))
+        self._drain(data.draw(st.sampled_from(sorted(self.hosts))), most, data)
+
+    def _drain(self, name: str, most: int, data: st.DataObject) -> None:
         self.hosts[name] = replace(self.hosts[name], cordoned=True)
         self._rebuild()
         before = {p.vm: p for p in self.fleet.placements()}
