@@ -17,7 +17,7 @@ from vnuma.placement.engine import place
 from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
-from vnuma.placement.rebalance import FleetState, Move, plan_moves, request_of
+from vnuma.placement.rebalance import SOLVERS, FleetState, Move, plan_moves, request_of
 from vnuma.topology import KIB_PER_GIB, Host
 
 
@@ -142,7 +142,7 @@ class Lifecycle(RuleBasedStateMachine):
         self._rebuild()
         before = {p.vm: p for p in self.fleet.placements()}
         state = FleetState(tuple(self.hosts.values()), tuple(before.values()), ISOLATION)
-        plan = plan_moves(state, Objective.DRAIN, most, drain=name)
+        plan = plan_moves(state, Objective.DRAIN, most, drain=name, solver=data.draw(st.sampled_from(SOLVERS)))
         # Carried out as the apply steps do: claims leave, then arrive; an affine group's VMs (consecutive
         # moves, to one host) leave together and each arrives admitted, as its journaled steps are.
         batches: list[list[Move]] = []

@@ -10,8 +10,16 @@ from tests.placement.helpers import GIB, check_fleet, request
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import CellAssignment, DeviceAssignment, Isolation, Placement
+from vnuma.placement.model import (
+    CellAssignment,
+    DeviceAssignment,
+    GpuAffinity,
+    IoThreadPolicy,
+    Isolation,
+    Placement,
+)
 from vnuma.placement.rebalance import FleetState, Objective, plan_moves
+from vnuma.placement.rebalance.search import Search
 from vnuma.topology import PAGE_1G, DeviceKind, Host
 
 
@@ -158,3 +166,15 @@ def test_spread_moves_to_another_host_when_its_own_has_no_free_cell() -> None:
     assert (move.from_host, move.to_host, move.cost_kib) == ("a", "b", GIB)
     assert "to host b" in move.reason
     check_fleet([full, spare], _replay([full, spare], vms, plan.moves), state.isolation)
+
+
+def test_fewest_cells_of_a_device_local_vm_whose_gpus_fit_no_cell_set() -> None:
+    """A VM whose 2 GPUs sit off its one cell (affinity preferred) gets no 1-cell fit with its GPUs on an empty
+    host; the fewest cells are then asked without GPUs, and so without device-local iothreads either."""
+    host = make_host("h", cells=2, cores_per_cell=4, smt=1, gpus_per_cell=1)
+    req = request("v", vcpus=2, memory_gib=1, gpus=2, numa_nodes=1, gpu_affinity=GpuAffinity.PREFERRED,
+                  iothreads=1, iothread_policy=IoThreadPolicy.DEVICE_LOCAL)
+    p = place(req, Fleet([host])).chosen
+    assert p is not None and len(p.cells) == 1
+    search = Search(FleetState((host,), (p,), {}), 10.0, None)
+    assert search.fewest_cells(p) == 1

@@ -9,18 +9,20 @@ moves more, and proves its answer optimal for its model.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 
 from tests.builders import make_host
-from tests.placement.helpers import request
+from tests.placement.helpers import check_fleet, request
 from tests.rebalance.test_properties import _replay, fleets
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
+from vnuma.placement.groups import Affinity
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Objective
-from vnuma.placement.rebalance import FleetState, plan_moves
+from vnuma.placement.rebalance import FleetState, Move, Plan, plan_moves
 from vnuma.topology import PAGE_1G, PAGE_2M
 
 TENANTS = {"t1": Isolation.CORE, "t2": Isolation.NONE}
@@ -79,3 +81,61 @@ def test_the_solver_refuses_objectives_it_does_not_plan() -> None:
         plan_moves(_small_beats_large(), Objective.BANDWIDTH, 2, solver="cp-sat")
     with pytest.raises(InvalidInputError, match="unknown solver 'gurobi'"):
         plan_moves(_small_beats_large(), Objective.DRAIN, 2, drain="h0", solver="gurobi")
+
+
+def _group_blocks_a_single() -> FleetState:
+    """h1 (drained) holds an affine pair (6 vCPUs each) and ``s`` (4 vCPUs, 16 GiB). h2 has 12 pCPUs and
+    plenty of memory free, h3 14 pCPUs but only 11 GiB: the engine's first choice for the pair is h2 (the
+    fuller), which leaves ``s`` nowhere; the pair on h3 lets ``s`` go to h2."""
+    kw = {"cells": 1, "cores_per_cell": 16, "smt": 1, "hugepages_2m_gib": 0}
+    hosts = (
+        make_host("h1", memory_gib=64, hugepages_1g_gib=48, **kw),  # type: ignore[arg-type]
+        make_host("h2", memory_gib=64, hugepages_1g_gib=48, **kw),  # type: ignore[arg-type]
+        make_host("h3", memory_gib=16, hugepages_1g_gib=12, **kw),  # type: ignore[arg-type]
+    )
+    fleet = Fleet(hosts, (), TENANTS)
+    asks = [("fill-h2", "t2", 4, "h2", {}), ("fill-h3", "t2", 2, "h3", {}),
+            ("p1", "t1", 6, "h1", {"group": "pair", "affinity": Affinity.HOST}),
+            ("p2", "t1", 6, "h1", {"group": "pair", "affinity": Affinity.HOST}), ("s", "t1", 4, "h1", {})]
+    for name, tenant, vcpus, host, extra in asks:
+        gib = 16 if name == "s" else 1
+        req = request(name, tenant, vcpus=vcpus, memory_gib=gib, numa_nodes=1, page_size_kib=PAGE_1G, host=host,
+                      isolation=TENANTS[tenant], **extra)
+        chosen = place(req, fleet).chosen
+        assert chosen is not None, name
+        fleet.add(chosen, TENANTS[tenant])
+    return FleetState(tuple(replace(h, cordoned=h.name == "h1") for h in hosts), fleet.placements(), TENANTS)
+
+
+def test_the_solver_chooses_a_groups_host_with_the_single_vms() -> None:
+    state = _group_blocks_a_single()
+    greedy = plan_moves(state, Objective.DRAIN, 10, drain="h1")
+    assert {m.vm: m.to_host for m in greedy.moves} == {"p1": "h2", "p2": "h2"}
+    assert [vm for vm, _ in greedy.left] == ["s"]
+    solved = plan_moves(state, Objective.DRAIN, 10, drain="h1", solver="cp-sat", clock=time.monotonic)
+    assert {m.vm: m.to_host for m in solved.moves} == {"p1": "h3", "p2": "h3", "s": "h2"}
+    assert (solved.solver, solved.gap, solved.left) == ("cp-sat", 0.0, ())
+    assert [m.vm for m in solved.moves][:2] == ["p1", "p2"]  # the group's VMs consecutive, as a run moves them
+    _run(state, solved)
+    # --max-moves counts the group's two VMs: with 2 allowed, the pair (two VMs) rather than s alone.
+    short = plan_moves(state, Objective.DRAIN, 2, drain="h1", solver="cp-sat")
+    assert {m.vm for m in short.moves} == {"p1", "p2"}
+
+
+def _run(state: FleetState, plan: Plan) -> None:
+    """The plan as a journaled run carries it out: an affine group's consecutive moves to one host leave
+    together, then each arrives admitted; the others one by one. Nothing is held twice at any step."""
+    fleet = Fleet(state.hosts, state.placements, state.isolation)
+    batches: list[list[Move]] = []
+    for m in plan.moves:
+        if batches and m.placement.group is not None and (batches[-1][0].placement.group, batches[-1][0].to_host) == (
+                m.placement.group, m.to_host):
+            batches[-1].append(m)
+        else:
+            batches.append([m])
+    for batch in batches:
+        for m in batch:
+            fleet.remove(m.vm)
+        for m in batch:
+            fleet.add(m.placement, state.isolation[str(m.placement.tenant)])
+        check_fleet(list(state.hosts), list(fleet.placements()), state.isolation)

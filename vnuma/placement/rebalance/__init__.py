@@ -69,8 +69,8 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   With ``solver="cp-sat"`` the drain is one assignment problem for OR-Tools
   CP-SAT instead (:mod:`.solver`): every VM's destination chosen together,
   the most VMs moved, then the best locality; the plan carries the solver's
-  gap to its bound. Affine groups move first, as the search moves them;
-  the solver chooses for the single VMs.
+  gap to its bound. An affine group is one unit of the model: its
+  candidates put all its VMs on one host, and its move counts its VMs.
 * ``spread-tenants``: for each tenant and host where the tenant has n >= 2
   VMs, its *crowded* VMs (those sharing a host cell, i.e. a memory
   controller, with another VM of the same tenant) minus the unavoidable
@@ -176,6 +176,7 @@ from vnuma.placement.rebalance.spread import plan_spread
 SOLVERS = ("search", "cp-sat")
 
 __all__ = [
+    "SOLVERS",
     "FleetState",
     "Move",
     "Objective",

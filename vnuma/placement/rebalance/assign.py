@@ -67,6 +67,9 @@ class Candidate:
     placement: Placement
     cost: int
     use: dict[Key, int]
+    others: tuple[Placement, ...] = ()
+    """The placements of the VMs that move with ``vm`` (an affine group's other VMs, a drain's unit);
+    ``use`` counts them too."""
 
     @property
     def moves(self) -> bool:
@@ -163,11 +166,13 @@ def _capacity(search: Search, key: Key) -> int:
 def solve(
     candidates: dict[str, list[Candidate]], room: Room, *, max_moves: int | None, cuts: list[list[Choice]],
     time_limit_s: float, hint: dict[str, int], extra: Extra | None = None, placed: str | None = None,
+    weights: dict[str, int] | None = None,
 ) -> Solved | None:
     """The assignment of least cost (see the module doc); None when CP-SAT found none within the time
     limit, an empty ``chosen`` when it proved there is none. ``hint``: a rank per VM (absent: 0), the
     solver's first answer. ``placed``: the key of an item that is placed, not moved (the ``room`` shape):
-    its choice is never counted as a move."""
+    its choice is never counted as a move. ``weights``: the moves an item's move counts (absent: 1; an
+    affine group moved whole counts its VMs)."""
     from ortools.sat.python import cp_model  # imported here: only a solver plan pays for it
 
     model = cp_model.CpModel()
@@ -183,7 +188,8 @@ def solve(
     for key, terms in usage_of.items():
         model.Add(sum(a * var for a, var in terms) <= room.cap.get(key, 0))
     if max_moves is not None:
-        model.Add(sum(var for (vm, rank), var in x.items() if rank and vm != placed) <= max_moves)
+        counts = weights or {}
+        model.Add(sum(counts.get(vm, 1) * var for (vm, rank), var in x.items() if rank and vm != placed) <= max_moves)
     for cut in cuts:
         model.Add(sum(x[choice] for choice in cut) <= len(cut) - 1)
     terms = [(c.cost, x[(vm, c.rank)]) for vm in order for c in candidates[vm] if c.cost]

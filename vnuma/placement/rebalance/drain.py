@@ -5,11 +5,12 @@ Pure: no I/O. Definition and work bound: see :mod:`vnuma.placement.rebalance`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from vnuma.placement.engine import best_reason, place
 from vnuma.placement.groups import GroupIndex, affinity_words, group_hosts
-from vnuma.placement.model import Objective, Placement, Strategy
+from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, request_of
 from vnuma.placement.rebalance.search import Deadline, Search
 from vnuma.topology import count_of
@@ -65,41 +66,64 @@ def together(p: Placement, on_host: list[Placement], groups: GroupIndex) -> list
 
 
 def move_together(search: Search, unit: list[Placement], host: str) -> tuple[list[tuple[Placement, Placement]], str]:
-    """Where the engine puts ``unit`` (one VM, or an affine group's VMs, largest first) with ``host`` avoided, all
-    on one host: the VMs leave together, the first goes where the engine puts it and the others there. A group
-    that does not fit whole on that host is tried on the engine's next choice, up to :data:`GROUP_HOSTS` hosts.
-    Applied to the search's fleet when found; else ``([], why)`` and the fleet as it was."""
-    tried: frozenset[str] = frozenset({host})
+    """Where the engine puts ``unit`` (one VM, or an affine group's VMs, largest first) with ``host`` avoided
+    (:func:`fit_together`), applied to the search's fleet when found; else ``([], why)`` and the fleet as it was."""
+    placed, why, _tried = fit_together(search, unit, frozenset({host}))
+    for old, new in placed:
+        search.apply(old, new)
+    return placed, why
+
+
+def fit_together(
+    search: Search, unit: list[Placement], avoid: frozenset[str], explain: bool = True
+) -> tuple[list[tuple[Placement, Placement]], str, frozenset[str]]:
+    """Where the engine puts ``unit`` off the ``avoid`` hosts, all on one host: the VMs leave together, the
+    first goes where the engine puts it and the others there. A group that does not fit whole on that host is
+    tried on the engine's next choice, up to :data:`GROUP_HOSTS` hosts. The fleet is left as it was. Returns
+    the (old, new) pairs (empty with the reason when none fits; ``explain`` False: the engine's fast path,
+    and no reason) and the hosts avoided or tried."""
+    tried = avoid
     why = ""
     for _ in range(GROUP_HOSTS if len(unit) > 1 else 1):
-        for m in unit:
-            search.fleet.remove(m.vm)
-        placed: list[tuple[Placement, Placement]] = []
-        target: str | None = None
-        for m in unit:
-            req = replace(request_of(m, search.iso(m.tenant)), avoid_hosts=tried, host=target)
-            result = place(req, search.fleet, Strategy.PACK, explain=True)
-            if result.chosen is None:
-                why = best_reason(result)
-                break
-            search.fleet.record(result.chosen)
-            placed.append((m, result.chosen))
-            target = result.chosen.host
-        for _old, new in placed:
-            search.fleet.remove(new.vm)
-        for m in unit:
-            search.fleet.record(m)
+        placed, why = try_unit(search, unit, lambda m, target, off=tried: replace(
+            request_of(m, search.iso(m.tenant)), avoid_hosts=off, host=target), explain=explain)
+        target = placed[0][1].host if placed else None
         if len(placed) == len(unit):
-            for old, new in placed:
-                search.apply(old, new)
-            return placed, ""
+            return placed, "", tried | {placed[0][1].host}
         if target is None:  # its largest VM fits on no other host: no other choice would take the group
             break
         tried |= {target}
     if len(unit) == 1:
-        return [], f"fits on no other host ({why})"
+        return [], f"fits on no other host ({why})", tried
     return [], (f"group {unit[0].group!r} (affinity host): its {len(unit)} VMs fit together on no other host "
-                f"({why})")
+                f"({why})"), tried
+
+
+def try_unit(
+    search: Search, unit: list[Placement], ask: Callable[[Placement, str | None], VmRequest], explain: bool = False
+) -> tuple[list[tuple[Placement, Placement]], str]:
+    """Place ``unit``'s VMs one after the other with all of them gone from their host first, each by
+    ``ask(vm, host the first went to)``; the fleet is left as it was. Returns the (old, new) pairs placed
+    before the first that did not fit (all of them when every one did) and that one's reason."""
+    for m in unit:
+        search.fleet.remove(m.vm)
+    placed: list[tuple[Placement, Placement]] = []
+    why = ""
+    try:
+        for m in unit:
+            result = place(ask(m, placed[0][1].host if placed else None), search.fleet, Strategy.PACK,
+                           explain=explain)
+            if result.chosen is None:
+                why = best_reason(result) if explain else "no room"
+                break
+            search.fleet.record(result.chosen)
+            placed.append((m, result.chosen))
+    finally:
+        for _old, new in placed:
+            search.fleet.remove(new.vm)
+        for m in unit:
+            search.fleet.record(m)
+    return placed, why
 
 
 def largest_first(p: Placement) -> tuple[int, int, int, str]:

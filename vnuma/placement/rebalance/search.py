@@ -13,6 +13,7 @@ from dataclasses import replace
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import (
+    IoThreadPolicy,
     Isolation,
     Objective,
     Placement,
@@ -75,7 +76,7 @@ class Search:
         cells when that fits there, else without GPUs (its cell count when nothing fits)."""
         shape = self.fleet.state(p.host).shape
         alone = replace(request_of(p, Isolation.CORE), tenant=None, host=None)
-        for req in (alone, replace(alone, gpus=0)) if alone.gpus else (alone,):
+        for req in (alone, _without_gpus(alone)) if alone.gpus else (alone,):
             key = (id(shape), req)
             if key not in self._fewest:
                 empty = self._empty.get(id(shape))
@@ -114,6 +115,13 @@ class Search:
         if chosen is None or same:
             return None
         return chosen
+
+
+def _without_gpus(req: VmRequest) -> VmRequest:
+    """``req`` without its GPUs, nor what only GPUs allow (per-cell GPU counts, NICs near them, iothreads on a
+    device's cell)."""
+    policy = IoThreadPolicy.EMULATOR if req.iothread_policy is IoThreadPolicy.DEVICE_LOCAL else req.iothread_policy
+    return replace(req, gpus=0, cell_gpus=None, nics=0, nics_per_gpu=False, iothread_policy=policy)
 
 
 def greedy(
