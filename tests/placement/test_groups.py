@@ -192,7 +192,7 @@ def test_a_drain_moves_an_affine_group_together_and_a_lone_member_alone() -> Non
     _placed(fleet, request("free", host="h1"))
     hosts = [replace(h, cordoned=h.name == "h1") for h in _hosts()]
     state = FleetState(tuple(hosts), fleet.placements(), {"t1": Isolation.CORE})
-    plan = plan_moves(state, Objective.DRAIN, 10, drain="h1")
+    plan = plan_moves(state, Objective.DRAIN, 10, drain="h1", solver="search")
     assert sorted(m.vm for m in plan.moves) == ["free", "p1", "p2", "solo"] and plan.left == ()
     to = {m.vm: m.to_host for m in plan.moves}
     assert to["p1"] == to["p2"] != "h1"

@@ -50,7 +50,7 @@ def _split_behind_a_neighbour() -> FleetState:
 
 def test_the_joint_plan_reaches_the_optimum_the_greedy_cannot() -> None:
     state = _split_behind_a_neighbour()
-    greedy = plan_moves(state, Objective.LOCALITY, 3)
+    greedy = plan_moves(state, Objective.LOCALITY, 3, solver="search")
     assert (greedy.before, greedy.after, greedy.moves) == (1, 1, ())
     solved = plan_moves(state, Objective.LOCALITY, 3, solver="cp-sat", clock=time.monotonic)
     assert (solved.solver, solved.before, solved.after, solved.optimal, solved.gap) == ("cp-sat", 1, 0, True, 0.0)
@@ -79,7 +79,7 @@ def _crowded_behind_another_tenant() -> FleetState:
 
 def test_the_joint_plan_spreads_a_tenant_the_greedy_cannot() -> None:
     state = _crowded_behind_another_tenant()
-    greedy = plan_moves(state, Objective.SPREAD_TENANTS, 3)
+    greedy = plan_moves(state, Objective.SPREAD_TENANTS, 3, solver="search")
     assert (greedy.before, greedy.after, greedy.moves) == (2, 2, ())
     solved = plan_moves(state, Objective.SPREAD_TENANTS, 3, solver="cp-sat", clock=time.monotonic)
     assert (solved.solver, solved.before, solved.after, solved.optimal, len(solved.moves)) == ("cp-sat", 2, 0, True, 2)
@@ -117,7 +117,7 @@ def test_no_assignment_within_the_time_limit_is_exit_5() -> None:
 def test_a_joint_plan_replays_validly_and_is_never_worse_than_the_greedy(
     state: FleetState, max_moves: int, objective: Objective
 ) -> None:
-    greedy = plan_moves(state, objective, max_moves)
+    greedy = plan_moves(state, objective, max_moves, solver="search")
     solved = plan_moves(state, objective, max_moves, solver="cp-sat")
     assert solved.before == greedy.before
     assert (solved.after, len(solved.moves)) <= (greedy.after, len(greedy.moves))

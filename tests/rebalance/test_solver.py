@@ -48,7 +48,7 @@ def _small_beats_large() -> FleetState:
 
 def test_the_solver_moves_the_small_vms_largest_first_strands() -> None:
     state = _small_beats_large()
-    greedy = plan_moves(state, Objective.DRAIN, 4, drain="h0")
+    greedy = plan_moves(state, Objective.DRAIN, 4, drain="h0", solver="search")
     assert sorted(m.vm for m in greedy.moves) == ["a", "big"] and greedy.solver == "search"
     solved = plan_moves(state, Objective.DRAIN, 4, drain="h0", solver="cp-sat", clock=time.monotonic)
     assert sorted(m.vm for m in solved.moves) == ["a", "b", "c"]
@@ -67,7 +67,7 @@ def test_max_moves_bounds_the_solver_too() -> None:
 def test_a_solver_drain_replays_validly_and_moves_at_least_what_the_search_moves(state: FleetState) -> None:
     host = state.hosts[0].name
     on_host = sum(1 for p in state.placements if p.host == host)
-    greedy = plan_moves(state, Objective.DRAIN, on_host, drain=host)
+    greedy = plan_moves(state, Objective.DRAIN, on_host, drain=host, solver="search")
     solved = plan_moves(state, Objective.DRAIN, on_host, drain=host, solver="cp-sat")
     assert len(solved.moves) >= len(greedy.moves)
     assert len(solved.moves) + len(solved.left) == on_host == solved.before
@@ -109,7 +109,7 @@ def _group_blocks_a_single() -> FleetState:
 
 def test_the_solver_chooses_a_groups_host_with_the_single_vms() -> None:
     state = _group_blocks_a_single()
-    greedy = plan_moves(state, Objective.DRAIN, 10, drain="h1")
+    greedy = plan_moves(state, Objective.DRAIN, 10, drain="h1", solver="search")
     assert {m.vm: m.to_host for m in greedy.moves} == {"p1": "h2", "p2": "h2"}
     assert [vm for vm, _ in greedy.left] == ["s"]
     solved = plan_moves(state, Objective.DRAIN, 10, drain="h1", solver="cp-sat", clock=time.monotonic)

@@ -139,7 +139,7 @@ class RebalanceBody(Carried):
     make_room_for: StrictStr | None = None
     max_moves: StrictInt = Field(3, ge=0)
     time_limit: float = Field(10.0, gt=0, le=600)
-    solver: Literal["search", "cp-sat"] = "search"
+    solver: Literal["search", "cp-sat"] | None = None
     apply: StrictBool = False
 
 
@@ -149,7 +149,7 @@ class DrainBody(Carried):
     max_moves: StrictInt | None = Field(None, ge=0)
     partial: StrictBool = False
     time_limit: float = Field(10.0, gt=0, le=600)
-    solver: Literal["search", "cp-sat"] = "search"
+    solver: Literal["search", "cp-sat"] | None = None
     apply: StrictBool = False
 
 

@@ -213,8 +213,9 @@ def drain(
     ] = False,
     time_limit: Annotated[float, typer.Option("--time-limit", metavar="S", help="Seconds to plan.")] = 10.0,
     solver: Annotated[
-        str, typer.Option("--solver", help="search (written here) or cp-sat (OR-Tools: all VMs at once).")
-    ] = "search",
+        str | None,
+        typer.Option("--solver", help="cp-sat (OR-Tools: all VMs at once, the default) or search (VM by VM)."),
+    ] = None,
     as_json: output.JsonOpt = False,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
@@ -225,22 +226,23 @@ def drain(
 
     The host is cordoned first, as `kubectl drain` does, also when only a
     plan is printed (`vnuma host uncordon` undoes it). Each VM moves once,
-    largest first, to where the placement engine puts it on the other hosts,
-    keeping its guest shape. A VM that cannot move stays and the plan says
+    to where the placement engine puts it on the other hosts, keeping its
+    guest shape (an affine group whole, to one host). A VM that cannot move stays and the plan says
     why; then the command exits 5 and nothing is moved, unless --partial.
     --apply runs the plan as a journaled rebalance run (`vnuma rebalance
     --resume` or `--abort` finishes or rolls back an interrupted one).
 
-    --solver cp-sat chooses every VM's destination at once with OR-Tools
+    By default every VM's destination is chosen at once with OR-Tools
     CP-SAT (the most VMs moved, then the best locality), each choice then
     placed by the engine; the plan says whether the solver proved it optimal
-    or how far it is from its bound.
+    or how far it is from its bound. --solver search moves them one by one,
+    largest first (CP-SAT's first answer; its plan comes back when better).
 
     JSON: the rebalance plan document ({"objective": "drain", "before",
     "after", "optimal", "moves", "left": [{"vm", "reason"}], "solver",
     "gap"}); with --apply also "run" as `vnuma rebalance --apply` prints it.
 
-    Example: vnuma host drain gpu-node-1 --solver cp-sat --apply --yes --allow-migrate
+    Example: vnuma host drain gpu-node-1 --apply --yes --allow-migrate
     """
     from vnuma.cli.rebalancing import carry_out, confirm_apply, print_plan, show_carried
     from vnuma.errors import NoRoomError

@@ -49,8 +49,10 @@ def rebalance(
     max_moves: Annotated[int, typer.Option("--max-moves", help="Most moves in the plan.")] = 3,
     time_limit: Annotated[float, typer.Option("--time-limit", metavar="S", help="Seconds to search.")] = 10.0,
     solver: Annotated[
-        str, typer.Option("--solver", help="search (written here) or cp-sat (OR-Tools: all moves at once).")
-    ] = "search",
+        str | None,
+        typer.Option("--solver", help="search (written here) or cp-sat (OR-Tools: all moves at once); default: "
+                     "cp-sat for locality and room, search for the others."),
+    ] = None,
     as_json: output.JsonOpt = False,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
@@ -78,8 +80,9 @@ def rebalance(
     "cost_kib"}], "solver", "gap"}; "optimal" says the search finished
     within the limits ("solver": "search", "gap": null with the search).
 
-    --solver cp-sat (objectives locality, room, fragmentation, spread-tenants)
-    chooses all the moves together with OR-Tools CP-SAT: each VM's
+    --solver cp-sat (objectives locality, room, fragmentation, spread-tenants;
+    the default for locality and room, measured never worse there) chooses
+    all the moves together with OR-Tools CP-SAT: each VM's
     candidates are the engine's own placements (stay, re-pin on its host,
     its best other hosts), capacities are the admission rule's counts, the
     goal comes first, then fewer moves, then less memory to migrate; the

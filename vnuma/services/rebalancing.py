@@ -9,7 +9,16 @@ from typing import Any
 from vnuma.errors import ConflictError, InvalidInputError, NoRoomError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Placement, VmRequest
-from vnuma.placement.rebalance import FleetState, Objective, Plan, VmLoad, check_limits, check_solver, plan_moves
+from vnuma.placement.rebalance import (
+    FleetState,
+    Objective,
+    Plan,
+    VmLoad,
+    check_limits,
+    check_solver,
+    default_solver,
+    plan_moves,
+)
 from vnuma.services import Settings
 from vnuma.topology import count_of, parse_page_size, parse_size_kib
 
@@ -70,13 +79,14 @@ def plan_rebalance(
     make_room_for: VmRequest | None = None,
     time_limit_s: float = 10.0,
     for_apply: bool = False,
-    solver: str = "search",
+    solver: str | None = None,
 ) -> Plan:
     """Plan moves on every host (or ``host`` only); reads the inventory, writes nothing.
 
     ``for_apply`` refuses to plan while a rebalance run is unfinished (its
     claims are half-way between two placements). ``solver``: ``search`` or
-    ``cp-sat`` (:func:`~vnuma.placement.rebalance.check_solver` says for which objectives).
+    ``cp-sat`` (:func:`~vnuma.placement.rebalance.check_solver` says for which objectives), None: the
+    objective's default (:func:`~vnuma.placement.rebalance.default_solver`).
 
     Raises:
         ConflictError: ``for_apply`` and a run is unfinished.
@@ -85,7 +95,7 @@ def plan_rebalance(
         NoRoomError: ``cp-sat`` found no plan within the time limit (exit 5; nothing planned).
     """
     check_limits(max_moves, time_limit_s)
-    check_solver(solver, objective)
+    check_solver(solver or default_solver(objective), objective)
     if for_apply:
         _refuse_unfinished_run(settings)
     with open_reader(settings.db_url) as reader:
@@ -127,7 +137,7 @@ def _loads(settings: Settings) -> dict[str, VmLoad]:
 
 def drain_plan(
     settings: Settings, host: str, *, max_moves: int | None = None, time_limit_s: float = 10.0,
-    for_apply: bool = False, solver: str = "search",
+    for_apply: bool = False, solver: str | None = None,
 ) -> Plan:
     """Cordon ``host`` (as ``kubectl drain`` does, also for a plan only), then plan moving every VM off it.
 
@@ -141,7 +151,8 @@ def drain_plan(
     from vnuma.services.queries import set_cordoned
 
     check_limits(max_moves, time_limit_s)
-    check_solver(solver, Objective.DRAIN)  # before the cordon: a refused drain changes nothing
+    # before the cordon: a refused drain changes nothing
+    check_solver(solver or default_solver(Objective.DRAIN), Objective.DRAIN)
     if for_apply:
         _refuse_unfinished_run(settings)
     set_cordoned(settings, host, True)
