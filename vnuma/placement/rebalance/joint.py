@@ -125,7 +125,7 @@ def plan_joint(search: Search, objective: Objective, max_moves: int, time_limit_
     """
     goal = GOALS[objective]
     original = {p.vm: p for p in search.fleet.placements()}
-    greedy = _greedy(search, goal, max_moves, time_limit_s)
+    greedy = search.first_half(time_limit_s, lambda: goal.greedy(search, max_moves))
     last = _undo_greedy(search, greedy, original)
     before = greedy.before
     try:
@@ -180,17 +180,6 @@ def _no_plan(time_limit_s: float) -> NoRoomError:
         f"CP-SAT found no plan within the time limit ({time_limit_s:g} s); nothing was moved",
         hint="allow more time (--time-limit S) or use --solver search",
     )
-
-
-def _greedy(search: Search, goal: _Goal, max_moves: int, time_limit_s: float) -> Plan:
-    """The hand-written plan, with half the time limit (the rest is the solver's), never past the plan's."""
-    deadline = search.deadline
-    if search.clock is not None:
-        search.deadline = min(deadline, search.clock() + time_limit_s / 2)
-    try:
-        return goal.greedy(search, max_moves)
-    finally:
-        search.deadline = deadline
 
 
 def _undo_greedy(search: Search, greedy: Plan, original: dict[str, Placement]) -> dict[str, Placement]:

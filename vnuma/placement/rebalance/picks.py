@@ -9,6 +9,7 @@ helpers' room, its host's helpers removed too), so each alone is admissible.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 
 from vnuma.placement.model import Objective, Placement, VmRequest
@@ -68,14 +69,7 @@ def candidates_of(
     last: Placement | None,
 ) -> list[Candidate]:
     """Stay, the greedy's answer, re-pins on the VM's host, the best other hosts (see the module doc)."""
-    found = [stay(search, p, 0)]
-    seen = {(p.host, p.host_cells, p.devices)}
-
-    def add(new: Placement | None) -> None:
-        if new is not None and (new.host, new.host_cells, new.devices) not in seen:
-            seen.add((new.host, new.host_cells, new.devices))
-            found.append(Candidate(p.vm, len(found), new, 1, usage(search, new)))
-
+    found, add = collector(search, p)
     add(last)
     helpers = [q.vm for q in order if q.host == p.host and q.vm not in goal and q.vm != p.vm]
     for affinity in refit_affinities(p):
@@ -91,16 +85,38 @@ def candidates_of(
             add(search.refit(p, here))
         if p.vm in goal and helpers and objective is not Objective.FRAGMENTATION:
             add(_refit_without(search, helpers, p, here))
-        avoid = frozenset({p.host})
-        for _ in range(OTHER_HOSTS if len(search.on_host) > 1 else 0):
-            new = search.refit(p, replace(req, avoid_hosts=req.avoid_hosts | avoid))
-            if new is None:
-                break
-            avoid |= {new.host}
-            add(new)
+        add_other_hosts(search, p, req, OTHER_HOSTS, add)
         if len(found) > before:
             break
     return found
+
+
+def collector(search: Search, p: Placement) -> tuple[list[Candidate], Callable[[Placement | None], None]]:
+    """``p``'s candidate list, staying first, and the function that adds a placement to it (ranks in order;
+    None, or the host, cells and devices of one already there, is skipped)."""
+    found = [stay(search, p, 0)]
+    seen = {(p.host, p.host_cells, p.devices)}
+
+    def add(new: Placement | None) -> None:
+        if new is not None and (new.host, new.host_cells, new.devices) not in seen:
+            seen.add((new.host, new.host_cells, new.devices))
+            found.append(Candidate(p.vm, len(found), new, 1, usage(search, new)))
+
+    return found, add
+
+
+def add_other_hosts(
+    search: Search, p: Placement, req: VmRequest, count: int, add: Callable[[Placement | None], None]
+) -> None:
+    """The engine's ``count`` best hosts for ``req`` other than ``p``'s (each found with the ones before
+    avoided), on a multi-host fleet."""
+    avoid = frozenset({p.host})
+    for _ in range(count if len(search.on_host) > 1 else 0):
+        new = search.refit(p, replace(req, avoid_hosts=req.avoid_hosts | avoid))
+        if new is None:
+            break
+        avoid |= {new.host}
+        add(new)
 
 
 def _refit_without(search: Search, vms: list[str], p: Placement, req: VmRequest) -> Placement | None:

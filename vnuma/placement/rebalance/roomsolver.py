@@ -65,6 +65,7 @@ from vnuma.placement.rebalance.assign import (
     usage,
 )
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, refit_affinities, request_of
+from vnuma.placement.rebalance.picks import add_other_hosts, collector
 from vnuma.placement.rebalance.room import could_fit, plan_room, room_reason
 from vnuma.placement.rebalance.search import Deadline, Search
 
@@ -85,7 +86,7 @@ class _Round:
 
 def plan_room_cpsat(search: Search, want: VmRequest, max_moves: int, time_limit_s: float) -> Plan:
     """Room for ``want`` planned by CP-SAT (see the module doc)."""
-    greedy = _greedy(search, want, max_moves, time_limit_s)
+    greedy = search.first_half(time_limit_s, lambda: plan_room(search, want, max_moves))
     if greedy.before == 0:
         return replace(greedy, solver="cp-sat", gap=0.0)
     hint = {m.vm: m.placement for m in greedy.moves}
@@ -150,17 +151,6 @@ def _cut_shape(chosen: dict[str, int], candidates: dict[str, list[Candidate]], h
     on_host = [(vm, r) for vm, r in chosen.items() if vm != SHAPE and (
         candidates[vm][0].placement.host == host or candidates[vm][r].placement.host == host)]
     return [(SHAPE, chosen[SHAPE]), *on_host]
-
-
-def _greedy(search: Search, want: VmRequest, max_moves: int, time_limit_s: float) -> Plan:
-    """The search's plan, with half the time limit (the rest is the solver's), never past the plan's."""
-    deadline = search.deadline
-    if search.clock is not None:
-        search.deadline = min(deadline, search.clock() + time_limit_s / 2)
-    try:
-        return plan_room(search, want, max_moves)
-    finally:
-        search.deadline = deadline
 
 
 def _shape_after(search: Search, want: VmRequest, moves: tuple[Move, ...]) -> Placement | None:
@@ -231,14 +221,7 @@ def _shape_candidates(
 
 def _vm_candidates(search: Search, p: Placement, shapes: list[Candidate], last: Placement | None) -> list[Candidate]:
     """Stay, the search's answer, re-pins off the shape's cell sets on its host, the best other hosts."""
-    found = [Candidate(p.vm, 0, p, 0, usage(search, p))]
-    seen = {(p.host, p.host_cells, p.devices)}
-
-    def add(new: Placement | None) -> None:
-        if new is not None and (new.host, new.host_cells, new.devices) not in seen:
-            seen.add((new.host, new.host_cells, new.devices))
-            found.append(Candidate(p.vm, len(found), new, 1, usage(search, new)))
-
+    found, add = collector(search, p)
     add(last)
     cell_sets = sorted({s.placement.host_cells for s in shapes if s.placement.host == p.host})
     for affinity in refit_affinities(p):
@@ -247,13 +230,7 @@ def _vm_candidates(search: Search, p: Placement, shapes: list[Candidate], last: 
         for cells in cell_sets:
             if set(cells) & set(p.host_cells):
                 add(search.replace_vm(p, replace(req, host=p.host), frozenset(cells)))
-        avoid = frozenset({p.host})
-        for _ in range(OTHER_HOSTS if len(search.on_host) > 1 else 0):
-            new = search.refit(p, replace(req, avoid_hosts=req.avoid_hosts | avoid))
-            if new is None:
-                break
-            avoid |= {new.host}
-            add(new)
+        add_other_hosts(search, p, req, OTHER_HOSTS, add)
         if len(found) > before:
             break
     return found

@@ -44,6 +44,16 @@ class Search:
         self._fewest: dict[tuple[int, VmRequest], int] = {}
         self._empty: dict[int, Fleet] = {}
 
+    def first_half(self, time_limit_s: float, plan: Callable[[], Plan]) -> Plan:
+        """``plan()`` with half the time limit from now (the rest is a solver's), never past the plan's own."""
+        deadline = self.deadline
+        if self.clock is not None:
+            self.deadline = min(deadline, self.clock() + time_limit_s / 2)
+        try:
+            return plan()
+        finally:
+            self.deadline = deadline
+
     def tick(self) -> None:
         """Raise :class:`Deadline` once the time limit has passed."""
         if self.clock is not None and self.clock() > self.deadline:
