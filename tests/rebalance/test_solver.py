@@ -139,3 +139,19 @@ def _run(state: FleetState, plan: Plan) -> None:
         for m in batch:
             fleet.add(m.placement, state.isolation[str(m.placement.tenant)])
         check_fleet(list(state.hosts), list(fleet.placements()), state.isolation)
+
+
+def test_a_tie_goes_the_way_of_the_search() -> None:
+    """Two equal VMs and room for one elsewhere: CP-SAT moves the one the VM-by-VM drain moves (by name)."""
+    kw = {"cells": 1, "cores_per_cell": 8, "smt": 1, "memory_gib": 16, "hugepages_2m_gib": 0, "hugepages_1g_gib": 12}
+    hosts = (make_host("h0", **kw), make_host("h1", **kw))  # type: ignore[arg-type]
+    fleet = Fleet(hosts, (), TENANTS)
+    for name, host in (("fill", "h1"), ("v1", "h0"), ("v2", "h0")):
+        req = request(name, vcpus=4, numa_nodes=1, page_size_kib=PAGE_1G, host=host)
+        chosen = place(req, fleet).chosen
+        assert chosen is not None, name
+        fleet.add(chosen, Isolation.CORE)
+    state = FleetState(hosts, fleet.placements(), TENANTS)
+    plans = [plan_moves(state, Objective.DRAIN, 2, drain="h0", solver=s) for s in ("search", "cp-sat")]
+    assert [[m.vm for m in p.moves] for p in plans] == [["v1"], ["v1"]]
+    assert [[vm for vm, _ in p.left] for p in plans] == [["v2"], ["v2"]]

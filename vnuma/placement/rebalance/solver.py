@@ -21,7 +21,8 @@ capacities and replay of :mod:`.assign`:
 * Objective: the most VMs moved (a staying VM costs more than any move),
   then the least cost: the guest cells a candidate uses beyond the fewest
   the engine gives each VM on an empty host of its shape, and the host's
-  rank among the unit's candidates (the engine's own preference). At most
+  rank among the unit's candidates (the engine's own preference; the
+  hand-written drain's answer ranks first, so ties go its way). At most
   ``max_moves`` VMs move.
 
 The chosen assignment is replayed: the groups first, each VM of a group
@@ -150,7 +151,7 @@ def _candidates(
         news = [new for _old, new in placed]
         if hinted and [(p.host, p.host_cells) for p in news] == [(p.host, p.host_cells) for p in hinted]:
             continue
-        add(news, rank)
+        add(news, rank + 1)  # the hand-written drain's answer (0) wins a tie
     return found
 
 
