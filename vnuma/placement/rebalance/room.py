@@ -93,6 +93,18 @@ def could_fit(
     return True
 
 
+def fewest_departures(search: Search, want: VmRequest, max_moves: int) -> dict[str, int]:
+    """Per host (``want.host`` only, when given) where :func:`could_fit` lets the shape in after at most
+    ``max_moves`` departures: the fewest such departures. The hosts a room plan may target."""
+    hosts = [want.host] if want.host is not None else list(search.fleet.host_names())
+    fewest: dict[str, int] = {}
+    for host in hosts:  # arithmetic only (no engine call): not counted against the time limit
+        k = next((k for k in range(1, max_moves + 1) if could_fit(search, want, host, k, set())), None)
+        if k is not None:
+            fewest[host] = k
+    return fewest
+
+
 def _room(free: int, theirs: list[int], moves: int) -> int:
     """``free`` plus the ``moves`` largest of ``theirs``: the most that many departures can free."""
     return free + sum(sorted(theirs, reverse=True)[:moves])
@@ -102,13 +114,7 @@ def plan_room(search: Search, want: VmRequest, max_moves: int) -> Plan:
     """Iterative deepening over move sequences, one target host at a time (fewest moves first)."""
     if search.fits(want):
         return Plan(Objective.ROOM, 0, 0, True, ())
-    hosts = [want.host] if want.host is not None else list(search.fleet.host_names())
-    fewest: dict[str, int] = {}
-    for host in hosts:
-        for k in range(1, max_moves + 1):
-            if could_fit(search, want, host, k, set()):
-                fewest[host] = k
-                break
+    fewest = fewest_departures(search, want, max_moves)
     complete = True
     try:
         for depth in range(1, max_moves + 1):

@@ -10,7 +10,7 @@ it are chosen together, with the model, capacities and replay of
 1. The search runs first, with at most half the time limit; its plan is
    the solver's first answer (a hint) and the yardstick. A shape that fits
    now needs no plan.
-2. Target hosts: those whose capacity bound (:func:`.room.could_fit`) lets
+2. Target hosts: those whose capacity bound (:func:`.room.fewest_departures`) lets
    the shape in after at most ``max_moves`` departures, fewest departures
    first, then name; at most ``TARGETS``, the search's own target first.
 3. The shape is one more item of the model (key :data:`SHAPE`, no VM is
@@ -66,7 +66,7 @@ from vnuma.placement.rebalance.assign import (
 )
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, refit_affinities, request_of
 from vnuma.placement.rebalance.picks import add_other_hosts, collector
-from vnuma.placement.rebalance.room import could_fit, plan_room, room_reason
+from vnuma.placement.rebalance.room import fewest_departures, plan_room, room_reason
 from vnuma.placement.rebalance.search import Deadline, Search
 
 SHAPE = ""
@@ -171,13 +171,7 @@ def _shape_after(search: Search, want: VmRequest, moves: tuple[Move, ...]) -> Pl
 
 def _targets(search: Search, want: VmRequest, max_moves: int, moves: tuple[Move, ...]) -> list[str]:
     """The target hosts (see the module doc, step 2)."""
-    hosts = [want.host] if want.host is not None else list(search.fleet.host_names())
-    fewest: dict[str, int] = {}
-    for host in hosts:
-        search.tick()
-        k = next((k for k in range(1, max_moves + 1) if could_fit(search, want, host, k, set())), None)
-        if k is not None:
-            fewest[host] = k
+    fewest = fewest_departures(search, want, max_moves)
     own = [moves[0].from_host] if moves else []
     return list(dict.fromkeys([*own, *sorted(fewest, key=lambda h: (fewest[h], h))]))[:TARGETS]
 
