@@ -143,8 +143,8 @@ def plan_joint(search: Search, objective: Objective, max_moves: int, time_limit_
     best: _Round | None = None
     cuts: list[list[Choice]] = []
     for _ in range(ROUNDS):
-        remaining = search.deadline - search.clock() if search.clock is not None else time_limit_s
-        solved = solve(candidates, room, max_moves=max_moves, cuts=cuts, time_limit_s=remaining, hint=hint,
+        solved = solve(candidates, room, max_moves=max_moves, cuts=cuts, time_limit_s=search.remaining(time_limit_s),
+                       hint=hint,
                        extra=extra)
         if solved is None:
             break

@@ -124,8 +124,8 @@ def _solve(
     original = {p.vm: p for p in order}
     cuts: list[list[Choice]] = []
     for round_ in range(ROUNDS):
-        remaining = search.deadline - search.clock() if search.clock is not None else time_limit_s
-        solved = solve(candidates, room, max_moves=max_moves, cuts=cuts, time_limit_s=remaining, hint=ranks,
+        solved = solve(candidates, room, max_moves=max_moves, cuts=cuts, time_limit_s=search.remaining(time_limit_s),
+                       hint=ranks,
                        placed=SHAPE)
         if solved is None:
             return None

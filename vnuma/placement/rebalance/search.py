@@ -44,6 +44,10 @@ class Search:
         self._fewest: dict[tuple[int, VmRequest], int] = {}
         self._empty: dict[int, Fleet] = {}
 
+    def remaining(self, time_limit_s: float) -> float:
+        """Seconds left before the deadline (without a clock: the whole ``time_limit_s``)."""
+        return self.deadline - self.clock() if self.clock is not None else time_limit_s
+
     def first_half(self, time_limit_s: float, plan: Callable[[], Plan]) -> Plan:
         """``plan()`` with half the time limit from now (the rest is a solver's), never past the plan's own."""
         deadline = self.deadline

@@ -88,7 +88,7 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
     gap: float | None = None
     moves: list[Move] = []
     for round_ in range(ROUNDS):
-        solved = solve(candidates, room, max_moves=max_moves, cuts=cuts, time_limit_s=_remaining(search, time_limit_s),
+        solved = solve(candidates, room, max_moves=max_moves, cuts=cuts, time_limit_s=search.remaining(time_limit_s),
                        hint=hint, weights=weights)
         if solved is None:  # no assignment within the time limit: nothing moves (unless the search's does)
             chosen, gap, moves, timed_out = {}, None, [], True
@@ -119,10 +119,6 @@ def _no_better(greedy: Plan, on_host: list[Placement], left: list[tuple[str, str
         return replace(greedy, before=len(on_host), solver="search")
     stays = (*left, *more)
     return Plan(Objective.DRAIN, len(on_host), len(stays), False, (), tuple(stays), "cp-sat", None)
-
-
-def _remaining(search: Search, time_limit_s: float) -> float:
-    return search.deadline - search.clock() if search.clock is not None else time_limit_s
 
 
 def _candidates(
