@@ -113,13 +113,23 @@ def test_host_show_prints_tiers_and_matrices(cli: Cli) -> None:
     assert [(c["kind"], c["tier"]) for c in doc["cells"]] == [("dram", 0), ("dram", 0), ("cxl", 1), ("cxl", 1)]
 
 
+def test_an_initiator_without_cpus_is_read_and_ranks_no_kind() -> None:
+    # Cell 2 (memory-only, no CPUs) rated as the initiator of cell 3's memory, far above DRAM: a Generic
+    # Initiator. Cell 3's kind still comes from CPU cell 1's figure (30 GiB/s, below DRAM's 150): cxl.
+    text = CAPS.read_text().replace(
+        "<bandwidth initiator='1' target='3' type='access' value='31457280' unit='KiB'/>",
+        "<bandwidth initiator='1' target='3' type='access' value='31457280' unit='KiB'/>"
+        "<bandwidth initiator='2' target='3' type='access' value='3145728000' unit='KiB'/>",
+    )
+    assert text != CAPS.read_text()
+    host = caps(text)
+    assert nested(host.hmat.bandwidth_kib_s)[2] == {3: 3145728000}
+    assert cell_kinds(host) == {0: "dram", 1: "dram", 2: "cxl", 3: "cxl"}
+    assert host_from_dict(host_to_dict(host)) == host
+
+
 BAD = {
     "missing-target": ("target='3' type='access' value='270'", "target='9' type='access' value='270'", "no cell 9"),
-    "initiator-without-cpus": (
-        "initiator='1' target='3' type='access' value='270'",
-        "initiator='2' target='3' type='access' value='270'",
-        "initiator cell 2 has no CPUs",
-    ),
     "bad-value": ("target='3' type='access' value='270'", "target='3' type='access' value='fast'", "not an integer"),
     "cache-without-line": ("<line value='64' unit='B'/>", "", "needs <size> and <line>"),
 }
