@@ -100,3 +100,21 @@ def test_a_vm_gets_the_grace_cpus_and_the_gpu_and_its_memory_stays_off_the_gpus_
     big = gh("place", "t", "--vcpus", "8", "--memory", "120GiB", "--page-size", "4K")
     assert big.exit_code == 5 and "Traceback" not in big.stderr
     assert dump(gh.db) == before and _page_cells(gh.db) == {0}
+
+
+def test_the_gpus_empty_nodes_that_hmat_names_as_its_initiators_are_the_gpus_too(tmp_path: Path) -> None:
+    # Where the kernel lists every node of the GPU as a best initiator of its memory (nodes 1-8 rate node 1
+    # alike), the seven empty nodes kept for MIG are recorded with the GPU as well.
+    caps = (GRACE / "gh200-numa-capabilities.xml").read_text()
+    one = "<bandwidth initiator='1' target='1' type='read' value='3906250000' unit='KiB'/>"
+    more = "".join(one.replace("initiator='1'", f"initiator='{n}'") for n in range(2, 9))
+    assert one in caps
+    (tmp_path / "caps.xml").write_text(caps.replace(one, one + more))
+    cli = Cli(tmp_path / "inventory.db")
+    cli.ok("host", "import", "gh", "--capabilities", str(tmp_path / "caps.xml"), *LIBVIRT[2:])
+    text = cli.ok("host", "show", "gh").stdout
+    cells = _rows(text, "cells")
+    assert all(f"(GPU node of {GPU})" in cells[str(n)] for n in range(2, 9))
+    assert f"{GPU}  gpu 0x10de:0x2342  cell 0  memory: nodes 1-8, 96 GiB" in text
+    doc = cli.ok("host", "show", "gh", "--json").json()
+    assert [(c["id"], c["kind"]) for c in doc["cells"] if c["gpu"] == GPU] == [(n, "gpu") for n in range(1, 9)]
