@@ -109,6 +109,12 @@ def test_an_initiator_without_memory_is_recorded_with_the_gpu_whose_memory_it_ra
     assert cell_kinds(host)[3] == "gpu"
 
 
+def test_a_gpu_on_any_of_the_initiators_rated_best_is_that_memorys() -> None:
+    host = with_gpu_nodes(_memoryless(_built(((2, 2, 1000), (3, 2, 1000)), {GPU_A: 3}), 3))
+    assert (host.cell(2).gpu, host.cell(3).gpu) == (GPU_A, GPU_A)
+    assert host.devices[0].numa_node == 1  # cell 1 is nearest cell 3 (14 vs 24)
+
+
 def test_an_initiator_with_memory_of_its_own_rated_best_from_a_cpu_keeps_it() -> None:
     host = with_gpu_nodes(_built(((2, 2, 1000), (3, 2, 1000), (1, 3, 50)), {GPU_A: 0}))
     assert (host.cell(2).gpu, host.cell(3).gpu, cell_kinds(host)[3]) == (GPU_A, None, "cxl")

@@ -13,10 +13,11 @@ ACPI *Generic Initiator* without CPUs, as the initiator of its memory's node.
   no CPU cell at all. A tie with a CPU cell is not enough. Such a cell is GPU
   memory (:attr:`vnuma.topology.Cell.gpu_memory`, kind ``gpu``): never guest
   memory, never a cold tier.
-* **Which GPU.** The one GPU whose node device names that initiator's cell or
-  the memory's own cell (a device in its own proximity domain). With none
-  there: the one GPU on the CPU cell nearest the initiator (its smallest SLIT
-  distance, held by one CPU cell; else the memory cell's). Two GPUs there, or
+* **Which GPU.** The one GPU whose node device names one of those initiators'
+  cells or the memory's own cell (a device in its own proximity domain). With
+  none there: the one GPU on the CPU cell nearest the initiator (the lowest
+  id of those rated best: its smallest SLIT distance, held by one CPU cell;
+  else the memory cell's). Two GPUs there, or
   none: the GPU is not known, and the cell is GPU memory all the same (hwloc's
   subtype ``GPUMemory``, no address). A GPU may own several nodes (NVIDIA keeps
   eight per Grace Hopper GPU).
@@ -60,7 +61,7 @@ def with_gpu_nodes(host: Host) -> Host:
         best = _best_initiators(host, cell.id)
         if not best or not best.isdisjoint(cpu_cells):
             continue
-        gpu = _gpu_of(host, gpus, min(best), cell.id, cpu_cells)
+        gpu = _gpu_of(host, gpus, best, cell.id, cpu_cells)
         owner[cell.id] = gpu
         for initiator in best:
             rated_by.setdefault(initiator, set()).add(gpu)
@@ -84,11 +85,13 @@ def _best_initiators(host: Host, target: int) -> frozenset[int]:
     return frozenset()
 
 
-def _gpu_of(host: Host, gpus: tuple[PciDevice, ...], initiator: int, memory: int, cpu_cells: frozenset[int]) -> str:
-    """The address of the GPU whose memory ``memory`` is (rated best from ``initiator``), or :data:`_UNKNOWN`."""
-    there = [g.address for g in gpus if g.numa_node in (initiator, memory)]
+def _gpu_of(
+    host: Host, gpus: tuple[PciDevice, ...], initiators: frozenset[int], memory: int, cpu_cells: frozenset[int]
+) -> str:
+    """The address of the GPU whose memory ``memory`` is (rated best from ``initiators``), or :data:`_UNKNOWN`."""
+    there = [g.address for g in gpus if g.numa_node in initiators | {memory}]
     if not there:
-        near = _nearest_cpu_cell(host, initiator, cpu_cells)
+        near = _nearest_cpu_cell(host, min(initiators), cpu_cells)
         near = near if near is not None else _nearest_cpu_cell(host, memory, cpu_cells)
         there = [g.address for g in gpus if near is not None and g.numa_node == near]
     return there[0] if len(there) == 1 else _UNKNOWN
