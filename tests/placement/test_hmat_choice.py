@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 
 from tests.builders import make_host
 from tests.placement.helpers import request
+from vnuma.codec import host_from_dict, host_to_dict
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Strategy
-from vnuma.topology import Host
-from vnuma.topology.hmat import Hmat
+from vnuma.topology import Host, check_host
+from vnuma.topology.hmat import UNRATED_LATENCY_NS, Hmat, cpu_cell_ratings
 
 GB = 1024 * 1024  # KiB/s per GiB/s
 
@@ -95,6 +96,25 @@ def test_without_hmat_slit_decides() -> None:
     assert twins.cells_decided_by == "cell-ids"  # the other socket's pair is as close
     alone = _place(make_host("h", cells=1, cores_per_cell=4, memory_gib=16, hugepages_1g_gib=8), 1)
     assert alone.cells_decided_by == "only-choice"
+
+
+def test_cpu_cells_are_ranked_by_cpu_initiators_only() -> None:
+    """A Grace-Blackwell-like host: two CPU cells and each GPU's memory (cells 2 and 3, no CPUs), HMAT naming
+    the GPUs as initiators too. The GPUs read cell 0's memory far faster than the CPUs read either cell's:
+    counted, that would pull the VM to cell 0; the CPUs rate cell 1 best, and there it goes."""
+    built = make_host("h", cells=2, cores_per_cell=4, memory_gib=16, hugepages_1g_gib=8, memory_only_cells=2,
+                      memory_only_gib=16, gpus_per_cell=1)
+    gpus = [d.address for d in built.devices]
+    cells = tuple(replace(c, gpu=gpus[c.id - 2], subtype="GPUMemory") if c.id >= 2 else c for c in built.cells)
+    cpu = {(0, 0): 100 * GB, (1, 1): 150 * GB, (0, 1): 40 * GB, (1, 0): 40 * GB}
+    by_gpus = {(2, 0): 900 * GB, (3, 0): 900 * GB, (2, 2): 4000 * GB, (3, 3): 4000 * GB, (2, 1): 10 * GB}
+    host = check_host(_with_hmat(replace(built, cells=cells), cpu | by_gpus, {}))
+    assert host_from_dict(host_to_dict(host)) == host  # a valid host, stored and read back
+    assert cpu_cell_ratings(host) == {p: (v, UNRATED_LATENCY_NS) for p, v in cpu.items()}
+    result = _place(host, 1)
+    assert result.chosen is not None and result.chosen.host_cells == (1,)
+    assert result.cells_decided_by == "hmat-local-bandwidth"
+    assert _place(host, 2).chosen is not None
 
 
 @st.composite

@@ -13,6 +13,7 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.model import ColdTier, Isolation, Strategy
 from vnuma.simulate import load_trace, placements_to_list, report_to_dict, run, trace_hosts, vm_request
 from vnuma.topology import PAGE_2M, DeviceKind, Source
+from vnuma.topology.hmat import UNRATED_LATENCY_NS, cell_kinds, cpu_cell_ratings
 
 TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 EXAMPLES = sorted(p.stem for p in TRACES.glob("*.json"))
@@ -200,6 +201,18 @@ def test_cold_keys_and_hmat_are_read() -> None:
     assert load_trace(_trace(hosts=[{"name": "h", "cells": [_cell()], "hmat": None}]), "t.json").hosts[0].hmat.empty
 
 
+def test_an_hmat_initiator_without_cpus_is_read_and_rates_no_cell() -> None:
+    # A Generic Initiator (cell 1, no CPUs) rating both cells far above the CPU cell: kept, ranking nothing.
+    gi = _cell(id=1, cpus=[], siblings=[], gpus=[], nics=[], distances={"0": 14, "1": 10})
+    hmat = {"bandwidth_kib_s": {"0": {"0": 100, "1": 30}, "1": {"0": 5000, "1": 9000}}}
+    trace = load_trace(_trace([{"name": "h", "cells": [_cell(distances={"0": 10, "1": 14}), gi], "hmat": hmat}]),
+                       "t.json")
+    (host,) = trace.hosts
+    assert host.hmat.bandwidth_kib_s == ((0, 0, 100), (0, 1, 30), (1, 0, 5000), (1, 1, 9000))
+    assert cell_kinds(host) == {0: "dram", 1: "cxl"}  # rated from the CPU cell only: below its DRAM
+    assert cpu_cell_ratings(host) == {(0, 0): (100, UNRATED_LATENCY_NS)}
+
+
 BAD_TRACES = [
     # (id, bytes, fragment of the error)
     ("not-json", b"{nope", "not valid JSON"),
@@ -299,14 +312,6 @@ BAD_TRACES = [
         "hmat-missing-target",
         _trace(hosts=[{"name": "h", "cells": [_cell()], "hmat": {"bandwidth_kib_s": {"0": {"7": 10}}}}]),
         "hosts[0]: host 'h': hmat bandwidth_kib_s initiator 0 target 7: there is no cell 7",
-    ),
-    (
-        "hmat-initiator-without-cpus",
-        _trace(hosts=[{"name": "h", "cells": [
-            _cell(distances={"0": 10, "1": 14}),
-            _cell(id=1, cpus=[], siblings=[], gpus=[], nics=[], distances={"0": 14, "1": 10}),
-        ], "hmat": {"latency_ns": {"1": {"0": 250}}}}]),
-        "initiator 1 target 0: initiator cell 1 has no CPUs",
     ),
 ]
 

@@ -113,13 +113,35 @@ def test_host_show_prints_tiers_and_matrices(cli: Cli) -> None:
     assert [(c["kind"], c["tier"]) for c in doc["cells"]] == [("dram", 0), ("dram", 0), ("cxl", 1), ("cxl", 1)]
 
 
+def test_an_initiator_without_cpus_is_read_shown_and_ranks_no_kind(cli: Cli, tmp_path: Path) -> None:
+    # Cell 2 (memory-only, no CPUs) rated as the initiator of cell 3's memory, far above DRAM: a Generic
+    # Initiator. Cell 3's kind still comes from CPU cell 1's figure (30 GiB/s, below DRAM's 150): cxl.
+    text = CAPS.read_text().replace(
+        "<bandwidth initiator='1' target='3' type='access' value='31457280' unit='KiB'/>",
+        "<bandwidth initiator='1' target='3' type='access' value='31457280' unit='KiB'/>"
+        "<bandwidth initiator='2' target='3' type='access' value='3145728000' unit='KiB'/>",
+    )
+    assert text != CAPS.read_text()
+    host = caps(text)
+    assert nested(host.hmat.bandwidth_kib_s)[2] == {3: 3145728000}
+    assert cell_kinds(host) == {0: "dram", 1: "dram", 2: "cxl", 3: "cxl"}
+    assert host_from_dict(host_to_dict(host)) == host
+    # Imported, the same file says more: HMAT rates cell 3 best from a device, so cell 3 is that device's
+    # memory (vnuma.sources.gpunodes), its GPU unknown without node devices; cell 2 stays CXL memory.
+    (tmp_path / "gi.xml").write_text(text)
+    cli.ok("host", "import", "gi", "--capabilities", str(tmp_path / "gi.xml"))
+    shown = cli.ok("host", "show", "gi").stdout.splitlines()
+    assert [line.split()[-1] for line in shown if line.startswith("2 (no CPUs) ")] == ["3000.0"]
+    assert [line.split()[2] for line in shown if line.startswith(("2 ", "3 ")) and "memory" in line] == [
+        "(memory", "(GPU"]
+    doc = cli.ok("host", "show", "gi", "--json").json()
+    assert doc["hmat"]["bandwidth_kib_s"]["2"] == {"3": 3145728000}
+    assert [(c["kind"], c["gpu"], c["subtype"]) for c in doc["cells"][2:]] == [("cxl", None, None),
+                                                                              ("gpu", None, "GPUMemory")]
+
+
 BAD = {
     "missing-target": ("target='3' type='access' value='270'", "target='9' type='access' value='270'", "no cell 9"),
-    "initiator-without-cpus": (
-        "initiator='1' target='3' type='access' value='270'",
-        "initiator='2' target='3' type='access' value='270'",
-        "initiator cell 2 has no CPUs",
-    ),
     "bad-value": ("target='3' type='access' value='270'", "target='3' type='access' value='fast'", "not an integer"),
     "cache-without-line": ("<line value='64' unit='B'/>", "", "needs <size> and <line>"),
 }

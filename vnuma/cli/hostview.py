@@ -57,9 +57,10 @@ def host_tables(host: Host, use: Mapping[str, GpuUse]) -> None:
 
 
 def _memory_only(cell: Cell) -> str:
-    """The CPUS column of a memory-only cell: ``(memory only)``, or whose GPU memory it is."""
+    """The CPUS column of a memory-only cell: ``(memory only)``, or whose GPU memory (or empty GPU node) it is."""
     if cell.gpu_memory:
-        return f"(GPU memory of {cell.gpu})" if cell.gpu is not None else "(GPU memory)"
+        what = "GPU memory" if cell.memory_kib else "GPU node"
+        return f"({what} of {cell.gpu})" if cell.gpu is not None else f"({what})"
     return "(memory only)"
 
 
@@ -147,10 +148,21 @@ def memory_tables(host: Host) -> None:
         output.echo_table(
             f"{title}: initiator cell (row) to memory cell (column)",
             ["CELL", *(str(t) for t in targets)],
-            [(i, *(_scaled(row.get(t), scale) for t in targets)) for i, row in sorted(matrix.items())],
+            [(_initiator(host, i), *(_scaled(row.get(t), scale) for t in targets))
+             for i, row in sorted(matrix.items())],
         )
     if hmat.ignored:
         output.echo_lines([f"HMAT initiators covering no cell's CPUs (ignored): {', '.join(hmat.ignored)}"])
+
+
+def _initiator(host: Host, cell_id: int) -> str:
+    """An HMAT row's initiator: the cell id, and for a cell without CPUs (a Generic Initiator) what it is."""
+    cell = host.cell(cell_id)
+    if cell.cpus:
+        return str(cell_id)
+    if cell.gpu is not None:
+        return f"{cell_id} (GPU {cell.gpu})"
+    return f"{cell_id} (GPU)" if cell.gpu_memory else f"{cell_id} (no CPUs)"
 
 
 def _scaled(value: int | None, scale: int) -> str:

@@ -17,6 +17,7 @@ from vnuma.services.hypervisors import connect_uri
 from vnuma.services.names import check_host_name
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
+from vnuma.sources.gpunodes import with_gpu_nodes
 from vnuma.sources.hwloc import parse_hwloc
 from vnuma.sources.nodedev import (
     parse_mdevs_file_content,
@@ -61,7 +62,10 @@ def discover(name: str, uri: str, capabilities: Path | None) -> Host:
 
 
 def _with_devices(host: Host, devices: Sequence[PciDevice], mdevs: Sequence[Mdev] = ()) -> Host:
-    return replace(host, devices=with_parent_bridges(devices), mdevs=tuple(sorted(mdevs, key=lambda m: m.uuid)))
+    """A host read from capabilities with its node devices, and the GPU nodes the two show together."""
+    return with_gpu_nodes(
+        replace(host, devices=with_parent_bridges(devices), mdevs=tuple(sorted(mdevs, key=lambda m: m.uuid)))
+    )
 
 
 Document = tuple[str, bytes]

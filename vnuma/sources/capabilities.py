@@ -17,16 +17,15 @@ takes the sum of its page pools (0 without pools); a cell without ``<cpus>``
 or with ``<cpus num='0'/>`` is memory-only.
 
 GPU memory (a GPU's own memory as a NUMA node: POWER9 with NVLink, Grace
-Hopper in NUMA mode) cannot be told apart here, by decision rather than by
-omission: libvirt writes no memory type and no PCI address for a cell, and its
-``<interconnects>`` name initiators and targets as NUMA cells, never as a
-GPU, so such a node reads as a plain memory-only cell (``Cell.gpu`` None).
-vnuma does not guess it from node numbers (POWER's 250-255) or from an HMAT
-initiator without CPUs (refused, as for any HMAT). Only hwloc names it
-(subtype ``GPUMemory`` and ``PCIBusID``, :mod:`vnuma.sources.hwloc`): a host
-read from capabilities or libvirt shows such nodes as memory-only cells of
-kind ``unknown`` (or as HMAT rates them), which the cold tier may take; a host
-imported with ``host import --hwloc`` has them recognised.
+Hopper in NUMA mode) is not named here: libvirt writes no memory type and no
+PCI address for a cell. An HMAT initiator without CPUs (a Generic Initiator:
+Grace Hopper's GPU for its own memory) is read like any other; together with
+the node devices it tells which cells are a GPU's
+(:mod:`vnuma.sources.gpunodes`, applied where the devices join the host).
+vnuma does not guess it from node numbers (POWER's 250-255): without such an
+initiator a GPU's memory reads as a plain memory-only cell of kind
+``unknown`` (or as HMAT rates it), and ``host import --hwloc`` (subtype
+``GPUMemory``, ``PCIBusID``) is the way to have it recognised.
 
 Limits (see :mod:`vnuma.sources.xmlsafe`): cell and CPU ids and page sizes
 up to 2**31 - 1, sizes and counts up to 2**63 - 1 KiB, and a ``siblings``

@@ -104,9 +104,11 @@ class Cell:
     ``subtype`` is the memory's kind as hwloc names it (``DRAM``, ``HBM``,
     ``CXL-DRAM``...; None from capabilities); ``caches`` its memory-side caches.
     ``gpu`` is the PCI address (``dddd:bb:ss.f``, as :attr:`PciDevice.address`)
-    of the GPU whose own memory this memory-only node is (hwloc's ``GPUMemory``
-    nodes: POWER9 with NVLink, Grace Hopper in NUMA mode); None for every other
-    cell. See :attr:`gpu_memory`.
+    of the GPU this CPU-less node belongs to: its own memory (hwloc's
+    ``GPUMemory`` nodes: POWER9 with NVLink, Grace Hopper in NUMA mode; from
+    libvirt, :mod:`vnuma.sources.gpunodes`), or a node that names the GPU as
+    its HMAT initiator without memory of its own (Grace Hopper's nodes kept
+    for MIG); None for every other cell. See :attr:`gpu_memory`.
     """
 
     id: int
@@ -125,7 +127,7 @@ class Cell:
 
     @property
     def gpu_memory(self) -> bool:
-        """True for a GPU's own memory (a GPU named, or hwloc's subtype ``GPUMemory`` without one).
+        """True for a GPU's own node (a GPU named, or hwloc's subtype ``GPUMemory`` without one).
 
         The one rule for such a cell: it is never guest memory and never a
         cold tier (it belongs to its GPU, and whoever has the GPU uses it).
@@ -317,7 +319,7 @@ def check_host(host: Host) -> Host:
     problem = resctrl_problem(host.resctrl, frozenset(seen))
     if problem is not None:
         raise InvalidInputError(f"{where}: resctrl {problem}")
-    problem = hmat_problem(host.hmat, frozenset(cell_ids), frozenset(c.id for c in host.cells if c.cpus))
+    problem = hmat_problem(host.hmat, frozenset(cell_ids))
     if problem is not None:
         raise InvalidInputError(f"{where}: {problem}")
     return host

@@ -1,27 +1,37 @@
 """Memory performance between NUMA cells as the platform rates it (ACPI HMAT), and the memory tiers.
 
 Pure: no I/O. Where SLIT distances (10/12/21) only say which node is nearer,
-HMAT gives, per initiator (a cell with CPUs) and target (a cell with
-memory), read and write latency (ns) and bandwidth (KiB/s). libvirt's
-capabilities list them under ``<interconnects>`` for each target's best CPU
-initiator; hwloc as memory attributes whose initiators are cpusets (mapped
-to the cells whose CPUs they cover entirely; the others are kept in
-``ignored`` and shown). These are rated platform values, not measurements.
+HMAT gives, per initiator and target (a cell with memory), read and write
+latency (ns) and bandwidth (KiB/s). libvirt's capabilities list them under
+``<interconnects>`` for each target's best initiator; hwloc as memory
+attributes whose initiators are cpusets (mapped to the cells whose CPUs they
+cover entirely; the others are kept in ``ignored`` and shown) or a GPU (the
+cell of its own memory, :mod:`vnuma.sources.hwloc`). These are rated platform
+values, not measurements.
+
+An initiator is usually a cell with CPUs. It may also be a cell without CPUs:
+an ACPI *Generic Initiator*, a device that accesses memory itself. Grace
+Hopper and Grace Blackwell in NUMA mode name the GPU so, as the initiator of
+its own memory's node (:mod:`vnuma.sources.gpunodes` records which GPU it is).
+Such figures are kept and shown, and rank nothing: a cell's kind, the cell
+choice (:func:`cpu_cell_ratings`) and the cold tier go by CPU initiators only,
+since a guest's memory is read by its vCPUs, never by another device's engine.
 
 A cell's **kind** (:func:`cell_kinds`): hwloc names it (its NUMA node
 ``subtype``: ``DRAM``, ``HBM``/``MCDRAM``, ``CXL``...); capabilities do not,
 so a cell with CPUs is ``dram``, and a memory-only cell is ``hbm`` when its
-best read bandwidth beats every CPU cell's own, ``cxl`` when HMAT rates it
-below, and ``unknown`` without HMAT figures for it. A GPU's own memory
-(:attr:`vnuma.topology.Cell.gpu_memory`) is ``gpu`` whatever HMAT says: it is
-no tier of the host's memory, and ranks last. A cell's **tier**
-(:func:`cell_tiers`) ranks the kinds present on the host, fastest first:
-``hbm``, ``dram``, ``cxl``, ``unknown``, ``gpu`` (0 is the fastest tier the host has).
+best read bandwidth from a CPU cell beats every CPU cell's own, ``cxl`` when
+HMAT rates it below, and ``unknown`` without HMAT figures from a CPU cell for
+it. A GPU's own memory (:attr:`vnuma.topology.Cell.gpu_memory`) is ``gpu``
+whatever HMAT says: it is no tier of the host's memory, and ranks last. A
+cell's **tier** (:func:`cell_tiers`) ranks the kinds present on the host,
+fastest first: ``hbm``, ``dram``, ``cxl``, ``unknown``, ``gpu`` (0 is the
+fastest tier the host has).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -119,23 +129,28 @@ def nested(matrix: Matrix) -> dict[int, dict[int, int]]:
     return out
 
 
-def hmat_problem(hmat: Hmat, cell_ids: frozenset[int], cpu_cells: frozenset[int]) -> str | None:
-    """The first entry naming a cell the host lacks, an initiator without CPUs, a pair given twice or a value
-    below 1; None when consistent."""
+def hmat_problem(hmat: Hmat, cell_ids: frozenset[int]) -> str | None:
+    """The first entry naming a cell the host lacks, a pair given twice or a value below 1; None when
+    consistent. An initiator without CPUs is no problem (a Generic Initiator: see the module doc)."""
     for name, matrix in hmat.matrices().items():
         seen: set[tuple[int, int]] = set()
         for initiator, target, value in matrix:
             where = f"hmat {name} initiator {initiator} target {target}"
             if initiator not in cell_ids or target not in cell_ids:
                 return f"{where}: there is no cell {initiator if initiator not in cell_ids else target}"
-            if initiator not in cpu_cells:
-                return f"{where}: initiator cell {initiator} has no CPUs"
             if (initiator, target) in seen:
                 return f"{where}: listed twice"
             seen.add((initiator, target))
             if value < 1:
                 return f"{where}: value {value} is below 1"
     return None
+
+
+def cpu_initiated(matrix: Matrix, cpu_cells: Iterable[int]) -> dict[int, dict[int, int]]:
+    """``{initiator: {target: value}}`` of the rows whose initiator is one of ``cpu_cells``: the figures that
+    rank memory (a Generic Initiator's are left out, see the module doc)."""
+    keep = frozenset(cpu_cells)
+    return {i: row for i, row in nested(matrix).items() if i in keep}
 
 
 def _best(matrix: Mapping[int, Mapping[int, int]], target: int, *, low: bool) -> int | None:
@@ -147,8 +162,9 @@ def _best(matrix: Mapping[int, Mapping[int, int]], target: int, *, low: bool) ->
 
 def cell_kinds(host: Host) -> dict[int, str]:
     """Each cell's memory kind (see the module doc), by cell id."""
-    bandwidth, latency = nested(host.hmat.bandwidth_kib_s), nested(host.hmat.latency_ns)
     cpu_cells = [c.id for c in host.cells if c.cpus]
+    bandwidth = cpu_initiated(host.hmat.bandwidth_kib_s, cpu_cells)
+    latency = cpu_initiated(host.hmat.latency_ns, cpu_cells)
     own_bandwidth = [bandwidth.get(c, {}).get(c) for c in cpu_cells]
     own_latency = [latency.get(c, {}).get(c) for c in cpu_cells]
     dram_bandwidth = max((b for b in own_bandwidth if b is not None), default=None)
