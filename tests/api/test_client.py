@@ -264,3 +264,30 @@ def test_the_log_and_tokens_through_the_service_are_the_served_inventorys(pair: 
     revoked = client("token", "revoke", "ci-bot", "--json")
     assert revoked.exit_code == 0 and revoked.json()["revoked_at"]
     assert client("log", "--limit", "0").exit_code == 4
+
+
+VIRCAPS = DATA / "libvirt" / "vircaps2xmldata" / "vircaps-x86_64-resctrl.xml"  # libvirt's: maxAllocs 4
+
+
+def test_host_show_counts_classes_of_service_alike_through_the_service(pair: tuple[Cli, Cli, Service]) -> None:
+    """``host show`` (table and JSON), ``host reserve --json`` and GET /v1/hosts/NAME carry the host-wide
+    classes of service the VMs' slices leave, through --server as on the inventory itself."""
+    local, client, service = pair
+    slice_ = ["place", "tenant-a", "--vcpus", "1", "--memory", "4MiB", "--page-size", "4K", "--host", "rdt"]
+    steps = [
+        ["host", "import", "rdt", "--capabilities", str(VIRCAPS)], ["host", "reserve", "rdt", "--llc-ways", "2"],
+        [*slice_, "--llc-ways", "2", "--name", "s1"], [*slice_, "--name", "plain"],
+    ]
+    for args in [*steps, ["host", "show", "rdt"], ["host", "show", "rdt", "--json"],
+                 ["host", "reserve", "rdt", "--mem-bw-limit", "90", "--json"]]:
+        here, there = local(*args), client(*args)
+        assert (there.exit_code, there.stdout, there.stderr) == (here.exit_code, here.stdout, here.stderr), args
+        assert here.exit_code == 0, (args, here.stderr)
+    assert "resctrl classes of service: 2 of 3 left" in local("host", "show", "rdt").stdout
+    doc = local("host", "show", "rdt", "--json").json()
+    assert doc["resctrl"]["classes"] == {"used": 1, "total": 3}
+    assert local("host", "reserve", "rdt", "--mem-bw-limit", "100", "--json").json() == {
+        **doc, "resctrl_policy": {"llc_default_ways": 2, "mem_bw_limit": 100}
+    }
+    got = service.as_("root").get("/v1/hosts/rdt")
+    assert got.status_code == 200 and got.json()["resctrl"]["classes"] == {"used": 1, "total": 3}

@@ -204,11 +204,14 @@ def _check_groups(data: dict[str, list[Any]], problems: list[str]) -> None:
 
 def _check_slices(data: dict[str, list[Any]], hosts: dict[int, Host], problems: list[str]) -> None:
     """From the placements alone: no cache's ways over-allocated beside the host's own, no domain's caps
-    over the host's limit."""
+    over the host's limit, no more resctrl groups on a host (its default group and one per VM holding a
+    slice or a cap anywhere on it) than its smallest class count (a CLOS id is host-wide)."""
     ways: Counter[tuple[int, int]] = Counter()
     caps: Counter[tuple[int, int]] = Counter()
+    groups: Counter[int] = Counter()
     for _, _name, host_id, doc in data["vms"]:
         p = placement_from_dict(json.loads(doc))
+        groups[host_id] += bool(p.llc or p.mem_bw)
         for cache, n in p.llc:
             ways[(host_id, cache)] += n
         for domain, cap in p.mem_bw:
@@ -223,3 +226,10 @@ def _check_slices(data: dict[str, list[Any]], hosts: dict[int, Host], problems: 
         host = hosts[host_id]
         if total > host.resctrl_policy.mem_bw_limit:
             problems.append(f"host {host.name}: domain {domain}: caps {total} > {host.resctrl_policy.mem_bw_limit}")
+    for host_id, vms in sorted(groups.items()):
+        host = hosts[host_id]
+        closids = [c.max_allocs for b in host.resctrl.caches for c in b.controls]
+        closids += [n.max_allocs for n in host.resctrl.memory_bandwidth if n.max_allocs is not None]
+        if vms and 1 + vms > min(closids, default=0):
+            problems.append(f"host {host.name}: {vms} VMs hold resctrl groups beside the default group, "
+                            f"the host has {min(closids, default=0)} classes of service")

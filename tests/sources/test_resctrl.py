@@ -142,11 +142,13 @@ def test_host_show_prints_the_resctrl_section_and_json(cli: Cli) -> None:
     assert "llc_occupancy" in text and "224 monitors at most" in text
     assert cli.ok("host", "show", "plain").stdout.splitlines()[-1].startswith("resctrl: none")
     assert cli.ok("host", "show", "plain", "--json").json()["resctrl"] == {
-        "caches": [], "memory_bandwidth": [], "monitors": {"cache": [], "memory_bandwidth": [], "max_monitors": None}
+        "caches": [], "memory_bandwidth": [], "monitors": {"cache": [], "memory_bandwidth": [], "max_monitors": None},
+        "classes": None,
     }
-    assert cli.ok("host", "show", "snc", "--json").json()["resctrl"] == host_to_dict(load("x86-snc2-resctrl.xml"))[
-        "resctrl"
-    ]
+    assert cli.ok("host", "show", "snc", "--json").json()["resctrl"] == {
+        **host_to_dict(load("x86-snc2-resctrl.xml"))["resctrl"], "classes": {"used": 0, "total": 14},
+    }
+    assert "resctrl classes of service: 14 of 14 left" in text
 
 
 # --- round trip through the capabilities XML ----------------------------------------------------------

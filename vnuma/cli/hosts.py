@@ -339,7 +339,7 @@ def show(
 
     Example: vnuma host show gpu-node-1 --svg gpu-node-1.svg
     """
-    from vnuma.codec import host_from_dict, use_from_dict
+    from vnuma.codec import classes_from_dict, host_from_dict, use_from_dict
     from vnuma.services.queries import host_document
 
     client = remote(ctx)
@@ -359,7 +359,7 @@ def show(
         return
     from vnuma.cli.hostview import host_tables
 
-    host_tables(host, use_from_dict(doc))
+    host_tables(host, use_from_dict(doc), classes_from_dict(doc))
 
 
 @app.command("remove")
@@ -411,17 +411,15 @@ def reserve(
 
     Example: vnuma host reserve gpu-node-1 --cpus 0-1,64-65 --llc-ways 2
     """
-    from vnuma.services.queries import get_host, reserve
+    from vnuma.services.queries import host_document, reserve
     from vnuma.topology import format_cpuset, parse_cpuset
 
     client = remote(ctx)
     if client:
         doc = client.reserve(name, {"cpus": cpus, "llc_ways": llc_ways, "mem_bw_limit": mem_bw_limit})
     else:
-        from vnuma.codec import host_to_dict
-
         reserve(settings(ctx), name, cpus, llc_ways, mem_bw_limit)
-        doc = host_to_dict(get_host(settings(ctx), name)) if as_json else {}
+        doc = host_document(settings(ctx), name)[1] if as_json else {}
     if as_json:
         output.echo_json(doc)
         return

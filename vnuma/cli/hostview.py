@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vnuma.cli import output
+from vnuma.placement.resctrl import Classes
 from vnuma.topology import Cell, Host, format_cpuset, format_size_kib
 from vnuma.topology.partitions import GpuUse
 from vnuma.topology.resctrl import default_schemata, l3_banks
 
 
-def host_tables(host: Host, use: Mapping[str, GpuUse]) -> None:
-    """Print one host as tables; ``use``: each GPU's mode and free partitions as claimed now."""
+def host_tables(host: Host, use: Mapping[str, GpuUse], classes: Classes | None) -> None:
+    """Print one host as tables; ``use``: each GPU's mode and free partitions as claimed now; ``classes``: the
+    resctrl classes of service its VMs leave."""
     reserved = format_cpuset(host.reserved_cpus) or "none"
     output.echo_lines([f"host {host.name}  source={host.source}  uri={host.uri or '-'}  reserved={reserved}"])
     rows = []
@@ -53,7 +55,7 @@ def host_tables(host: Host, use: Mapping[str, GpuUse]) -> None:
             ["CELL", *map(str, ids)],
             [(c.id, *(c.distance_to(o) for o in ids)) for c in host.cells],
         )
-    resctrl_tables(host)
+    resctrl_tables(host, classes)
 
 
 def _memory_only(cell: Cell) -> str:
@@ -185,9 +187,9 @@ def pcie_tables(host: Host) -> None:
         )
 
 
-def resctrl_tables(host: Host) -> None:
+def resctrl_tables(host: Host, classes: Classes | None) -> None:
     """The resctrl section: cache ids (not NUMA cells) with their ways and classes, bandwidth domains,
-    monitors; one line when the host reports none."""
+    monitors, the classes of service left to VMs; one line when the host reports none."""
     r = host.resctrl
     if r.empty:
         output.echo_lines(["resctrl: none (no cache or memory-bandwidth allocation or monitoring reported)"])
@@ -237,6 +239,8 @@ def resctrl_tables(host: Host) -> None:
     ]
     limit = f"; {r.max_monitors} monitors at most" if r.max_monitors is not None else ""
     output.echo_lines([f"resctrl monitors: {'; '.join(features)}{limit}"])
+    if classes is not None:
+        output.echo_lines([classes_line(classes)])
     policy = host.resctrl_policy
     ways = policy.llc_default_ways
     lines = [f"resctrl policy: VMs' memory-bandwidth caps add up to at most {policy.mem_bw_limit} per domain"]
@@ -248,6 +252,15 @@ def resctrl_tables(host: Host) -> None:
                      "default group to them (VMs' slices take the others):")
         lines += [f"  echo '{line}' > /sys/fs/resctrl/schemata" for line in default_schemata(r, ways)]
     output.echo_lines(lines)
+
+
+def classes_line(c: Classes) -> str:
+    """``resctrl classes of service: 2 of 3 left (...)``: what VMs may still take of the host's."""
+    line = (f"resctrl classes of service: {c.left} of {c.total} left (host-wide: the host has {c.total + 1}, its "
+            f"default group holds one, each VM with a slice or a cap one, whatever its cells)")
+    if c.used > c.total:
+        line += f"; {c.used} VMs hold one: {c.used - c.total} more than the host can start at once"
+    return line
 
 
 def _or_dash(value: int | None) -> int | str:

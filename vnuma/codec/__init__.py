@@ -13,8 +13,10 @@ in the order of the dataclass tuples, so JSON round trips keep that order.
 
 from vnuma.codec.hosts import host_from_dict, host_summary, host_to_dict, summary_text, use_from_dict
 from vnuma.codec.placements import placement_from_dict, placement_to_dict, tenant_from_dict, tenant_to_dict
+from vnuma.codec.resctrl import classes_from_dict
 
 __all__ = [
+    "classes_from_dict",
     "host_from_dict",
     "host_summary",
     "host_to_dict",

@@ -25,8 +25,9 @@ from vnuma.codec.checks import (
     take,
 )
 from vnuma.codec.hmat import hmat_from_dict, hmat_to_dict
-from vnuma.codec.resctrl import resctrl_from_dict, resctrl_to_dict
+from vnuma.codec.resctrl import classes_to_dict, resctrl_from_dict, resctrl_to_dict
 from vnuma.errors import InvalidInputError
+from vnuma.placement.resctrl import ResctrlUse, classes
 from vnuma.sources.migprofiles import geometry_from_dict, profile_document
 from vnuma.topology import (
     Cell,
@@ -53,12 +54,18 @@ _UNCLAIMED = GpuUse(None, {})
 _KIND = enum_of(DeviceKind)
 
 
-def host_to_dict(host: Host, use: Mapping[str, GpuUse] | None = None) -> dict[str, Any]:
+def host_to_dict(
+    host: Host, use: Mapping[str, GpuUse] | None = None, held: ResctrlUse | None = None
+) -> dict[str, Any]:
     """The host as a JSON-ready dict (see the module docstring for the contract); each GPU's ``mode`` and
     free partitions from ``use`` (what vnuma's claims leave: ``host show``), else unclaimed (null, free =
-    total: the stored topology)."""
+    total: the stored topology); with ``held`` (what its VMs' slices hold: ``host show``), the resctrl
+    classes of service they leave (``"resctrl": {"classes"}``)."""
     use = use or {}
     kinds, tiers, partitions, mig = cell_kinds(host), cell_tiers(host), vgpu_partitions(host), mig_partitions(host)
+    resctrl = resctrl_to_dict(host.resctrl, host.cells_of)
+    if held is not None:
+        resctrl["classes"] = classes_to_dict(classes(host, held))
     return {
         "name": host.name,
         "uri": host.uri,
@@ -74,7 +81,7 @@ def host_to_dict(host: Host, use: Mapping[str, GpuUse] | None = None) -> dict[st
             _device_to_dict(d, partitions.get(d.address, ()), mig.get(d.address, ()), use.get(d.address, _UNCLAIMED))
             for d in host.devices
         ],
-        "resctrl": resctrl_to_dict(host.resctrl, host.cells_of),
+        "resctrl": resctrl,
         "hmat": hmat_to_dict(host.hmat),
         "mdevs": [{"uuid": m.uuid, "type": m.type, "parent": m.parent, "iommu_group": m.iommu_group}
                   for m in host.mdevs],

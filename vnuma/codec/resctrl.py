@@ -6,7 +6,14 @@ Pure: no I/O. The shape (``host show --json``)::
                  "cpus": [int], "cells": [int], "controls": [{"type", "granularity_kib", "min_kib",
                  "max_allocs"}]}],
      "memory_bandwidth": [{"id", "granularity", "min", "max_allocs", "cpus": [int], "cells": [int]}],
-     "monitors": {"cache": [feature], "memory_bandwidth": [feature], "max_monitors": int | null}}
+     "monitors": {"cache": [feature], "memory_bandwidth": [feature], "max_monitors": int | null},
+     "classes": {"used": int, "total": int} | null}
+
+``classes`` is in ``host show``'s document only (:func:`classes_to_dict`): the
+host's classes of service as its VMs see them
+(:class:`vnuma.placement.resctrl.Classes`: ``total`` the groups VMs may make,
+the host's count less the default group's; ``used`` the VMs holding a slice
+or a cap), null where the host reports no class count.
 
 A bank's top-level ``granularity_kib``/``min_kib``/``max_allocs``/``ways``
 are its first control's (null without one: monitoring only); ``controls``
@@ -33,6 +40,7 @@ from vnuma.codec.checks import (
     list_of,
     take,
 )
+from vnuma.placement.resctrl import Classes
 from vnuma.topology.resctrl import NO_RESCTRL, BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl
 
 _TYPE = enum_of(CacheType)
@@ -55,6 +63,18 @@ def resctrl_to_dict(resctrl: Resctrl, cells_of: Callable[[frozenset[int]], tuple
             "max_monitors": resctrl.max_monitors,
         },
     }
+
+
+def classes_to_dict(classes: Classes | None) -> dict[str, int] | None:
+    """``"classes"`` of ``host show``'s ``"resctrl"``."""
+    return None if classes is None else {"used": classes.used, "total": classes.total}
+
+
+def classes_from_dict(doc: Mapping[str, Any]) -> Classes | None:
+    """The :class:`Classes` of a ``host show --json`` document (what :func:`classes_to_dict` wrote), None
+    where it has none; the document is trusted (it was read from the API)."""
+    found = (doc.get("resctrl") or {}).get("classes")
+    return None if found is None else Classes(int(found["used"]), int(found["total"]))
 
 
 def _bank(bank: CacheBank, cells_of: Callable[[frozenset[int]], tuple[int, ...]]) -> dict[str, Any]:

@@ -19,8 +19,9 @@ name when too few are left, or None. :data:`PIPELINE` lists them:
    (sibling pairs for ``require``), ``cell-isolation`` (cells the tenant may
    use at all), ``cell-cpus`` (``n`` cells with the vCPUs per cell),
    ``gpu-reserve`` (the same after ``gpu-first`` keeps free GPUs' shares),
-   ``resctrl`` (cells whose L3 domains have room for the cache slice and
-   bandwidth cap asked), ``emulator`` (a cell with room for an isolated emulator pCPU),
+   ``resctrl`` (a class of service left on the host, cells whose L3 domains
+   have room for the cache slice and bandwidth cap asked), ``emulator`` (a
+   cell with room for an isolated emulator pCPU),
    ``page-size`` (page sizes that divide the memory per cell);
 3. per page size, largest first: ``cell-pages`` (``n`` cells with the pages),
    ``emulator-pages`` (the emulator's cell among them), then
@@ -46,7 +47,7 @@ from vnuma.placement.ledger.cpuchecks import cordon_refusal
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, Rejection, ThreadPolicy, VmRequest
 from vnuma.placement.partitions import room, shortage
-from vnuma.placement.resctrl import cell_room, host_problem, wants
+from vnuma.placement.resctrl import cell_room, host_problem, host_room, wants
 from vnuma.placement.view import HostView
 from vnuma.topology import format_size_kib
 
@@ -266,8 +267,10 @@ class GpuReserve:
 
 class Slices:
     """``resctrl``: a VM asking for a cache slice or a bandwidth cap goes only where resctrl can give it
-    (:func:`~vnuma.placement.resctrl.host_problem`), on cells whose every L3 domain has room for it
-    (:func:`~vnuma.placement.resctrl.refusal`; a cell spanning several domains needs room on each)."""
+    (:func:`~vnuma.placement.resctrl.host_problem`) and a resctrl group is left on the host
+    (:func:`~vnuma.placement.resctrl.host_room`: classes of service and monitoring IDs are host-wide), on
+    cells whose every L3 domain has room for it (:func:`~vnuma.placement.resctrl.refusal`; a cell spanning
+    several domains needs room on each)."""
 
     name = "resctrl"
 
@@ -276,7 +279,7 @@ class Slices:
         req, hs = a.view.req, a.view.hs
         if not wants(req):
             return None
-        problem = host_problem(hs.host, req)
+        problem = host_problem(hs.host, req) or host_room(hs.host, hs.resctrl_use)
         if problem is not None:
             return Rejection(hs.name, self.name, problem.reason, problem.hint)
         ok, first = [], None

@@ -17,10 +17,17 @@ filter (a cell whose domains have no room is not used), by admission (check
   overlap, and refuses one of the whole cache);
 * a slice is a whole number of granules, at least the control's minimum:
   ``--llc SIZE`` is rounded up to whole granules of each host's banks;
-* each allocation group takes a class of service on the domain (the default
-  group one, each VM with a slice or a cap there one): at most the
-  smallest ``maxAllocs`` of the bank's controls and the domain's; and a
-  monitoring ID (RMID) of the host's, at most its ``maxMonitors``;
+* each allocation group takes a class of service (CLOS id) of the **host's**
+  (:func:`host_room`): a group is one directory under ``/sys/fs/resctrl``
+  whose ``schemata`` holds a mask on every cache id, so a VM with a slice
+  on one socket only still takes one of the host's. The groups are the
+  default group and each VM holding a slice or a cap anywhere on the host
+  (libvirt makes one group per VM: :mod:`vnuma.render.tune`), at most the
+  smallest ``maxAllocs`` over all the host's bank controls and bandwidth
+  domains (the kernel's limit is the smallest ``num_closids`` of the enabled
+  resources; under CDP the code and data controls each report their own,
+  halved, count); each group also takes a monitoring ID (RMID) of the
+  host's, at most its ``maxMonitors``;
 * a cap is a multiple of the domain's granularity, at least its minimum,
   at most 100, and the caps on one domain add up to at most the host's
   ``--mem-bw-limit`` (default 100: no oversubscription).
@@ -90,33 +97,61 @@ def ways_for(req: VmRequest, bank: CacheBank) -> int:
 
 
 class ResctrlUse:
-    """What the VMs on one host hold: ways and allocation groups per cache id, caps per domain; ``fits``
-    remembers the (asks, L3 ids, RMIDs in use) :func:`cell_room` found room for, until a change on one of
-    those domains."""
+    """What the VMs on one host hold: ways per cache id, caps per domain, and how many VMs hold a slice or a
+    cap (each one resctrl group: a class of service and a monitoring ID of the host's); ``fits`` remembers
+    the (asks, L3 ids) :func:`cell_room` found room for on those domains, until a change on one of them."""
 
-    __slots__ = ("bw", "fits", "groups", "vms", "ways")
+    __slots__ = ("bw", "fits", "vms", "ways")
 
     def __init__(self) -> None:
         self.ways: dict[int, int] = {}
-        self.groups: dict[int, int] = {}
         self.bw: dict[int, int] = {}
         self.vms = 0
-        """VMs holding a slice: each resctrl group takes a monitoring ID (RMID) of the host's."""
-        self.fits: set[tuple[int | None, int | None, int | None, tuple[int, ...], int]] = set()
+        """VMs holding a slice or a cap anywhere on the host: each is one resctrl group."""
+        self.fits: set[tuple[int | None, int | None, int | None, tuple[int, ...]]] = set()
+
+    @classmethod
+    def of(cls, placements: Iterable[Placement]) -> ResctrlUse:
+        """What ``placements`` (the VMs on one host) hold."""
+        use = cls()
+        for p in placements:
+            use.apply(p, +1)
+        return use
 
     def apply(self, p: Placement, sign: int) -> None:
         """Count ``p``'s slices in (``sign`` +1) or out (-1)."""
-        touched = {i for i, _w in p.llc} | {i for i, _c in p.mem_bw}
-        if touched and self.fits:
+        if not p.llc and not p.mem_bw:
+            return
+        if self.fits:
+            touched = {i for i, _w in p.llc} | {i for i, _c in p.mem_bw}
             self.fits = {key for key in self.fits if touched.isdisjoint(key[3])}
         for i, ways in p.llc:
             self.ways[i] = self.ways.get(i, 0) + sign * ways
         for i, cap in p.mem_bw:
             self.bw[i] = self.bw.get(i, 0) + sign * cap
-        for i in touched:
-            self.groups[i] = self.groups.get(i, 0) + sign
-        if p.llc or p.mem_bw:
-            self.vms += sign
+        self.vms += sign
+
+
+@dataclass(frozen=True, slots=True)
+class Classes:
+    """A host's classes of service as its VMs see them (``host show``): ``total`` the resctrl groups VMs may
+    make (the host's count less the one its default group holds), ``used`` the VMs holding one (a slice or a
+    cap anywhere on the host). ``used`` exceeds ``total`` only on a host that changed under its VMs."""
+
+    used: int
+    total: int
+
+    @property
+    def left(self) -> int:
+        """Groups VMs may still make (0 when over-used)."""
+        return max(self.total - self.used, 0)
+
+
+def classes(host: Host, use: ResctrlUse) -> Classes | None:
+    """``host``'s :class:`Classes` beside what its VMs hold (``use``), or None where no control reports a
+    class count (no allocation: no VM holds a group there)."""
+    found = _facts(host.resctrl).classes
+    return None if found is None else Classes(use.vms, found - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,12 +183,13 @@ def _no_ways_kept(host: Host) -> Problem:
 @dataclass(frozen=True, slots=True)
 class _Facts:
     """A host's resctrl facts as the rule reads them, worked out once per :class:`Resctrl` object (hosts of
-    one topology share it): banks and domains by id, each id's classes of service, each CPU's L3 id."""
+    one topology share it): banks and domains by id, the host's classes of service (None: no control reports
+    a count), each CPU's L3 id."""
 
     resctrl: Resctrl
     banks: dict[int, CacheBank]
     nodes: dict[int, BandwidthNode]
-    classes: dict[int, int | None]
+    classes: int | None
     l3_of: dict[int, int]
 
     def touched(self, cpus: Iterable[int]) -> tuple[int, ...]:
@@ -170,13 +206,9 @@ def _facts(resctrl: Resctrl) -> _Facts:
     if found is not None and found.resctrl is resctrl:
         return found
     banks, nodes = l3_banks(resctrl), bandwidth_nodes(resctrl)
-    classes: dict[int, int | None] = {}
-    for i in banks.keys() | nodes.keys():
-        limits = [c.max_allocs for c in banks[i].controls] if i in banks else []
-        node = nodes.get(i)
-        if node is not None and node.max_allocs is not None:
-            limits.append(node.max_allocs)
-        classes[i] = min(limits) if limits else None
+    limits = [c.max_allocs for b in resctrl.caches for c in b.controls]
+    limits += [n.max_allocs for n in resctrl.memory_bandwidth if n.max_allocs is not None]
+    classes = min(limits, default=None)
     l3_of = {cpu: b.id for b in resctrl.caches if b.level == 3 for cpu in b.cpus}
     if len(_FACTS) > 4096:
         _FACTS.clear()
@@ -243,15 +275,15 @@ def refusal(
 
 def cell_room(host: Host, use: ResctrlUse, req: VmRequest, ids: tuple[int, ...]) -> Problem | None:
     """Why the L3 domains ``ids`` (a cell's) have no room for the slices ``req`` asks, or None: :func:`room` of
-    :func:`slices_on` them. A fit is remembered in ``use`` until its next change (a refusal names the VM, so
-    it is worked out each time)."""
-    key = (req.llc_ways, req.llc_kib, req.mem_bw, ids, use.vms if host.resctrl.max_monitors is not None else -1)
+    :func:`slices_on` them. A fit on the domains is remembered in ``use`` until their next change (the
+    host-wide counts are read afresh; a refusal names the VM, so it is worked out each time)."""
+    key = (req.llc_ways, req.llc_kib, req.mem_bw, ids)
     if key in use.fits:
-        return None
+        return host_room(host, use)
     llc, mem_bw = slices_on(host, req, ids)
     found = room(host, use, req.name, llc, mem_bw)
     if found is None:
-        if len(use.fits) > 4096:  # stale RMID counts pile up only on hosts that limit them
+        if len(use.fits) > 4096:  # a bound on memory: asks of many sizes
             use.fits.clear()
         use.fits.add(key)
     return found
@@ -272,12 +304,39 @@ def domains_of(host: Host, cpus: Iterable[int]) -> dict[int, int]:
 def room(
     host: Host, use: ResctrlUse, vm: str, llc: tuple[tuple[int, int], ...], mem_bw: tuple[tuple[int, int], ...]
 ) -> Problem | None:
-    """The arithmetic of the rule: ``llc``/``mem_bw`` against the host's facts, policy and ``use``."""
+    """The arithmetic of the rule: ``llc``/``mem_bw`` against the host's facts, policy and ``use``; the
+    host-wide counts (:func:`host_room`) before the domains'."""
+    if llc and host.resctrl_policy.llc_default_ways is None:
+        return _no_ways_kept(host)
+    return host_room(host, use) or _domain_room(host, use, vm, llc, mem_bw)
+
+
+def host_room(host: Host, use: ResctrlUse) -> Problem | None:
+    """Why a VM can make no resctrl group on ``host`` beside the VMs' groups ``use`` counts (the default
+    group holds one), or None: a monitoring ID and a class of service of the host's are left."""
+    facts = _facts(host.resctrl)
+    groups = use.vms + 1
+    rmids = facts.resctrl.max_monitors
+    if rmids is not None and groups + 1 > rmids:
+        return Problem(f"resctrl: host {host.name!r} has no free monitoring ID (RMID): {groups} of {rmids} "
+                       "in use", "place it where fewer VMs hold slices")
+    total = facts.classes
+    if total is not None and groups + 1 > total:
+        vms = f" and {use.vms} VM{'s' if use.vms != 1 else ''}" if use.vms else ""
+        return Problem(f"resctrl: host {host.name!r} has no free class of service ({groups} of {total} in use: "
+                       f"the default group{vms})",
+                       "a class of service is host-wide, whatever cells a VM uses: place it on a host where fewer "
+                       "VMs hold slices or caps")
+    return None
+
+
+def _domain_room(
+    host: Host, use: ResctrlUse, vm: str, llc: tuple[tuple[int, int], ...], mem_bw: tuple[tuple[int, int], ...]
+) -> Problem | None:
+    """The rule on each L3 domain: ways and caps."""
     facts = _facts(host.resctrl)
     policy = host.resctrl_policy
     banks = facts.banks
-    if llc and policy.llc_default_ways is None:
-        return _no_ways_kept(host)
     for i, ways in llc:
         bank = banks.get(i)
         if bank is None or bank.ways is None:
@@ -303,14 +362,4 @@ def room(
         if cap > left:
             return Problem(f"mem-bw: domain {i} has {max(left, 0)} of {policy.mem_bw_limit} left, VM {vm!r} asks {cap}",
                            "ask for a lower cap, or place it where the domain has room")
-    rmids = facts.resctrl.max_monitors
-    if rmids is not None and use.vms + 2 > rmids:  # the default group holds one, this VM takes one
-        return Problem(f"resctrl: host {host.name!r} has no free monitoring ID (RMID): {use.vms + 1} of {rmids} "
-                       "in use", "place it where fewer VMs hold slices")
-    for i in sorted({i for i, _w in llc} | {i for i, _c in mem_bw}):
-        classes = facts.classes.get(i)
-        held = 1 + use.groups.get(i, 0)  # the default group holds one
-        if classes is not None and held + 1 > classes:
-            return Problem(f"resctrl: L3 domain {i} of host {host.name!r} has no free class of service "
-                           f"({held} of {classes} in use)", "place it where fewer VMs hold slices")
     return None

@@ -19,17 +19,10 @@ def host_summaries(settings: Settings) -> list[dict[str, Any]]:
         return reader.host_summaries()
 
 
-def get_host(settings: Settings, name: str) -> Host:
-    """One host (NotFoundError if unknown), without the ORM."""
-    from vnuma.inventory.reading import open_reader
-
-    with open_reader(settings.db_url) as reader:
-        return reader.host(name)
-
-
 def host_document(settings: Settings, name: str) -> tuple[Host, dict[str, Any]]:
     """One host and its ``host show --json`` document: its topology, each GPU's mode and free partitions as
-    its VMs' claims leave them (:func:`vnuma.placement.partitions.host_gpu_use`), read in one transaction.
+    its VMs' claims leave them (:func:`vnuma.placement.partitions.host_gpu_use`) and the resctrl classes of
+    service their slices leave (:func:`vnuma.placement.resctrl.classes`), read in one transaction.
 
     Raises:
         NotFoundError: unknown host.
@@ -37,10 +30,11 @@ def host_document(settings: Settings, name: str) -> tuple[Host, dict[str, Any]]:
     from vnuma.codec import host_to_dict
     from vnuma.inventory.reading import open_reader
     from vnuma.placement.partitions import host_gpu_use
+    from vnuma.placement.resctrl import ResctrlUse
 
     with open_reader(settings.db_url) as reader:
         host, placements, tenants = reader.host_with_vms(name)
-    return host, host_to_dict(host, host_gpu_use(host, placements, tenants.values()))
+    return host, host_to_dict(host, host_gpu_use(host, placements, tenants.values()), ResctrlUse.of(placements))
 
 
 def remove_host(settings: Settings, name: str) -> None:

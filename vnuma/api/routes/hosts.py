@@ -69,13 +69,12 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
 
     @app.post("/v1/hosts/{name}/reserve", summary="vnuma host reserve")
     def host_reserve(name: str, body: ReserveBody, token: Caller, request: Request) -> dict[str, Any]:
-        from vnuma.codec import host_to_dict
-        from vnuma.services.queries import get_host, reserve
+        from vnuma.services.queries import host_document, reserve
 
         def run() -> dict[str, Any]:
             auth.allow(token, auth.ADMIN, "reserve host CPUs")
             reserve(settings, name, body.cpus, body.llc_ways, body.mem_bw_limit)
-            return host_to_dict(get_host(settings, name))
+            return host_document(settings, name)[1]
 
         return change(request, token, {"host": name}, run)
 

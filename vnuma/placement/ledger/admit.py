@@ -55,7 +55,9 @@ of the placement is :class:`.claim.Claim`):
     device's companions go with it, GPUs or NICs sharing a group go together);
 ``resctrl``
     the cache ways and memory-bandwidth caps it takes are free on every L3
-    domain its vCPUs touch (:func:`vnuma.placement.resctrl.refusal`);
+    domain its vCPUs touch, and the host has a class of service and a
+    monitoring ID left for its resctrl group (both host-wide:
+    :func:`vnuma.placement.resctrl.refusal`);
 ``group-mode``
     a group is either affine or anti-affine (:func:`vnuma.placement.groups.group_clash`:
     a VM asking affinity of a group whose VMs asked anti-affinity, or the
