@@ -1,30 +1,8 @@
 """``vnuma rebalance --apply | --resume | --abort``: carry a plan out through libvirt, one journaled step at a time.
 
 Every move gets a *kind* before anything changes, from where the VM's
-domain is and what it is doing (libvirt is asked, not the inventory):
-
-========== =================================================================
-claims     no domain (the VM is only placed): only the claims move
-redefine   defined, not running, same host: define the new XML
-live       running, same host, same guest NUMA shape, page size and
-           devices, and memory either stays on its host cells or is 4 KiB
-           backed under ``restrictive`` numatune: vCPUs and emulator re-pinned
-           with ``pinVcpuFlags``/``pinEmulator`` (live), the memory nodeset
-           changed live when it moves, then the new XML defined (so the
-           persistent definition matches too)
-restart    running, same host, not live-capable: stop, define, start
-           (only with ``allow_restart``)
-move       another host, not running: define on the destination, then
-           undefine on the source (the domain always exists somewhere)
-migrate    another host, running, ``allow_migrate``, no passed-through devices
-           (a VM with them needs ``allow_restart``): libvirt live migration
-           with the destination XML rendered from the new placement (between
-           two hosts of the embedded hypervisor, which runs no guests: stop,
-           undefine, define and start there, as move-restart)
-move-restart another host, running, ``allow_restart`` (no ``allow_migrate``):
-           define on the destination, stop and undefine on the source, start
-           on the destination
-========== =================================================================
+domain is and what it is doing (libvirt is asked, not the inventory): see
+:mod:`.movekinds`.
 
 A plan with a move that needs a permission not given is refused whole and
 nothing changes. Then the run is journaled (every step pending) and each
@@ -54,16 +32,13 @@ from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement, emulator_pins, vcpu_pins
 from vnuma.placement.rebalance import Plan
 from vnuma.render.domain import render_domain
-from vnuma.render.view import effective_memory_modes
 from vnuma.services import Settings, failpoints
 from vnuma.services.applying import hypervisor_of, rendering_of, with_identity
 from vnuma.services.hypervisors import is_embedded, same_hypervisor
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
-from vnuma.topology import PAGE_4K, Host
+from vnuma.services.movekinds import CLAIMS, LIVE, MIGRATE, MOVE, MOVE_RESTART, REDEFINE, RESTART, move_kind, observed
+from vnuma.topology import Host
 
-CLAIMS, REDEFINE, LIVE, RESTART, MOVE, MIGRATE, MOVE_RESTART = (
-    "claims", "redefine", "live", "restart", "move", "migrate", "move-restart",
-)
 _RESUME_HINT = "fix the cause, then `vnuma rebalance --resume` (retry) or `vnuma rebalance --abort` (roll back)"
 
 Progress = Callable[[StepRecord, str], None]
@@ -107,70 +82,6 @@ def _connections(inventory: Inventory) -> Iterator[_Conns]:
         conns.close()
 
 
-def _guest_shape(p: Placement) -> tuple[object, ...]:
-    return (
-        tuple((c.vcpus, c.memory_kib, c.page_size_kib) for c in p.cells),
-        tuple(d.address for d in p.devices), p.cpu_policy, p.threads_per_core,
-        tuple((a.gpu, a.vf, a.name, a.start) for a in p.partitions),
-    )
-
-
-def live_capable(before: Placement, after: Placement, memnode_mode: str | None) -> bool:
-    """True when a running VM can move from ``before`` to ``after`` without a restart (see the module doc):
-    to other host cells only when every guest cell's memory is ``restrictive`` as rendered (the placement's
-    mode or the ``--memnode-mode`` override it was applied with) and 4 KiB pages."""
-    if before.host != after.host or _guest_shape(before) != _guest_shape(after):
-        return False
-    if before.host_cells == after.host_cells:
-        return True
-    restrictive = set(effective_memory_modes(after, memnode_mode)) == {"restrictive"}
-    return restrictive and all(c.page_size_kib == PAGE_4K for c in after.cells)
-
-
-def _observed(inventory_state: VmState, domain: DomainState) -> VmState:
-    if domain is DomainState.RUNNING:
-        return VmState.RUNNING
-    if inventory_state in (VmState.DEFINED, VmState.STOPPED):
-        return inventory_state
-    return VmState.DEFINED
-
-
-def _kind(
-    vm: str, before: Placement, after: Placement, state: VmState, memnode_mode: str | None,
-    allow_restart: bool, allow_migrate: bool,
-) -> str:
-    if state is VmState.PLACED:
-        return CLAIMS
-    if state is not VmState.RUNNING:
-        return REDEFINE if before.host == after.host else MOVE
-    if before.host == after.host:
-        if live_capable(before, after, memnode_mode):
-            return LIVE
-        if allow_restart:
-            return RESTART
-        raise ConflictError(
-            f"VM {vm!r} is running and cannot move from cells {list(before.host_cells)} to "
-            f"{list(after.host_cells)} live (guest NUMA shape, page size, or memory mode "
-            f"{'/'.join(effective_memory_modes(after, memnode_mode))} where only restrictive moves live)",
-            hint="allow stopping and starting it: --allow-restart",
-        )
-    if allow_migrate and not before.devices and not before.partitions:
-        return MIGRATE
-    if allow_restart:
-        return MOVE_RESTART
-    if allow_migrate:
-        raise ConflictError(
-            f"VM {vm!r} passes devices through "
-            f"({', '.join([d.address for d in before.devices] + [f'mdev {a.uuid}' for a in before.partitions])}): "
-            "libvirt cannot migrate it live",
-            hint="move it with a stop and start instead: --allow-restart (vnuma vm migrate --cold)",
-        )
-    raise ConflictError(
-        f"VM {vm!r} is running and would move from host {before.host!r} to {after.host!r}",
-        hint="allow live migration (--allow-migrate) or a stop and start (--allow-restart)",
-    )
-
-
 def _new_steps(
     inventory: Inventory, conns: _Conns, plan: Plan, allow_restart: bool, allow_migrate: bool
 ) -> list[NewStep]:
@@ -188,10 +99,10 @@ def _new_steps(
                     hint=f"bring the inventory and libvirt into agreement first: vnuma reconcile {host.name}",
                 )
             current[move.vm] = placement
-            states[move.vm] = VmState.PLACED if domain is DomainState.MISSING else _observed(recorded, domain)
+            states[move.vm] = VmState.PLACED if domain is DomainState.MISSING else observed(recorded, domain)
         before = current[move.vm]
         options, _template = rendering_of(inventory.get_rendering(move.vm))
-        kind = _kind(
+        kind = move_kind(
             move.vm, before, move.placement, states[move.vm], options.memnode_mode, allow_restart, allow_migrate
         )
         if kind is not CLAIMS and not conns.hosts[move.to_host].uri:
