@@ -135,8 +135,9 @@ _VM = (
     "WHERE v.name = :name"
 )
 _STEPS = (
-    "SELECT vm, before, after FROM rebalance_steps WHERE run_id = :run AND (:seq IS NULL OR seq = :seq) "
-    "ORDER BY seq"
+    # The cast types the parameter for PostgreSQL, which cannot infer it from `IS NULL` alone.
+    "SELECT vm, before, after FROM rebalance_steps WHERE run_id = :run "
+    "AND (CAST(:seq AS INTEGER) IS NULL OR seq = :seq) ORDER BY seq"
 )
 
 

@@ -283,6 +283,12 @@ class Inventory:
         """Record a step's error; the run becomes failed (still unfinished)."""
         self._write(("run-fail", {"run": run_id, "step": seq, "error": error}), journal.fail_run, run_id, seq, error)
 
+    def refuse_step(self, run_id: int, seq: int, error: str) -> RunStatus:
+        """Record that a step could not start; the run closes as aborted when none of its steps began, else
+        it becomes failed (:func:`.journal.refuse_step`). The run's new status."""
+        return self._write(("run-refused", {"run": run_id, "step": seq, "error": error}), journal.refuse_step, run_id,
+                           seq, error)
+
     def resume_run(self, run_id: int) -> None:
         """Mark a failed run running again."""
         self._write(("run-resume", {"run": run_id}), journal.resume_run, run_id)

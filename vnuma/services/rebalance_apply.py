@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError, VnumaError
 from vnuma.hypervisor.base import DomainState, Hypervisor
 from vnuma.inventory.db import open_inventory
-from vnuma.inventory.journal import NewStep, RunRecord, StepRecord
+from vnuma.inventory.journal import NewStep, RunRecord, StepRecord, run_unfinished
 from vnuma.inventory.models import RunStatus, StepStatus, VmState
 from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement, emulator_pins, vcpu_pins
@@ -210,7 +210,8 @@ def apply_plan(
 
     Raises:
         ConflictError: another run is unfinished, a move needs a permission
-            not given, or a step's claims no longer fit (run left failed).
+            not given, or a step's claims no longer fit (the run closed as aborted when no step had begun,
+            else left failed).
         HypervisorError: libvirt failed a step (run left failed, see --resume/--abort).
         RenderError: a template cannot render a new placement (nothing changed).
     """
@@ -219,16 +220,14 @@ def apply_plan(
     with open_inventory(settings.db_url) as inventory, _connections(inventory) as conns:
         run = inventory.unfinished_run()
         if run is not None:
-            raise ConflictError(
-                f"rebalance run {run.id} is unfinished ({run.status})",
-                hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
-            )
+            raise run_unfinished(run.id, run.status)
         steps = _new_steps(inventory, conns, plan, allow_restart, allow_migrate)
         executor = _Executor(settings, inventory, conns)
         for s in steps:  # a template or placement that cannot render stops the run before it starts
             if s.kind != CLAIMS:
                 executor.xml(s.vm, s.before, s.after)
         options = {"allow_restart": allow_restart, "allow_migrate": allow_migrate}
+        failpoints.reached("run-planned")
         run_id = inventory.open_run(str(plan.objective), options, steps)
         failpoints.reached("run-opened")
         return _forward(inventory, executor, run_id, progress)
@@ -239,10 +238,13 @@ def _forward(inventory: Inventory, executor: _Executor, run_id: int, progress: P
     for step in run.steps:
         if step.status is StepStatus.DONE:
             continue
-        try:
-            if step.status is StepStatus.PENDING:
+        if step.status is StepStatus.PENDING:
+            try:
                 inventory.start_step(run_id, step.seq)
-                failpoints.reached("step-started")
+            except VnumaError as err:
+                raise _refused(inventory, run_id, step, err) from err
+            failpoints.reached("step-started")
+        try:
             if progress is not None:
                 progress(step, "started")
             executor.towards(step.kind, step.vm, step.before, step.after)
@@ -257,6 +259,18 @@ def _forward(inventory: Inventory, executor: _Executor, run_id: int, progress: P
     inventory.close_run(run_id, RunStatus.DONE)
     run = inventory.get_run(run_id)
     return RunReport(run.id, run.status, run.steps, tuple(executor.notes))
+
+
+def _refused(inventory: Inventory, run_id: int, step: StepRecord, err: VnumaError) -> VnumaError:
+    """The error of a step whose claims could not move (admission refused them: a racer took them first, or
+    the VM changed since the plan): it changed nothing. A run none of whose steps began closes itself
+    (aborted) and says so; else it stays failed for --resume or --abort (:func:`.journal.refuse_step`)."""
+    status = inventory.refuse_step(run_id, step.seq, str(err))
+    context = f"rebalance run {run_id} step {step.seq} ({step.vm})"
+    if status is RunStatus.ABORTED:
+        return _annotated(err, context, f"nothing was changed and run {run_id} is closed; plan again (the next "
+                          "plan starts from the inventory as it is now)")
+    return _annotated(err, context, _RESUME_HINT)
 
 
 def _unfinished(inventory: Inventory) -> RunRecord:

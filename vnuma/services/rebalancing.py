@@ -6,7 +6,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from vnuma.errors import ConflictError, InvalidInputError, NoRoomError, NotFoundError
+from vnuma.errors import InvalidInputError, NoRoomError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.rebalance import (
@@ -175,14 +175,12 @@ def _by_host(p: Placement) -> tuple[str, str]:
 def _refuse_unfinished_run(settings: Settings) -> None:
     """A plan to apply must not start while a run's claims are half-way between two placements."""
     from vnuma.inventory.db import open_inventory
+    from vnuma.inventory.journal import run_unfinished
 
     with open_inventory(settings.db_url) as inventory:
         run = inventory.unfinished_run()
     if run is not None:
-        raise ConflictError(
-            f"rebalance run {run.id} is unfinished ({run.status})",
-            hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
-        )
+        raise run_unfinished(run.id, run.status)
 
 
 def plan_room_for(
