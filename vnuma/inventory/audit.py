@@ -155,6 +155,13 @@ def step_subjects(x: Executor, run: int, seq: int | None = None) -> dict[str, An
     return {"vm": [str(r[0]) for r in rows], "host": hosts}
 
 
+def committed(x: Executor, invocation: str) -> list[dict[str, Any]]:
+    """The changes invocation ``invocation`` has committed so far, in order (its ``ok`` rows)."""
+    rows = x.rows("SELECT changes FROM audit_log WHERE invocation = :inv AND outcome = 'ok' ORDER BY id",
+                  {"inv": invocation})
+    return [c for (doc,) in rows for c in json.loads(str(doc))["changes"]]
+
+
 @dataclass(frozen=True, slots=True)
 class LogFilter:
     """What ``vnuma log`` asks for: entries touching a VM, host or tenant, since a time, the last N."""

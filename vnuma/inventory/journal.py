@@ -6,9 +6,9 @@ that marks it started), so the inventory holds the destination while
 libvirt is being changed and nobody else can take it; ``finish_step``
 records the VM's new domain state. Undoing walks the same way back
 (``begin_undo`` moves the claims back, ``finish_undo``). An interrupted
-run is found again by :func:`unfinished_run`. A step whose claims cannot
-move changed nothing (:func:`refuse_step`): a run none of whose steps began
-then closes itself, as aborted.
+run is found again by :func:`unfinished_run`. A run that stops before any
+of its steps began changed nothing (:func:`stop_run`): it closes itself, as
+aborted.
 """
 
 from __future__ import annotations
@@ -221,22 +221,14 @@ def finish_undo(session: Session, run_id: int, seq: int) -> None:
     _set_step(session, run_id, seq, StepStatus.UNDONE)
 
 
-def fail_run(session: Session, run_id: int, seq: int, error: str) -> None:
-    """Record the error of step ``seq``; the run stays unfinished (failed) for --resume or --abort."""
-    session.execute(
-        update(RebalanceStep)
-        .where(RebalanceStep.run_id == run_id, RebalanceStep.seq == seq)
-        .values(error=error)
-    )
-    session.execute(update(RebalanceRun).where(RebalanceRun.id == run_id).values(status=RunStatus.FAILED.value))
+def stop_run(session: Session, run_id: int, seq: int, error: str) -> RunStatus:
+    """The run stopped at step ``seq`` with ``error`` (libvirt failed it, its claims could not move, an
+    interrupt): record the error on the step; the run's new status.
 
-
-def refuse_step(session: Session, run_id: int, seq: int, error: str) -> RunStatus:
-    """Record that step ``seq`` could not start (its claims did not move: it changed nothing) with ``error``.
-
-    A run none of whose steps began changed nothing at all: it is closed as aborted (nothing to undo), so the
-    next run is not held up. A run with steps begun stays failed (unfinished) for --resume or --abort: the
-    state between its steps can hold only as the run leaves it (an affine group half moved). The new status.
+    A run none of whose steps began (each still pending: no claim moved, libvirt untouched) changed nothing:
+    it is closed as aborted (nothing to undo), so the next run is not held up. Any other run stays failed
+    (unfinished) for --resume or --abort: the state between its steps can hold only as the run leaves it (an
+    affine group half moved).
     """
     begun = session.scalars(
         select(RebalanceStep.seq)

@@ -279,14 +279,10 @@ class Inventory:
         """Mark the step undone and restore the VM's recorded state."""
         self._write(("step-undone", {"run": run_id, "step": seq}), journal.finish_undo, run_id, seq)
 
-    def fail_run(self, run_id: int, seq: int, error: str) -> None:
-        """Record a step's error; the run becomes failed (still unfinished)."""
-        self._write(("run-fail", {"run": run_id, "step": seq, "error": error}), journal.fail_run, run_id, seq, error)
-
-    def refuse_step(self, run_id: int, seq: int, error: str) -> RunStatus:
-        """Record that a step could not start; the run closes as aborted when none of its steps began, else
-        it becomes failed (:func:`.journal.refuse_step`). The run's new status."""
-        return self._write(("run-refused", {"run": run_id, "step": seq, "error": error}), journal.refuse_step, run_id,
+    def stop_run(self, run_id: int, seq: int, error: str) -> RunStatus:
+        """Record that the run stopped at a step with an error; it closes as aborted when none of its steps
+        began, else it becomes failed (:func:`.journal.stop_run`). The run's new status."""
+        return self._write(("run-fail", {"run": run_id, "step": seq, "error": error}), journal.stop_run, run_id,
                            seq, error)
 
     def resume_run(self, run_id: int) -> None:

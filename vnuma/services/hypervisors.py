@@ -68,6 +68,15 @@ def same_hypervisor(host_a: str, uri_a: str | None, host_b: str, uri_b: str | No
     return host_a == host_b if uri_a is not None and is_embedded(uri_a) else True
 
 
+_opened: list[str] = []
+"""Hosts whose hypervisor this process opened (:func:`opened_any`)."""
+
+
+def opened_any() -> bool:
+    """Whether this process opened any host's hypervisor (a command stopped half-way may have changed it)."""
+    return bool(_opened)
+
+
 def connect_uri(uri: str) -> Hypervisor:
     """A connection to ``uri`` for reading the host itself (capabilities, node devices), no domains restored."""
     return connect(libvirt_uri(uri))
@@ -80,6 +89,7 @@ def open_hypervisor(inventory: KeptDomains, host: str, uri: str) -> Hypervisor:
         HypervisorError: libvirt cannot be reached, or refuses a kept domain.
     """
     hv = connect(libvirt_uri(uri))
+    _opened.append(host)
     if not is_embedded(uri):
         return hv
     try:

@@ -13,7 +13,10 @@ idempotent, so ``--resume`` simply runs a started step again; ``--abort``
 walks the started and done steps backwards (claims back first, then the
 same kind of action towards the old placement). After a step completes,
 the inventory and libvirt agree; a failed step leaves the run failed with
-the error recorded, for ``--resume`` or ``--abort``.
+the error recorded, for ``--resume`` or ``--abort``, and so does a Ctrl-C
+(error ``interrupted``). A run that stops before any of its steps began
+(a step's claims refused: a racer took them first; a Ctrl-C) changed
+nothing and closes itself, as aborted (:func:`vnuma.inventory.journal.stop_run`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from vnuma.services.mdevs import create_mdevs, remove_mdevs
 from vnuma.services.movekinds import CLAIMS, LIVE, MIGRATE, MOVE, MOVE_RESTART, REDEFINE, RESTART, move_kind, observed
 from vnuma.topology import Host
 
+INTERRUPTED = "interrupted"
+"""The error a step records when Ctrl-C stopped its run there."""
 _RESUME_HINT = "fix the cause, then `vnuma rebalance --resume` (retry) or `vnuma rebalance --abort` (roll back)"
 
 Progress = Callable[[StepRecord, str], None]
@@ -229,43 +234,61 @@ def apply_plan(
         options = {"allow_restart": allow_restart, "allow_migrate": allow_migrate}
         failpoints.reached("run-planned")
         run_id = inventory.open_run(str(plan.objective), options, steps)
-        failpoints.reached("run-opened")
+        with _stopped_by_interrupt(inventory, run_id, 1):
+            failpoints.reached("run-opened")
         return _forward(inventory, executor, run_id, progress)
 
 
 def _forward(inventory: Inventory, executor: _Executor, run_id: int, progress: Progress | None) -> RunReport:
     run = inventory.get_run(run_id)
     for step in run.steps:
-        if step.status is StepStatus.DONE:
-            continue
-        if step.status is StepStatus.PENDING:
-            try:
-                inventory.start_step(run_id, step.seq)
-            except VnumaError as err:
-                raise _refused(inventory, run_id, step, err) from err
-            failpoints.reached("step-started")
-        try:
-            if progress is not None:
-                progress(step, "started")
-            executor.towards(step.kind, step.vm, step.before, step.after)
-        except VnumaError as err:
-            inventory.fail_run(run_id, step.seq, str(err))
-            raise _annotated(err, f"rebalance run {run_id} step {step.seq} ({step.vm})", _RESUME_HINT) from err
-        failpoints.reached("libvirt-done")
-        # Every kind leaves the domain as it found it: running stays running, defined stays defined.
-        inventory.finish_step(run_id, step.seq, step.before_state)
-        if progress is not None:
-            progress(step, "done")
+        if step.status is not StepStatus.DONE:
+            with _stopped_by_interrupt(inventory, run_id, step.seq):
+                _step_forward(inventory, executor, run_id, step, progress)
     inventory.close_run(run_id, RunStatus.DONE)
     run = inventory.get_run(run_id)
     return RunReport(run.id, run.status, run.steps, tuple(executor.notes))
 
 
+def _step_forward(
+    inventory: Inventory, executor: _Executor, run_id: int, step: StepRecord, progress: Progress | None
+) -> None:
+    if step.status is StepStatus.PENDING:
+        try:
+            inventory.start_step(run_id, step.seq)
+        except VnumaError as err:
+            raise _refused(inventory, run_id, step, err) from err
+        failpoints.reached("step-started")
+    try:
+        if progress is not None:
+            progress(step, "started")
+        executor.towards(step.kind, step.vm, step.before, step.after)
+    except VnumaError as err:
+        inventory.stop_run(run_id, step.seq, str(err))
+        raise _annotated(err, f"rebalance run {run_id} step {step.seq} ({step.vm})", _RESUME_HINT) from err
+    failpoints.reached("libvirt-done")
+    # Every kind leaves the domain as it found it: running stays running, defined stays defined.
+    inventory.finish_step(run_id, step.seq, step.before_state)
+    if progress is not None:
+        progress(step, "done")
+
+
+@contextmanager
+def _stopped_by_interrupt(inventory: Inventory, run_id: int, seq: int) -> Iterator[None]:
+    """A Ctrl-C (KeyboardInterrupt) inside stops the run at step ``seq`` (:func:`.journal.stop_run`: closed as
+    aborted when none of its steps began, else failed for --resume or --abort), then goes on up."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        inventory.stop_run(run_id, seq, INTERRUPTED)
+        raise
+
+
 def _refused(inventory: Inventory, run_id: int, step: StepRecord, err: VnumaError) -> VnumaError:
     """The error of a step whose claims could not move (admission refused them: a racer took them first, or
     the VM changed since the plan): it changed nothing. A run none of whose steps began closes itself
-    (aborted) and says so; else it stays failed for --resume or --abort (:func:`.journal.refuse_step`)."""
-    status = inventory.refuse_step(run_id, step.seq, str(err))
+    (aborted) and says so; else it stays failed for --resume or --abort (:func:`.journal.stop_run`)."""
+    status = inventory.stop_run(run_id, step.seq, str(err))
     context = f"rebalance run {run_id} step {step.seq} ({step.vm})"
     if status is RunStatus.ABORTED:
         return _annotated(err, context, f"nothing was changed and run {run_id} is closed; plan again (the next "
@@ -319,7 +342,7 @@ def abort(settings: Settings, progress: Progress | None = None) -> RunReport:
                     progress(step, "undoing")
                 executor.towards(step.kind, step.vm, step.after, step.before)
             except VnumaError as err:
-                inventory.fail_run(run.id, step.seq, f"undo: {err}")
+                inventory.stop_run(run.id, step.seq, f"undo: {err}")
                 context = f"rebalance run {run.id}: undoing step {step.seq} ({step.vm})"
                 raise _annotated(err, context, "fix the cause, then `vnuma rebalance --abort` again") from err
             inventory.finish_undo(run.id, step.seq)

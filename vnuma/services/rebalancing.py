@@ -19,7 +19,7 @@ from vnuma.placement.rebalance import (
     default_solver,
     plan_moves,
 )
-from vnuma.services import Settings
+from vnuma.services import Settings, failpoints
 from vnuma.topology import count_of, parse_page_size, parse_size_kib
 
 _KEYS = ("vcpus", "memory", "gpus", "numa_nodes", "page_size")
@@ -156,6 +156,7 @@ def drain_plan(
     if for_apply:
         _refuse_unfinished_run(settings)
     set_cordoned(settings, host, True)
+    failpoints.reached("cordoned")
     with open_reader(settings.db_url) as reader:
         snap = reader.snapshot()
     state = FleetState(
