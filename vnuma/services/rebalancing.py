@@ -6,7 +6,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from vnuma.errors import InvalidInputError, NoRoomError, NotFoundError
+from vnuma.errors import ConflictError, InvalidInputError, NoRoomError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.rebalance import (
@@ -182,6 +182,16 @@ def _refuse_unfinished_run(settings: Settings) -> None:
         run = inventory.unfinished_run()
     if run is not None:
         raise run_unfinished(run.id, run.status)
+
+
+def held_up(settings: Settings) -> str | None:
+    """Why carrying a plan out would be refused now (an unfinished run, with how to go on), None if nothing
+    holds it up: said beside a plan that is only shown (``--dry-run``)."""
+    try:
+        _refuse_unfinished_run(settings)
+    except ConflictError as err:
+        return f"{err}: carrying this plan out is refused until then ({err.hint})"
+    return None
 
 
 def plan_room_for(
