@@ -18,10 +18,9 @@ instead of the host's libvirt capabilities: NULL for libvirt's own, the
 marker ``demo`` for the shipped demo host (found in the package at refresh
 time, so an inventory survives moving the checkout), else the absolute path
 of a capabilities file. The inventory stores it; ``services.hosts`` reads it.
-``embedded_kept`` says whether vnuma keeps what libvirt's test driver holds
-for a ``test://`` host between connections (``services.hypervisors``): one
-``embedded_domains`` row per domain; False until a command first changed
-one (the node file's own domains stand until then).
+``embedded_kept``: whether vnuma keeps a ``test://`` host's domains between
+connections (one ``embedded_domains`` row each; False until a command first
+changed one: the node file's own stand until then).
 Claims carry database constraints so that double booking is impossible even
 if the checks in Python were wrong: an exclusive pCPU, a device and a VM's
 (cell, page size) can each be claimed once, and so can a GPU partition's VF, MIG start and UUID.
@@ -117,9 +116,8 @@ class HostRow(Base):
 
 
 class EmbeddedDomain(Base):
-    """A domain the embedded hypervisor (a ``test://`` host) holds, kept between connections: its inactive
-    XML and whether it runs. One row per domain, written alone (:mod:`.embedded`): commands changing two
-    domains of one host at once never overwrite each other."""
+    """A domain of the embedded hypervisor (a ``test://`` host) kept between connections: its inactive XML and
+    whether it runs; each row written alone (:mod:`.embedded`), so racing commands never overwrite each other."""
 
     __tablename__ = "embedded_domains"
     __table_args__ = (UniqueConstraint("host_id", "name"),)
