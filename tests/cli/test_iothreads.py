@@ -73,5 +73,7 @@ def test_the_guest_topology_given_at_apply_is_kept_by_a_move(demo_pair: Cli) -> 
     # The move defined it on b with the topology it was applied with (the embedded hypervisor keeps b's
     # domains in the inventory, as libvirt's test driver returned them).
     with sqlite3.connect(demo_pair.db) as con:
-        (kept,) = con.execute("SELECT embedded_domains FROM hosts WHERE name = 'b'").fetchone()
+        (kept,) = con.execute(
+            "SELECT d.xml FROM embedded_domains d JOIN hosts h ON h.id = d.host_id WHERE h.name = 'b' AND d.name = 't'"
+        ).fetchone()
     assert re.findall(r"<topology sockets=.1. dies=.1. cores=.(\d+). threads=.(\d+)./>", kept) == [("8", "1")]

@@ -121,3 +121,18 @@ def test_a_vm_that_does_not_fit_there_is_refused_with_the_reason(two: Cli, dumpe
     assert res.exit_code == 5 and "b:" in res.stderr
     assert dumped(two.db) == before
     assert two("vm", "migrate", "d", "--to", "b", "--live", "--cold").exit_code == 2
+
+
+def test_a_dry_run_says_when_an_unfinished_run_would_hold_the_move_up(two: Cli) -> None:
+    from vnuma.inventory import open_inventory
+
+    assert two.ok("vm", "migrate", "d", "--to", "b", "--dry-run").stderr == ""
+    with open_inventory(f"sqlite:///{two.db}") as inv:
+        inv.open_run("rebalance", {}, [])  # as a command killed at its start leaves it
+    shown = two.ok("vm", "migrate", "d", "--to", "b", "--dry-run")
+    assert "d" in shown.stdout and "b cells" in shown.stdout
+    assert shown.stderr.startswith(
+        "warning: rebalance run 1 is unfinished (running): carrying this plan out is refused until then ("
+    ), shown.stderr
+    refused = two("vm", "migrate", "d", "--to", "b")
+    assert refused.exit_code == 9 and "rebalance run 1 is unfinished (running)" in refused.stderr

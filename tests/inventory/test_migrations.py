@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from vnuma.inventory.models import Base
 TABLES = {
     "alembic_version", "hosts", "tenants", "vms", "cpu_claims", "page_claims", "device_claims",
     "rebalance_runs", "rebalance_steps", "audit_log", "api_tokens", "resctrl_claims", "bandwidth_samples",
-    "gpu_profiles", "replica_groups", "partition_claims",
+    "gpu_profiles", "replica_groups", "partition_claims", "embedded_domains",
 }
 
 
@@ -249,7 +250,7 @@ def test_0006_keeps_no_checkout_path_in_the_demo_hosts_uri(db_path: Path, db_url
     def hosts() -> list[tuple[object, ...]]:
         return _host_rows(db_path, ("name", "uri", "embedded_domains"))
 
-    upgrade(db_url)
+    upgrade(db_url, "0006")
     assert hosts() == [("demo", "test:///vnuma-demo", None), ("lab", "test:///default", None)]
     _downgrade(db_url, "0005")
     assert hosts() == [("demo", "test:///vnuma-demo"), ("lab", "test:///default")]
@@ -291,4 +292,56 @@ def test_0014_records_each_vms_group_and_forgets_it_on_downgrade(db_path: Path, 
     assert "replica_groups" not in _tables(db_url)
     assert read("SELECT vm_id, cpu_id FROM cpu_claims") == [(1, 0)]
     upgrade(db_url)
+    assert _drift(db_url) == []
+
+
+KEPT_DOC = [
+    {"name": "vm2", "xml": "<domain><name>vm2</name></domain>", "running": True},
+    {"name": "vm1", "xml": "<domain><name>vm1</name></domain>", "running": False},
+]
+
+
+def test_0017_keeps_each_embedded_domain_as_a_row_and_back(db_path: Path, db_url: str) -> None:
+    """Each host's document of kept domains becomes one row per domain (a host kept with none stays kept; an
+    unreadable document, which vnuma refused to open, becomes nothing kept), and downgrading writes the
+    documents back; the hosts' VMs and claims are untouched (no copy of hosts cascades to them)."""
+    conn = _seeded_at(db_path, db_url, "0015")
+    with conn:
+        conn.executemany(
+            "INSERT INTO hosts (id, name, source, topology, n_cells, n_cpus, n_gpus, memory_kib, embedded_domains) "
+            "VALUES (?, ?, 'files', '{}', 1, 2, 0, 1024, ?)",
+            [(2, "demo", json.dumps(KEPT_DOC)), (3, "empty", "[]"), (4, "odd", '{"not": "a list"}')],
+        )
+        conn.execute(
+            "INSERT INTO vms (id, name, tenant_id, host_id, vcpus, gpus, placement) VALUES (1, 'v', 1, 2, 1, 0, '{}')"
+        )
+        conn.execute("INSERT INTO cpu_claims (vm_id, host_id, cpu_id, exclusive) VALUES (1, 2, 0, 1)")
+    conn.close()
+
+    def read(sql: str) -> list[tuple[object, ...]]:
+        c = sqlite3.connect(db_path)
+        try:
+            return c.execute(sql).fetchall()
+        finally:
+            c.close()
+
+    upgrade(db_url)
+    assert read("SELECT name, embedded_kept FROM hosts ORDER BY name") == [
+        ("demo", 1), ("empty", 1), ("h", 0), ("odd", 0)
+    ]
+    assert read("SELECT host_id, name, xml, running FROM embedded_domains ORDER BY name") == [
+        (2, d["name"], d["xml"], int(d["running"])) for d in sorted(KEPT_DOC, key=lambda d: d["name"])
+    ]
+    assert read("SELECT vm_id, host_id, cpu_id FROM cpu_claims") == [(1, 2, 0)]
+    assert _drift(db_url) == []
+
+    _downgrade(db_url, "0015")
+    assert read("SELECT name, embedded_domains FROM hosts ORDER BY name") == [
+        ("demo", json.dumps(sorted(KEPT_DOC, key=lambda d: d["name"]), sort_keys=True)), ("empty", "[]"),
+        ("h", None), ("odd", None),
+    ]
+    assert "embedded_domains" not in _tables(db_url)
+    assert read("SELECT vm_id, host_id, cpu_id FROM cpu_claims") == [(1, 2, 0)]
+    upgrade(db_url)
+    assert read("SELECT count(*) FROM embedded_domains") == [(2,)]
     assert _drift(db_url) == []

@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from tests.dbdump import dump
 from tests.inventory.conftest import placement
 from vnuma.errors import ConflictError, InventoryError
 from vnuma.inventory import Inventory, access, open_inventory
+from vnuma.inventory.embedded import KeptDomain
 from vnuma.inventory.placer import open_placer
 from vnuma.inventory.schema import SCHEMA_REVISION
 from vnuma.placement.model import Isolation, Strategy, Tenant, VmRequest
@@ -206,12 +208,17 @@ def test_host_vm_view_and_kept_domains_read_alike_on_every_backend(url: str) -> 
         assert {name: str(s) for name, s in view.states.items()} == {"vm1": "placed", "vm2": "running", "vm3": "placed"}
         assert view.snapshot == inv.snapshot()
         assert reader.embedded_domains("host-a") is None
-        reader.keep_embedded_domains("host-a", "[]")
-        assert inv.embedded_domains("host-a") == "[]"
-        inv.keep_embedded_domains("host-a", '[{"x": 1}]')
-        assert reader.embedded_domains("host-a") == '[{"x": 1}]'
+        stock, v1 = KeptDomain("stock", "<domain/>", True), KeptDomain("v1", "<domain>1</domain>", False)
+        reader.keep_embedded_domain("host-a", "v1", v1, [stock, v1])  # the first keep keeps all it holds
+        assert inv.embedded_domains("host-a") == {"stock": stock, "v1": v1}
+        inv.keep_embedded_domain("host-a", "stock", None, [])
+        inv.keep_embedded_domain("host-a", "v1", replace(v1, running=True), [stock])  # only v1's row
+        assert reader.embedded_domains("host-a") == {"v1": replace(v1, running=True)}
+        inv.keep_embedded_domain("host-a", "v1", None, [])
+        assert reader.embedded_domains("host-a") == {}  # kept, with none: the node file's own stay away
         for call in (lambda: reader.host("nowhere"), lambda: reader.vm("nothing"),
-                     lambda: reader.keep_embedded_domains("nowhere", "[]")):
+                     lambda: reader.keep_embedded_domain("nowhere", "v1", None, []),
+                     lambda: inv.embedded_domains("nowhere")):
             with pytest.raises(NotFoundError, match="is not in the inventory"):
                 call()
 

@@ -32,6 +32,7 @@ from vnuma.errors import HypervisorError, InventoryError, VnumaError
 
 EXIT_INTERNAL = 70
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, as the shell reports `yes | head`
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as the shell reports a command stopped by Ctrl-C
 
 
 class _Group(TyperGroup):
@@ -48,11 +49,13 @@ class _Group(TyperGroup):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: typer.Context) -> Any:
-        from vnuma.services import audit
+        from vnuma.services import audit, interrupts
 
         audit.begin(ctx.meta.get("vnuma_argv", sys.argv[1:]))
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            interrupts.completed()  # its output is out: a Ctrl-C from here on cannot undo it
+            return result
         except VnumaError as err:
             if _debug(ctx):
                 _traceback(err)
@@ -66,9 +69,11 @@ class _Group(TyperGroup):
             # parses: Click prints them and exits 2.
             raise
         except KeyboardInterrupt:
-            _complain("error: interrupted")
-            _log_outcome(ctx, "failed", "interrupted")
-            raise typer.Exit(130) from None
+            with interrupts.held():  # a second Ctrl-C does not cut the account short
+                said = _interrupted(ctx)
+                _complain(f"error: {said.message}" + (f"\nhint: {said.hint}" if said.hint else ""))
+                _log_outcome(ctx, "failed", said.message)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except BrokenPipeError as err:
             if _silence_closed_streams():
                 raise typer.Exit(EXIT_CLOSED_PIPE) from None
@@ -76,10 +81,36 @@ class _Group(TyperGroup):
         except Exception as err:
             _internal_error(ctx, err)
         finally:
+            if interrupts.late():
+                _complain(f"note: {_late(ctx)}")
             audit.end()
             client = (ctx.obj or {}).get("client") if isinstance(ctx.obj, dict) else None
             if client is not None:
                 client.close()
+
+
+def _interrupted(ctx: typer.Context) -> Any:
+    """What a command stopped by Ctrl-C had done (:func:`vnuma.services.interrupts.what_was_done`); a command
+    that only reads, or one whose inventory cannot be read, says only that it was interrupted."""
+    from vnuma.services.interrupts import Said, what_was_done
+
+    if tuple(_PARAMS.get("path", ())) in READ_ONLY or _server_url() is not None:
+        return Said("interrupted")
+    try:
+        return what_was_done(settings(ctx))
+    except VnumaError:
+        return Said("interrupted", "what it had changed could not be read: `vnuma log` shows it")
+
+
+def _late(ctx: typer.Context) -> str:
+    """The note of a command that finished although Ctrl-C came once its change was committed."""
+    from vnuma.services.interrupts import what_was_done
+
+    try:
+        done = what_was_done(settings(ctx)).message.removeprefix("interrupted ")
+    except VnumaError:
+        done = "its change was committed"
+    return f"interrupted {done}: the command finished (exit 0)"
 
 
 def _internal_error(ctx: typer.Context, err: Exception) -> NoReturn:
@@ -345,4 +376,7 @@ def _remembering(command: TyperCommand | TyperGroup, path: tuple[str, ...]) -> N
 
 def main() -> None:
     """Console-script entry point."""
+    from vnuma.services.interrupts import own_process
+
+    own_process()
     app(prog_name="vnuma")

@@ -99,6 +99,11 @@ def _carry(
     doc = plan_doc(plan)
     if dry_run or not plan.moves:
         _show(vm, doc, as_json)
+        if plan.moves:
+            from vnuma.services.rebalancing import held_up
+
+            if (why := held_up(settings(ctx))) is not None:
+                typer.echo(f"warning: {why}", err=True)
         return
     carry_out(ctx, plan, doc, as_json, confirm=None, allow_restart=allow_restart, allow_migrate=allow_migrate)
 

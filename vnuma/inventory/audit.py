@@ -135,8 +135,9 @@ _VM = (
     "WHERE v.name = :name"
 )
 _STEPS = (
-    "SELECT vm, before, after FROM rebalance_steps WHERE run_id = :run AND (:seq IS NULL OR seq = :seq) "
-    "ORDER BY seq"
+    # The cast types the parameter for PostgreSQL, which cannot infer it from `IS NULL` alone.
+    "SELECT vm, before, after FROM rebalance_steps WHERE run_id = :run "
+    "AND (CAST(:seq AS INTEGER) IS NULL OR seq = :seq) ORDER BY seq"
 )
 
 
@@ -152,6 +153,13 @@ def step_subjects(x: Executor, run: int, seq: int | None = None) -> dict[str, An
     rows = x.rows(_STEPS, {"run": run, "seq": seq})
     hosts = sorted({str(json.loads(str(doc))["host"]) for r in rows for doc in (r[1], r[2])})
     return {"vm": [str(r[0]) for r in rows], "host": hosts}
+
+
+def committed(x: Executor, invocation: str) -> list[dict[str, Any]]:
+    """The changes invocation ``invocation`` has committed so far, in order (its ``ok`` rows)."""
+    rows = x.rows("SELECT changes FROM audit_log WHERE invocation = :inv AND outcome = 'ok' ORDER BY id",
+                  {"inv": invocation})
+    return [c for (doc,) in rows for c in json.loads(str(doc))["changes"]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,9 @@ that marks it started), so the inventory holds the destination while
 libvirt is being changed and nobody else can take it; ``finish_step``
 records the VM's new domain state. Undoing walks the same way back
 (``begin_undo`` moves the claims back, ``finish_undo``). An interrupted
-run is found again by :func:`unfinished_run`.
+run is found again by :func:`unfinished_run`. A run that stops before any
+of its steps began changed nothing (:func:`stop_run`): it closes itself, as
+aborted.
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ from vnuma.inventory.models import RebalanceRun, RebalanceStep, RunStatus, StepS
 from vnuma.placement.model import Placement
 
 _OPEN_HINT = "finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`"
+
+
+def run_unfinished(run_id: int, status: RunStatus) -> ConflictError:
+    """The refusal of a new run (or of a plan to apply) while run ``run_id`` is unfinished: one at a time. A
+    run still ``running`` may be another command's at work right now (or one that was killed)."""
+    hint = _OPEN_HINT
+    if status is RunStatus.RUNNING:
+        hint = (f"another vnuma command may be carrying it out right now: try again when it is done; if that "
+                f"command was killed, {_OPEN_HINT}")
+    return ConflictError(f"rebalance run {run_id} is unfinished ({status})", hint=hint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +102,7 @@ def open_run(session: Session, objective: str, options: dict[str, Any], steps: S
     """
     current = _unfinished_row(session)
     if current is not None:
-        raise ConflictError(f"rebalance run {current.id} is unfinished ({current.status})", hint=_OPEN_HINT)
+        raise run_unfinished(current.id, RunStatus(current.status))
     run = RebalanceRun(
         status=RunStatus.RUNNING.value, unfinished=True, objective=objective,
         options=json.dumps(options, sort_keys=True),
@@ -209,14 +221,28 @@ def finish_undo(session: Session, run_id: int, seq: int) -> None:
     _set_step(session, run_id, seq, StepStatus.UNDONE)
 
 
-def fail_run(session: Session, run_id: int, seq: int, error: str) -> None:
-    """Record the error of step ``seq``; the run stays unfinished (failed) for --resume or --abort."""
+def stop_run(session: Session, run_id: int, seq: int, error: str) -> RunStatus:
+    """The run stopped at step ``seq`` with ``error`` (libvirt failed it, its claims could not move, an
+    interrupt): record the error on the step; the run's new status.
+
+    A run none of whose steps began (each still pending: no claim moved, libvirt untouched) changed nothing:
+    it is closed as aborted (nothing to undo), so the next run is not held up. Any other run stays failed
+    (unfinished) for --resume or --abort: the state between its steps can hold only as the run leaves it (an
+    affine group half moved).
+    """
+    begun = session.scalars(
+        select(RebalanceStep.seq)
+        .where(RebalanceStep.run_id == run_id, RebalanceStep.status != StepStatus.PENDING.value)
+    ).first()
+    status = RunStatus.FAILED if begun is not None else RunStatus.ABORTED
     session.execute(
-        update(RebalanceStep)
-        .where(RebalanceStep.run_id == run_id, RebalanceStep.seq == seq)
-        .values(error=error)
+        update(RebalanceStep).where(RebalanceStep.run_id == run_id, RebalanceStep.seq == seq).values(error=error)
     )
-    session.execute(update(RebalanceRun).where(RebalanceRun.id == run_id).values(status=RunStatus.FAILED.value))
+    session.execute(
+        update(RebalanceRun).where(RebalanceRun.id == run_id)
+        .values(status=status.value, unfinished=True if status is RunStatus.FAILED else None)
+    )
+    return status
 
 
 def resume_run(session: Session, run_id: int) -> None:

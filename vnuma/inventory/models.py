@@ -18,9 +18,9 @@ instead of the host's libvirt capabilities: NULL for libvirt's own, the
 marker ``demo`` for the shipped demo host (found in the package at refresh
 time, so an inventory survives moving the checkout), else the absolute path
 of a capabilities file. The inventory stores it; ``services.hosts`` reads it.
-``embedded_domains`` keeps what libvirt's test driver holds for a
-``test://`` host between connections (a JSON document written and read by
-``services.hypervisors``; NULL until a command first saw the domains).
+``embedded_kept``: whether vnuma keeps a ``test://`` host's domains between
+connections (one ``embedded_domains`` row each; False until a command first
+changed one: the node file's own stand until then).
 Claims carry database constraints so that double booking is impossible even
 if the checks in Python were wrong: an exclusive pCPU, a device and a VM's
 (cell, page size) can each be claimed once, and so can a GPU partition's VF, MIG start and UUID.
@@ -97,7 +97,7 @@ class HostRow(Base):
     topology_digest: Mapped[str] = mapped_column(String(64), index=True, server_default="")
     reserved_cpuset: Mapped[str] = mapped_column(Text, default="", server_default="")
     topology_override: Mapped[str | None] = mapped_column(Text)
-    embedded_domains: Mapped[str | None] = mapped_column(Text)
+    embedded_kept: Mapped[bool] = mapped_column(default=False, server_default=false())
     # A cordoned host takes no new placements and no incoming moves; its VMs stay until moved.
     cordoned: Mapped[bool] = mapped_column(default=False, server_default=false())
     # The cache ways the host keeps for itself and its bandwidth-cap limit (topology.resctrl.format_policy).
@@ -113,6 +113,20 @@ class HostRow(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.current_timestamp(), onupdate=func.current_timestamp()
     )
+
+
+class EmbeddedDomain(Base):
+    """A domain of the embedded hypervisor (a ``test://`` host) kept between connections: its inactive XML and
+    whether it runs; each row written alone (:mod:`.embedded`), so racing commands never overwrite each other."""
+
+    __tablename__ = "embedded_domains"
+    __table_args__ = (UniqueConstraint("host_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    xml: Mapped[str] = mapped_column(Text)
+    running: Mapped[bool]
 
 
 class TenantRow(Base):

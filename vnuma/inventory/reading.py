@@ -11,13 +11,15 @@ one. Each read is one transaction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from vnuma.errors import not_in_inventory
-from vnuma.inventory import audit
+from vnuma.inventory import embedded
 from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.claims import decode_placement
+from vnuma.inventory.embedded import KeptDomain
 from vnuma.inventory.executor import Executor, Row
 from vnuma.inventory.gpuprofiles import PROFILES, decode_profiles
 from vnuma.inventory.schema import VmState
@@ -57,8 +59,6 @@ IN_FLIGHT = (  # steps of the unfinished rebalance run whose claims moved and wh
     "SELECT s.vm, r.id, s.seq, s.status FROM rebalance_steps s JOIN rebalance_runs r ON r.id = s.run_id"
     " WHERE r.unfinished IS NOT NULL AND s.status IN ('started', 'undoing')"
 )
-EMBEDDED = "SELECT embedded_domains FROM hosts WHERE name = :name"
-KEEP_EMBEDDED = "UPDATE hosts SET embedded_domains = :document WHERE name = :name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,25 +175,6 @@ def get_vm(x: Executor, name: str) -> tuple[Placement, VmState]:
     return decode_placement(str(row[0]), row[1]), VmState(row[2])
 
 
-def embedded_domains(x: Executor, name: str) -> str | None:
-    """The document of domains kept for a ``test://`` host (see :mod:`vnuma.services.hypervisors`); None
-    when none was kept yet (NotFoundError: no such host)."""
-    row = x.one(EMBEDDED, {"name": name})
-    if row is None:
-        raise not_in_inventory("host", name)
-    return None if row[0] is None else str(row[0])
-
-
-def keep_embedded_domains(x: Executor, name: str, document: str) -> None:
-    """Replace the document of domains kept for a ``test://`` host; unchanged, nothing is written."""
-    row = x.one(EMBEDDED + x.lock, {"name": name})
-    if row is None:
-        raise not_in_inventory("host", name)
-    if row[0] != document:
-        x.run(KEEP_EMBEDDED, {"name": name, "document": document})
-        audit.record(x, "embedded-domains", host=name)
-
-
 @dataclass(frozen=True, slots=True)
 class FleetView:
     """Hosts, placements and tenants (the engine's snapshot) and each VM's state, as one transaction saw them."""
@@ -240,16 +221,18 @@ class Reader(OverAccess):
         with self._access.begin(False) as x:
             return fleet_view(x)
 
-    def embedded_domains(self, name: str) -> str | None:
-        """See :func:`embedded_domains`."""
+    def embedded_domains(self, name: str) -> dict[str, KeptDomain] | None:
+        """See :func:`.embedded.kept_domains`."""
         with self._access.begin(False) as x:
-            return embedded_domains(x, name)
+            return embedded.kept_domains(x, name)
 
-    def keep_embedded_domains(self, name: str, document: str) -> None:
-        """See :func:`keep_embedded_domains`: the one write a reader makes, for the embedded hypervisor
+    def keep_embedded_domain(
+        self, host: str, name: str, now: KeptDomain | None, held: Sequence[KeptDomain]
+    ) -> None:
+        """See :func:`.embedded.keep_domain`: the one write a reader makes, for the embedded hypervisor
         a read command opens (it keeps what that connection changed; a read changes nothing)."""
         with self._access.begin(True) as x:
-            keep_embedded_domains(x, name, document)
+            embedded.keep_domain(x, host, name, now, held)
 
     def host_summaries(self) -> list[dict[str, Any]]:
         """See :func:`host_summaries`."""

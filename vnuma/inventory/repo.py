@@ -9,7 +9,7 @@ Get one with :func:`vnuma.inventory.db.open_inventory`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeVar
@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from vnuma.inventory import audit, hosts, hostwrite, journal, placing, reading, tenants, vms
+from vnuma.inventory import audit, embedded, hosts, hostwrite, journal, placing, reading, tenants, vms
+from vnuma.inventory.embedded import KeptDomain
 from vnuma.inventory.executor import AlchemyExecutor, Executor
 from vnuma.inventory.guard import guarded
 from vnuma.inventory.journal import NewStep, RunRecord
@@ -105,13 +106,15 @@ class Inventory:
         """Where a refresh reads the host's topology; None: libvirt's capabilities (NotFoundError if unknown)."""
         return self._read(hosts.topology_override, name)
 
-    def embedded_domains(self, name: str) -> str | None:
-        """What a ``test://`` host's driver held when last seen (a JSON document), None if never kept."""
-        return self._read_x(lambda x: reading.embedded_domains(x, name))
+    def embedded_domains(self, name: str) -> dict[str, KeptDomain] | None:
+        """The domains kept for a ``test://`` host, None if never kept (:func:`.embedded.kept_domains`)."""
+        return self._read_x(lambda x: embedded.kept_domains(x, name))
 
-    def keep_embedded_domains(self, name: str, document: str) -> None:
-        """Keep what a ``test://`` host's driver holds now, for the next connection."""
-        self._write_x(lambda x: reading.keep_embedded_domains(x, name, document))
+    def keep_embedded_domain(
+        self, host: str, name: str, now: KeptDomain | None, held: Sequence[KeptDomain]
+    ) -> None:
+        """Keep one domain of a ``test://`` host as its driver holds it now (:func:`.embedded.keep_domain`)."""
+        self._write_x(lambda x: embedded.keep_domain(x, host, name, now, held))
 
     def set_cordoned(self, name: str, cordoned: bool) -> bool:
         """Cordon or uncordon a host (NotFoundError if unknown); returns whether it was cordoned before."""
@@ -276,9 +279,11 @@ class Inventory:
         """Mark the step undone and restore the VM's recorded state."""
         self._write(("step-undone", {"run": run_id, "step": seq}), journal.finish_undo, run_id, seq)
 
-    def fail_run(self, run_id: int, seq: int, error: str) -> None:
-        """Record a step's error; the run becomes failed (still unfinished)."""
-        self._write(("run-fail", {"run": run_id, "step": seq, "error": error}), journal.fail_run, run_id, seq, error)
+    def stop_run(self, run_id: int, seq: int, error: str) -> RunStatus:
+        """Record that the run stopped at a step with an error; it closes as aborted when none of its steps
+        began, else it becomes failed (:func:`.journal.stop_run`). The run's new status."""
+        return self._write(("run-fail", {"run": run_id, "step": seq, "error": error}), journal.stop_run, run_id,
+                           seq, error)
 
     def resume_run(self, run_id: int) -> None:
         """Mark a failed run running again."""

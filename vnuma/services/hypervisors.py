@@ -8,17 +8,19 @@ file, as the demo host's) runs on libvirt's test driver: real libvirt (its
 XML parser, schema validation, domain lifecycle) with no daemon and no
 guests. The driver keeps such a connection's domains only for the life of
 that connection, so vnuma keeps them for it: each domain's
-inactive XML and whether it runs, in the inventory beside the host
-(``hosts.embedded_domains``). Opening such a host restores them into the new
+inactive XML and whether it runs, one inventory row per domain
+(:mod:`vnuma.inventory.embedded`). Opening such a host restores them into the new
 connection before any operation (what the node file brings is replaced by
 what was kept: kept definitions defined, those that ran started); every
 change made through the connection (define, start, stop, undefine, migrate)
-is kept at once, with every domain the connection then holds; a command that
-changes nothing writes nothing. So ``apply`` → ``vm stop`` → ``apply
---start`` → ``reconcile`` → ``vm undefine`` answer as on ``qemu:///system``.
+is kept at once, as that domain's row alone (the host's first change keeps
+every domain the connection holds); a command that changes nothing writes
+nothing. So ``apply`` → ``vm stop`` → ``apply --start`` → ``reconcile`` →
+``vm undefine`` answer as on ``qemu:///system``, and commands changing
+different domains of one host at the same moment (eight ``vnuma apply`` at
+once) all stay kept; two changing the same domain at once keep the last one's.
 Live-only state (a live re-pin's pins, a running domain's live XML) is not
-kept: a restored domain runs its inactive definition. Two commands changing
-one ``test://`` host at the same moment keep the last one's view.
+kept: a restored domain runs its inactive definition.
 
 ``test:///default`` is left as libvirt makes it: its domains are shared by
 every connection of one process while one is open (programs and tests that
@@ -28,12 +30,12 @@ new process; vnuma keeps nothing for it.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from vnuma.errors import InventoryError
 from vnuma.hypervisor.base import DomainState, Hypervisor
 from vnuma.hypervisor.libvirt_driver import connect
+from vnuma.inventory.embedded import KeptDomain
 from vnuma.sources.demo import libvirt_uri
 
 EMBEDDED_SCHEME = "test://"
@@ -49,11 +51,13 @@ def is_embedded(uri: str) -> bool:
 class KeptDomains(Protocol):
     """Where an embedded host's domains are kept: the inventory (its ORM repository or a reader)."""
 
-    def embedded_domains(self, name: str) -> str | None:
-        """The kept document (None: never kept)."""
+    def embedded_domains(self, name: str) -> dict[str, KeptDomain] | None:
+        """The kept domains by name (None: never kept)."""
 
-    def keep_embedded_domains(self, name: str, document: str) -> None:
-        """Replace the kept document."""
+    def keep_embedded_domain(
+        self, host: str, name: str, now: KeptDomain | None, held: Sequence[KeptDomain]
+    ) -> None:
+        """Keep one domain as ``now`` (None: gone); ``held``: every domain, for the host's first keep."""
 
 
 def same_hypervisor(host_a: str, uri_a: str | None, host_b: str, uri_b: str | None) -> bool:
@@ -62,6 +66,15 @@ def same_hypervisor(host_a: str, uri_a: str | None, host_b: str, uri_b: str | No
     if uri_a != uri_b:
         return False
     return host_a == host_b if uri_a is not None and is_embedded(uri_a) else True
+
+
+_opened: list[str] = []
+"""Hosts whose hypervisor this process opened (:func:`opened_any`)."""
+
+
+def opened_any() -> bool:
+    """Whether this process opened any host's hypervisor (a command stopped half-way may have changed it)."""
+    return bool(_opened)
 
 
 def connect_uri(uri: str) -> Hypervisor:
@@ -74,9 +87,9 @@ def open_hypervisor(inventory: KeptDomains, host: str, uri: str) -> Hypervisor:
 
     Raises:
         HypervisorError: libvirt cannot be reached, or refuses a kept domain.
-        InventoryError: the kept domains cannot be read back.
     """
     hv = connect(libvirt_uri(uri))
+    _opened.append(host)
     if not is_embedded(uri):
         return hv
     try:
@@ -96,39 +109,48 @@ class _Embedded:
     def __init__(self, hv: Hypervisor, inventory: KeptDomains, host: str) -> None:
         self._hv, self._inventory, self._host = hv, inventory, host
         self.uri = hv.uri
-        self._kept = inventory.embedded_domains(host)
-        if self._kept is not None:
-            _restore(hv, _decode(self._kept, host))
+        kept = inventory.embedded_domains(host)
+        self._seeded = kept is not None
+        self._kept = dict(kept or {})
+        if kept is not None:
+            _restore(hv, kept.values())
         # Nothing is written until something changes: a command that only reads leaves the inventory as it was.
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._hv, name)
 
-    def _keep(self) -> None:
-        document = json.dumps(_snapshot(self._hv), sort_keys=True)
-        if document != self._kept:
-            self._inventory.keep_embedded_domains(self._host, document)
-            self._kept = document
+    def _keep(self, name: str) -> None:
+        """Keep domain ``name`` as the connection now holds it (its row alone; the first time, every domain)."""
+        now = _seen(self._hv, name)
+        if self._seeded and self._kept.get(name) == now:
+            return
+        held = () if self._seeded else _snapshot(self._hv)
+        self._inventory.keep_embedded_domain(self._host, name, now, held)
+        self._seeded = True
+        if now is None:
+            self._kept.pop(name, None)
+        else:
+            self._kept[name] = now
 
     def define(self, xml: str) -> None:
         """Define (validated), then keep."""
         self._hv.define(xml)
-        self._keep()
+        self._keep(_domain_name(xml))
 
     def start(self, name: str) -> None:
         """Start, then keep."""
         self._hv.start(name)
-        self._keep()
+        self._keep(name)
 
     def stop(self, name: str) -> None:
         """Stop, then keep."""
         self._hv.stop(name)
-        self._keep()
+        self._keep(name)
 
     def undefine(self, name: str) -> None:
         """Undefine, then keep."""
         self._hv.undefine(name)
-        self._keep()
+        self._keep(name)
 
     def pin_live(self, name: str, vcpu_pins: dict[int, frozenset[int]], emulator: frozenset[int]) -> None:
         """Re-pin the running domain (its definition, which is what is kept, does not change)."""
@@ -141,47 +163,41 @@ class _Embedded:
     def migrate(self, name: str, dest_uri: str, dest_xml: str) -> None:
         """Migrate away, then keep (the domain is gone from here)."""
         self._hv.migrate(name, libvirt_uri(dest_uri), dest_xml)
-        self._keep()
+        self._keep(name)
 
     def close(self) -> None:
         """Close the connection (everything was kept as it changed)."""
         self._hv.close()
 
 
-def _snapshot(hv: Hypervisor) -> list[dict[str, Any]]:
-    """Every domain the connection holds: name, inactive XML, running."""
-    found = []
-    for name in hv.domain_names():
-        xml = hv.domain_xml(name, inactive=True)
-        if xml is not None:
-            found.append({"name": name, "xml": xml, "running": hv.domain_state(name) is DomainState.RUNNING})
-    return found
+def _seen(hv: Hypervisor, name: str) -> KeptDomain | None:
+    """Domain ``name`` as the connection holds it (None: no such domain)."""
+    xml = hv.domain_xml(name, inactive=True)
+    return None if xml is None else KeptDomain(name, xml, hv.domain_state(name) is DomainState.RUNNING)
 
 
-def _decode(document: str, host: str) -> list[dict[str, Any]]:
-    try:
-        kept = json.loads(document)
-        if isinstance(kept, list) and all(
-            isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("xml"), str)
-            and isinstance(d.get("running"), bool)
-            for d in kept
-        ):
-            return kept
-    except ValueError:
-        pass
-    raise InventoryError(
-        f"host {host!r}: the embedded hypervisor's kept domains are unreadable",
-        hint=f"remove the host and add it again (vnuma host remove {host})",
-    )
+def _snapshot(hv: Hypervisor) -> list[KeptDomain]:
+    """Every domain the connection holds."""
+    return [d for d in (_seen(hv, name) for name in hv.domain_names()) if d is not None]
 
 
-def _restore(hv: Hypervisor, kept: list[dict[str, Any]]) -> None:
+def _domain_name(xml: str) -> str:
+    """The ``<name>`` of a domain XML (libvirt accepted it: it has one)."""
+    from lxml import etree
+
+    parser = etree.XMLParser(resolve_entities=False, no_network=True)
+    name = etree.fromstring(xml.encode(), parser).findtext("name")
+    assert name, "libvirt defined a domain without a name"
+    return name.strip()
+
+
+def _restore(hv: Hypervisor, kept: Iterable[KeptDomain]) -> None:
     """Make a fresh test-driver connection hold exactly the kept domains, in the kept states."""
     for name in hv.domain_names():
         # What the node file brings goes: a domain that was undefined since, or one to be replaced by
         # its kept definition (the driver gives a node-file domain without a UUID a new one each time).
         hv.undefine(name)
     for d in kept:
-        hv.define(d["xml"])
-        if d["running"]:
-            hv.start(d["name"])
+        hv.define(d.xml)
+        if d.running:
+            hv.start(d.name)

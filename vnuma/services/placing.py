@@ -9,7 +9,8 @@ claim's transaction (the host is locked: what it sees is what it claims);
 when nothing fits there any more, the VM is decided again on a new
 snapshot, up to ``CLAIM_ATTEMPTS`` times. The engine takes its fast path unless the caller
 wants every host's reason (``explain``) or nothing fits (then the refusal
-is explained).
+is explained). Once the claim commits, a Ctrl-C no longer stops ``vnuma
+place``: it prints the placement and exits 0 (:mod:`.interrupts`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from vnuma.inventory.placer import Placer, open_placer
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, VmRequest
-from vnuma.services import Settings
+from vnuma.services import Settings, failpoints, interrupts
 from vnuma.services.names import check_vm_name
 from vnuma.topology import gc_paused
 
@@ -126,7 +127,10 @@ def _decide_and_claim(
                 return request, result
             view.hold(result.chosen)
         try:
-            claimed = placer.claim(result.chosen, refit=_refit(request, strategy))
+            # Ctrl-C from here on: a lost claim stops here, a committed one finishes the command (interrupts.py).
+            with interrupts.finishing():
+                claimed = placer.claim(result.chosen, refit=_refit(request, strategy))
+            failpoints.reached("claimed")
         except ConflictError as err:
             view.settle(result.chosen, False)
             last = str(err)

@@ -1,30 +1,8 @@
 """``vnuma rebalance --apply | --resume | --abort``: carry a plan out through libvirt, one journaled step at a time.
 
 Every move gets a *kind* before anything changes, from where the VM's
-domain is and what it is doing (libvirt is asked, not the inventory):
-
-========== =================================================================
-claims     no domain (the VM is only placed): only the claims move
-redefine   defined, not running, same host: define the new XML
-live       running, same host, same guest NUMA shape, page size and
-           devices, and memory either stays on its host cells or is 4 KiB
-           backed under ``restrictive`` numatune: vCPUs and emulator re-pinned
-           with ``pinVcpuFlags``/``pinEmulator`` (live), the memory nodeset
-           changed live when it moves, then the new XML defined (so the
-           persistent definition matches too)
-restart    running, same host, not live-capable: stop, define, start
-           (only with ``allow_restart``)
-move       another host, not running: define on the destination, then
-           undefine on the source (the domain always exists somewhere)
-migrate    another host, running, ``allow_migrate``, no passed-through devices
-           (a VM with them needs ``allow_restart``): libvirt live migration
-           with the destination XML rendered from the new placement (between
-           two hosts of the embedded hypervisor, which runs no guests: stop,
-           undefine, define and start there, as move-restart)
-move-restart another host, running, ``allow_restart`` (no ``allow_migrate``):
-           define on the destination, stop and undefine on the source, start
-           on the destination
-========== =================================================================
+domain is and what it is doing (libvirt is asked, not the inventory): see
+:mod:`.movekinds`.
 
 A plan with a move that needs a permission not given is refused whole and
 nothing changes. Then the run is journaled (every step pending) and each
@@ -35,7 +13,10 @@ idempotent, so ``--resume`` simply runs a started step again; ``--abort``
 walks the started and done steps backwards (claims back first, then the
 same kind of action towards the old placement). After a step completes,
 the inventory and libvirt agree; a failed step leaves the run failed with
-the error recorded, for ``--resume`` or ``--abort``.
+the error recorded, for ``--resume`` or ``--abort``, and so does a Ctrl-C
+(error ``interrupted``). A run that stops before any of its steps began
+(a step's claims refused: a racer took them first; a Ctrl-C) changed
+nothing and closes itself, as aborted (:func:`vnuma.inventory.journal.stop_run`).
 """
 
 from __future__ import annotations
@@ -48,22 +29,21 @@ from dataclasses import dataclass, field
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError, VnumaError
 from vnuma.hypervisor.base import DomainState, Hypervisor
 from vnuma.inventory.db import open_inventory
-from vnuma.inventory.journal import NewStep, RunRecord, StepRecord
+from vnuma.inventory.journal import NewStep, RunRecord, StepRecord, run_unfinished
 from vnuma.inventory.models import RunStatus, StepStatus, VmState
 from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement, emulator_pins, vcpu_pins
 from vnuma.placement.rebalance import Plan
 from vnuma.render.domain import render_domain
-from vnuma.render.view import effective_memory_modes
 from vnuma.services import Settings, failpoints
 from vnuma.services.applying import hypervisor_of, rendering_of, with_identity
 from vnuma.services.hypervisors import is_embedded, same_hypervisor
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
-from vnuma.topology import PAGE_4K, Host
+from vnuma.services.movekinds import CLAIMS, LIVE, MIGRATE, MOVE, MOVE_RESTART, REDEFINE, RESTART, move_kind, observed
+from vnuma.topology import Host
 
-CLAIMS, REDEFINE, LIVE, RESTART, MOVE, MIGRATE, MOVE_RESTART = (
-    "claims", "redefine", "live", "restart", "move", "migrate", "move-restart",
-)
+INTERRUPTED = "interrupted"
+"""The error a step records when Ctrl-C stopped its run there."""
 _RESUME_HINT = "fix the cause, then `vnuma rebalance --resume` (retry) or `vnuma rebalance --abort` (roll back)"
 
 Progress = Callable[[StepRecord, str], None]
@@ -107,70 +87,6 @@ def _connections(inventory: Inventory) -> Iterator[_Conns]:
         conns.close()
 
 
-def _guest_shape(p: Placement) -> tuple[object, ...]:
-    return (
-        tuple((c.vcpus, c.memory_kib, c.page_size_kib) for c in p.cells),
-        tuple(d.address for d in p.devices), p.cpu_policy, p.threads_per_core,
-        tuple((a.gpu, a.vf, a.name, a.start) for a in p.partitions),
-    )
-
-
-def live_capable(before: Placement, after: Placement, memnode_mode: str | None) -> bool:
-    """True when a running VM can move from ``before`` to ``after`` without a restart (see the module doc):
-    to other host cells only when every guest cell's memory is ``restrictive`` as rendered (the placement's
-    mode or the ``--memnode-mode`` override it was applied with) and 4 KiB pages."""
-    if before.host != after.host or _guest_shape(before) != _guest_shape(after):
-        return False
-    if before.host_cells == after.host_cells:
-        return True
-    restrictive = set(effective_memory_modes(after, memnode_mode)) == {"restrictive"}
-    return restrictive and all(c.page_size_kib == PAGE_4K for c in after.cells)
-
-
-def _observed(inventory_state: VmState, domain: DomainState) -> VmState:
-    if domain is DomainState.RUNNING:
-        return VmState.RUNNING
-    if inventory_state in (VmState.DEFINED, VmState.STOPPED):
-        return inventory_state
-    return VmState.DEFINED
-
-
-def _kind(
-    vm: str, before: Placement, after: Placement, state: VmState, memnode_mode: str | None,
-    allow_restart: bool, allow_migrate: bool,
-) -> str:
-    if state is VmState.PLACED:
-        return CLAIMS
-    if state is not VmState.RUNNING:
-        return REDEFINE if before.host == after.host else MOVE
-    if before.host == after.host:
-        if live_capable(before, after, memnode_mode):
-            return LIVE
-        if allow_restart:
-            return RESTART
-        raise ConflictError(
-            f"VM {vm!r} is running and cannot move from cells {list(before.host_cells)} to "
-            f"{list(after.host_cells)} live (guest NUMA shape, page size, or memory mode "
-            f"{'/'.join(effective_memory_modes(after, memnode_mode))} where only restrictive moves live)",
-            hint="allow stopping and starting it: --allow-restart",
-        )
-    if allow_migrate and not before.devices and not before.partitions:
-        return MIGRATE
-    if allow_restart:
-        return MOVE_RESTART
-    if allow_migrate:
-        raise ConflictError(
-            f"VM {vm!r} passes devices through "
-            f"({', '.join([d.address for d in before.devices] + [f'mdev {a.uuid}' for a in before.partitions])}): "
-            "libvirt cannot migrate it live",
-            hint="move it with a stop and start instead: --allow-restart (vnuma vm migrate --cold)",
-        )
-    raise ConflictError(
-        f"VM {vm!r} is running and would move from host {before.host!r} to {after.host!r}",
-        hint="allow live migration (--allow-migrate) or a stop and start (--allow-restart)",
-    )
-
-
 def _new_steps(
     inventory: Inventory, conns: _Conns, plan: Plan, allow_restart: bool, allow_migrate: bool
 ) -> list[NewStep]:
@@ -188,10 +104,10 @@ def _new_steps(
                     hint=f"bring the inventory and libvirt into agreement first: vnuma reconcile {host.name}",
                 )
             current[move.vm] = placement
-            states[move.vm] = VmState.PLACED if domain is DomainState.MISSING else _observed(recorded, domain)
+            states[move.vm] = VmState.PLACED if domain is DomainState.MISSING else observed(recorded, domain)
         before = current[move.vm]
         options, _template = rendering_of(inventory.get_rendering(move.vm))
-        kind = _kind(
+        kind = move_kind(
             move.vm, before, move.placement, states[move.vm], options.memnode_mode, allow_restart, allow_migrate
         )
         if kind is not CLAIMS and not conns.hosts[move.to_host].uri:
@@ -299,7 +215,8 @@ def apply_plan(
 
     Raises:
         ConflictError: another run is unfinished, a move needs a permission
-            not given, or a step's claims no longer fit (run left failed).
+            not given, or a step's claims no longer fit (the run closed as aborted when no step had begun,
+            else left failed).
         HypervisorError: libvirt failed a step (run left failed, see --resume/--abort).
         RenderError: a template cannot render a new placement (nothing changed).
     """
@@ -308,44 +225,75 @@ def apply_plan(
     with open_inventory(settings.db_url) as inventory, _connections(inventory) as conns:
         run = inventory.unfinished_run()
         if run is not None:
-            raise ConflictError(
-                f"rebalance run {run.id} is unfinished ({run.status})",
-                hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
-            )
+            raise run_unfinished(run.id, run.status)
         steps = _new_steps(inventory, conns, plan, allow_restart, allow_migrate)
         executor = _Executor(settings, inventory, conns)
         for s in steps:  # a template or placement that cannot render stops the run before it starts
             if s.kind != CLAIMS:
                 executor.xml(s.vm, s.before, s.after)
         options = {"allow_restart": allow_restart, "allow_migrate": allow_migrate}
+        failpoints.reached("run-planned")
         run_id = inventory.open_run(str(plan.objective), options, steps)
-        failpoints.reached("run-opened")
+        with _stopped_by_interrupt(inventory, run_id, 1):
+            failpoints.reached("run-opened")
         return _forward(inventory, executor, run_id, progress)
 
 
 def _forward(inventory: Inventory, executor: _Executor, run_id: int, progress: Progress | None) -> RunReport:
     run = inventory.get_run(run_id)
     for step in run.steps:
-        if step.status is StepStatus.DONE:
-            continue
-        try:
-            if step.status is StepStatus.PENDING:
-                inventory.start_step(run_id, step.seq)
-                failpoints.reached("step-started")
-            if progress is not None:
-                progress(step, "started")
-            executor.towards(step.kind, step.vm, step.before, step.after)
-        except VnumaError as err:
-            inventory.fail_run(run_id, step.seq, str(err))
-            raise _annotated(err, f"rebalance run {run_id} step {step.seq} ({step.vm})", _RESUME_HINT) from err
-        failpoints.reached("libvirt-done")
-        # Every kind leaves the domain as it found it: running stays running, defined stays defined.
-        inventory.finish_step(run_id, step.seq, step.before_state)
-        if progress is not None:
-            progress(step, "done")
+        if step.status is not StepStatus.DONE:
+            with _stopped_by_interrupt(inventory, run_id, step.seq):
+                _step_forward(inventory, executor, run_id, step, progress)
     inventory.close_run(run_id, RunStatus.DONE)
     run = inventory.get_run(run_id)
     return RunReport(run.id, run.status, run.steps, tuple(executor.notes))
+
+
+def _step_forward(
+    inventory: Inventory, executor: _Executor, run_id: int, step: StepRecord, progress: Progress | None
+) -> None:
+    if step.status is StepStatus.PENDING:
+        try:
+            inventory.start_step(run_id, step.seq)
+        except VnumaError as err:
+            raise _refused(inventory, run_id, step, err) from err
+        failpoints.reached("step-started")
+    try:
+        if progress is not None:
+            progress(step, "started")
+        executor.towards(step.kind, step.vm, step.before, step.after)
+    except VnumaError as err:
+        inventory.stop_run(run_id, step.seq, str(err))
+        raise _annotated(err, f"rebalance run {run_id} step {step.seq} ({step.vm})", _RESUME_HINT) from err
+    failpoints.reached("libvirt-done")
+    # Every kind leaves the domain as it found it: running stays running, defined stays defined.
+    inventory.finish_step(run_id, step.seq, step.before_state)
+    if progress is not None:
+        progress(step, "done")
+
+
+@contextmanager
+def _stopped_by_interrupt(inventory: Inventory, run_id: int, seq: int) -> Iterator[None]:
+    """A Ctrl-C (KeyboardInterrupt) inside stops the run at step ``seq`` (:func:`.journal.stop_run`: closed as
+    aborted when none of its steps began, else failed for --resume or --abort), then goes on up."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        inventory.stop_run(run_id, seq, INTERRUPTED)
+        raise
+
+
+def _refused(inventory: Inventory, run_id: int, step: StepRecord, err: VnumaError) -> VnumaError:
+    """The error of a step whose claims could not move (admission refused them: a racer took them first, or
+    the VM changed since the plan): it changed nothing. A run none of whose steps began closes itself
+    (aborted) and says so; else it stays failed for --resume or --abort (:func:`.journal.stop_run`)."""
+    status = inventory.stop_run(run_id, step.seq, str(err))
+    context = f"rebalance run {run_id} step {step.seq} ({step.vm})"
+    if status is RunStatus.ABORTED:
+        return _annotated(err, context, f"nothing was changed and run {run_id} is closed; plan again (the next "
+                          "plan starts from the inventory as it is now)")
+    return _annotated(err, context, _RESUME_HINT)
 
 
 def _unfinished(inventory: Inventory) -> RunRecord:
@@ -394,7 +342,7 @@ def abort(settings: Settings, progress: Progress | None = None) -> RunReport:
                     progress(step, "undoing")
                 executor.towards(step.kind, step.vm, step.after, step.before)
             except VnumaError as err:
-                inventory.fail_run(run.id, step.seq, f"undo: {err}")
+                inventory.stop_run(run.id, step.seq, f"undo: {err}")
                 context = f"rebalance run {run.id}: undoing step {step.seq} ({step.vm})"
                 raise _annotated(err, context, "fix the cause, then `vnuma rebalance --abort` again") from err
             inventory.finish_undo(run.id, step.seq)

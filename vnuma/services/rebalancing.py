@@ -19,7 +19,7 @@ from vnuma.placement.rebalance import (
     default_solver,
     plan_moves,
 )
-from vnuma.services import Settings
+from vnuma.services import Settings, failpoints
 from vnuma.topology import count_of, parse_page_size, parse_size_kib
 
 _KEYS = ("vcpus", "memory", "gpus", "numa_nodes", "page_size")
@@ -156,6 +156,7 @@ def drain_plan(
     if for_apply:
         _refuse_unfinished_run(settings)
     set_cordoned(settings, host, True)
+    failpoints.reached("cordoned")
     with open_reader(settings.db_url) as reader:
         snap = reader.snapshot()
     state = FleetState(
@@ -175,14 +176,22 @@ def _by_host(p: Placement) -> tuple[str, str]:
 def _refuse_unfinished_run(settings: Settings) -> None:
     """A plan to apply must not start while a run's claims are half-way between two placements."""
     from vnuma.inventory.db import open_inventory
+    from vnuma.inventory.journal import run_unfinished
 
     with open_inventory(settings.db_url) as inventory:
         run = inventory.unfinished_run()
     if run is not None:
-        raise ConflictError(
-            f"rebalance run {run.id} is unfinished ({run.status})",
-            hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
-        )
+        raise run_unfinished(run.id, run.status)
+
+
+def held_up(settings: Settings) -> str | None:
+    """Why carrying a plan out would be refused now (an unfinished run, with how to go on), None if nothing
+    holds it up: said beside a plan that is only shown (``--dry-run``)."""
+    try:
+        _refuse_unfinished_run(settings)
+    except ConflictError as err:
+        return f"{err}: carrying this plan out is refused until then ({err.hint})"
+    return None
 
 
 def plan_room_for(

@@ -200,6 +200,10 @@ def solve(
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.1, time_limit_s)
     solver.parameters.num_workers = 1  # one worker is deterministic: same fleet, same plan (within the limit)
+    # OR-Tools' own Ctrl-C handler leaves SIGINT at SIG_DFL after the solve: a later Ctrl-C would kill vnuma
+    # with no word on what it had done (a drain's cordon, a run's steps). Python's stays: a Ctrl-C during the
+    # solve is raised when it returns (within its time limit).
+    solver.parameters.catch_sigint_signal = False
     status = solver.Solve(model)
     if status == cp_model.INFEASIBLE:
         return Solved({}, 0.0)
