@@ -114,7 +114,6 @@ def test_host_show_prints_tiers_and_matrices(cli: Cli) -> None:
 
 
 BAD = {
-    "missing-target": ("target='3' type='access' value='270'", "target='9' type='access' value='270'", "no cell 9"),
     "initiator-without-cpus": (
         "initiator='1' target='3' type='access' value='270'",
         "initiator='2' target='3' type='access' value='270'",
