@@ -3,7 +3,7 @@ document per host, so commands changing different domains of one test:// host at
 other; hosts.embedded_kept says whether a host's domains are kept at all (before: the node file's own)
 
 Revision ID: 0017
-Revises: 0015
+Revises: 0016
 Create Date: 2026-12-06 12:00:00
 
 Upgrade moves each host's document into rows. A document vnuma could not read (hand-edited: vnuma itself
@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0017"
-down_revision: str | None = "0015"
+down_revision: str | None = "0016"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -72,7 +72,7 @@ def test_json_lists_every_host_in_file_order_whatever_the_completion_order(cli: 
     assert (doc["added"], doc["failed"], doc["skipped"], doc["exit_code"]) == (3, 2, 0, 8)
     assert doc["hosts"][3]["uri"] == UNRESOLVABLE
     for host in doc["hosts"]:
-        assert host.keys() == {"name", "uri", "result", "detail", "exit_code", "hint", "changes"}
+        assert host.keys() == {"name", "uri", "result", "detail", "exit_code", "hint", "changes", "left_out"}
 
 
 @pytest.mark.libvirt

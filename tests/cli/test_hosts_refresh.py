@@ -22,7 +22,7 @@ from vnuma.sources.demo import demo_capabilities_path
 pytestmark = pytest.mark.libvirt
 
 TEST_DRIVER = "test:///default"  # 2 cells x 8 CPUs: not the 4-cell demo topology
-PAGES_CHANGE = "cell 0: 1048576 KiB pages 160 -> 1160"
+PAGES_CHANGE = "cell 0: 1048576 KiB pages 160 -> 60"
 
 
 def _override(cli: Cli, name: str) -> str | None:
@@ -35,10 +35,13 @@ def _override(cli: Cli, name: str) -> str | None:
     return row[0]
 
 
-def _more_1g_pages(src: Path, dst: Path) -> Path:
-    """A copy of a capabilities file whose cell 0 has 1160 pages of 1 GiB (not 160)."""
+def _fewer_1g_pages(src: Path, dst: Path) -> Path:
+    """A copy of a capabilities file whose cell 0 has 60 pages of 1 GiB (not 160: 1160 would not fit its memory,
+    and the import would cap them)."""
     text = src.read_text()
-    dst.write_text(text.replace("<pages unit='KiB' size='1048576'>", "<pages unit='KiB' size='1048576'>1", 1))
+    old = "<pages unit='KiB' size='1048576'>160<"
+    assert old in text
+    dst.write_text(text.replace(old, "<pages unit='KiB' size='1048576'>60<", 1))
     return dst
 
 
@@ -66,7 +69,7 @@ def test_a_host_added_with_a_capabilities_file_is_refreshed_from_that_file(
     assert _override(cli, "gpu-1") == str(tmp_path / "caps.xml")  # absolute, whatever the working directory
     out = cli.ok("host", "refresh", "gpu-1", "--json").json()
     assert (out["changed"], out["changes"]) == (False, [])
-    _more_1g_pages(demo_capabilities_path(), tmp_path / "caps.xml")
+    _fewer_1g_pages(demo_capabilities_path(), tmp_path / "caps.xml")
     gpu = _refresh_all(cli)["gpu-1"]
     assert gpu["result"] == "refreshed"
     assert gpu["changes"] == [PAGES_CHANGE]
@@ -76,7 +79,7 @@ def test_a_host_added_with_a_capabilities_file_is_refreshed_from_that_file(
 
 def test_an_explicit_capabilities_file_wins_and_is_recorded(cli: Cli, tmp_path: Path) -> None:
     cli.ok("host", "add", "lab", "--demo")
-    edited = _more_1g_pages(demo_capabilities_path(), tmp_path / "edited.xml")
+    edited = _fewer_1g_pages(demo_capabilities_path(), tmp_path / "edited.xml")
     out = cli.ok("host", "refresh", "lab", "--capabilities", str(edited), "--json").json()
     assert out["changes"] == [PAGES_CHANGE]
     assert _override(cli, "lab") == str(edited)

@@ -10,6 +10,7 @@ with slices or caps as its smallest count less the default group's one, whicheve
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -20,6 +21,16 @@ from tests.dbdump import dump
 
 VIRCAPS = REPO / "tests" / "data" / "libvirt" / "vircaps2xmldata"
 FILES = sorted(p.name for p in VIRCAPS.glob("vircaps-x86_64-resctrl*.xml"))
+
+
+def _without_hugepages(path: Path, into: Path) -> Path:
+    """The file with its hugepage counts set to 0, all else as libvirt wrote it: its pools are larger than its
+    cells (6144 x 1 GiB pages on a 1 GiB cell), which the import caps keeping the largest pages first, so no
+    4 KiB page would be left for VMs that take those (the class count is what these tests read)."""
+    text = re.sub(r"(<pages unit='KiB' size='(?:2048|1048576)'>)\d+(</pages>)", r"\g<1>0\g<2>", path.read_text())
+    out = into / path.name
+    out.write_text(text)
+    return out
 
 
 def _smallest_max_allocs(path: Path) -> int | None:
@@ -64,7 +75,7 @@ def test_vms_with_slices_on_both_sockets_share_the_hosts_classes(
     takes its smallest maxAllocs less one of them (the default group holds a class), not that many per
     socket, though socket 1 has CPUs, pages and ways left. The refusal names the host-wide count."""
     cli = Cli(tmp_path / "inventory.db")
-    cli.ok("host", "import", "h", "--capabilities", str(VIRCAPS / name))
+    cli.ok("host", "import", "h", "--capabilities", str(_without_hugepages(VIRCAPS / name, tmp_path)))
     cli.ok("host", "reserve", "h", "--llc-ways", "2")
     cli.ok("tenant", "create", "t")
     total = _smallest_max_allocs(VIRCAPS / name)

@@ -3,8 +3,9 @@
 ``outcome(parser, data)`` runs one parser; any exception other than
 :class:`~vnuma.errors.InvalidInputError` propagates (the fuzz tests fail
 on it, ``bench/fuzz_long.py`` counts it). A returned value is checked
-here: a Host must pass ``check_host`` unchanged and keep its sort orders;
-PCI devices must carry canonical addresses and ids.
+here: a Host must pass ``check_host`` unchanged and keep its sort orders,
+each cell's page pools must fit its memory, and every part left out is
+said on one line; PCI devices must carry canonical addresses and ids.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from vnuma.errors import InvalidInputError
-from vnuma.sources.capabilities import parse_capabilities
-from vnuma.sources.hwloc import parse_hwloc
+from vnuma.sources.capabilities import read_capabilities
+from vnuma.sources.hwloc import read_hwloc
 from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
 from vnuma.topology import Host, PciDevice, check_host, parse_cpuset, parse_page_size, parse_size_kib
+from vnuma.topology.leftout import Imported
 
 _ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$")
 _ID16 = re.compile(r"^0x[0-9a-f]{4}$")
@@ -50,6 +52,18 @@ def check_host_result(host: Host) -> None:
     for dev in host.devices:
         check_device(dev)
     assert [d.address for d in host.devices] == sorted({d.address for d in host.devices})
+
+
+def check_imported(imported: Imported) -> None:
+    """An import's host is as :func:`check_host_result` wants it, its pools fit its cells, and each part
+    left out is one non-empty line."""
+    assert isinstance(imported, Imported)
+    check_host_result(imported.host)
+    for cell in imported.host.cells:
+        assert sum(p.size_kib * p.count for p in cell.pages) <= cell.memory_kib, cell
+    for part in imported.left_out:
+        line = part.line()
+        assert part.what.strip() and part.why.strip() and "\n" not in line and "\r" not in line, part
 
 
 def check_device(dev: PciDevice) -> None:
@@ -91,10 +105,10 @@ def _text(data: bytes | str) -> str:
 Parser = tuple[Callable[[Any], Any], Callable[[Any], None]]
 
 PARSERS: dict[str, Parser] = {
-    "capabilities": (lambda d: parse_capabilities(d, name="fuzz", what="caps.xml"), check_host_result),
+    "capabilities": (lambda d: read_capabilities(d, name="fuzz", what="caps.xml"), check_imported),
     "nodedev": (lambda d: parse_nodedev(d, what="dev.xml"), _check_optional_device),
     "nodedev-file": (lambda d: parse_nodedev_file_content(d, "devs.xml"), _check_devices),
-    "hwloc": (lambda d: parse_hwloc(d, name="fuzz", what="hw.xml"), check_host_result),
+    "hwloc": (lambda d: read_hwloc(d, name="fuzz", what="hw.xml"), check_imported),
     "cpuset": (lambda d: parse_cpuset(_text(d)), _check_cpuset),
     "size": (lambda d: parse_size_kib(_text(d)), _check_size),
     "page-size": (lambda d: parse_page_size(_text(d)), _check_page),

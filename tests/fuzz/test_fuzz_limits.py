@@ -125,8 +125,9 @@ def test_a_core_with_thousands_of_pus_reads_each_once() -> None:
         f"<object type='Core' os_index='0'>{pus}</object></object></topology>"
     )
     call, check = PARSERS["hwloc"]
-    host = call(doc)
-    check(host)
+    imported = call(doc)
+    check(imported)
+    host = imported.host
     siblings = {cpu.siblings for cpu in host.cells[0].cpus}
     assert siblings == {frozenset(range(4096))}
     assert len({id(s) for s in (cpu.siblings for cpu in host.cells[0].cpus)}) == 1

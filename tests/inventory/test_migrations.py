@@ -295,6 +295,42 @@ def test_0014_records_each_vms_group_and_forgets_it_on_downgrade(db_path: Path, 
     assert _drift(db_url) == []
 
 
+def test_0016_adds_an_empty_left_out_list_to_every_host_and_drops_it_keeping_them(db_path: Path, db_url: str) -> None:
+    """Hosts recorded before 0016 get ``left_out`` '' (none known), which `host show` reads as []; a downgrade
+    drops the column and keeps the hosts and their VMs' claims."""
+    conn = _seeded_at(db_path, db_url, "0015")
+    with conn:
+        conn.execute(
+            "INSERT INTO vms (id, name, tenant_id, host_id, vcpus, gpus, placement) VALUES (1, 'v', 1, 1, 1, 0, '{}')"
+        )
+        conn.execute("INSERT INTO cpu_claims (vm_id, host_id, cpu_id, exclusive) VALUES (1, 1, 0, 1)")
+    conn.close()
+
+    def read(sql: str) -> list[tuple[object, ...]]:
+        c = sqlite3.connect(db_path)
+        try:
+            return c.execute(sql).fetchall()
+        finally:
+            c.close()
+
+    upgrade(db_url)
+    assert _host_rows(db_path, ("name", "left_out")) == [("h", "")]
+    from vnuma.inventory.topologies import decode_left_out
+
+    assert decode_left_out("h", "") == ()
+    c = sqlite3.connect(db_path)
+    with c:
+        c.execute("""UPDATE hosts SET left_out = '[{"what":"PU 0","why":"in no NUMA node"}]'""")
+    c.close()
+    _downgrade(db_url, "0015")
+    assert current_revision(db_url) == "0015"
+    assert _host_rows(db_path, ("name", "left_out")) == [("h",)]
+    assert read("SELECT vm_id, cpu_id FROM cpu_claims") == [(1, 0)]
+    upgrade(db_url)
+    assert _host_rows(db_path, ("name", "left_out")) == [("h", "")]
+    assert _drift(db_url) == []
+
+
 KEPT_DOC = [
     {"name": "vm2", "xml": "<domain><name>vm2</name></domain>", "running": True},
     {"name": "vm1", "xml": "<domain><name>vm1</name></domain>", "running": False},
@@ -345,3 +381,4 @@ def test_0017_keeps_each_embedded_domain_as_a_row_and_back(db_path: Path, db_url
     upgrade(db_url)
     assert read("SELECT count(*) FROM embedded_domains") == [(2,)]
     assert _drift(db_url) == []
+

@@ -136,13 +136,6 @@ CASES: list[tuple[str, Parse, bytes | str, str]] = [
     ),
     # A set of 4.3 billion ids was built before any check (memory exhaustion).
     ("siblings-4-billion", read_caps, cpu("id='0' siblings='0-4294967295'"), "name more than 256 CPUs"),
-    # Accepted: two devices at one PCI address (node-device files refuse it; claims are unique per address).
-    (
-        "hwloc-pci-twice",
-        read_hwloc,
-        hwloc(NODE + CORE + GPU + GPU),
-        "hw.xml: PCI device 0000:02:00.0 is listed twice",
-    ),
     # Accepted, giving cell 0 two distances to itself.
     (
         "hwloc-matrix-node-twice",
@@ -163,15 +156,6 @@ CASES: list[tuple[str, Parse, bytes | str, str]] = [
         hwloc(NODE_WITH.format(pages="<page_type size='4611686018427387904' count='0'/>") + CORE),
         "<page_type> size 4503599627370496 KiB is above 2147483647 KiB",
     ),
-    # Multi-line message: the raw os_index ("&#10;" is a newline) was quoted as read.
-    (
-        "hwloc-pu-index-newline",
-        read_hwloc,
-        hwloc(
-            "<object type='NUMANode' os_index='0' local_memory='1024'/><object type='PU' os_index='&#10;5'/>"
-        ),
-        "hw.xml line 1: PU 5 is under no NUMA node",
-    ),
 ]
 
 
@@ -182,6 +166,27 @@ def test_fuzzed_input_is_refused_on_one_line(parse: Parse, data: bytes | str, ex
     message = str(info.value)
     assert expected in message
     assert "\n" not in message
+
+
+LEFT_OUT: list[tuple[str, bytes, str]] = [
+    # Accepted whole: two devices at one PCI address (claims are unique per address). Now every copy is left
+    # out and said so, as node-device files do.
+    ("hwloc-pci-twice", hwloc(NODE + CORE + GPU + GPU), "device 0000:02:00.0 (GPU): listed twice, left out"),
+    # Multi-line message: the raw os_index ("&#10;" is a newline) was quoted as read; the part left out now
+    # names the PU by its number, on one line.
+    (
+        "hwloc-pu-index-newline",
+        hwloc("<object type='NUMANode' os_index='0' local_memory='1024'/><object type='PU' os_index='&#10;5'/>"),
+        "PU 5: in no NUMA node, left out",
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), [c[1:] for c in LEFT_OUT], ids=[c[0] for c in LEFT_OUT])
+def test_fuzzed_parts_are_left_out_on_one_line(data: bytes, expected: str) -> None:
+    from vnuma.sources.hwloc import read_hwloc as read
+
+    assert [part.line() for part in read(data, name="h", what="hw.xml").left_out] == [expected]
 
 
 def test_distance_kind_superscript_digit_is_read_not_crashed() -> None:

@@ -31,7 +31,9 @@ GPU_A, GPU_B = "0000:10:00.0", "0000:20:00.0"
 
 def _gh200(*, nodedevs: bool = True) -> Host:
     docs = [(NODEDEVS.name, NODEDEVS.read_bytes())] if nodedevs else []
-    return import_documents("gh", (CAPS.name, CAPS.read_bytes()), docs, None)
+    imported = import_documents("gh", (CAPS.name, CAPS.read_bytes()), docs, None)
+    assert imported.left_out == ()
+    return imported.host
 
 
 def _built(

@@ -141,7 +141,6 @@ def test_an_initiator_without_cpus_is_read_shown_and_ranks_no_kind(cli: Cli, tmp
 
 
 BAD = {
-    "missing-target": ("target='3' type='access' value='270'", "target='9' type='access' value='270'", "no cell 9"),
     "bad-value": ("target='3' type='access' value='270'", "target='3' type='access' value='fast'", "not an integer"),
     "cache-without-line": ("<line value='64' unit='B'/>", "", "needs <size> and <line>"),
 }

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vnuma.errors import InvalidInputError
-from vnuma.sources.hwloc import parse_hwloc, parse_hwloc_bitmap
+from vnuma.sources.hwloc import parse_hwloc, parse_hwloc_bitmap, read_hwloc
 from vnuma.topology import KIB_PER_GIB, DeviceKind, Host, PciDevice, Source, format_cpuset
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "hwloc"
@@ -212,11 +212,13 @@ def test_node_with_empty_cpuset_is_memory_only() -> None:
     assert {c.id: format_cpuset(c.cpu_ids) for c in host.cells} == {0: "0-1", 1: ""}
 
 
-def test_pu_outside_every_node_is_refused() -> None:
+def test_pus_outside_every_node_are_left_out() -> None:
+    # More in tests/sources/test_leftout.py (hwloc's own offline-node and cgroup snapshots).
     pkg0 = package(0, "0x3", node(0, "0x3") + core(0, [0, 1]))
     pkg1 = package(1, "0xc", core(0, [2, 3]))
-    with pytest.raises(InvalidInputError, match=r"t\.xml line 1: PU 2 is under no NUMA node"):
-        parse_hwloc(topology(pkg0 + pkg1, nodes="0x00000001"), name="x", what="t.xml")
+    imported = read_hwloc(topology(pkg0 + pkg1, nodes="0x00000001"), name="x", what="t.xml")
+    assert [part.line() for part in imported.left_out] == ["PUs 2-3: in no NUMA node, left out"]
+    assert imported.host.cpu_ids == {0, 1}
 
 
 def test_no_numa_nodes_is_refused() -> None:
@@ -237,13 +239,12 @@ TWO_NODES = node(0, "0x00000003") + node(1, "0x0") + core(0, [0, 1])
 @pytest.mark.parametrize(
     ("tail", "expected"),
     [
-        (_matrix("0 7", "10 20 20 10"), r"names NUMA node\(s\) \[7\] \(os index\) that are not in the"),
+        (_matrix("0 7", "10 20 20 10").replace('"os"', '"gp"'), r"names NUMA node\(s\) \[0, 7\] \(gp index\)"),
         (_matrix("0 1", "10 20 20"), "distance matrix for 2 nodes has 2 indexes and 3 values"),
         (_matrix("0 1", "10 x 20 10"), "a number 'x' is not an integer"),
-        (_matrix("0 1", "10 20 5 10"), "cell 1 distance 5 to cell 0 is below 10"),
         (_matrix("0 1", "10 20 20 10").replace('"os"', '"logical"'), "unknown distance indexing 'logical'"),
     ],
-    ids=["unknown-node", "short-values", "bad-value", "below-10", "bad-indexing"],
+    ids=["unknown-gp-node", "short-values", "bad-value", "bad-indexing"],
 )
 def test_bad_distance_matrices(tail: str, expected: str) -> None:
     with pytest.raises(InvalidInputError, match=expected):
@@ -253,14 +254,18 @@ def test_bad_distance_matrices(tail: str, expected: str) -> None:
 @pytest.mark.parametrize(
     ("attrs", "expected"),
     [
-        ('pci_busid="0000:17:00" pci_type="0302 [10de:2330] [10de:16c1] a1"', "bad pci_busid '0000:17:00'"),
-        ('pci_busid="0000:17:00.0" pci_type="GPU"', "PCI device 0000:17:00.0 has bad pci_type 'GPU'"),
+        ('pci_busid="0000:17:00" pci_type="0302 [10de:2330] [10de:16c1] a1"',
+         "device '0000:17:00' (GPU) at t.xml line 1: its pci_busid is not a PCI address (dddd:bb:ss.f), left out"),
+        ('pci_busid="0000:17:00.0" pci_type="GPU"',
+         "device 0000:17:00.0: its pci_type 'GPU' cannot be read (t.xml line 1), left out"),
     ],
     ids=["busid", "type"],
 )
-def test_bad_pci_objects(attrs: str, expected: str) -> None:
-    with pytest.raises(InvalidInputError, match=expected):
-        parse_hwloc(topology(TWO_NODES + host_bridge(f'<object type="PCIDev" {attrs}/>')), name="x")
+def test_unreadable_pci_objects_are_left_out(attrs: str, expected: str) -> None:
+    imported = read_hwloc(topology(TWO_NODES + host_bridge(f'<object type="PCIDev" {attrs}/>')), name="x",
+                          what="t.xml")
+    assert [part.line() for part in imported.left_out] == [expected]
+    assert imported.host.devices == ()
 
 
 def test_pci_class_with_prog_if() -> None:

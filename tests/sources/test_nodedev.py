@@ -6,14 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import make_host
 from vnuma.errors import InvalidInputError
 from vnuma.sources.nodedev import (
     nodedev_name_to_address,
     parse_nodedev,
     parse_nodedev_file_content,
-    parse_nodedevs,
+    read_nodedevs,
 )
-from vnuma.topology import DeviceKind, PciDevice
+from vnuma.topology import DeviceKind, Host, PciDevice
+from vnuma.topology.leftout import LeftOut, usable
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "nodedev"
 
@@ -73,16 +75,37 @@ def test_file_content_of_non_pci_device_is_empty() -> None:
     assert parse_nodedev_file_content(read("usb-device.xml"), what="usb") == ()
 
 
-def test_many_documents_sorted_by_address() -> None:
+def test_many_documents_in_document_order() -> None:
     names = ["nic-cx7.xml", "usb-device.xml", "gpu-h100.xml", "root-port.xml", "accel-gaudi2.xml"]
-    devices = parse_nodedevs((name, read(name)) for name in names)
-    assert [d.address for d in devices] == ["0000:16:01.0", "0000:17:00.0", "0000:b3:00.0", "0001:37:00.1"]
+    found = read_nodedevs((name, read(name)) for name in names)
+    assert [d.address for d in found.devices] == ["0001:37:00.1", "0000:17:00.0", "0000:16:01.0", "0000:b3:00.0"]
+    assert found.left_out == found.mdevs == ()
 
 
-def test_same_address_twice_is_refused() -> None:
+def test_same_address_twice_is_left_out_by_the_host_and_refused_in_a_strict_read() -> None:
+    found = read_nodedevs([("a.xml", read("gpu-h100.xml")), ("b.xml", read("gpu-h100.xml")),
+                           ("c.xml", read("nic-cx7.xml"))])
+    assert [d.address for d in found.devices] == ["0000:17:00.0", "0000:17:00.0", "0001:37:00.1"]
+    host = usable(Host("h", make_host(cells=3).cells, found.devices))
+    assert [d.address for d in host.host.devices] == ["0001:37:00.1"]
+    assert host.left_out == (LeftOut("device 0000:17:00.0 (GPU)", "listed twice"),)
+    twice = b"<devices>" + read("gpu-h100.xml") + read("gpu-h100.xml") + b"</devices>"
     with pytest.raises(InvalidInputError) as info:
-        parse_nodedevs([("a.xml", read("gpu-h100.xml")), ("b.xml", read("gpu-h100.xml"))])
-    assert str(info.value) == "b.xml: PCI device 0000:17:00.0 is listed twice (first in a.xml)"
+        parse_nodedev_file_content(twice, "d.xml")
+    assert str(info.value) == "d.xml: device 0000:17:00.0 (GPU) would be left out: listed twice"
+
+
+def test_one_unreadable_device_among_many_is_left_out_named_as_the_gpu_it_is() -> None:
+    bad = _pci("<class>0x030200</class><domain>0</domain><bus>300</bus><slot>0</slot><function>0</function>" + IDS,
+               name="pci_0000_04_00_0")
+    doc = f"<devices>{read('nic-cx7.xml').decode()}{bad}{read('root-port.xml').decode()}</devices>"
+    found = read_nodedevs([("many.xml", doc)])
+    assert [d.address for d in found.devices] == ["0001:37:00.1", "0000:16:01.0"]
+    (left,) = found.left_out
+    assert left.what == "device 0000:04:00.0 (GPU)"
+    assert left.why == "cannot be read (many.xml line 27: <bus> a number '300' is above 255)"
+    with pytest.raises(InvalidInputError, match=r"^many\.xml: device 0000:04:00\.0 \(GPU\) would be left out"):
+        parse_nodedev_file_content(doc, "many.xml")
 
 
 def _pci(body: str, *, name: str = "pci_0000_17_00_0", parent: str = "computer") -> str:
@@ -172,12 +195,16 @@ def test_file_content_takes_what_positionally() -> None:
 # ------------------------------------------------------------- mediated devices ----
 
 
+def _mdevs(doc: bytes | str, what: str) -> tuple[object, ...]:
+    found = read_nodedevs([(what, doc)])
+    return tuple(sorted(found.mdevs, key=lambda m: m.uuid)) + found.left_out
+
+
 def test_existing_mediated_devices_are_read_with_their_parent_and_group() -> None:
-    from vnuma.sources.nodedev import parse_mdevs_file_content
     from vnuma.topology import Mdev
 
     data = (Path(__file__).resolve().parent.parent / "data" / "nodedev" / "mdevs-existing.xml").read_bytes()
-    assert parse_mdevs_file_content(data, "m") == (
+    assert _mdevs(data, "m") == (
         Mdev("4b20d080-1b54-4048-85b3-a6a62d165c01", "nvidia-18", "0000:86:00.0", 131),
         Mdev("9f1c6e2a-0d3b-4c51-8a77-2e6b1f0c9d44", "nvidia-18", "0000:86:00.0", 132),  # UUID from its name
         Mdev("c3a5e7d1-88f2-4a0b-9d6e-51b2a4f7e013", "nvidia-1049", "0000:3b:00.4", 140),
@@ -194,19 +221,15 @@ def test_existing_mediated_devices_are_read_with_their_parent_and_group() -> Non
          "<iommuGroup number='many'/></capability>", "number"),
     ],
 )
-def test_a_bad_mdev_is_refused_naming_the_device(capability: str, words: str) -> None:
-    from vnuma.sources.nodedev import parse_mdevs_file_content
-
+def test_a_bad_mdev_is_left_out_naming_the_device(capability: str, words: str) -> None:
     doc = f"<device><name>mdev_x</name><parent>pci_0000_86_00_0</parent>{capability}</device>"
-    with pytest.raises(InvalidInputError, match=words) as err:
-        parse_mdevs_file_content(doc, "m.xml")
-    assert "m.xml device mdev_x" in str(err.value)
+    (left,) = _mdevs(doc, "m.xml")
+    assert isinstance(left, LeftOut) and left.what == "mediated device mdev_x"
+    assert words in left.why and left.why.startswith("cannot be read (m.xml")
 
 
 def test_an_mdev_on_a_non_pci_parent_is_skipped() -> None:
-    from vnuma.sources.nodedev import parse_mdevs_file_content
-
     doc = ("<device><name>mdev_96c03c6a_a109_44fe_816a_ba371542164b</name><parent>css_0_0_0072</parent>"
            "<capability type='mdev'><type id='vfio_ccw-io'/><uuid>96c03c6a-a109-44fe-816a-ba371542164b</uuid>"
            "</capability></device>")
-    assert parse_mdevs_file_content(doc, "s390") == ()
+    assert _mdevs(doc, "s390") == ()

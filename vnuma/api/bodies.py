@@ -186,6 +186,7 @@ class HostAddBody(Body):
     name: StrictStr
     uri: StrictStr | None = None
     demo: StrictBool = False
+    strict: StrictBool = False
 
 
 class Document(Body):
@@ -203,6 +204,7 @@ class HostImportBody(Body):
     capabilities: Document | None = None
     nodedev: list[Document] = Field(default_factory=list, max_length=256)
     hwloc: Document | None = None
+    strict: StrictBool = False
 
 
 class ReserveBody(Body):

@@ -72,26 +72,26 @@ class Client:
         """``host show --json``: the topology with each GPU's mode and free partitions."""
         return dict(self.call("GET", f"/v1/hosts/{_seg(name)}"))
 
-    def add_host(self, name: str, uri: str | None, demo: bool) -> dict[str, Any]:
-        """The new host's summary (``host add --json``)."""
-        return dict(self.call("POST", "/v1/hosts", {"name": name, "uri": uri, "demo": demo}))
+    def add_host(self, name: str, uri: str | None, demo: bool, strict: bool = False) -> dict[str, Any]:
+        """The new host's summary and the parts left out (``host add --json``)."""
+        return dict(self.call("POST", "/v1/hosts", {"name": name, "uri": uri, "demo": demo, "strict": strict}))
 
     def import_host(
         self, name: str, capabilities: tuple[str, bytes] | None, nodedevs: list[tuple[str, bytes]],
-        hwloc: tuple[str, bytes] | None,
+        hwloc: tuple[str, bytes] | None, strict: bool = False,
     ) -> dict[str, Any]:
-        """The new host's summary; the files' contents (read here) go in the request."""
+        """The new host's summary and the parts left out; the files' contents (read here) go in the request."""
 
         def doc(d: tuple[str, bytes] | None) -> dict[str, str] | None:
             return None if d is None else {"file": d[0], "content_base64": base64.b64encode(d[1]).decode()}
 
         body = {"name": name, "capabilities": doc(capabilities), "nodedev": [doc(d) for d in nodedevs],
-                "hwloc": doc(hwloc)}
+                "hwloc": doc(hwloc), "strict": strict}
         return dict(self.call("POST", "/v1/hosts/import", body))
 
-    def refresh_host(self, name: str) -> list[str]:
-        """What changed."""
-        return list(self.call("POST", f"/v1/hosts/{_seg(name)}/refresh")["changes"])
+    def refresh_host(self, name: str, strict: bool = False) -> dict[str, Any]:
+        """``host refresh --json``: what changed and the parts the new read left out."""
+        return dict(self.call("POST", f"/v1/hosts/{_seg(name)}/refresh", strict="true" if strict else None))
 
     def reserve(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``host reserve``: the host after the change (``host show --json``)."""

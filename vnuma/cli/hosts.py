@@ -1,161 +1,23 @@
-"""``vnuma host``: add (libvirt), import (files), refresh, list, show, remove, reserve, cordon, drain, uncordon."""
+"""``vnuma host``: add (libvirt), import (files), refresh (:mod:`vnuma.cli.hostimport`), list, show, remove,
+reserve, cordon, drain, uncordon."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import HostArg
-from vnuma.cli.progress import bar
+from vnuma.cli.hostimport import add, import_, refresh
 from vnuma.cli.rebalancing import AllowMigrateOpt, AllowRestartOpt, ApplyOpt, YesOpt
 from vnuma.documents import plan_doc
 from vnuma.topology import format_size_kib
 
-if TYPE_CHECKING:
-    from vnuma.services.discovery import Batch
-
 app = typer.Typer(no_args_is_help=True, add_completion=False)
-
-JobsOpt = Annotated[
-    int, typer.Option("--jobs", "-j", min=1, max=64, help="Hosts discovered at once (add --from-file, refresh --all).")
-]
-
-
-@app.command("add")
-def add(
-    ctx: typer.Context,
-    name: Annotated[str | None, typer.Argument(help="Host name (none with --from-file).", show_default=False)] = None,
-    uri: Annotated[str | None, typer.Option("--uri", help="libvirt URI, e.g. qemu+ssh://h1/system.")] = None,
-    capabilities: Annotated[
-        Path | None,
-        typer.Option("--capabilities", help="Capabilities XML to use instead of libvirt's (refresh reads it again)."),
-    ] = None,
-    demo: Annotated[
-        bool, typer.Option("--demo", help="The shipped demo GPU server through libvirt's test driver.")
-    ] = False,
-    from_file: Annotated[
-        str | None,
-        typer.Option(
-            "--from-file", metavar="FILE",
-            help="Add many hosts: lines of `NAME URI` or a bare `URI` (# comments); `-` reads stdin.",
-        ),
-    ] = None,
-    jobs: JobsOpt = 8,
-    as_json: output.JsonOpt = False,
-) -> None:
-    """Discover a host's NUMA topology and PCI devices through libvirt and record it (or many: --from-file).
-
-    Example: vnuma host add gpu-node-1 --uri qemu+ssh://root@gpu-node-1/system
-    """
-    if from_file is not None and remote(ctx):
-        raise typer.BadParameter("--from-file runs where the inventory is, not through --server")
-    if from_file is not None:
-        from vnuma.services.discovery import add_from_file
-
-        clashing = _given(("NAME", name), ("--uri", uri), ("--capabilities", capabilities), ("--demo", demo))
-        with bar("adding", as_json=as_json) as progress:
-            batch = add_from_file(settings(ctx), from_file, sys.stdin, jobs, progress, clashing=clashing)
-        _print_batch(batch, as_json)
-        return
-    from vnuma.codec import host_summary
-    from vnuma.services.hosts import add_host
-
-    client = remote(ctx)
-    if client:
-        if capabilities is not None or name is None:
-            raise typer.BadParameter("--server adds a host by NAME with --uri or --demo: a service reads no files "
-                                     "named on your command line")
-        _print_added(client.add_host(name, uri, demo), as_json)
-        return
-    _print_added(host_summary(add_host(settings(ctx), name, uri, capabilities, demo)), as_json)
-
-
-@app.command("import")
-def import_(
-    ctx: typer.Context,
-    name: str,
-    capabilities: Annotated[
-        Path | None, typer.Option("--capabilities", help="`virsh capabilities` output.")
-    ] = None,
-    nodedev: Annotated[
-        list[Path] | None,
-        typer.Option("--nodedev", help="`virsh nodedev-dumpxml` output (repeatable; a file may hold many)."),
-    ] = None,
-    hwloc: Annotated[Path | None, typer.Option("--hwloc", help="`lstopo --of xml` output.")] = None,
-    as_json: output.JsonOpt = False,
-) -> None:
-    """Record a host from files: capabilities (+ node devices), or an hwloc XML dump.
-
-    Example: vnuma host import old-box --capabilities caps.xml --nodedev gpus.xml
-    """
-    from vnuma.codec import host_summary
-    from vnuma.services.hosts import import_host, read_documents
-
-    documents = read_documents(capabilities, nodedev or [], hwloc)
-    client = remote(ctx)
-    if client:
-        _print_added(client.import_host(name, *documents), as_json)
-        return
-    _print_added(host_summary(import_host(settings(ctx), name, *documents)), as_json)
-
-
-def _print_added(summary: dict[str, Any], as_json: bool) -> None:
-    from vnuma.codec import summary_text
-
-    if as_json:
-        output.echo_json(summary)
-    else:
-        typer.echo(f"added host {summary['name']}: {summary_text(summary)}")
-
-
-@app.command("refresh")
-def refresh(
-    ctx: typer.Context,
-    name: Annotated[str | None, typer.Argument(help="Host name (none with --all).", show_default=False)] = None,
-    capabilities: Annotated[
-        Path | None,
-        typer.Option("--capabilities", help="Capabilities XML to use instead of libvirt's, from now on."),
-    ] = None,
-    all_hosts: Annotated[
-        bool, typer.Option("--all", help="Every libvirt host, concurrently; file-imported hosts are skipped.")
-    ] = False,
-    jobs: JobsOpt = 8,
-    as_json: output.JsonOpt = False,
-) -> None:
-    """Rediscover a host (or --all) through its libvirt URI and report what changed.
-
-    A host added with --demo or --capabilities FILE is read the same way again.
-
-    Example: vnuma host refresh --all --jobs 16 --json
-    """
-    if all_hosts and remote(ctx):
-        raise typer.BadParameter("--all runs where the inventory is, not through --server")
-    if all_hosts:
-        from vnuma.services.discovery import refresh_all
-
-        with bar("refreshing", as_json=as_json) as progress:
-            clashing = _given(("NAME", name), ("--capabilities", capabilities))
-            batch = refresh_all(settings(ctx), jobs, progress, clashing=clashing)
-        _print_batch(batch, as_json)
-        return
-    from vnuma.services.hosts import refresh_host
-
-    client = remote(ctx)
-    if client and (capabilities is not None or name is None):
-        raise typer.BadParameter("--server refreshes one host by NAME, as recorded: a service reads no files "
-                                 "named on your command line")
-    changes = client.refresh_host(name) if client else list(refresh_host(settings(ctx), name, capabilities).changes)
-    if as_json:
-        output.echo_json({"name": name, "changed": bool(changes), "changes": changes})
-    elif changes:
-        output.echo_lines([f"host {name}: {len(changes)} change(s)", *("  " + c for c in changes)])
-    else:
-        typer.echo(f"host {name}: no change")
-
+app.command("add")(add)
+app.command("import")(import_)
+app.command("refresh")(refresh)
 
 @app.command("list")
 def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
@@ -329,7 +191,8 @@ def show(
     svg: output.SvgOpt = None,
     png: output.PngOpt = None,
 ) -> None:
-    """Show a host: per-cell CPUs, cores, memory, pages, devices and distances.
+    """Show a host: per-cell CPUs, cores, memory, pages, devices and distances, and the parts its import left
+    out (JSON: "left_out": [{"what", "why"}]).
 
     --svg/--png FILE also draw the host as lstopo does (sockets, NUMA cells
     with a bar per hugepage pool, cores with their threads, GPUs and NICs
@@ -339,7 +202,7 @@ def show(
 
     Example: vnuma host show gpu-node-1 --svg gpu-node-1.svg
     """
-    from vnuma.codec import classes_from_dict, host_from_dict, use_from_dict
+    from vnuma.codec import classes_from_dict, host_from_dict, left_out_from_list, use_from_dict
     from vnuma.services.queries import host_document
 
     client = remote(ctx)
@@ -359,7 +222,7 @@ def show(
         return
     from vnuma.cli.hostview import host_tables
 
-    host_tables(host, use_from_dict(doc), classes_from_dict(doc))
+    host_tables(host, use_from_dict(doc), classes_from_dict(doc), left_out_from_list(doc.get("left_out")))
 
 
 @app.command("remove")
@@ -429,26 +292,3 @@ def reserve(
         typer.echo(f"host {name}: keeps {llc_ways} L3 way(s) of every cache for itself")
     if mem_bw_limit is not None:
         typer.echo(f"host {name}: VMs' memory-bandwidth caps add up to at most {mem_bw_limit} per L3 domain")
-
-
-def _given(*options: tuple[str, object]) -> tuple[str, ...]:
-    """The names of the options that were given (the service refuses them in bulk mode)."""
-    return tuple(flag for flag, value in options if value)
-
-
-def _print_batch(batch: Batch, as_json: bool) -> None:
-    """Per-host summary (table or JSON) on stdout; if any host failed, raise the batch's error."""
-    from vnuma.services.discovery import Result, batch_to_dict
-
-    if as_json:
-        output.echo_json(batch_to_dict(batch))
-    else:
-        rows = [(o.name, o.result.value, o.detail) for o in batch.outcomes]
-        output.echo_table(None, ["HOST", "RESULT", "DETAIL"], rows)
-        counts = [f"{batch.count(r)} {r.value}" for r in Result if batch.count(r)]
-        typer.echo(", ".join(counts) or "no hosts")
-    err = batch.error()
-    if err is not None:
-        raise err
-
-

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from vnuma.cli import output
 from vnuma.placement.resctrl import Classes
 from vnuma.topology import Cell, Host, format_cpuset, format_size_kib
+from vnuma.topology.leftout import LeftOut
 from vnuma.topology.partitions import GpuUse
 from vnuma.topology.resctrl import default_schemata, l3_banks
 
 
-def host_tables(host: Host, use: Mapping[str, GpuUse], classes: Classes | None) -> None:
+def host_tables(
+    host: Host, use: Mapping[str, GpuUse], classes: Classes | None, left_out: Sequence[LeftOut] = ()
+) -> None:
     """Print one host as tables; ``use``: each GPU's mode and free partitions as claimed now; ``classes``: the
-    resctrl classes of service its VMs leave."""
+    resctrl classes of service its VMs leave; ``left_out``: the parts its import left out (a table of its own,
+    last, when there are any)."""
     reserved = format_cpuset(host.reserved_cpus) or "none"
     output.echo_lines([f"host {host.name}  source={host.source}  uri={host.uri or '-'}  reserved={reserved}"])
     rows = []
@@ -56,6 +60,9 @@ def host_tables(host: Host, use: Mapping[str, GpuUse], classes: Classes | None) 
             [(c.id, *(c.distance_to(o) for o in ids)) for c in host.cells],
         )
     resctrl_tables(host, classes)
+    if left_out:
+        output.echo_table("left out when the host was read (vnuma host import --strict refuses such a host)",
+                          ["PART", "WHY"], [(i.what, i.why) for i in left_out])
 
 
 def _memory_only(cell: Cell) -> str:

@@ -40,6 +40,13 @@ def echo_notes(notes: Sequence[str]) -> None:
         typer.echo(f"note: {note}", err=True)
 
 
+def echo_left_out(lines: Sequence[str], host: str | None = None) -> None:
+    """The parts of a host an import left out, one ``warning: ... , left out`` line each on stderr (``host``:
+    named first, for a batch of hosts)."""
+    for line in lines:
+        typer.echo(f"warning: {f'host {host}: ' if host else ''}{line}", err=True)
+
+
 def echo_json(obj: Any) -> None:
     """Print one JSON document on stdout."""
     typer.echo(json.dumps(obj, indent=2))

@@ -12,6 +12,7 @@ in the order of the dataclass tuples, so JSON round trips keep that order.
 """
 
 from vnuma.codec.hosts import host_from_dict, host_summary, host_to_dict, summary_text, use_from_dict
+from vnuma.codec.leftout import imported_summary, left_out_from_list, left_out_to_list
 from vnuma.codec.placements import placement_from_dict, placement_to_dict, tenant_from_dict, tenant_to_dict
 from vnuma.codec.resctrl import classes_from_dict
 
@@ -20,6 +21,9 @@ __all__ = [
     "host_from_dict",
     "host_summary",
     "host_to_dict",
+    "imported_summary",
+    "left_out_from_list",
+    "left_out_to_list",
     "placement_from_dict",
     "placement_to_dict",
     "summary_text",

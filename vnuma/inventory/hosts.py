@@ -6,6 +6,7 @@ return dataclasses; ORM rows never leave ``vnuma.inventory``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from sqlalchemy import delete, func, select, update
@@ -16,9 +17,10 @@ from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.hostwrite import host_columns
 from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, PartitionClaim, VmRow
-from vnuma.inventory.topologies import decode_host
+from vnuma.inventory.topologies import decode_host, decode_left_out, encode_left_out
 from vnuma.placement.resctrl import ResctrlUse, policy_problem
 from vnuma.topology import Host, check_host, format_cpuset, parse_cpuset
+from vnuma.topology.leftout import LeftOut
 from vnuma.topology.resctrl import ResctrlPolicy, format_policy, parse_policy
 
 _LIST_HINT = "see `vnuma host list`"
@@ -57,6 +59,15 @@ def topology_override(session: Session, name: str) -> str | None:
     if found is None:
         raise NotFoundError(f"host {name!r} is not in the inventory", hint=_LIST_HINT)
     return found[0]
+
+
+def left_out(session: Session, name: str) -> tuple[LeftOut, ...]:
+    """The parts the import that wrote host ``name``'s topology left out.
+
+    Raises:
+        NotFoundError: no such host.
+    """
+    return decode_left_out(name, host_row(session, name).left_out)
 
 
 def topology_overrides(session: Session) -> dict[str, str]:
@@ -168,8 +179,11 @@ def set_cordoned(session: Session, name: str, cordoned: bool) -> bool:
     return before
 
 
-def replace_host(session: Session, host: Host, topology_override: str | None = None) -> None:
-    """Refresh a host's topology, keeping its reserved CPUs and cordon, and record where it was read (None: libvirt).
+def replace_host(
+    session: Session, host: Host, topology_override: str | None = None, left_out: Sequence[LeftOut] = ()
+) -> None:
+    """Refresh a host's topology, keeping its reserved CPUs and cordon, and record where it was read (None:
+    libvirt) and the parts that read left out.
 
     Raises:
         NotFoundError: no such host.
@@ -191,6 +205,7 @@ def replace_host(session: Session, host: Host, topology_override: str | None = N
     for key, value in host_columns(new).items():
         setattr(row, key, value)
     row.topology_override = topology_override
+    row.left_out = encode_left_out(left_out)
     session.flush()
     bump_generation(session, row.id)
 

@@ -9,6 +9,7 @@ head, so a single host is recorded without loading SQLAlchemy) both run
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from vnuma.errors import ConflictError
@@ -16,15 +17,16 @@ from vnuma.inventory import audit
 from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.executor import Executor
 from vnuma.inventory.reading import NAMED
-from vnuma.inventory.topologies import digest_topology, encode_topology
+from vnuma.inventory.topologies import digest_topology, encode_left_out, encode_topology
 from vnuma.topology import DeviceKind, Host, check_host, format_cpuset
+from vnuma.topology.leftout import LeftOut
 from vnuma.topology.resctrl import format_policy
 
 NEW_HOST = (
     "INSERT INTO hosts (name, uri, source, topology, topology_digest, reserved_cpuset, cordoned, resctrl_policy, "
-    "n_cells, n_cpus, n_gpus, memory_kib, topology_override) VALUES (:name, :uri, :source, :topology, "
+    "n_cells, n_cpus, n_gpus, memory_kib, topology_override, left_out) VALUES (:name, :uri, :source, :topology, "
     ":topology_digest, :reserved_cpuset, :cordoned, :resctrl_policy, :n_cells, :n_cpus, :n_gpus, :memory_kib, "
-    ":topology_override)"
+    ":topology_override, :left_out)"
 )
 
 
@@ -51,8 +53,11 @@ def has_host(x: Executor, name: str) -> bool:
     return x.one(NAMED["host"], {"name": name}) is not None
 
 
-def insert_host(x: Executor, host: Host, topology_override: str | None = None) -> None:
-    """Insert a new host, with where a refresh reads its topology (None: libvirt's capabilities).
+def insert_host(
+    x: Executor, host: Host, topology_override: str | None = None, left_out: Sequence[LeftOut] = ()
+) -> None:
+    """Insert a new host, with where a refresh reads its topology (None: libvirt's capabilities) and the
+    parts its import left out.
 
     Raises:
         InvalidInputError: an inconsistent topology.
@@ -64,9 +69,10 @@ def insert_host(x: Executor, host: Host, topology_override: str | None = None) -
             f"host {host.name!r} is already in the inventory",
             hint=f"update it with `vnuma host refresh {host.name}`, or `vnuma host remove {host.name}` first",
         )
-    x.run(NEW_HOST, {"name": host.name, "topology_override": topology_override, **host_columns(host)})
+    x.run(NEW_HOST, {"name": host.name, "topology_override": topology_override,
+                     "left_out": encode_left_out(left_out), **host_columns(host)})
     audit.record(x, "host-add", host=host.name, uri=host.uri, source=host.source.value, cells=len(host.cells),
-                 cpus=len(host.cpu_ids), devices=len(host.devices))
+                 cpus=len(host.cpu_ids), devices=len(host.devices), left_out=len(left_out))
 
 
 class Registrar(OverAccess):
@@ -77,10 +83,10 @@ class Registrar(OverAccess):
         with self._access.begin(False) as x:
             return has_host(x, name)
 
-    def add_host(self, host: Host, topology_override: str | None = None) -> None:
+    def add_host(self, host: Host, topology_override: str | None = None, left_out: Sequence[LeftOut] = ()) -> None:
         """See :func:`insert_host`."""
         with self._access.begin(True) as x:
-            insert_host(x, host, topology_override)
+            insert_host(x, host, topology_override, left_out)
 
 
 def open_registrar(url: str) -> Registrar:

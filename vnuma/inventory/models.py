@@ -18,6 +18,8 @@ instead of the host's libvirt capabilities: NULL for libvirt's own, the
 marker ``demo`` for the shipped demo host (found in the package at refresh
 time, so an inventory survives moving the checkout), else the absolute path
 of a capabilities file. The inventory stores it; ``services.hosts`` reads it.
+``left_out`` lists the parts of the host the import or refresh that wrote
+the topology left out (:mod:`vnuma.topology.leftout`), for ``host show``.
 ``embedded_kept``: whether vnuma keeps a ``test://`` host's domains between
 connections (one ``embedded_domains`` row each; False until a command first
 changed one: the node file's own stand until then).
@@ -102,6 +104,8 @@ class HostRow(Base):
     cordoned: Mapped[bool] = mapped_column(default=False, server_default=false())
     # The cache ways the host keeps for itself and its bandwidth-cap limit (topology.resctrl.format_policy).
     resctrl_policy: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # What the import that wrote the topology left out of the host (codec.left_out_to_list as JSON; "": none).
+    left_out: Mapped[str] = mapped_column(Text, default="", server_default="")
     n_cells: Mapped[int]
     n_cpus: Mapped[int]
     n_gpus: Mapped[int]

@@ -23,10 +23,11 @@ from vnuma.inventory.embedded import KeptDomain
 from vnuma.inventory.executor import Executor, Row
 from vnuma.inventory.gpuprofiles import PROFILES, decode_profiles
 from vnuma.inventory.schema import VmState
-from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host
+from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host, decode_left_out
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.placement.resctrl import parse_asks
 from vnuma.topology import Host
+from vnuma.topology.leftout import LeftOut
 from vnuma.topology.partitions import with_gpu_profiles
 
 TENANTS = "SELECT name, isolation, max_vcpus, max_gpus, resctrl FROM tenants ORDER BY name"
@@ -59,6 +60,7 @@ IN_FLIGHT = (  # steps of the unfinished rebalance run whose claims moved and wh
     "SELECT s.vm, r.id, s.seq, s.status FROM rebalance_steps s JOIN rebalance_runs r ON r.id = s.run_id"
     " WHERE r.unfinished IS NOT NULL AND s.status IN ('started', 'undoing')"
 )
+LEFT_OUT = "SELECT left_out FROM hosts WHERE name = :name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +194,14 @@ def fleet_view(x: Executor) -> FleetView:
     return FleetView(read_snapshot(x), states, moving)
 
 
+def left_out(x: Executor, name: str) -> tuple[LeftOut, ...]:
+    """The parts the import that wrote host ``name``'s topology left out (NotFoundError: no such host)."""
+    row = x.one(LEFT_OUT, {"name": name})
+    if row is None:
+        raise not_in_inventory("host", name)
+    return decode_left_out(name, row[0])
+
+
 class Reader(OverAccess):
     """The read commands' queries on one inventory, each in its own transaction."""
 
@@ -215,6 +225,12 @@ class Reader(OverAccess):
         with self._access.begin(False) as x:
             host = read_host(x, name)
             return host, [p for p, _state in list_vms(x, host=name)], read_tenants(x)
+
+    def shown_host(self, name: str) -> tuple[Host, list[Placement], dict[str, Tenant], tuple[LeftOut, ...]]:
+        """:meth:`host_with_vms` and the parts its import left out (:func:`left_out`), in one transaction."""
+        with self._access.begin(False) as x:
+            host = read_host(x, name)
+            return host, [p for p, _state in list_vms(x, host=name)], read_tenants(x), left_out(x, name)
 
     def fleet_view(self) -> FleetView:
         """See :func:`fleet_view`."""

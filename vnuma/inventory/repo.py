@@ -26,6 +26,7 @@ from vnuma.inventory.reading import Snapshot
 from vnuma.inventory.schema import WRITE_OPTION, RunStatus, VmState
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.topology import Host, format_cpuset
+from vnuma.topology.leftout import LeftOut
 from vnuma.topology.resctrl import ResctrlPolicy
 
 T = TypeVar("T")
@@ -90,17 +91,23 @@ class Inventory:
 
     # --- hosts ------------------------------------------------------------------------------
 
-    def add_host(self, host: Host, topology_override: str | None = None) -> None:
-        """Add a new host and where a refresh reads its topology (ConflictError if the name exists)."""
-        self._write_x(lambda x: hostwrite.insert_host(x, host, topology_override))
+    def add_host(self, host: Host, topology_override: str | None = None, left_out: Sequence[LeftOut] = ()) -> None:
+        """Add a new host, where a refresh reads its topology and the parts its import left out (ConflictError
+        if the name exists)."""
+        self._write_x(lambda x: hostwrite.insert_host(x, host, topology_override, left_out))
 
-    def replace_host(self, host: Host, topology_override: str | None = None) -> None:
-        """Refresh a host's topology (read from ``topology_override``), keeping its reserved CPUs.
+    def replace_host(self, host: Host, topology_override: str | None = None, left_out: Sequence[LeftOut] = ()) -> None:
+        """Refresh a host's topology (read from ``topology_override``, leaving out ``left_out``), keeping its
+        reserved CPUs.
 
         Refused (ConflictError) if it drops claimed resources.
         """
-        self._write(("host-refresh", {"host": host.name, "cells": len(host.cells)}), hosts.replace_host, host,
-                    topology_override)
+        self._write(("host-refresh", {"host": host.name, "cells": len(host.cells), "left_out": len(left_out)}),
+                    hosts.replace_host, host, topology_override, left_out)
+
+    def left_out(self, name: str) -> tuple[LeftOut, ...]:
+        """The parts the import that wrote the host's topology left out (NotFoundError if unknown)."""
+        return self._read(hosts.left_out, name)
 
     def topology_override(self, name: str) -> str | None:
         """Where a refresh reads the host's topology; None: libvirt's capabilities (NotFoundError if unknown)."""

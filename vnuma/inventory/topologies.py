@@ -22,10 +22,11 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from vnuma.codec import host_from_dict, host_to_dict
+from vnuma.codec import host_from_dict, host_to_dict, left_out_from_list, left_out_to_list
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.topology import Cell, Host, Mdev, PciDevice, Source, format_cpuset, gc_paused, parse_cpuset
 from vnuma.topology.hmat import Hmat
+from vnuma.topology.leftout import LeftOut
 from vnuma.topology.resctrl import Resctrl, parse_policy
 
 _OWN_COLUMNS = ("name", "uri", "source", "reserved_cpus", "cordoned", "resctrl_policy")
@@ -49,6 +50,29 @@ def encode_topology(host: Host) -> str:
     if not doc["mdevs"]:
         del doc["mdevs"]
     return json.dumps(doc, separators=(",", ":"))
+
+
+def encode_left_out(left_out: Iterable[LeftOut]) -> str:
+    """The ``hosts.left_out`` column's text: the parts as JSON, ``""`` for none."""
+    items = left_out_to_list(left_out)
+    return json.dumps(items, separators=(",", ":"), ensure_ascii=False) if items else ""
+
+
+def decode_left_out(name: str, text: str | None) -> tuple[LeftOut, ...]:
+    """The parts a ``hosts.left_out`` text lists.
+
+    Raises:
+        InventoryError: a text that is not such a list (hint: refresh or import the host again).
+    """
+    if not text:
+        return ()
+    try:
+        return left_out_from_list(json.loads(text))
+    except (ValueError, InvalidInputError) as err:
+        raise InventoryError(
+            f"inventory: the parts left out of host {name!r} are unreadable: {err}",
+            hint=f"record it again: `vnuma host refresh {name}`, or remove and import it",
+        ) from err
 
 
 def digest_topology(topology: str) -> str:

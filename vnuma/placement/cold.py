@@ -55,7 +55,10 @@ def cold_cells(host: Host) -> tuple[ColdCell, ...]:
         kind = kinds[cell.id]
         rated = {c.id: row[cell.id] for c in cpu_cells if cell.id in (row := bandwidth.get(c.id, {}))}
         slower = bool(rated) and local > 0 and max(rated.values()) < local
-        capacity = not cell.gpu_memory and (kind in ("cxl", "unknown") or (kind == "dram" and slower))
+        # An empty node (no memory yet: one the kernel keeps for memory that may come) serves nothing.
+        capacity = cell.memory_kib > 0 and not cell.gpu_memory and (
+            kind in ("cxl", "unknown") or (kind == "dram" and slower)
+        )
         sizes = tuple(sorted(pools_of(host, cell.id), reverse=True))
         out.append(ColdCell(
             cell.id, kind, capacity, sizes, rated,

@@ -6,7 +6,8 @@ is written only by the calling thread, one transaction per host as each
 discovery completes, so one unreachable or broken host never stops, nor
 undoes, the others. Every host ends with one :class:`Outcome`:
 
-- ``added`` / ``refreshed``: recorded (a refresh with no change writes nothing);
+- ``added`` / ``refreshed``: recorded (a refresh with no change writes nothing), with the parts of the
+  host left out (listed in the outcome; ``strict`` makes such a host fail with exit 4 instead);
 - ``skipped``: nothing to do: a name already in the inventory with the same
   URI (so rerunning a host file after a partial failure adds only what is
   missing), or, for ``refresh --all``, a host imported from files (no URI;
@@ -30,15 +31,16 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from vnuma.codec import host_summary, summary_text
+from vnuma.codec import host_summary, left_out_to_list, summary_text
 from vnuma.errors import InvalidInputError, VnumaError
 from vnuma.inventory.db import open_inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
-from vnuma.services.hosts import discover, record_refresh, refresh_source
+from vnuma.services.hosts import accepted, discover, record_refresh, refresh_source
 from vnuma.services.names import check_host_name
 from vnuma.services.progress import SILENT, Progress
-from vnuma.topology import Host
+from vnuma.topology import Host, count_of
+from vnuma.topology.leftout import Imported, LeftOut
 
 DEFAULT_JOBS = 8
 MAX_JOBS = 64
@@ -76,6 +78,7 @@ class Outcome:
     hint: str | None = None
     host: Host | None = None
     changes: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
 
 
 class BatchError(VnumaError):
@@ -190,6 +193,7 @@ def add_from_file(
     progress: Progress = SILENT,
     *,
     clashing: tuple[str, ...] = (),
+    strict: bool = False,
 ) -> Batch:
     """``host add --from-file``: read the whole list first (nothing is contacted if a line is bad), then add.
 
@@ -202,13 +206,15 @@ def add_from_file(
             f"--from-file reads names and URIs from FILE; drop {', '.join(clashing)}",
             hint="lines of FILE are `NAME URI` or a bare `URI`",
         )
-    return add_hosts(settings, read_host_list(source, stdin), jobs, progress)
+    return add_hosts(settings, read_host_list(source, stdin), jobs, progress, strict=strict)
 
 
 def add_hosts(
-    settings: Settings, entries: list[Entry], jobs: int = DEFAULT_JOBS, progress: Progress = SILENT
+    settings: Settings, entries: list[Entry], jobs: int = DEFAULT_JOBS, progress: Progress = SILENT, *,
+    strict: bool = False,
 ) -> Batch:
-    """Discover and record many hosts concurrently; each host succeeds or fails on its own.
+    """Discover and record many hosts concurrently; each host succeeds or fails on its own (``strict``: one
+    with parts left out fails, see :func:`vnuma.services.hosts.accepted`).
 
     Names already in the inventory are not contacted: skipped when their URI
     is the same, failed (conflict, exit 9) otherwise.
@@ -228,9 +234,11 @@ def add_hosts(
             else:
                 early[e.name] = _conflict(e, known[e.name])
 
-        def record(entry: Entry, host: Host) -> Outcome:
-            inventory.add_host(host)
-            return Outcome(entry.name, entry.uri, Result.ADDED, _describe(host), host=host)
+        def record(entry: Entry, discovered: Imported) -> Outcome:
+            imported = accepted(discovered, strict, entry.uri)
+            inventory.add_host(imported.host, left_out=imported.left_out)
+            return Outcome(entry.name, entry.uri, Result.ADDED, _describe(imported), host=imported.host,
+                           left_out=imported.left_out)
 
         done = _run(todo, jobs, record, progress, early)
     return Batch(tuple(done[e.name] for e in entries))
@@ -250,6 +258,7 @@ def refresh_all(
     progress: Progress = SILENT,
     *,
     clashing: tuple[str, ...] = (),
+    strict: bool = False,
 ) -> Batch:
     """Rediscover every libvirt host concurrently; hosts imported from files are skipped (no URI).
 
@@ -271,13 +280,15 @@ def refresh_all(
         summaries = sorted(inventory.host_summaries(), key=lambda s: s["name"])
         early, todo = _refresh_entries(summaries, inventory.topology_overrides())
 
-        def record(entry: Entry, discovered: Host) -> Outcome:
+        def record(entry: Entry, discovered: Imported) -> Outcome:
             old = inventory.get_host(entry.name)
-            refresh = record_refresh(inventory, old, discovered, entry.override, entry.override)
+            imported = accepted(discovered, strict, str(entry.capabilities or entry.uri))
+            refresh = record_refresh(inventory, old, imported, entry.override, entry.override)
             changes = refresh.changes
             detail = f"{len(changes)} change(s): {'; '.join(changes)}" if changes else "no change"
             return Outcome(
-                entry.name, entry.uri, Result.REFRESHED, detail, host=refresh.host, changes=refresh.changes
+                entry.name, entry.uri, Result.REFRESHED, detail + _left_out_note(refresh.left_out),
+                host=refresh.host, changes=refresh.changes, left_out=refresh.left_out,
             )
 
         done = _run(todo, jobs, record, progress, early)
@@ -308,7 +319,7 @@ def _refresh_entries(
 def _run(
     todo: list[Entry],
     jobs: int,
-    record: Callable[[Entry, Host], Outcome],
+    record: Callable[[Entry, Imported], Outcome],
     progress: Progress,
     early: dict[str, Outcome],
 ) -> dict[str, Outcome]:
@@ -338,7 +349,7 @@ def _run(
     return done
 
 
-def _finish(entry: Entry, future: Future[Host], record: Callable[[Entry, Host], Outcome]) -> Outcome:
+def _finish(entry: Entry, future: Future[Imported], record: Callable[[Entry, Imported], Outcome]) -> Outcome:
     try:
         return record(entry, future.result())
     except VnumaError as err:
@@ -350,12 +361,16 @@ def _failure(entry: Entry, err: VnumaError) -> Outcome:
     return Outcome(entry.name, entry.uri, Result.FAILED, message, exit_code=err.exit_code, hint=err.hint)
 
 
-def _describe(host: Host) -> str:
-    return summary_text(host_summary(host))
+def _describe(imported: Imported) -> str:
+    return summary_text(host_summary(imported.host)) + _left_out_note(imported.left_out)
+
+
+def _left_out_note(left_out: tuple[LeftOut, ...]) -> str:
+    return f"; {count_of(len(left_out), 'part')} left out" if left_out else ""
 
 
 def outcome_to_dict(outcome: Outcome) -> dict[str, object]:
-    """One host of ``--json``: name, uri, result, detail, exit_code, hint, changes."""
+    """One host of ``--json``: name, uri, result, detail, exit_code, hint, changes, left_out."""
     return {
         "name": outcome.name,
         "uri": outcome.uri,
@@ -364,6 +379,7 @@ def outcome_to_dict(outcome: Outcome) -> dict[str, object]:
         "exit_code": outcome.exit_code,
         "hint": outcome.hint,
         "changes": list(outcome.changes),
+        "left_out": left_out_to_list(outcome.left_out),
     }
 
 

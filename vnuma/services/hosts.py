@@ -1,4 +1,11 @@
-"""Host use cases: discover through libvirt, import from files, refresh, list, reserve."""
+"""Host use cases: discover through libvirt, import from files, refresh, list, reserve.
+
+Every path that reads a host (``host add``, ``host import``, ``host
+refresh``, their batch forms and the API) returns it as
+:class:`~vnuma.topology.leftout.Imported`: the usable host and the parts
+left out, which are recorded with it; ``strict`` refuses instead
+(:func:`accepted`).
+"""
 
 from __future__ import annotations
 
@@ -15,25 +22,21 @@ from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.services.hypervisors import connect_uri
 from vnuma.services.names import check_host_name
-from vnuma.sources.capabilities import parse_capabilities
+from vnuma.sources.capabilities import read_capabilities
 from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
 from vnuma.sources.gpunodes import with_gpu_nodes
-from vnuma.sources.hwloc import parse_hwloc
-from vnuma.sources.nodedev import (
-    parse_mdevs_file_content,
-    parse_nodedev,
-    parse_nodedev_file_content,
-    with_parent_bridges,
-)
-from vnuma.topology import Host, Mdev, PciDevice, Source, check_host, format_cpuset, format_size_kib
+from vnuma.sources.hwloc import read_hwloc
+from vnuma.sources.nodedev import NodeDevices, read_nodedevs, with_parent_bridges
+from vnuma.topology import Host, Source, format_cpuset, format_size_kib
+from vnuma.topology.leftout import Imported, LeftOut, refusal, usable
 from vnuma.topology.resctrl import Resctrl
 
 if TYPE_CHECKING:
     from vnuma.inventory.repo import Inventory
 
 
-def discover(name: str, uri: str, capabilities: Path | None) -> Host:
-    """Read a host's topology and PCI devices through libvirt.
+def discover(name: str, uri: str, capabilities: Path | None) -> Imported:
+    """Read a host's topology and PCI devices through libvirt, and the parts left out of them.
 
     ``capabilities`` supplies the topology where the driver cannot (libvirt's
     test driver reports no NUMA cells for a custom node file); PCI devices
@@ -55,17 +58,38 @@ def discover(name: str, uri: str, capabilities: Path | None) -> Host:
     else:
         assert caps_xml is not None
         data, what = caps_xml.encode(), f"{uri} capabilities"
-    host = parse_capabilities(data, name=name, what=what, uri=uri, source=Source.LIBVIRT)
-    devices = [d for n, xml in device_xmls if (d := parse_nodedev(xml.encode(), what=f"{uri} {n}"))]
-    mdevs = [m for n, xml in mdev_xmls for m in parse_mdevs_file_content(xml.encode(), f"{uri} {n}")]
-    return check_host(_with_devices(host, devices, mdevs))
+    topology = read_capabilities(data, name=name, what=what, uri=uri, source=Source.LIBVIRT)
+    return _joined(topology, read_nodedevs((f"{uri} {n}", xml.encode()) for n, xml in (*device_xmls, *mdev_xmls)))
 
 
-def _with_devices(host: Host, devices: Sequence[PciDevice], mdevs: Sequence[Mdev] = ()) -> Host:
-    """A host read from capabilities with its node devices, and the GPU nodes the two show together."""
-    return with_gpu_nodes(
-        replace(host, devices=with_parent_bridges(devices), mdevs=tuple(sorted(mdevs, key=lambda m: m.uuid)))
-    )
+def _joined(topology: Imported, found: NodeDevices) -> Imported:
+    """A topology with its node devices: the usable step over the whole host (a device listed twice or on a
+    missing cell, a mediated device on a missing one), then the bridges of the devices whose path said none,
+    and the GPU nodes the two show together (:func:`vnuma.sources.gpunodes.with_gpu_nodes`)."""
+    mdevs = tuple(sorted(found.mdevs, key=lambda m: m.uuid))
+    joined = usable(replace(topology.host, devices=found.devices, mdevs=mdevs), (*topology.left_out, *found.left_out))
+    host = replace(joined.host, devices=with_parent_bridges(joined.host.devices))
+    return replace(joined, host=with_gpu_nodes(host))
+
+
+def accepted(imported: Imported, strict: bool, source: str) -> Imported:
+    """The import as read, unless ``strict`` and some part of the host would be left out.
+
+    Raises:
+        InvalidInputError: ``strict``, naming the host, where it was read (``source``: a file, a URI), the
+            first part left out and how many more.
+    """
+    where = f"host {imported.host.name!r} ({source})"
+    err = refusal(imported.left_out, where, hint=_STRICT_HINT) if strict else None
+    if err is not None:
+        raise err
+    return imported
+
+
+_STRICT_HINT = (
+    "--strict records nothing when a part of the host would be left out; without it the rest is recorded "
+    "and every part left out is listed (and kept: vnuma host show)"
+)
 
 
 Document = tuple[str, bytes]
@@ -84,28 +108,17 @@ def _one_source(capabilities: object, nodedevs: Sequence[object], hwloc: object)
 
 def import_documents(
     name: str, capabilities: Document | None, nodedevs: Sequence[Document], hwloc: Document | None
-) -> Host:
-    """Build a host from capabilities XML (+ node-device XML) or hwloc XML.
+) -> Imported:
+    """Build a host from capabilities XML (+ node-device XML) or hwloc XML, and the parts left out of it.
 
     Raises:
-        InvalidInputError: neither or both of capabilities/hwloc, malformed documents, a device given twice.
+        InvalidInputError: neither or both of capabilities/hwloc, malformed documents.
     """
     _one_source(capabilities, nodedevs, hwloc)
     if hwloc is not None:
-        return parse_hwloc(hwloc[1], name=name, what=hwloc[0])
+        return read_hwloc(hwloc[1], name=name, what=hwloc[0])
     assert capabilities is not None
-    host = parse_capabilities(capabilities[1], name=name, what=capabilities[0])
-    devices: list[PciDevice] = []
-    mdevs: list[Mdev] = []
-    for what, content in nodedevs:
-        devices.extend(parse_nodedev_file_content(content, what))
-        mdevs.extend(parse_mdevs_file_content(content, what))
-    seen: set[str] = set()
-    for dev in devices:
-        if dev.address in seen:
-            raise InvalidInputError(f"PCI device {dev.address} is given twice in the --nodedev files")
-        seen.add(dev.address)
-    return check_host(_with_devices(host, devices, mdevs))
+    return _joined(read_capabilities(capabilities[1], name=name, what=capabilities[0]), read_nodedevs(nodedevs))
 
 
 def read_documents(
@@ -124,16 +137,12 @@ def read_documents(
     )
 
 
-def import_files(
-    name: str, capabilities: Path | None, nodedevs: Sequence[Path], hwloc: Path | None
-) -> Host:
-    """Build a host from a capabilities file (+ node-device files) or an hwloc XML file (see
-    :func:`import_documents`)."""
-    return import_documents(name, *read_documents(capabilities, nodedevs, hwloc))
-
-
-def add_host(settings: Settings, name: str | None, uri: str | None, capabilities: Path | None, demo: bool) -> Host:
-    """Discover a host through libvirt and record it (``--demo``: the shipped demo host).
+def add_host(
+    settings: Settings, name: str | None, uri: str | None, capabilities: Path | None, demo: bool, *,
+    strict: bool = False,
+) -> Imported:
+    """Discover a host through libvirt and record it with the parts left out (``--demo``: the shipped demo
+    host; ``strict``: refuse a host with parts left out, recording nothing).
 
     ``--demo`` and ``capabilities`` are recorded as the host's topology
     override, so that a refresh reads the topology the same way. Without a
@@ -141,7 +150,8 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
     ``{host}`` in it replaced by the host's name.
 
     Raises:
-        InvalidInputError: no name, a bad name, no URI, or --demo with --uri/--capabilities.
+        InvalidInputError: no name, a bad name, no URI, --demo with --uri/--capabilities, a part left out
+            when ``strict``.
         ConflictError: the name is already in the inventory (checked before libvirt is contacted).
         HypervisorError: libvirt cannot be reached or refuses.
     """
@@ -164,9 +174,9 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
         )
     with open_registrar(settings.db_url) as registrar:
         _ensure_absent(registrar, name)
-        host = discover(name, uri, capabilities)
-        registrar.add_host(host, override)
-    return host
+        imported = accepted(discover(name, uri, capabilities), strict, str(capabilities or uri))
+        registrar.add_host(imported.host, override, imported.left_out)
+    return imported
 
 
 def _file_override(capabilities: Path | None) -> str | None:
@@ -199,27 +209,33 @@ def refresh_source(name: str, uri: str, override: str | None) -> tuple[str, Path
 
 def import_host(
     settings: Settings, name: str, capabilities: Document | None, nodedevs: Sequence[Document],
-    hwloc: Document | None,
-) -> Host:
-    """Parse the documents (``host import``'s files, read by the caller) and record the host."""
+    hwloc: Document | None, *, strict: bool = False,
+) -> Imported:
+    """Parse the documents (``host import``'s files, read by the caller) and record the host with the parts
+    left out (``strict``: refuse a host with parts left out, recording nothing; see :func:`accepted`)."""
     check_host_name(name)
     with open_registrar(settings.db_url) as registrar:
         _ensure_absent(registrar, name)
-        host = import_documents(name, capabilities, nodedevs, hwloc)
-        registrar.add_host(host)
-    return host
+        imported = import_documents(name, capabilities, nodedevs, hwloc)
+        document = hwloc or capabilities
+        assert document is not None  # import_documents refuses neither
+        imported = accepted(imported, strict, document[0])
+        registrar.add_host(imported.host, left_out=imported.left_out)
+    return imported
 
 
 @dataclass(frozen=True, slots=True)
 class Refresh:
-    """The outcome of ``host refresh``: the new host and what changed."""
+    """The outcome of ``host refresh``: the new host, what changed and the parts the new read left out."""
 
     host: Host
     changes: tuple[str, ...]
+    left_out: tuple[LeftOut, ...] = ()
 
 
-def refresh_host(settings: Settings, name: str | None, capabilities: Path | None) -> Refresh:
-    """Rediscover a libvirt host and report what changed (topology and devices).
+def refresh_host(settings: Settings, name: str | None, capabilities: Path | None, *, strict: bool = False) -> Refresh:
+    """Rediscover a libvirt host and report what changed (topology and devices); ``strict``: refuse a read
+    with parts left out, changing nothing.
 
     The topology is read as recorded (``--demo``, ``--capabilities FILE``, or
     libvirt's capabilities); ``capabilities`` given here wins and is recorded.
@@ -246,13 +262,15 @@ def refresh_host(settings: Settings, name: str | None, capabilities: Path | None
         else:
             override = _file_override(capabilities)
             uri, source = old.uri, capabilities
-        return record_refresh(inventory, old, discover(name, uri, source), override, recorded)
+        imported = accepted(discover(name, uri, source), strict, str(source or uri))
+        return record_refresh(inventory, old, imported, override, recorded)
 
 
 def record_refresh(
-    inventory: Inventory, old: Host, discovered: Host, override: str | None = None, recorded: str | None = None
+    inventory: Inventory, old: Host, discovered: Imported, override: str | None = None, recorded: str | None = None
 ) -> Refresh:
-    """Store a rediscovered host when it differs from ``old``, or when it was read from a new override.
+    """Store a rediscovered host when it differs from ``old``, when it was read from a new override, or
+    when it leaves out other parts than the inventory says.
 
     ``override`` is where ``discovered`` was read, ``recorded`` the override
     the inventory held; the reserved CPUs are kept.
@@ -260,11 +278,11 @@ def record_refresh(
     Raises:
         ConflictError: the new topology drops CPUs, pages or devices that VMs hold.
     """
-    fresh = replace(discovered, reserved_cpus=old.reserved_cpus)
+    fresh = replace(discovered.host, reserved_cpus=old.reserved_cpus)
     changes = tuple(diff_hosts(old, fresh))
-    if changes or override != recorded:
-        inventory.replace_host(fresh, override)
-    return Refresh(fresh, changes)
+    if changes or override != recorded or discovered.left_out != inventory.left_out(old.name):
+        inventory.replace_host(fresh, override, discovered.left_out)
+    return Refresh(fresh, changes, discovered.left_out)
 
 
 def diff_hosts(old: Host, new: Host) -> list[str]:

@@ -21,20 +21,22 @@ def host_summaries(settings: Settings) -> list[dict[str, Any]]:
 
 def host_document(settings: Settings, name: str) -> tuple[Host, dict[str, Any]]:
     """One host and its ``host show --json`` document: its topology, each GPU's mode and free partitions as
-    its VMs' claims leave them (:func:`vnuma.placement.partitions.host_gpu_use`) and the resctrl classes of
-    service their slices leave (:func:`vnuma.placement.resctrl.classes`), read in one transaction.
+    its VMs' claims leave them (:func:`vnuma.placement.partitions.host_gpu_use`), the resctrl classes of
+    service their slices leave (:func:`vnuma.placement.resctrl.classes`) and ``left_out``, the parts its import
+    left out (``[{"what", "why"}]``), read in one transaction.
 
     Raises:
         NotFoundError: unknown host.
     """
-    from vnuma.codec import host_to_dict
+    from vnuma.codec import host_to_dict, left_out_to_list
     from vnuma.inventory.reading import open_reader
     from vnuma.placement.partitions import host_gpu_use
     from vnuma.placement.resctrl import ResctrlUse
 
     with open_reader(settings.db_url) as reader:
-        host, placements, tenants = reader.host_with_vms(name)
-    return host, host_to_dict(host, host_gpu_use(host, placements, tenants.values()), ResctrlUse.of(placements))
+        host, placements, tenants, left_out = reader.shown_host(name)
+    doc = host_to_dict(host, host_gpu_use(host, placements, tenants.values()), ResctrlUse.of(placements))
+    return host, {**doc, "left_out": left_out_to_list(left_out)}
 
 
 def remove_host(settings: Settings, name: str) -> None:

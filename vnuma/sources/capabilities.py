@@ -14,7 +14,13 @@ document: they come from node devices (:mod:`vnuma.sources.nodedev`).
 Tolerated gaps: a CPU without ``socket_id``/``die_id``/``core_id``/``siblings``
 gets None for those and ``siblings = {id}``; a cell without ``<memory>``
 takes the sum of its page pools (0 without pools); a cell without ``<cpus>``
-or with ``<cpus num='0'/>`` is memory-only.
+or with ``<cpus num='0'/>`` is memory-only. What the host cannot use is left out
+and listed (:func:`read_capabilities`, :mod:`vnuma.topology.leftout`): page
+pools beyond their cell's memory (libvirt's own test files list 6144 × 1 GiB
+pages on a 1 GiB cell), a memory-only cell without memory, distances and
+HMAT figures naming cells the host does not have or below their floor
+(negative figures, page counts and memory sizes are read for that, and left
+out or read as 0).
 
 GPU memory (a GPU's own memory as a NUMA node: POWER9 with NVLink, Grace
 Hopper in NUMA mode) is not named here: libvirt writes no memory type and no
@@ -51,8 +57,9 @@ from vnuma.sources.xmlsafe import (
     read_optional_int,
     shown,
 )
-from vnuma.topology import Cell, Cpu, Host, MemoryCache, PagePool, Source, check_host, parse_cpuset
+from vnuma.topology import Cell, Cpu, Host, MemoryCache, PagePool, Source, parse_cpuset
 from vnuma.topology.hmat import Hmat
+from vnuma.topology.leftout import Imported, usable
 from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl
 
 _NO_TOPOLOGY_HINT = (
@@ -85,10 +92,11 @@ def unit_bytes(unit: str | None, *, default: str = "KiB") -> int | None:
 
 
 def scaled_kib(
-    element: etree._Element, text: str | None, *, what: str, field: str, maximum: int = INT64_MAX
+    element: etree._Element, text: str | None, *, what: str, field: str, maximum: int = INT64_MAX,
+    allow_negative: bool = False,
 ) -> int:
     """A libvirt scaled integer (value + ``unit`` attribute, KiB by default) in KiB, at most ``maximum``."""
-    value = read_int(text, what=what, element=element, field=field)
+    value = read_int(text, what=what, element=element, field=field, allow_negative=allow_negative)
     per_unit = unit_bytes(element.get("unit"))
     where = element_where(what, element)
     if per_unit is None:
@@ -108,7 +116,22 @@ def parse_capabilities(
     uri: str | None = None,
     source: Source = Source.CAPABILITIES,
 ) -> Host:
-    """Parse ``virsh capabilities`` output into a checked :class:`Host` named ``name``.
+    """The usable part of ``virsh capabilities`` output (:func:`read_capabilities`), without the list of what
+    was left out: for callers that tell no operator (tests, tools); an import reports it."""
+    return read_capabilities(data, name=name, what=what, uri=uri, source=source).host
+
+
+def read_capabilities(
+    data: bytes | str,
+    *,
+    name: str,
+    what: str = "capabilities",
+    uri: str | None = None,
+    source: Source = Source.CAPABILITIES,
+) -> Imported:
+    """Parse ``virsh capabilities`` output into a checked :class:`Host` named ``name`` and the parts left out
+    (:func:`vnuma.topology.leftout.usable`: pools larger than their cell, a memory-only cell without memory,
+    distances and HMAT figures naming missing cells or below their floor, negative ones included).
 
     Raises:
         InvalidInputError: malformed XML, not a capabilities document, no NUMA
@@ -130,7 +153,7 @@ def parse_capabilities(
         hmat=_parse_interconnects(host_el.find("topology/interconnects"), what),
     )
     try:
-        return check_host(host)
+        return usable(host)
     except InvalidInputError as err:
         raise InvalidInputError(f"{what}: {err}", hint=err.hint) from err
 
@@ -140,7 +163,7 @@ def _parse_cell(cell_el: etree._Element, what: str) -> Cell:
     pages = _parse_pages(cell_el, what)
     memory_el = cell_el.find("memory")
     if memory_el is not None:
-        memory_kib = scaled_kib(memory_el, memory_el.text, what=what, field="a size")
+        memory_kib = scaled_kib(memory_el, memory_el.text, what=what, field="a size", allow_negative=True)
     else:
         memory_kib = sum(p.size_kib * p.count for p in pages)
         if memory_kib > INT64_MAX:
@@ -193,10 +216,12 @@ def _parse_interconnects(el: etree._Element | None, what: str) -> Hmat:
             read_int(entry.get(a), what=what, element=entry, field=f"attribute {a}", maximum=INT32_MAX)
             for a in ("initiator", "target")
         )
+        # A negative figure is read, and left out by the usable step (said so), as one naming a missing cell.
         if entry.tag == "latency":
-            value = read_int(entry.get("value"), what=what, element=entry, field="attribute value")
+            value = read_int(entry.get("value"), what=what, element=entry, field="attribute value",
+                             allow_negative=True)
         else:
-            value = scaled_kib(entry, entry.get("value"), what=what, field="attribute value")
+            value = scaled_kib(entry, entry.get("value"), what=what, field="attribute value", allow_negative=True)
         key = f"{'write_' if kind == 'write' else ''}{entry.tag}"
         rank = 0 if kind in ("read", "write") else 1  # an explicit read figure wins over 'access'
         held = figures.setdefault(key, {}).get(pair)
@@ -214,7 +239,7 @@ def _parse_pages(cell_el: etree._Element, what: str) -> tuple[PagePool, ...]:
     for page_el in cell_el.findall("pages"):
         size = page_el.get("size")
         size_kib = scaled_kib(page_el, size, what=what, field="attribute size", maximum=INT32_MAX)
-        count = read_int(page_el.text, what=what, element=page_el, field="a page count")
+        count = read_int(page_el.text, what=what, element=page_el, field="a page count", allow_negative=True)
         if size_kib <= 0:
             raise InvalidInputError(f"{element_where(what, page_el)}: <pages> size is below 1 KiB")
         if size_kib in pools:
@@ -228,7 +253,7 @@ def _parse_distances(cell_el: etree._Element, what: str) -> tuple[tuple[int, int
     found: dict[int, int] = {}
     for sib in cell_el.findall("distances/sibling"):
         other = read_int(sib.get("id"), what=what, element=sib, field="attribute id", maximum=INT32_MAX)
-        value = read_int(sib.get("value"), what=what, element=sib, field="attribute value")
+        value = read_int(sib.get("value"), what=what, element=sib, field="attribute value", allow_negative=True)
         if other in found:
             raise InvalidInputError(f"{element_where(what, sib)}: distance to cell {other} listed twice")
         found[other] = value

@@ -18,21 +18,22 @@ in the devices' ``dddd:bb:ss.f`` form; None when absent). Sizes:
 ids are the ``os_index`` of the enclosing Package, Die (or a ``Group`` of
 subtype ``Die``) and Core; SMT siblings are the PUs of one Core.
 
-Devices: every ``PCIDev`` and every ``Bridge`` with a ``pci_busid``; the
-class and ids come from ``pci_type`` (``"0302 [10de:2330] [10de:16c1] a1"``),
-the NUMA node from the nearest ancestor's ``nodeset`` when it holds exactly
-one node besides GPU-memory nodes (a GPU is local to its CPUs' node, not to
-its own memory), the parent from the nearest upstream bridge with an
-address, the bridges from every upstream bridge with an address (nearest
-first), and the root complex from the host bridge above them
-(``bridge_type="0-1"``, ``bridge_pci="0000:[16-17]"`` is ``pci0000:16``;
-unknown without one). hwloc gives a link's bandwidth only
-(``pci_link_speed``, GB/s), not its speed and width: the link stays unknown.
+Devices: every ``PCIDev`` and every ``Bridge`` with a ``pci_busid``
+(:mod:`vnuma.sources.hwlocpci`).
 Distances: the ``<distances2 type="NUMANode">`` latency matrix (``os`` or
 ``gp`` indexing). HMAT: memory attributes with cpuset initiators; one whose
 initiator is an object (``initiator_obj_type``: a GPU as the initiator of its
 own memory) is not read, as ``PCIBusID`` already names the GPU and Linux's
 backend writes cpuset initiators only.
+
+What is left out (:func:`read_hwloc`; :mod:`vnuma.topology.leftout`):
+a PU or NUMA node outside the root object's ``allowed_cpuset`` /
+``allowed_nodeset`` (``lstopo --disallowed`` in a cgroup or cpuset keeps
+them in the file; without it hwloc drops them, and their PUs are then in
+no node), a PU in no NUMA node (an offline node: hwloc's
+``offline-cpu0-node0``), a device that cannot be read, HMAT figures for a
+NUMA node the file does not have. Distances and figures of a node left out
+go with it; a PU's siblings are the PUs of its core that are kept.
 
 hwloc 1.x files (``<topology>`` without ``version``) are refused with an
 InvalidInputError: their NUMA nodes are normal parents and their distance
@@ -43,40 +44,22 @@ them (``lstopo --input OLD.xml --of xml NEW.xml``).
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable
 
 from lxml import etree
 
 from vnuma.errors import InvalidInputError
-from vnuma.sources.nodedev import format_pci_address
+from vnuma.sources.hwlocdistances import read_distances
+from vnuma.sources.hwlocpci import check_busid, read_devices
 from vnuma.sources.xmlsafe import INT32_MAX, INT64_MAX, element_where, parse_xml, read_int
-from vnuma.topology import (
-    GPU_MEMORY_SUBTYPE,
-    Cell,
-    Cpu,
-    Host,
-    PagePool,
-    PciDevice,
-    Source,
-    check_host,
-    device_kind_for_class,
-)
+from vnuma.topology import GPU_MEMORY_SUBTYPE, Cell, Cpu, Host, PagePool, Source
 from vnuma.topology.hmat import Hmat
+from vnuma.topology.leftout import Imported, LeftOut, numbered, usable
 
 _V1_HINT = "convert it with hwloc 2: `lstopo --input OLD.xml --of xml NEW.xml`"
 _WORD = re.compile(r"^0x[0-9a-f]{1,8}$", re.IGNORECASE)
-_BUSID = re.compile(r"^([0-9a-f]{4}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$", re.IGNORECASE)
-# class [vendor:device] [subvendor:subdevice] revision [prog-if, hwloc >= 2.11]
-_PCI_TYPE = re.compile(
-    r"^([0-9a-f]{4}) \[([0-9a-f]{4}):([0-9a-f]{4})\] \[[0-9a-f]{4}:[0-9a-f]{4}\] [0-9a-f]{2}"
-    r"(?: ([0-9a-f]{2}))?",
-    re.IGNORECASE,
-)
-_BUS_RANGE = re.compile(r"^([0-9a-f]{4}):\[([0-9a-f]{2})-[0-9a-f]{2}\]$", re.IGNORECASE)
+_NOT_ALLOWED = "not allowed where lstopo ran (a cgroup or cpuset restricts it)"
 _PLAIN_MEMORY = ("", "DRAM")
-_KIND_MEANS_LATENCY = 4
-_KIND = re.compile(r"^[0-9]{1,9}$")
 
 
 def parse_hwloc_bitmap(text: str | None, *, what: str = "hwloc bitmap") -> frozenset[int]:
@@ -104,51 +87,94 @@ def parse_hwloc_bitmap(text: str | None, *, what: str = "hwloc bitmap") -> froze
 
 
 def parse_hwloc(data: bytes | str, *, name: str, what: str = "hwloc") -> Host:
-    """Parse ``lstopo --of xml`` output (hwloc 2.x/3.x) into a checked :class:`Host`.
+    """The usable part of ``lstopo --of xml`` output (:func:`read_hwloc`), without the list of what was
+    left out: for callers that tell no operator (tests, tools); an import reports it."""
+    return read_hwloc(data, name=name, what=what).host
+
+
+def read_hwloc(data: bytes | str, *, name: str, what: str = "hwloc") -> Imported:
+    """Parse ``lstopo --of xml`` output (hwloc 2.x/3.x) into a checked :class:`Host` and the parts left out
+    (see the module doc, and :func:`vnuma.topology.leftout.usable` for what every import leaves out).
 
     Raises:
         InvalidInputError: malformed XML, a v1 or unknown format version, no
-            NUMA nodes, PUs outside every node, bad numbers, or an
-            inconsistent topology.
+            NUMA nodes, bad numbers, or an inconsistent topology.
     """
     root = parse_xml(data, what=what, root="topology")
     _check_version(root, what)
     objects = list(root.iter("object"))
-    nodes = [o for o in objects if o.get("type") == "NUMANode"]
-    if not nodes:
+    in_file = [o for o in objects if o.get("type") == "NUMANode"]
+    if not in_file:
         raise InvalidInputError(f"{what}: no NUMANode objects in the topology")
-    owners = _cpu_owners(nodes, what)
-    cpus_by_node: dict[int, list[Cpu]] = {}
+    allowed = _allowed(root, "allowed_nodeset", what)
+    nodes = [n for n in in_file if allowed(_os_index(n, what))]
+    left = [LeftOut(numbered("NUMA node", barred), _NOT_ALLOWED)] if (
+        barred := [_os_index(n, what) for n in in_file if n not in nodes]) else []
+    pus, homeless = _pus(objects, _cpu_owners(nodes, what), _allowed(root, "allowed_cpuset", what), what)
+    left += homeless
+    kept = frozenset(_os_index(pu, what) for group in pus.values() for pu in group)
     core_pus: dict[etree._Element, frozenset[int]] = {}
-    for pu in (o for o in objects if o.get("type") == "PU"):
-        node_id = _owner_of(pu, owners, what)
-        cpus_by_node.setdefault(node_id, []).append(_cpu(pu, core_pus, what))
-    distances = _distances(root, nodes, what)
+    distances = read_distances(root, _gp_ids(in_file, what), what)
     cells = []
     for node in nodes:
         node_id = _os_index(node, what)
         cells.append(
             Cell(
                 id=node_id,
-                memory_kib=_bytes_to_kib(node, "local_memory", what),
-                cpus=tuple(sorted(cpus_by_node.get(node_id, ()), key=lambda c: c.id)),
+                memory_kib=_bytes_to_kib(node, "local_memory", what, allow_negative=True),  # left out if so
+                cpus=tuple(sorted((_cpu(pu, core_pus, kept, what) for pu in pus.get(node_id, ())),
+                                  key=lambda c: c.id)),
                 pages=_pages(node, what),
-                distances=distances.get(node_id, ()),
+                distances=tuple(d for d in distances.get(node_id, ()) if d[0] not in barred),
                 subtype=(node.get("subtype") or "").strip() or None,
                 gpu=_gpu_of(node, what),
             )
         )
     gpu_nodes = frozenset(c.id for c in cells if c.gpu_memory)
-    devices = _unique_devices(_devices(objects, gpu_nodes, what), what)
+    devices, unread = read_devices(objects, gpu_nodes, lambda text, where: parse_hwloc_bitmap(text, what=where), what)
     cells = sorted(cells, key=lambda c: c.id)
+    hmat = _memattrs(root, in_file, cells, frozenset(barred), left, what)
     host = Host(
-        name=name, cells=tuple(cells), devices=devices, source=Source.HWLOC,
-        hmat=_memattrs(root, nodes, cells, what),
+        name=name, cells=tuple(cells), devices=tuple(sorted(devices, key=lambda d: d.address)), source=Source.HWLOC,
+        hmat=hmat,
     )
     try:
-        return check_host(host)
+        return usable(host, [*left, *unread])
     except InvalidInputError as err:
         raise InvalidInputError(f"{what}: {err}", hint=err.hint) from err
+
+
+def _allowed(root: etree._Element, attr: str, what: str) -> Callable[[int], bool]:
+    """Whether a PU or node id is in the root object's ``allowed_cpuset`` / ``allowed_nodeset`` (everything
+    is when the file does not say); an infinite bitmap (``0xf...f,...``) allows every id above its words."""
+    top = root.find("object")
+    text = (top.get(attr) if top is not None else None) or ""
+    if not text.strip():
+        return lambda _id: True
+    listed = parse_hwloc_bitmap(text, what=element_where(what, top) if top is not None else what)
+    words = text.strip().split(",")
+    if words[0].strip().lower() == "0xf...f":
+        beyond = 32 * (len(words) - 1)
+        return lambda i: i in listed or i >= beyond
+    return listed.__contains__
+
+
+def _pus(
+    objects: list[etree._Element], owners: dict[etree._Element, int], allowed: Callable[[int], bool], what: str
+) -> tuple[dict[int, list[etree._Element]], list[LeftOut]]:
+    """The PUs kept, by the NUMA node that owns them, and those left out (not allowed; in no node)."""
+    by_node: dict[int, list[etree._Element]] = {}
+    barred: list[int] = []
+    homeless: list[int] = []
+    for pu in (o for o in objects if o.get("type") == "PU"):
+        cpu_id = _os_index(pu, what)
+        node = _owner_of(pu, owners) if allowed(cpu_id) else None
+        if node is not None:
+            by_node.setdefault(node, []).append(pu)
+        else:
+            (homeless if allowed(cpu_id) else barred).append(cpu_id)
+    reasons = ((barred, _NOT_ALLOWED), (homeless, "in no NUMA node"))
+    return by_node, [LeftOut(numbered("PU", ids), why) for ids, why in reasons if ids]
 
 
 # hwloc memory attribute -> (Hmat field, multiplier to ns or KiB/s, 0 for a generic and 1 for an explicit read)
@@ -159,13 +185,15 @@ _MEMATTRS = {
 }
 
 
-def _memattrs(root: etree._Element, nodes: list[etree._Element], cells: list[Cell], what: str) -> Hmat:
+def _memattrs(
+    root: etree._Element, nodes: list[etree._Element], cells: list[Cell], barred: frozenset[int],
+    left: list[LeftOut], what: str,
+) -> Hmat:
     """HMAT figures from hwloc's memory attributes: targets by NUMA node ``gp_index``, initiators (cpusets)
-    mapped to the cells whose CPUs they cover entirely; initiators that cover none are kept as ignored."""
-    by_gp = {
-        read_int(n.get("gp_index"), what=what, element=n, field="attribute gp_index"): _os_index(n, what)
-        for n in nodes if n.get("gp_index") is not None
-    }
+    mapped to the cells whose CPUs they cover entirely; initiators that cover none are kept as ignored.
+    Figures for a node ``barred`` go with it; those for a ``gp_index`` the file has no node of are left out
+    (added to ``left``, once per index). A negative figure is read: the usable step leaves it out."""
+    by_gp = _gp_ids(nodes, what)
     cpu_cells = [c for c in cells if c.cpus]
     found: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
     ignored: list[str] = []
@@ -180,10 +208,12 @@ def _memattrs(root: etree._Element, nodes: list[etree._Element], cells: list[Cel
             gp = read_int(value_el.get("target_obj_gp_index"), what=what, element=value_el, field="target_obj_gp_index")
             target = by_gp.get(gp)
             if target is None:
-                raise InvalidInputError(
-                    f"{element_where(what, value_el)}: memory attribute names NUMA node gp_index {gp}, "
-                    "which is not in the topology"
-                )
+                unknown = LeftOut(f"HMAT figures for NUMA node gp_index {gp}", "the topology has no such node")
+                if unknown not in left:
+                    left.append(unknown)
+                continue
+            if target in barred:
+                continue
             text = value_el.get("initiator_cpuset") or ""
             initiator = parse_hwloc_bitmap(text, what=element_where(what, value_el))
             covered = [c.id for c in cpu_cells if c.cpu_ids <= initiator]
@@ -191,7 +221,9 @@ def _memattrs(root: etree._Element, nodes: list[etree._Element], cells: list[Cel
                 if text not in ignored:
                     ignored.append(text)
                 continue
-            value = read_int(value_el.get("value"), what=what, element=value_el, field="attribute value") * scale
+            value = read_int(
+                value_el.get("value"), what=what, element=value_el, field="attribute value", allow_negative=True
+            ) * scale
             for cell in covered:
                 held = found.setdefault(field, {}).get((cell, target))
                 if held is None or rank < held[1]:
@@ -204,6 +236,14 @@ def _memattrs(root: etree._Element, nodes: list[etree._Element], cells: list[Cel
         matrix("latency_ns"), matrix("bandwidth_kib_s"), matrix("write_latency_ns"), matrix("write_bandwidth_kib_s"),
         tuple(ignored),
     )
+
+
+def _gp_ids(nodes: list[etree._Element], what: str) -> dict[int, int]:
+    """The NUMA nodes' ``gp_index`` -> ``os_index`` (nodes without a gp_index are not in it)."""
+    return {
+        read_int(n.get("gp_index"), what=what, element=n, field="attribute gp_index"): _os_index(n, what)
+        for n in nodes if n.get("gp_index") is not None
+    }
 
 
 def _check_version(root: etree._Element, what: str) -> None:
@@ -244,15 +284,15 @@ def _cpu_owners(nodes: list[etree._Element], what: str) -> dict[etree._Element, 
     return owners
 
 
-def _owner_of(pu: etree._Element, owners: dict[etree._Element, int], what: str) -> int:
+def _owner_of(pu: etree._Element, owners: dict[etree._Element, int]) -> int | None:
     for ancestor in pu.iterancestors("object"):
         if ancestor in owners:
             return owners[ancestor]
-    raise InvalidInputError(f"{element_where(what, pu)}: PU {_os_index(pu, what)} is under no NUMA node")
+    return None
 
 
-def _cpu(pu: etree._Element, core_pus: dict[etree._Element, frozenset[int]], what: str) -> Cpu:
-    """The Cpu of one PU; ``core_pus`` caches each Core's PU ids (a core's PUs are read once, not per PU)."""
+def _cpu(pu: etree._Element, core_pus: dict[etree._Element, frozenset[int]], kept: frozenset[int], what: str) -> Cpu:
+    """The Cpu of one PU; ``core_pus`` caches each Core's kept PU ids (a core's PUs are read once, not per PU)."""
     cpu_id = _os_index(pu, what)
     socket = die = core = None
     siblings = frozenset({cpu_id})
@@ -262,7 +302,7 @@ def _cpu(pu: etree._Element, core_pus: dict[etree._Element, frozenset[int]], wha
             core = _optional_os_index(ancestor, what)
             if ancestor not in core_pus:
                 pus = (p for p in ancestor.iter("object") if p.get("type") == "PU")
-                core_pus[ancestor] = frozenset(_os_index(p, what) for p in pus)
+                core_pus[ancestor] = frozenset(_os_index(p, what) for p in pus) & kept
             siblings = core_pus[ancestor]
         elif (kind == "Die" or (kind == "Group" and ancestor.get("subtype") == "Die")) and die is None:
             die = _optional_os_index(ancestor, what)
@@ -279,8 +319,10 @@ def _optional_os_index(obj: etree._Element, what: str) -> int | None:
     return _os_index(obj, what, maximum=INT64_MAX)
 
 
-def _bytes_to_kib(obj: etree._Element, attr: str, what: str) -> int:
-    return read_int(obj.get(attr, "0"), what=what, element=obj, field=f"attribute {attr}") // 1024
+def _bytes_to_kib(obj: etree._Element, attr: str, what: str, *, allow_negative: bool = False) -> int:
+    number = read_int(obj.get(attr, "0"), what=what, element=obj, field=f"attribute {attr}",
+                      allow_negative=allow_negative)
+    return number // 1024
 
 
 def _gpu_of(node: etree._Element, what: str) -> str | None:
@@ -289,7 +331,7 @@ def _gpu_of(node: etree._Element, what: str) -> str | None:
         return None
     for info in node.findall("info"):
         if info.get("name") == "PCIBusID":
-            return _busid_address((info.get("value") or "").strip(), info, "PCIBusID", what)
+            return check_busid((info.get("value") or "").strip(), info, "PCIBusID", what)
     return None
 
 
@@ -297,7 +339,7 @@ def _pages(node: etree._Element, what: str) -> tuple[PagePool, ...]:
     pools: dict[int, int] = {}
     for page in node.findall("page_type"):
         size_kib = _bytes_to_kib(page, "size", what)
-        count = read_int(page.get("count"), what=what, element=page, field="attribute count")
+        count = read_int(page.get("count"), what=what, element=page, field="attribute count", allow_negative=True)
         where = element_where(what, page)
         if size_kib <= 0:
             raise InvalidInputError(f"{where}: <page_type> size is below 1 KiB")
@@ -309,137 +351,3 @@ def _pages(node: etree._Element, what: str) -> tuple[PagePool, ...]:
                 f"{where}: <page_type> counts of {size_kib} KiB pages add up above {INT64_MAX}"
             )
     return tuple(PagePool(size, pools[size]) for size in sorted(pools))
-
-
-def _distances(
-    root: etree._Element, nodes: list[etree._Element], what: str
-) -> dict[int, tuple[tuple[int, int], ...]]:
-    matrices = [m for m in root.findall("distances2") if m.get("type") == "NUMANode"]
-    if not matrices:
-        return {}
-    matrix = next((m for m in matrices if m.get("name") == "NUMALatency"), None)
-    matrix = matrix if matrix is not None else next((m for m in matrices if _means_latency(m)), matrices[0])
-    count = read_int(matrix.get("nbobjs"), what=what, element=matrix, field="attribute nbobjs")
-    indexes = _numbers(matrix.findall("indexes"), what)
-    values = _numbers(matrix.findall("u64values"), what)
-    if len(indexes) != count or len(values) != count * count:
-        raise InvalidInputError(
-            f"{element_where(what, matrix)}: distance matrix for {count} nodes has "
-            f"{len(indexes)} indexes and {len(values)} values"
-        )
-    ids = _node_ids(matrix, indexes, nodes, what)
-    return {
-        ids[i]: tuple(sorted((ids[j], values[i * count + j]) for j in range(count))) for i in range(count)
-    }
-
-
-def _means_latency(matrix: etree._Element) -> bool:
-    kind = (matrix.get("kind") or "0").strip()
-    # Not str.isdigit(): it accepts "²", which int() refuses.
-    return bool(_KIND.match(kind)) and bool(int(kind) & _KIND_MEANS_LATENCY)
-
-
-def _numbers(elements: Iterable[etree._Element], what: str) -> list[int]:
-    numbers: list[int] = []
-    for el in elements:
-        for token in (el.text or "").split():
-            numbers.append(read_int(token, what=what, element=el, field="a number"))
-    return numbers
-
-
-def _node_ids(
-    matrix: etree._Element, indexes: list[int], nodes: list[etree._Element], what: str
-) -> list[int]:
-    indexing = matrix.get("indexing", "os")
-    if indexing == "os":
-        known = {_os_index(n, what): _os_index(n, what) for n in nodes}
-    elif indexing == "gp":
-        known = {
-            read_int(n.get("gp_index"), what=what, element=n, field="attribute gp_index"): _os_index(n, what)
-            for n in nodes
-        }
-    else:
-        raise InvalidInputError(f"{element_where(what, matrix)}: unknown distance indexing {indexing!r}")
-    twice = sorted(i for i, n in Counter(indexes).items() if n > 1)
-    if twice:
-        where = element_where(what, matrix)
-        raise InvalidInputError(
-            f"{where}: distance matrix lists NUMA node(s) {twice} ({indexing} index) twice"
-        )
-    missing = [i for i in indexes if i not in known]
-    if missing:
-        raise InvalidInputError(
-            f"{element_where(what, matrix)}: distance matrix names NUMA node(s) {missing} ({indexing} index) "
-            "that are not in the topology"
-        )
-    return [known[i] for i in indexes]
-
-
-def _devices(objects: list[etree._Element], gpu_nodes: frozenset[int], what: str) -> Iterable[PciDevice]:
-    for obj in objects:
-        if obj.get("type") in ("PCIDev", "Bridge") and obj.get("pci_busid"):
-            yield _device(obj, gpu_nodes, what)
-
-
-def _unique_devices(devices: Iterable[PciDevice], what: str) -> tuple[PciDevice, ...]:
-    seen: dict[str, PciDevice] = {}
-    for dev in devices:
-        if dev.address in seen:
-            raise InvalidInputError(f"{what}: PCI device {dev.address} is listed twice")
-        seen[dev.address] = dev
-    return tuple(seen[address] for address in sorted(seen))
-
-
-def _pci_address(obj: etree._Element, what: str) -> str:
-    return _busid_address((obj.get("pci_busid") or "").strip(), obj, "pci_busid", what)
-
-
-def _busid_address(busid: str, element: etree._Element, field: str, what: str) -> str:
-    """hwloc's ``0004:05:00.0`` (any case) in the devices' form (:func:`format_pci_address`)."""
-    match = _BUSID.match(busid)
-    if not match:
-        raise InvalidInputError(f"{element_where(what, element)}: bad {field} {busid!r}")
-    domain, bus, slot, function = (int(g, 16) for g in match.groups())
-    return format_pci_address(domain, bus, slot, function)
-
-
-def _device(obj: etree._Element, gpu_nodes: frozenset[int], what: str) -> PciDevice:
-    address = _pci_address(obj, what)
-    pci_type = (obj.get("pci_type") or "").strip()
-    match = _PCI_TYPE.match(pci_type)
-    if not match:
-        where = element_where(what, obj)
-        raise InvalidInputError(f"{where}: PCI device {address} has bad pci_type {pci_type!r}")
-    class_id, vendor, product, prog_if = match.groups()
-    numa_node: int | None = None
-    bridges: list[str] = []
-    root_complex: str | None = None
-    for ancestor in obj.iterancestors("object"):
-        if ancestor.get("type") == "Bridge" and root_complex is None:
-            if ancestor.get("pci_busid"):
-                bridges.append(_pci_address(ancestor, what))
-            elif ancestor.get("bridge_type", "").startswith("0-"):
-                root_complex = _root_complex(ancestor.get("bridge_pci"))
-        nodeset = ancestor.get("nodeset")
-        if nodeset is not None:
-            local = parse_hwloc_bitmap(nodeset, what=element_where(what, ancestor)) - gpu_nodes
-            numa_node = next(iter(local)) if len(local) == 1 else None
-            break
-    pci_class = int(class_id, 16) << 8 | int(prog_if or "0", 16)
-    return PciDevice(
-        address=address,
-        kind=device_kind_for_class(pci_class),
-        vendor_id=f"0x{int(vendor, 16):04x}",
-        product_id=f"0x{int(product, 16):04x}",
-        numa_node=numa_node,
-        parent=bridges[0] if bridges else None,
-        root_complex=root_complex,
-        bridges=tuple(bridges),
-        pci_class=pci_class,
-    )
-
-
-def _root_complex(bus_range: str | None) -> str | None:
-    """``0000:[16-17]`` (a host bridge's buses) -> ``pci0000:16``; None when it does not read so."""
-    match = _BUS_RANGE.match((bus_range or "").strip())
-    return f"pci{match.group(1).lower()}:{match.group(2).lower()}" if match else None

@@ -25,18 +25,25 @@ device API, available instances). A VF whose PF or an IOMMU peer that is not amo
 kept as an address (the host may not list it); a ``<parent>`` cycle is refused.
 
 Mediated devices that exist (``<capability type='mdev'>``: a vGPU instance)
-are read apart (:func:`mdev_from_element`, :func:`parse_mdevs_file_content`):
+are read apart (:func:`mdev_from_element`, :func:`read_nodedevs`):
 type, UUID (``<uuid>``, else from the ``mdev_<uuid>`` name), the PCI function
 named by ``<parent>`` and the IOMMU group. One whose parent is not a PCI
 device (an s390 subchannel, say) is skipped; whether its PCI parent is among
-the host's devices is the host check's to say.
+the host's devices is the host's usable step to say
+(:func:`vnuma.topology.leftout.usable`: left out when it is not).
+
+An import reads many documents (:func:`read_nodedevs`): one device among a
+hundred that cannot be read (a malformed address, an unreadable id) is left
+out and listed, not a reason to refuse the host; a device listed twice is
+left out by the usable step. :func:`parse_nodedev` and
+:func:`parse_nodedev_file_content` read strictly (tools and tests).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from lxml import etree
 
@@ -50,7 +57,8 @@ from vnuma.sources.xmlsafe import (
     read_int_attr,
     read_optional_int,
 )
-from vnuma.topology import Mdev, MdevType, PciDevice, device_kind_for_class
+from vnuma.topology import DeviceKind, Mdev, MdevType, PciDevice, device_kind_for_class
+from vnuma.topology.leftout import LeftOut, device_label, refusal, unique_devices
 from vnuma.topology.pcie import PciLink
 
 _PCI_NODEDEV_NAME = re.compile(r"^pci_([0-9a-f]{4})_([0-9a-f]{2})_([0-9a-f]{2})_([0-7])$", re.IGNORECASE)
@@ -93,31 +101,72 @@ def parse_nodedev(data: bytes | str, *, what: str) -> PciDevice | None:
     return device_from_element(parse_xml(data, what=what, root="device"), what=what)
 
 
+@dataclass(frozen=True, slots=True)
+class NodeDevices:
+    """What node-device documents hold: PCI functions and mediated devices in document order (one listed
+    twice stays twice: the host's usable step says so), and the devices that could not be read."""
+
+    devices: tuple[PciDevice, ...] = ()
+    mdevs: tuple[Mdev, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
+
+
+def read_nodedevs(docs: Iterable[tuple[str, bytes | str]]) -> NodeDevices:
+    """Read ``(what, data)`` documents, each one ``<device>`` or several wrapped in any root (``<devices>``,
+    a test-driver ``<node>``...). A ``<device>`` whose PCI or mdev capability cannot be read is left out,
+    named by its address (a GPU or NIC as one) or else its name; other kinds of node device are skipped.
+
+    Raises:
+        InvalidInputError: a document that is not XML, or holds no ``<device>``.
+    """
+    devices: list[PciDevice] = []
+    mdevs: list[Mdev] = []
+    left: list[LeftOut] = []
+    for what, data in docs:
+        root = parse_xml(data, what=what, root=None, hint=_DEVICES_HINT)
+        elements = [root] if root.tag == "device" else root.findall("device")
+        if not elements:
+            raise InvalidInputError(f"{what}: no <device> elements under <{root.tag}>", hint=_DEVICES_HINT)
+        for el in elements:
+            try:
+                dev, mdev = device_from_element(el, what=what), mdev_from_element(el, what=what)
+            except InvalidInputError as err:
+                left.append(_unreadable(el, what, err))
+                continue
+            devices.extend([dev] if dev is not None else [])
+            mdevs.extend([mdev] if mdev is not None else [])
+    return NodeDevices(tuple(devices), tuple(mdevs), tuple(left))
+
+
 def parse_nodedev_file_content(data: bytes | str, what: str) -> tuple[PciDevice, ...]:
-    """Parse a file holding one ``<device>`` or several wrapped in any root
-    (``<devices>``, a test-driver ``<node>``...); PCI devices sorted by address.
+    """The PCI devices of a file holding one ``<device>`` or several wrapped in any root, sorted by address,
+    strictly: what an import would leave out (:func:`read_nodedevs`) is refused.
 
     Raises:
-        InvalidInputError: malformed XML, no ``<device>`` in the file, bad
-            fields, or one PCI address listed twice.
+        InvalidInputError: malformed XML, no ``<device>`` in the file, a device
+            that cannot be read or one listed twice (the first, and how many more).
     """
-    root = parse_xml(data, what=what, root=None, hint=_DEVICES_HINT)
-    elements = [root] if root.tag == "device" else root.findall("device")
-    if not elements:
-        raise InvalidInputError(f"{what}: no <device> elements under <{root.tag}>", hint=_DEVICES_HINT)
-    found = (device_from_element(el, what=what) for el in elements)
-    return _sorted_unique((what, dev) for dev in found if dev is not None)
+    read = read_nodedevs([(what, data)])
+    devices, twice = unique_devices(read.devices)
+    err = refusal([*read.left_out, *twice], what, hint=_DEVICES_HINT)
+    if err is not None:
+        raise err
+    return tuple(sorted(devices, key=lambda d: d.address))
 
 
-def parse_nodedevs(docs: Iterable[tuple[str, bytes | str]]) -> tuple[PciDevice, ...]:
-    """Parse ``(what, data)`` pairs (each one device or a wrapped set); PCI devices sorted by address.
-
-    Raises:
-        InvalidInputError: any document fails, or one PCI address appears twice.
-    """
-    return _sorted_unique(
-        (what, dev) for what, data in docs for dev in parse_nodedev_file_content(data, what=what)
-    )
+def _unreadable(el: etree._Element, what: str, err: InvalidInputError) -> LeftOut:
+    """The part left out for a ``<device>`` that cannot be read: by address and kind where those read."""
+    name = one_line(el.findtext("name") or "")[:_MAX_NAME_CHARS] or "?"
+    problem = str(err).removeprefix(f"{what} device {name}")
+    cap = el.find("capability[@type='pci']")
+    if cap is None:
+        return LeftOut(f"mediated device {name}", f"cannot be read ({what}{problem})")
+    try:
+        pf = cap.find("capability[@type='phys_function']") is not None
+        kind: DeviceKind | None = device_kind_for_class(_pci_class(cap, what), virtual_function=pf)
+    except InvalidInputError:
+        kind = None
+    return LeftOut(device_label(nodedev_name_to_address(name) or name, kind), f"cannot be read ({what}{problem})")
 
 
 def device_from_element(device_el: etree._Element, *, what: str) -> PciDevice | None:
@@ -163,17 +212,6 @@ def device_from_element(device_el: etree._Element, *, what: str) -> PciDevice | 
         link=_link(cap, label),
         mdev_types=tuple(_mdev_type(el, label) for el in cap.findall("capability[@type='mdev_types']/type")),
     )
-
-
-def parse_mdevs_file_content(data: bytes | str, what: str) -> tuple[Mdev, ...]:
-    """The mediated devices among a file's ``<device>`` documents (one, or several under any root), by UUID.
-
-    Raises:
-        InvalidInputError: malformed XML, or an ``mdev`` capability without a type or a readable UUID.
-    """
-    root = parse_xml(data, what=what, root=None, hint=_DEVICES_HINT)
-    elements = [root] if root.tag == "device" else root.findall("device")
-    return tuple(sorted((m for el in elements if (m := mdev_from_element(el, what=what))), key=lambda m: m.uuid))
 
 
 def mdev_from_element(device_el: etree._Element, *, what: str) -> Mdev | None:
@@ -321,13 +359,3 @@ def _numa_node(cap: etree._Element, label: str) -> int | None:
         maximum=INT32_MAX,
     )
     return node if node is not None and node >= 0 else None
-
-
-def _sorted_unique(pairs: Iterable[tuple[str, PciDevice]]) -> tuple[PciDevice, ...]:
-    seen: dict[str, tuple[str, PciDevice]] = {}
-    for what, dev in pairs:
-        if dev.address in seen:
-            first = seen[dev.address][0]
-            raise InvalidInputError(f"{what}: PCI device {dev.address} is listed twice (first in {first})")
-        seen[dev.address] = (what, dev)
-    return tuple(seen[address][1] for address in sorted(seen))

@@ -34,36 +34,39 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
 
     @app.post("/v1/hosts", summary="vnuma host add", status_code=201)
     def host_add(body: HostAddBody, token: Caller, request: Request) -> dict[str, Any]:
-        from vnuma.codec import host_summary
+        from vnuma.codec import imported_summary
         from vnuma.services.hosts import add_host
 
         def run() -> dict[str, Any]:
             auth.allow(token, auth.ADMIN, "add hosts")
-            return host_summary(add_host(settings, body.name, body.uri, None, body.demo))
+            return imported_summary(add_host(settings, body.name, body.uri, None, body.demo, strict=body.strict))
 
         return change(request, token, {"host": body.name}, run)
 
     @app.post("/v1/hosts/import", summary="vnuma host import", status_code=201)
     def host_import(body: HostImportBody, token: Caller, request: Request) -> dict[str, Any]:
-        from vnuma.codec import host_summary
+        from vnuma.codec import imported_summary
         from vnuma.services.hosts import import_host
 
         def run() -> dict[str, Any]:
             auth.allow(token, auth.ADMIN, "import hosts")
-            host = import_host(settings, body.name, _document(body.capabilities),
-                               [d for d in map(_document, body.nodedev) if d is not None], _document(body.hwloc))
-            return host_summary(host)
+            imported = import_host(settings, body.name, _document(body.capabilities),
+                                   [d for d in map(_document, body.nodedev) if d is not None], _document(body.hwloc),
+                                   strict=body.strict)
+            return imported_summary(imported)
 
         return change(request, token, {"host": body.name}, run)
 
     @app.post("/v1/hosts/{name}/refresh", summary="vnuma host refresh")
-    def host_refresh(name: str, token: Caller, request: Request) -> dict[str, Any]:
+    def host_refresh(name: str, token: Caller, request: Request, strict: bool = False) -> dict[str, Any]:
+        from vnuma.codec import left_out_to_list
         from vnuma.services.hosts import refresh_host
 
         def run() -> dict[str, Any]:
             auth.allow(token, auth.ADMIN, "refresh hosts")
-            result = refresh_host(settings, name, None)
-            return {"name": name, "changed": bool(result.changes), "changes": list(result.changes)}
+            result = refresh_host(settings, name, None, strict=strict)
+            return {"name": name, "changed": bool(result.changes), "changes": list(result.changes),
+                    "left_out": left_out_to_list(result.left_out)}
 
         return change(request, token, {"host": name}, run)
 
