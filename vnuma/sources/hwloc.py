@@ -50,7 +50,7 @@ from lxml import etree
 
 from vnuma.errors import InvalidInputError
 from vnuma.sources.nodedev import format_pci_address
-from vnuma.sources.xmlsafe import INT32_MAX, INT64_MAX, element_where, parse_xml, read_int
+from vnuma.sources.xmlsafe import INT32_MAX, INT64_MAX, device_name, element_where, parse_xml, read_int
 from vnuma.topology import (
     GPU_MEMORY_SUBTYPE,
     Cell,
@@ -436,6 +436,8 @@ def _device(obj: etree._Element, gpu_nodes: frozenset[int], what: str) -> PciDev
         root_complex=root_complex,
         bridges=tuple(bridges),
         pci_class=pci_class,
+        product_name=device_name(next((i.get("value") for i in obj.iterchildren("info")
+                                       if i.get("name") == "PCIDevice"), None)),
     )
 
 
