@@ -46,7 +46,7 @@ CHECK_WORDS: dict[str, str] = {
     "cell-isolation": "too few CPU cells it may use (cell isolation, or avoided)",
     "cell-cpus": "too few free pCPUs in its cells",
     "gpu-reserve": "gpu-first keeps the pCPUs of free GPUs' cells for GPU VMs",
-    "resctrl": "no room for its cache slice or bandwidth cap on its cells' L3 domains",
+    "resctrl": "its cache slice or bandwidth cap cannot be set up on its cells (resctrl)",
     "cell-pages": "too few free pages in its cells",
     "gpus": "no cell set with its free GPUs beside its pCPUs and pages",
     "nic-affinity": "no free NIC near enough its GPUs",
