@@ -5,6 +5,7 @@ host, GPUs with no NUMA node)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,7 +20,10 @@ from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import GpuAffinity, PartitionAsk, PartitionKind, Rejection, VmRequest
 from vnuma.placement.pagefilters import NO_HUGEPAGES, NO_HUGEPAGES_HINT
 from vnuma.placement.refusal import MOST_CAUSES, closest, gist, summarize
-from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
+from vnuma.sources.capabilities import parse_capabilities
+from vnuma.topology import PAGE_2M, PAGE_4K, DeviceKind, Host, PciDevice
+
+RDT = Path(__file__).resolve().parent.parent / "data" / "capabilities" / "x86-2cell-smt-resctrl.xml"
 
 
 def _refused(hosts: list[Host] | Fleet, req: VmRequest) -> str:
@@ -111,6 +115,17 @@ def test_a_gpu_with_no_numa_node_is_named_and_affinity_preferred_places_it() -> 
     assert gist(r) == "the host's free GPUs have no NUMA node: `--gpu-affinity preferred` places them"
     chosen = place(replace(req, gpu_affinity=GpuAffinity.PREFERRED), Fleet([host])).chosen
     assert chosen is not None and [d.kind for d in chosen.devices] == [DeviceKind.GPU]
+
+
+def test_hosts_of_one_shape_each_name_themselves_in_their_refusal() -> None:
+    """Unclaimed hosts of one shape share one fit; resctrl's words name the host (and its hint the command to
+    run there), so each host's own is computed: host r2's refusal never names r1."""
+    hosts = [parse_capabilities(RDT.read_bytes(), name=name) for name in ("r1", "r2")]
+    result = place(request("v", page_size_kib=PAGE_2M, llc_ways=2), Fleet(hosts))
+    assert [(r.host, r.check) for r in result.rejections] == [("r1", "resctrl"), ("r2", "resctrl")]
+    for r, other in zip(result.rejections, ("r2", "r1"), strict=True):
+        assert f"host {r.host!r} keeps no cache ways" in r.reason and other not in r.reason
+        assert str(r.hint).endswith(f"vnuma host reserve {r.host} --llc-ways N")
 
 
 def test_hosts_the_request_ruled_out_are_no_cause() -> None:

@@ -212,14 +212,23 @@ def _per_shape(hs: HostState, request: VmRequest, shared: dict[int, object], fit
 
     An unbuilt host holds no claims, so it equals its shape's template but for its name:
     the template's answer, renamed, is the host's. (Not when the request avoids some of
-    the host's cells: that depends on the name.)
+    the host's cells: that depends on the name; nor a rejection whose words name the
+    template's host, as resctrl's do: the host's own is computed, to name it.)
     """
     if hs.built or any(h == hs.name for h, _cell in request.avoid_cells):
         return fit(hs)
     key = id(hs.shape)
     if key not in shared:
         shared[key] = fit(hs.shape.template)
-    return cast(T, _rebind(shared[key], hs))
+    found = shared[key]
+    if isinstance(found, Rejection) and hs.name != found.host and _names(found, found.host):
+        return fit(hs)
+    return cast(T, _rebind(found, hs))
+
+
+def _names(r: Rejection, host: str) -> bool:
+    """Do ``r``'s words name ``host`` (its reason, hint or gist; a false alarm only costs a fit)?"""
+    return any(host in text for text in (r.reason, r.hint or "", r.gist or ""))
 
 
 def _rebind(found: object, hs: HostState) -> object:
