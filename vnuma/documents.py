@@ -32,19 +32,42 @@ def released_doc(p: Placement, state: str) -> dict[str, Any]:
     return {**vm_doc(p, state), "released": True}
 
 
-def rejections_doc(rejections: tuple[Rejection, ...]) -> list[dict[str, str | None]]:
-    """Every host's rejection of a request: ``[{"host", "check", "reason", "hint"}]`` in fleet order."""
-    return [{"host": r.host, "check": r.check, "reason": r.reason, "hint": r.hint} for r in rejections]
+def rejections_doc(rejections: tuple[Rejection, ...]) -> list[dict[str, Any]]:
+    """Every host's rejection of a request: ``[{"host", "check", "reason", "hint", "gist", "missing"}]`` in fleet
+    order (``gist``: the reason in words that hold for every host refused for the same cause; ``missing``: the
+    units the host lacks, or null: :mod:`vnuma.placement.refusal`)."""
+    from vnuma.placement.refusal import gist
+
+    return [
+        {"host": r.host, "check": r.check, "reason": r.reason, "hint": r.hint, "gist": gist(r), "missing": r.missing}
+        for r in rejections
+    ]
+
+
+def refusal_doc(rejections: tuple[Rejection, ...]) -> dict[str, Any]:
+    """Why no host takes a VM, as its one line counts it (:func:`vnuma.placement.refusal.summarize`): the
+    causes, most hosts first (``[{"check", "gist", "hosts", "closest_host"}]``), the host that came closest
+    (null: no hosts), and every host's rejection (:func:`rejections_doc`)."""
+    from vnuma.placement.refusal import summarize
+
+    refusal = summarize(rejections)
+    return {
+        "causes": [
+            {"check": c.check, "gist": c.gist, "hosts": c.hosts, "closest_host": c.example.host}
+            for c in refusal.causes
+        ],
+        "closest": None if refusal.closest is None else refusal.closest.host,
+        "rejections": rejections_doc(rejections),
+    }
 
 
 def no_fit_doc(request: VmRequest, result: PlacementResult) -> dict[str, Any]:
-    """``place --json`` when no host takes the VM: the error line and every host's rejection."""
-    from vnuma.placement.engine import best_reason
+    """``place --json`` when no host takes the VM: the error line and hint (what stderr says), then
+    :func:`refusal_doc`."""
+    from vnuma.placement.engine import no_placement
 
-    return {
-        "error": f"no host can take VM {request.name!r}: {best_reason(result)}",
-        "rejections": rejections_doc(result.rejections),
-    }
+    err = no_placement(request.name, result)
+    return {"error": str(err), "hint": err.hint, **refusal_doc(result.rejections)}
 
 
 def explain_doc(result: PlacementResult) -> dict[str, Any]:
@@ -161,7 +184,8 @@ def capacity_doc(report: CapacityReport) -> dict[str, Any]:
         "fits": len(report.placements),
         "placements": [{"shape": s, "host": p.host, "cells": list(p.host_cells)} for s, p in report.placements],
         "stopped_by": [
-            {"reason": s.example, "hosts": s.hosts, "check": s.check, "example_host": s.example_host}
+            {"reason": s.example, "hosts": s.hosts, "check": s.check, "example_host": s.example_host,
+             "gist": s.gist or s.example}
             for s in report.stopped_by
         ],
         "stopped": report.stopped,

@@ -57,7 +57,8 @@ class NoPlacementError(VnumaError):
     def __init__(
         self, vm: str, rejections: tuple[Any, ...], *, best: str | None = None, hint: str | None = None
     ) -> None:
-        """``best``: the closest host's reason; ``hint``: what to do about it (default: ask for every reason)."""
+        """``best``: why, in one line (:meth:`vnuma.placement.refusal.Refusal.line`: the causes with how many hosts
+        refused for each, and the closest host); ``hint``: what to do about it (default: ask for every reason)."""
         detail = f": {best}" if best else ""
         super().__init__(
             f"no host can take VM {vm!r}{detail}",

@@ -126,7 +126,7 @@ def test_a_vm_show_of_a_vm_without_partitions_has_none(mig: Cli) -> None:
         (["--vgpu", "a", "--mig", "b"], 4, "--vgpu and --mig exclude each other"),
         (["--gpus", "1", "--mig", "3g.40gb"], 4, "--gpus with --mig is refused"),
         (["--mig", "3g.40gb:0"], 4, "1 to 64 mig partitions"),
-        (["--mig", "9g.99gb"], 5, "no GPU of host 'h1' offers mig 9g.99gb"),
+        (["--mig", "9g.99gb"], 5, "h1: no GPU offers mig 9g.99gb (MIG profiles of"),
     ],
     ids=["empty", "bad-count", "vgpu-and-mig", "gpus-and-mig", "zero", "unknown-profile"],
 )

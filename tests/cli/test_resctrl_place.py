@@ -43,7 +43,7 @@ def test_no_slice_before_the_host_keeps_ways_for_itself(rdt: Cli) -> None:
     before = dump(rdt.db)
     res = _place(rdt, "early", "--llc-ways", "2")
     assert res.exit_code == 5
-    assert "rdt: llc: host 'rdt' keeps no cache ways for its own processes" in res.stderr
+    assert "closest: rdt (llc: host 'rdt' keeps no cache ways for its own processes" in res.stderr
     assert dump(rdt.db) == before
     explained = rdt("place", "tenant-a", "--vcpus", "2", "--memory", "2GiB", "--llc-ways", "2", "--dry-run",
                     "--explain", "--json")

@@ -64,6 +64,7 @@ def test_host_dict_has_the_public_shape() -> None:
         "numa_node": 0,
         "vendor_id": "0x10de",
         "product_id": "0x2330",
+        "product_name": None,
         "parent": None,
         "root_complex": None,
         "bridges": [],

@@ -183,7 +183,10 @@ def test_best_reason_names_the_host_that_came_closest() -> None:
             Rejection("b", "gpus", "no cell with 2 free GPUs"),
         ),
     )
-    assert best_reason(result) == "b: no cell with 2 free GPUs"
+    assert best_reason(result).endswith("; closest: b (no cell with 2 free GPUs)")
+    assert best_reason(PlacementResult(None, (Rejection("b", "gpus", "no cell with 2 free GPUs"),))) == (
+        "b: no cell with 2 free GPUs"
+    )
     assert best_reason(PlacementResult(None)) == "the inventory has no hosts"
 
 

@@ -76,12 +76,19 @@ def test_pci_devices_locality_and_parents() -> None:
         PciDevice("0000:16:01.0", DeviceKind.OTHER, "0x8086", "0x352a", 0, None, "pci0000:16", pci_class=0x060400),
         PciDevice(
             "0000:17:00.0", DeviceKind.GPU, "0x10de", "0x2330", 0, "0000:16:01.0", "pci0000:16", ("0000:16:01.0",),
-            pci_class=0x030200,
+            pci_class=0x030200, product_name="GH100 [H100 SXM5 80GB]",  # its PCIDevice info
         ),
         PciDevice("0000:b7:00.0", DeviceKind.NIC, "0x15b3", "0x1021", 3, None, "pci0000:b7", pci_class=0x020000),
         # attached to the whole package (nodes 2 and 3): no single NUMA node
         PciDevice("0000:c1:00.0", DeviceKind.GPU, "0x1da3", "0x1020", None, None, "pci0000:c1", pci_class=0x120000),
     )
+
+
+def test_a_gpu_under_an_l3_shared_by_two_snc_nodes_has_no_numa_node() -> None:
+    host = load("snc-gpu-on-two-nodes.xml")
+    gpu = next(d for d in host.devices if d.address == "0000:17:00.0")
+    assert (gpu.kind, gpu.numa_node, gpu.model()) == (DeviceKind.GPU, None, "H100 SXM5 80GB (10de:2330)")
+    assert [c.gpu for c in host.cells] == [None] * len(host.cells)
 
 
 def test_version_3_reads_the_same() -> None:

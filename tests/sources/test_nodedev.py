@@ -57,6 +57,16 @@ def test_fixture_devices(file: str, expected: PciDevice | None) -> None:
     assert _identity(parse_nodedev(read(file), what=file)) == _identity(expected)
 
 
+def test_the_product_text_is_the_model_name() -> None:
+    """``<product id='0x2331'>GH100 [H100 PCIe]</product>``: the name refusals quote, on one line; none when empty."""
+    gpu = parse_nodedev(read("gpu-h100.xml"), what="gpu")
+    assert gpu is not None and (gpu.product_name, gpu.model()) == ("GH100 [H100 PCIe]", "H100 PCIe (10de:2331)")
+    spaced = read("gpu-h100.xml").replace(b"GH100 [H100 PCIe]", b"\n  GH100\n [H100 PCIe] ")
+    assert parse_nodedev(spaced, what="gpu").product_name == "GH100 [H100 PCIe]"  # type: ignore[union-attr]
+    bare = read("gpu-h100.xml").replace(b"GH100 [H100 PCIe]", b"")
+    assert parse_nodedev(bare, what="gpu").product_name is None  # type: ignore[union-attr]
+
+
 def test_bundle_under_any_root_keeps_pci_devices_sorted() -> None:
     devices = parse_nodedev_file_content(read("bundle-devices.xml"), what="bundle-devices.xml")
     assert [d.address for d in devices] == ["0000:2a:00.0", "0000:c6:01.0", "0000:c7:00.0"]

@@ -25,7 +25,9 @@ TIMEOUT_S = 600.0  # a capacity or stats run on a large fleet takes a while; the
 
 
 def _rejections(items: list[dict[str, Any]]) -> tuple[Rejection, ...]:
-    return tuple(Rejection(r["host"], r["check"], r["reason"], r.get("hint")) for r in items)
+    return tuple(
+        Rejection(r["host"], r["check"], r["reason"], r.get("hint"), r.get("gist"), r.get("missing")) for r in items
+    )
 
 
 class Client:

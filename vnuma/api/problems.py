@@ -3,8 +3,9 @@
 A problem body carries ``type`` (``urn:vnuma:problem:SLUG``), ``title``,
 ``status``, ``detail`` (the CLI's ``error:`` line), ``hint`` (its ``hint:``
 line or null), ``error`` (the class) and ``exit_code`` (what the CLI exits
-with for the same error); a refused placement adds ``rejections`` (every
-host's ``{"host", "check", "reason"}``). :data:`PROBLEMS` is the table the
+with for the same error); a refused placement adds ``vm``, ``causes``, ``closest``
+and ``rejections`` (every host's, :func:`vnuma.documents.refusal_doc`: what
+``place --json`` prints for it). :data:`PROBLEMS` is the table the
 README prints beside the exit codes (a test keeps them equal).
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from vnuma.documents import rejections_doc
+from vnuma.documents import refusal_doc
 from vnuma.errors import (
     AuthenticationError,
     ConflictError,
@@ -63,7 +64,7 @@ def from_error(err: VnumaError) -> JSONResponse:
         extra["plan"] = err.plan
     if isinstance(err, NoPlacementError):
         extra["vm"] = err.vm
-        extra["rejections"] = rejections_doc(err.rejections)
+        extra.update(refusal_doc(err.rejections))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     response = problem(status, slug, title, " ".join(str(err).split("\n")), **extra)
     if headers:

@@ -34,15 +34,17 @@ def capacity(
     holds now, until the next copy fits nowhere (or --count are placed);
     nothing is written. They belong to one new tenant with core isolation,
     or to --tenant T. Prints how many fit, where, and what stops the next
-    one: each host's refusal grouped by the check that refused it. Exit 0
-    also when nothing fits.
+    one: each host's refusal grouped by its cause (the check and its words
+    for every host), with the closest host of each. Exit 0 also when nothing
+    fits.
 
     SHAPE keys: vcpus, memory (required), gpus, numa_nodes, page_size.
 
     JSON: {"shapes": [str], "fits": int, "placements": [{"shape", "host",
     "cells": [int]}], "stopped_by": [{"reason", "hosts", "check",
-    "example_host"}], "stopped": bool} ("reason" is the example host's
-    refusal; "stopped": false when --count copies fit before any refusal).
+    "example_host", "gist"}], "stopped": bool} ("gist" is the cause,
+    "reason" the refusal of its closest host, "example_host"; "stopped":
+    false when --count copies fit before any refusal).
 
     Example: vnuma capacity vcpus=16,memory=64GiB,gpus=2 vcpus=4,memory=16GiB
     """
@@ -74,8 +76,8 @@ def _print(doc: dict[str, Any]) -> None:
     if doc["stopped_by"]:
         output.echo_lines(["the next one is refused by:"])
         output.echo_table(
-            None, ["CHECK", "HOSTS", "FOR EXAMPLE"],
-            [(s["check"], s["hosts"], f"{s['example_host']}: {s['reason']}" if s["example_host"] else s["reason"])
+            None, ["CHECK", "HOSTS", "CAUSE", "CLOSEST"],
+            [(s["check"], s["hosts"], s["gist"], f"{s['example_host']}: {s['reason']}" if s["example_host"] else "")
              for s in doc["stopped_by"]],
         )
     elif not doc["stopped"]:

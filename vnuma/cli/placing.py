@@ -170,6 +170,11 @@ def place(
 ) -> None:
     """Place a tenant's VM: host, cells, pCPUs, hugepages and GPUs; claim them.
 
+    A VM no host takes is exit 5 with one line: how many hosts refused it
+    for each cause, and the host that came closest with its own reason
+    (--explain lists every host's); JSON: "error", "hint", "causes",
+    "closest" and "rejections". Nothing is written.
+
     With --rebalance, a VM that fits nowhere gets a plan of at most
     --max-moves moves (as `vnuma rebalance --make-room-for` would make)
     after which it fits; the plan is shown and the command still exits 5,
@@ -181,8 +186,8 @@ def place(
 
     --group G --anti-affinity host|cell: no two VMs of group G on one host
     (or one host cell); every later move (repin, migrate, drain, rebalance)
-    keeps it. A VM the group leaves no room for is exit 5, each host's
-    reason naming the group's VM there.
+    keeps it. A VM the group leaves no room for is exit 5, the refusal
+    naming the group and every host it holds, with its VMs there.
 
     --group G --affinity host: every VM of group G on one host (the first
     goes anywhere, the others where it is), e.g. a tightly coupled pair

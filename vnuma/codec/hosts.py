@@ -126,6 +126,7 @@ def _device_to_dict(
         "numa_node": dev.numa_node,
         "vendor_id": dev.vendor_id,
         "product_id": dev.product_id,
+        "product_name": dev.product_name,
         "parent": dev.parent,
         "root_complex": dev.root_complex,
         "bridges": list(dev.bridges),
@@ -300,6 +301,7 @@ def _device_from_dict(value: object, parent: At, i: int) -> PciDevice:
         pf=take(d, "pf", at, as_opt_str, None),
         link=take(d, "link", at, _link, None),
         mdev_types=take(d, "mdev_types", at, _MDEV_TYPES, []),
+        product_name=take(d, "product_name", at, as_opt_str, None),
     )
 
 

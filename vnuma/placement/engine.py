@@ -43,7 +43,7 @@ import numpy as np
 
 from vnuma.errors import ConflictError, GroupModeError, NoPlacementError
 from vnuma.placement.build import build_placement
-from vnuma.placement.filters import HOST_FILTERS, STAGE
+from vnuma.placement.filters import HOST_FILTERS
 from vnuma.placement.fit import HostFit, fit_host, further
 from vnuma.placement.groups import MODE_HINT, group_clash, group_hosts
 from vnuma.placement.ledger.fleet import Fleet
@@ -51,8 +51,10 @@ from vnuma.placement.ledger.host import HostState
 from vnuma.placement.memory import RefusalMemory
 from vnuma.placement.model import Placement, PlacementResult, Rejection, Strategy, VmRequest
 from vnuma.placement.order import HostKey, host_key
+from vnuma.placement.pagefilters import NO_HUGEPAGES, NO_HUGEPAGES_HINT
 from vnuma.placement.prefilter import Assessment, assess, stages
 from vnuma.placement.quota import check_quota
+from vnuma.placement.refusal import summarize
 from vnuma.placement.request import resolve_size, size_candidates, validate_request
 from vnuma.placement.resctrl import with_tenant_slices
 from vnuma.placement.scorers import total_scores
@@ -109,29 +111,17 @@ def place(
     return _place_fast(request, fleet, strategy, memory)
 
 
-def closest(result: PlacementResult) -> Rejection | None:
-    """The rejection of the host that came closest to fitting (None: placed, or no hosts)."""
-    if result.chosen is not None or not result.rejections:
-        return None
-    return max(result.rejections, key=lambda r: STAGE.get(r.check, -1))
-
-
 def best_reason(result: PlacementResult) -> str:
-    """One line for stderr: the rejection of the host that came closest to fitting."""
-    if result.chosen is not None:
-        return ""
-    best = closest(result)
-    return "the inventory has no hosts" if best is None else f"{best.host}: {best.reason}"
+    """One line for stderr: the host that came closest and how many hosts refused for each cause
+    (:func:`vnuma.placement.refusal.summarize`); empty when placed."""
+    return "" if result.chosen is not None else summarize(result.rejections).line()
 
 
 def no_placement(vm: str, result: PlacementResult) -> NoPlacementError:
-    """The error for a VM no host takes: the closest host's reason, and the hint of a host-level refusal
-    (``cordoned``: uncordon it) when that is what stopped it; else the advice to ask for every reason."""
-    best = closest(result)
-    host_level = best is not None and best.check in {unit.name for unit in HOST_FILTERS}
-    return NoPlacementError(
-        vm, result.rejections, best=best_reason(result), hint=best.hint if best and host_level else None
-    )
+    """The error for a VM no host takes: the one line of :func:`best_reason`, and the closest host's hint
+    (``cordoned``: uncordon it; no hugepages: reserve some) or else the advice to ask for every reason."""
+    refusal = summarize(result.rejections)
+    return NoPlacementError(vm, result.rejections, best=refusal.line(), hint=refusal.hint())
 
 
 def host_refusal(hs: HostState, request: VmRequest) -> Rejection | None:
@@ -222,14 +212,23 @@ def _per_shape(hs: HostState, request: VmRequest, shared: dict[int, object], fit
 
     An unbuilt host holds no claims, so it equals its shape's template but for its name:
     the template's answer, renamed, is the host's. (Not when the request avoids some of
-    the host's cells: that depends on the name.)
+    the host's cells: that depends on the name; nor a rejection whose words name the
+    template's host, as resctrl's do: the host's own is computed, to name it.)
     """
     if hs.built or any(h == hs.name for h, _cell in request.avoid_cells):
         return fit(hs)
     key = id(hs.shape)
     if key not in shared:
         shared[key] = fit(hs.shape.template)
-    return cast(T, _rebind(shared[key], hs))
+    found = shared[key]
+    if isinstance(found, Rejection) and hs.name != found.host and _names(found, found.host):
+        return fit(hs)
+    return cast(T, _rebind(found, hs))
+
+
+def _names(r: Rejection, host: str) -> bool:
+    """Do ``r``'s words name ``host`` (its reason, hint or gist; a false alarm only costs a fit)?"""
+    return any(host in text for text in (r.reason, r.hint or "", r.gist or ""))
 
 
 def _rebind(found: object, hs: HostState) -> object:
@@ -256,7 +255,7 @@ def _sized_fit(
         if isinstance(found, HostFit):
             return found, resolved
         closest = further(closest, found)
-    return closest or Rejection(hs.name, "size", "has no hugepages to size the VM's memory from")
+    return closest or Rejection(hs.name, "size", NO_HUGEPAGES, NO_HUGEPAGES_HINT, NO_HUGEPAGES)
 
 
 def _auto_nodes(request: VmRequest, fleet: Fleet) -> list[int]:

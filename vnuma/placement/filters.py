@@ -31,7 +31,9 @@ name when too few are left, or None. :data:`PIPELINE` lists them:
 Sizing a GPU-only request (``size``) happens before, in :mod:`.request`;
 admission (:mod:`.ledger.admit`) has the last word on the placement built
 from the chosen cells. :data:`STAGE` orders check names by how far a
-request got, so the closest rejection can be told.
+request got, so the closest rejection can be told
+(:mod:`vnuma.placement.refusal`). The page filters (``page-size``,
+``cell-pages``, ``emulator-pages``) are in :mod:`.pagefilters`.
 """
 
 from __future__ import annotations
@@ -40,16 +42,16 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from vnuma.placement.cold import refusal as cold_refusal
-from vnuma.placement.groups import group_cells, group_refusal
+from vnuma.placement.groups import group_cells, group_refusal, occupied
 from vnuma.placement.ledger.admit import ADMISSION
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.cpuchecks import cordon_refusal
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, Rejection, ThreadPolicy, VmRequest
+from vnuma.placement.pagefilters import CellPages, EmulatorPages, PageSize
 from vnuma.placement.partitions import room, shortage
 from vnuma.placement.resctrl import cell_room, host_problem, host_room, wants
 from vnuma.placement.view import HostView
-from vnuma.topology import format_size_kib
 
 
 @dataclass(slots=True)
@@ -72,9 +74,11 @@ class Attempt:
     def __post_init__(self) -> None:
         self.v, self.m = min(self.vs), min(self.ms)
 
-    def reject(self, check: str, reason: str) -> Rejection:
-        """A rejection of this attempt's host."""
-        return Rejection(self.view.hs.name, check, reason)
+    def reject(
+        self, check: str, reason: str, *, hint: str | None = None, gist: str | None = None, missing: int | None = None
+    ) -> Rejection:
+        """A rejection of this attempt's host (``gist``, ``missing``: see :class:`Rejection`)."""
+        return Rejection(self.view.hs.name, check, reason, hint, gist, missing)
 
 
 class Filter(Protocol):
@@ -145,11 +149,13 @@ class Group:
             return None
         refused = group_refusal(hs, req.name, req.group, req.anti_affinity, None, req.affinity)
         if refused is not None:
-            return Rejection(hs.name, self.name, refused.reason, refused.hint)
+            return Rejection(hs.name, self.name, refused.reason, refused.hint, refused.gist)
         taken = group_cells(hs, req.name, req.group, req.anti_affinity)
         if taken and all(c.id in taken for c in hs.cells):
+            where = occupied(hs.group_index, req.group, req.name, req.anti_affinity)
             return Rejection(hs.name, self.name, f"group {req.group!r} (anti-affinity cell) holds every CPU cell "
-                             f"of host {hs.name!r}")
+                             f"of host {hs.name!r}", gist=f"group {req.group!r} (anti-affinity cell) holds every "
+                             f"CPU cell of the host (it has VMs on {where})")
         return None
 
 
@@ -187,7 +193,7 @@ class NumaNodes:
         """Reject hosts with fewer CPU cells than guest cells."""
         have = len(a.view.hs.cells)
         if a.n > have:
-            return a.reject(self.name, f"has {have} CPU cell(s), the VM asks for {a.n}")
+            return a.reject(self.name, f"has {have} CPU cell(s), the VM asks for {a.n}", missing=a.n - have)
         return None
 
 
@@ -260,6 +266,7 @@ class GpuReserve:
                 self.name,
                 f"needs {a.n} cell(s) with {a.v} {a.view.unit()}; gpu-first keeps the rest for free GPUs "
                 f"(most left: cell {best.id} with {caps[best.id]})",
+                missing=_missing(a, caps),
             )
         a.cells = ok
         return None
@@ -317,63 +324,6 @@ class Emulator:
         return None
 
 
-class PageSize:
-    """``page-size``: page sizes whose pages divide the memory per cell (``large``: hugepages only)."""
-
-    name = "page-size"
-
-    def apply(self, a: Attempt) -> Rejection | None:
-        """The sizes to try, largest first."""
-        req, hs = a.view.req, a.view.hs
-        wanted = (req.page_size_kib,) if req.page_size_kib else hs.hugepage_sizes
-        a.sizes = [s for s in wanted if all(m % s == 0 for m in a.ms)]
-        if a.sizes:
-            return None
-        sizes_text = ", ".join(format_size_kib(s) for s in wanted) or "no hugepages"
-        return a.reject(
-            self.name,
-            f"{format_size_kib(a.m)} per cell is not a whole number of pages ({sizes_text})"
-            + ("" if req.page_size_kib else "; page size 4K opts out of hugepages"),
-        )
-
-
-class CellPages:
-    """``cell-pages``: ``n`` cells with the pages of the size under test."""
-
-    name = "cell-pages"
-
-    def apply(self, a: Attempt) -> Rejection | None:
-        """Keep the cells with the pages."""
-        need = a.m // a.size
-        ok = [c for c in a.cells if a.view.pages(c, a.size) >= need]
-        if len(ok) >= a.n:
-            a.cells = ok
-            return None
-        best = max(a.cells, key=lambda c: (a.view.pages(c, a.size), -c.id))
-        where = f"cell {best.id}: needs" if a.n == 1 else f"needs {a.n} cells with"
-        has = "has" if a.n == 1 else f"{len(ok)} have them; most: cell {best.id} with"
-        pages = f"{need} free {format_size_kib(a.size)} pages ({format_size_kib(a.m)})"
-        return a.reject(
-            self.name, f"{where} {pages} beside {a.v} {a.view.unit()}, {has} {max(0, a.view.pages(best, a.size))}"
-        )
-
-
-class EmulatorPages:
-    """``emulator-pages``: the isolated emulator's cell must also have the pages."""
-
-    name = "emulator-pages"
-
-    def apply(self, a: Attempt) -> Rejection | None:
-        """Keep the anchors that have the pages."""
-        if a.anchors is None:
-            return None
-        ids = {c.id for c in a.cells}
-        a.anchors = [x for x in a.anchors if x in ids]
-        if not a.anchors:
-            return a.reject(self.name, "no cell with the pages has room for the isolated emulator thread")
-        return None
-
-
 def _most(a: Attempt, caps: dict[int, int]) -> CellState:
     return max((c for c in a.view.hs.cells if a.view.raw[c.id] >= 0), key=lambda c: (caps[c.id], -c.id))
 
@@ -383,12 +333,20 @@ def _short(a: Attempt, check: str, caps: dict[int, int]) -> Rejection:
     best = _most(a, caps)
     unit = a.view.unit()
     have = sum(1 for c in a.cells if caps[c.id] >= a.v)
+    missing = _missing(a, caps)
     if a.n == 1:
-        return a.reject(check, f"cell {best.id}: needs {a.v} {unit}, {caps[best.id]} free")
+        return a.reject(check, f"cell {best.id}: needs {a.v} {unit}, {caps[best.id]} free", missing=missing)
     return a.reject(
         check,
         f"needs {a.n} cells with {a.v} {unit} each, {have} have them (most free: cell {best.id}, {caps[best.id]})",
+        missing=missing,
     )
+
+
+def _missing(a: Attempt, caps: dict[int, int]) -> int:
+    """The vCPUs the ``n`` usable cells with the most room lack for ``v`` each (a missing cell lacks all ``v``)."""
+    most = sorted((max(0, caps[c.id]) for c in a.view.hs.cells if a.view.raw[c.id] >= 0), reverse=True)[: a.n]
+    return sum(max(0, a.v - k) for k in most) + a.v * (a.n - len(most))
 
 
 class Partitions:
@@ -403,8 +361,8 @@ class Partitions:
         found = room(hs, ask) if ask is not None else 0
         if ask is None or found >= ask.count:
             return None
-        problem = shortage(hs, tuple(c.id for c in hs.cells), req, found)
-        return Rejection(hs.name, self.name, problem, "see the GPUs' partitions in `vnuma host show`")
+        short = shortage(hs, tuple(c.id for c in hs.cells), req, found)
+        return Rejection(hs.name, self.name, short.reason, short.hint, short.gist, short.missing)
 
 
 COLD_MEMORY = ColdMemory()

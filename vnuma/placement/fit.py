@@ -38,7 +38,9 @@ from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import GpuAffinity, Isolation, MemoryMode, Rejection, Strategy, VmRequest
 from vnuma.placement.nics import NicShortage
 from vnuma.placement.order import cell_preference
+from vnuma.placement.pagefilters import NO_HUGEPAGES
 from vnuma.placement.partitions import PartitionShortage, pick_partitions
+from vnuma.placement.refusal import gist
 from vnuma.placement.rules import KEEP_PER_GPU
 from vnuma.placement.view import HostView
 from vnuma.topology import format_size_kib
@@ -91,10 +93,13 @@ def fit_host(
         found = _fit_n(view, k, strategy)
         if isinstance(found, HostFit):
             return found
+        if found.gist == NO_HUGEPAGES:  # no split makes up for a host without hugepages
+            return found
         tried += 1
         best = further(best, found)
     if best is not None and tried > 1:
-        return Rejection(best.host, best.check, f"{best.reason} (and no split over up to {k} cells fits)", best.hint)
+        return Rejection(best.host, best.check, f"{best.reason} (and no split over up to {k} cells fits)", best.hint,
+                         gist(best), best.missing)
     return best or Rejection(hs.name, "numa-nodes", f"{req.vcpus} vCPUs cannot be split evenly over its cells")
 
 
@@ -159,7 +164,9 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
         try:
             pick_partitions(hs, best[0], req)
         except PartitionShortage as err:
-            return a.reject("partitions", f"{err} (and on every other cell set)")
+            short = err.short
+            return a.reject("partitions", f"{err} (and on every other cell set)", gist=short.gist,
+                            missing=short.missing)
     short = _device_shortage(hs, req, a, sets(req.gpus, None)) if nics is not None and not stranding else None
     if short is not None:
         return a.reject(*short)
@@ -171,11 +178,28 @@ def _fit_size(a: Attempt, strategy: Strategy) -> HostFit | Rejection:
         )
     most = sum(sorted((gpus[c] for c in ids), reverse=True)[: a.n])
     where = "cell" if a.n == 1 else f"cell set of {a.n}"
-    return a.reject(
-        "gpus",
-        f"no {where} with {req.gpus} free GPUs beside {a.v} {view.unit()} and {a.m // a.size} x "
-        f"{format_size_kib(a.size)} pages per cell (at most {most} on such cells)",
-    )
+    reason = (f"no {where} with {req.gpus} free GPUs beside {a.v} {view.unit()} and {a.m // a.size} x "
+              f"{format_size_kib(a.size)} pages per cell (at most {most} on such cells)")
+    loose = _loose_gpus(hs, req)
+    return a.reject("gpus", f"{reason}; {loose}" if loose else reason, gist=loose and LOOSE_GPUS,
+                    missing=req.gpus - most)
+
+
+LOOSE_GPUS = "the host's free GPUs have no NUMA node: `--gpu-affinity preferred` places them"
+"""Why GPU affinity ``required`` cannot use a host's free GPUs that no CPU cell holds."""
+
+
+def _loose_gpus(hs: HostState, req: VmRequest) -> str | None:
+    """:data:`LOOSE_GPUS`, naming them, when the request's GPUs are free on the host only counting GPUs with no
+    NUMA node (a PCIe locality spanning several nodes, or none reported), which GPU affinity ``required`` finds
+    on no cell; None otherwise."""
+    loose = hs.loose_gpus_free
+    if req.gpu_affinity is not GpuAffinity.REQUIRED or not loose or hs.gpus_free < req.gpus:
+        return None
+    verb = "has" if len(loose) == 1 else "have"
+    return (f"GPU {', '.join(loose)} of the host {verb} no NUMA node (its PCIe locality spans several nodes, "
+            "or none is reported), so GPU affinity required finds it on no cell: "
+            "`--gpu-affinity preferred` places it")
 
 
 Accept = Callable[[tuple[int, ...]], bool]

@@ -68,10 +68,12 @@ MODE_HINT = "a group is either affine or anti-affine: give this VM another group
 
 @dataclass(frozen=True, slots=True)
 class GroupRefusal:
-    """Why a group keeps a VM off a host, and what to do about it."""
+    """Why a group keeps a VM off a host, and what to do about it; ``gist``: the same in words that hold for every
+    host the group keeps it off (None: ``reason`` already does)."""
 
     reason: str
     hint: str
+    gist: str | None = None
 
 
 class GroupIndex:
@@ -197,6 +199,7 @@ def group_refusal(
             return GroupRefusal(
                 f"group {group!r} (anti-affinity host) already has VM {member.vm!r} on host {hs.name!r}",
                 "place it elsewhere, or leave the group",
+                f"group {group!r} (anti-affinity host) has its VMs on {occupied(hs.group_index, group, vm, scope)}",
             )
         shared = mine & set(member.host_cells) if wider is AntiAffinity.CELL and mine is not None else None
         if shared:
@@ -206,6 +209,20 @@ def group_refusal(
                 "place it elsewhere, or leave the group",
             )
     return None
+
+
+def occupied(index: GroupIndex, group: str, vm: str, scope: AntiAffinity | None) -> str:
+    """Every host where ``group`` keeps VM ``vm`` (asking anti-affinity ``scope``) off, with the members there:
+    ``hosts 'a' (VM 'g1'), 'b' (VMs 'g2', 'g3')``. Under ``cell`` every host holding a member (it keeps the VM
+    off those cells); under ``host``, or beside a member that asked it, the hosts themselves."""
+    hosts: dict[str, list[str]] = {}
+    for m in index.others(group, vm):
+        if _wider(scope, m.anti_affinity) is not None:
+            hosts.setdefault(m.host, []).append(m.vm)
+    listed = ", ".join(
+        f"{h!r} ({'VM' if len(vms) == 1 else 'VMs'} {', '.join(map(repr, vms))})" for h, vms in sorted(hosts.items())
+    )
+    return f"host {listed}" if len(hosts) == 1 else f"hosts {listed}"
 
 
 def group_cells(hs: HostState, vm: str, group: str | None, scope: AntiAffinity | None) -> frozenset[int]:

@@ -426,12 +426,17 @@ class Placement:
 @dataclass(frozen=True, slots=True)
 class Rejection:
     """Why one host (or one of its cells) cannot take the VM; ``check`` names the filter or admission
-    check that refused it, ``hint`` (when given) what to do about it."""
+    check that refused it, ``hint`` (when given) what to do about it. ``gist``: the reason in words that hold
+    for every host refused for the same cause, where the check has several (None: the check's own words);
+    ``missing``: how many units (vCPUs, KiB of pages, GPUs, partitions, cells) the host lacks, where the check
+    counts them (:mod:`vnuma.placement.refusal`)."""
 
     host: str
     check: str
     reason: str
     hint: str | None = None
+    gist: str | None = None
+    missing: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,12 +49,18 @@ from vnuma.topology.partitions import GpuUse, HeldPartition, mig_geometry, mig_p
 if TYPE_CHECKING:
     from vnuma.placement.ledger.host import HostState
 
+NVIDIA = "0x10de"
+"""NVIDIA's PCI vendor id: MIG (Multi-Instance GPU) is theirs, so only their GPUs can lack a MIG geometry."""
 PARTITION_NAMESPACE = uuidlib.UUID("6f1c5a3e-4b2d-5e7f-8a9b-0c1d2e3f4a5b")
 """The namespace of partitions' mediated-device UUIDs (uuid5 of ``VM/partition/INDEX``)."""
 
 
 class PartitionShortage(Exception):
-    """The partitions asked for do not fit on the GPUs considered; the message says why."""
+    """The partitions asked for do not fit on the GPUs considered; the message says why, ``short`` in full."""
+
+    def __init__(self, short: Shortage) -> None:
+        super().__init__(short.reason)
+        self.short = short
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,8 +209,21 @@ def partition_uuid(vm: str, index: int) -> str:
     return str(uuidlib.uuid5(PARTITION_NAMESPACE, f"{vm}/partition/{index}"))
 
 
-def shortage(hs: HostState, cells: tuple[int, ...], req: VmRequest, found: int) -> str:
-    """Why ``req``'s partitions do not fit on ``cells``: how many were found and what keeps the nearest GPU."""
+@dataclass(frozen=True, slots=True)
+class Shortage:
+    """Why a VM's partitions do not fit on a host's cells: the reason, the same in words that hold for every
+    host short for that cause (:attr:`vnuma.placement.model.Rejection.gist`), and how many partitions are
+    missing (None: no GPU of the host offers them at all)."""
+
+    reason: str
+    gist: str
+    missing: int | None
+    hint: str = "see the GPUs' partitions in `vnuma host show`"
+
+
+def shortage(hs: HostState, cells: tuple[int, ...], req: VmRequest, found: int) -> Shortage:
+    """Why ``req``'s partitions do not fit on ``cells``: no GPU offers them (naming the GPU models without a
+    MIG geometry kept), or how many were found and what keeps the nearest GPU."""
     ask = req.partition
     assert ask is not None
     what = f"{ask.count} x {ask.kind.value} {ask.name}"
@@ -212,13 +231,16 @@ def shortage(hs: HostState, cells: tuple[int, ...], req: VmRequest, found: int) 
     offers = hs.shape.gpu_offers
     serving = [a for a, o in offers.items() if _offers(o, ask)]
     if not serving:
-        return f"no GPU of host {hs.name!r} offers {ask.kind.value} {ask.name}" + _known(hs, ask)
+        return _none_offers(hs, ask)
+    full = f"too few free {ask.kind.value} {ask.name} on the GPUs of its cells"
     near = [a for a in _candidates(hs, cells, req) if a in serving]
     if not near:
         homes = sorted({str(offers[a].home) for a in serving})
-        return f"{what}: no GPU offering it on {where} (GPUs on cell(s) {', '.join(homes)} do)"
+        return Shortage(f"{what}: no GPU offering it on {where} (GPUs on cell(s) {', '.join(homes)} do)", full,
+                        ask.count - found)
     gpu = near[0]
-    return f"{what}: {found} fit on the GPUs of {where}; GPU {gpu} {why_full(hs, gpu, ask)}"
+    return Shortage(f"{what}: {found} fit on the GPUs of {where}; GPU {gpu} {why_full(hs, gpu, ask)}", full,
+                    ask.count - found)
 
 
 def _offers(o: GpuOffer, ask: PartitionAsk) -> bool:
@@ -227,15 +249,29 @@ def _offers(o: GpuOffer, ask: PartitionAsk) -> bool:
     return o.mig is not None and any(p.name == ask.name for p in o.mig.profiles)
 
 
-def _known(hs: HostState, ask: PartitionAsk) -> str:
+def _none_offers(hs: HostState, ask: PartitionAsk) -> Shortage:
+    """No GPU of ``hs`` offers ``ask``. For MIG, GPU models the inventory keeps no geometry for are the cause
+    to name (``A30 PCIe (10de:20b7): no MIG geometry kept``): importing one may make them offer it."""
     offers = hs.shape.gpu_offers.values()
+    none = f"no GPU offers {ask.kind.value} {ask.name}"
+    gpus = [d for d in hs.host.devices if d.kind is DeviceKind.GPU and d.pf is None]
+    if not gpus:
+        return Shortage(f"{none} (the host has no GPUs)", none, None)
     if ask.kind is PartitionKind.VGPU:
         names = sorted({t for o in offers for t in (*o.vgpu_vfs, *o.vgpu_pf)})
-        return f" (its vGPU types: {', '.join(names)})" if names else " (its GPUs offer no vGPU type)"
+        return Shortage(none + (f" (its vGPU types: {', '.join(names)})" if names else " (its GPUs offer no vGPU "
+                                "type)"), none, None)
+    bare = sorted({d.model() if d.product_name else f"GPU {d.model()}" for d in gpus if d.vendor_id == NVIDIA
+                   and (d.address not in hs.shape.gpu_offers or hs.shape.gpu_offers[d.address].mig is None)})
+    if bare:
+        gist = f"{', '.join(bare)}: no MIG geometry kept: `vnuma gpu-profile import`"
+        hint = ("keep the model's geometry: `vnuma gpu-profile import FILE|NAME` (a profile file, a shipped "
+                "profile's name, or `nvidia-smi mig -lgip` text with --lgipp)")
+        return Shortage(gist, gist, None, hint)
     models = sorted({o.mig.model for o in offers if o.mig is not None})
     if not models:
-        return " (no MIG geometry is kept for its GPUs' models: `vnuma gpu-profile import`)"
-    return f" (MIG profiles of {', '.join(models)})"
+        return Shortage(f"{none} (MIG is NVIDIA's; none of its GPUs is)", none, None)
+    return Shortage(f"{none} (MIG profiles of {', '.join(models)})", none, None)
 
 
 def why_full(hs: HostState, gpu: str, ask: PartitionAsk) -> str:

@@ -7,8 +7,9 @@ after another, round-robin, with the same engine and admission rule as
 Nothing is written. The copies are VMs of one new tenant with ``core``
 isolation, or of ``--tenant T`` (its isolation and quotas apply). What
 stops the next copy is each host's rejection, grouped by the check that
-refused it (its name, how many hosts, one host's reason as the example),
-or the tenant's quota (check ``quota``, every host).
+refused it and its cause (:func:`vnuma.placement.refusal.summarize`, as
+``place`` counts a refusal: how many hosts, and the closest of them with its
+reason as the example), or the tenant's quota (check ``quota``, every host).
 
 One sized shape for a tenant without quotas (the common question) is
 answered host by host (:func:`vnuma.placement.fill.fill`: each group of
@@ -28,6 +29,7 @@ from vnuma.placement.engine import place
 from vnuma.placement.fill import fill
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Rejection, Strategy
+from vnuma.placement.refusal import summarize
 from vnuma.placement.request import validate_request
 from vnuma.placement.resctrl import with_tenant_slices
 from vnuma.services import Settings
@@ -40,12 +42,14 @@ PROBE_TENANT = "(capacity)"
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """Hosts one check refused the next copy on, with one of them and its reason as the example."""
+    """Hosts one cause (a check, and its words for every host: ``gist``) refused the next copy on, with the one
+    of them that came closest and its reason as the example."""
 
     check: str
     hosts: int
     example_host: str | None
     example: str
+    gist: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,20 +123,10 @@ def capacity(
 
 def _stops(stops: tuple[tuple[Rejection, int], ...]) -> tuple[Stop, ...]:
     """:func:`_grouped` of a fill's groups of alike hosts (each its first host's rejection and its size)."""
-    by_check: dict[str, list[tuple[Rejection, int]]] = {}
-    for r, hosts in stops:
-        by_check.setdefault(r.check, []).append((r, hosts))
-    found = []
-    for check, rs in by_check.items():
-        first = min(rs, key=lambda x: x[0].host)[0]
-        found.append(Stop(check, sum(n for _r, n in rs), first.host, first.reason))
-    return tuple(sorted(found, key=lambda s: (-s.hosts, s.check)))
+    return _grouped(tuple(r for r, _n in stops), tuple(n for _r, n in stops))
 
 
-def _grouped(rejections: tuple[Rejection, ...]) -> tuple[Stop, ...]:
-    """One :class:`Stop` per check, most hosts first (then check name); the example is the first host's."""
-    by_check: dict[str, list[Rejection]] = {}
-    for r in rejections:
-        by_check.setdefault(r.check, []).append(r)
-    stops = [Stop(check, len(rs), rs[0].host, rs[0].reason) for check, rs in by_check.items()]
-    return tuple(sorted(stops, key=lambda s: (-s.hosts, s.check)))
+def _grouped(rejections: tuple[Rejection, ...], hosts: tuple[int, ...] | None = None) -> tuple[Stop, ...]:
+    """One :class:`Stop` per cause, most hosts first (:func:`vnuma.placement.refusal.summarize`)."""
+    causes = summarize(rejections, hosts).causes
+    return tuple(Stop(c.check, c.hosts, c.example.host, c.example.reason, c.gist) for c in causes)

@@ -27,7 +27,7 @@ from lxml import etree
 
 from vnuma.errors import InvalidInputError
 from vnuma.sources.nodedev import format_pci_address
-from vnuma.sources.xmlsafe import element_where, shown
+from vnuma.sources.xmlsafe import device_name, element_where, shown
 from vnuma.topology import DeviceKind, PciDevice, device_kind_for_class
 from vnuma.topology.leftout import LeftOut, device_label
 
@@ -116,6 +116,8 @@ def _device(obj: etree._Element, gpu_nodes: frozenset[int], bitmap: Bitmap, what
         root_complex=root_complex,
         bridges=tuple(bridges),
         pci_class=pci_class,
+        product_name=device_name(next((i.get("value") for i in obj.iterchildren("info")
+                                       if i.get("name") == "PCIDevice"), None)),
     )
 
 

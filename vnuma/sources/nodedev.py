@@ -50,6 +50,7 @@ from lxml import etree
 from vnuma.errors import InvalidInputError
 from vnuma.sources.xmlsafe import (
     INT32_MAX,
+    device_name,
     element_where,
     one_line,
     parse_xml,
@@ -211,6 +212,7 @@ def device_from_element(device_el: etree._Element, *, what: str) -> PciDevice | 
         pf=None if pf is None else _address(pf, label),
         link=_link(cap, label),
         mdev_types=tuple(_mdev_type(el, label) for el in cap.findall("capability[@type='mdev_types']/type")),
+        product_name=device_name(cap.findtext("product")),
     )
 
 

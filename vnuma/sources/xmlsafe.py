@@ -121,6 +121,12 @@ def one_line(text: str) -> str:
     return " ".join(text.split()).replace(" ,", ",")
 
 
+def device_name(text: str | None) -> str | None:
+    """A device's model name as a file gives it, on one line and at most 100 characters (None: none given)."""
+    name = one_line(text or "")
+    return (name[:100] + "...") if len(name) > 100 else name or None
+
+
 def shown(value: str) -> str:
     """``repr(value)``, shortened for an error message when it is long."""
     return repr(value if len(value) <= _MAX_SHOWN_CHARS else value[:_MAX_SHOWN_CHARS] + "...")

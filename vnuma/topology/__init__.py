@@ -187,7 +187,9 @@ class PciDevice:
     VFIO passes through with it; ``vfs``/``vf_max`` (a PF's virtual functions)
     and ``pf`` (a VF's physical function) its SR-IOV relations; ``pci_class``
     the 24-bit class code; ``link`` its PCIe link; ``mdev_types`` the
-    mediated-device (vGPU) types it offers.
+    mediated-device (vGPU) types it offers; ``product_name`` the model as the
+    host names it (a node device's ``<product>`` text, hwloc's ``PCIDevice``
+    info: ``GA100GL [A30 PCIe]``), None when it names none.
     """
 
     address: str
@@ -206,6 +208,15 @@ class PciDevice:
     pf: str | None = None
     link: PciLink | None = None
     mdev_types: tuple[MdevType, ...] = ()
+    product_name: str | None = None
+
+    def model(self) -> str:
+        """``A30 PCIe (10de:20b7)``: the marketing name of ``product_name`` (pci.ids writes it in brackets after
+        the chip's) or the whole name, and the PCI ids; the ids alone (``10de:20b7``) when it has no name."""
+        ids = f"{self.vendor_id.removeprefix('0x')}:{self.product_id.removeprefix('0x')}"
+        name = self.product_name or ""
+        bracketed = name[name.find("[") + 1 : name.rfind("]")].strip() if "[" in name and name.endswith("]") else ""
+        return f"{bracketed or name} ({ids})" if name else ids
 
 
 @dataclass(frozen=True, slots=True)

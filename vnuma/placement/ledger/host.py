@@ -123,8 +123,9 @@ class HostShape:
         self.mem_total_kib = sum(size * n for c in self.cells for size, n in c.pages_total.items())
         self.width = max((c.width for c in self.cells), default=1)
         self.hugepage_sizes: tuple[int, ...] = tuple(
-            sorted({s for c in self.cells for s in c.pages_total if s > PAGE_4K}, reverse=True)
+            sorted({s for c in self.cells for s, n in c.pages_total.items() if s > PAGE_4K and n > 0}, reverse=True)
         )
+        """The hugepage sizes some CPU cell holds pages of, largest first (a pool of none backs nothing)."""
         self.template = HostState(host, -1, self)
         """An unclaimed host of this shape, never claimed on: what an unbuilt host answers."""
         self.template._own(self.cells)
