@@ -21,8 +21,10 @@ subtype ``Die``) and Core; SMT siblings are the PUs of one Core.
 Devices: every ``PCIDev`` and every ``Bridge`` with a ``pci_busid``; the
 class and ids come from ``pci_type`` (``"0302 [10de:2330] [10de:16c1] a1"``),
 the NUMA node from the nearest ancestor's ``nodeset`` when it holds exactly
-one node besides GPU-memory nodes (a GPU is local to its CPUs' node, not to
-its own memory), the parent from the nearest upstream bridge with an
+one node with CPUs (a device is local to its CPUs' node, not to memory-only
+nodes beside it: a GPU's own memory, HBM, CXL memory on the same package),
+else, when it holds none with CPUs, exactly one node besides GPU-memory
+nodes; the parent from the nearest upstream bridge with an
 address, the bridges from every upstream bridge with an address (nearest
 first), and the root complex from the host bridge above them
 (``bridge_type="0-1"``, ``bridge_pci="0000:[16-17]"`` is ``pci0000:16``;
@@ -139,7 +141,8 @@ def parse_hwloc(data: bytes | str, *, name: str, what: str = "hwloc") -> Host:
             )
         )
     gpu_nodes = frozenset(c.id for c in cells if c.gpu_memory)
-    devices = _unique_devices(_devices(objects, gpu_nodes, what), what)
+    cpu_nodes = frozenset(c.id for c in cells if c.cpus)
+    devices = _unique_devices(_devices(objects, gpu_nodes, cpu_nodes, what), what)
     cells = sorted(cells, key=lambda c: c.id)
     host = Host(
         name=name, cells=tuple(cells), devices=devices, source=Source.HWLOC,
@@ -375,10 +378,12 @@ def _node_ids(
     return [known[i] for i in indexes]
 
 
-def _devices(objects: list[etree._Element], gpu_nodes: frozenset[int], what: str) -> Iterable[PciDevice]:
+def _devices(
+    objects: list[etree._Element], gpu_nodes: frozenset[int], cpu_nodes: frozenset[int], what: str
+) -> Iterable[PciDevice]:
     for obj in objects:
         if obj.get("type") in ("PCIDev", "Bridge") and obj.get("pci_busid"):
-            yield _device(obj, gpu_nodes, what)
+            yield _device(obj, gpu_nodes, cpu_nodes, what)
 
 
 def _unique_devices(devices: Iterable[PciDevice], what: str) -> tuple[PciDevice, ...]:
@@ -403,7 +408,7 @@ def _busid_address(busid: str, element: etree._Element, field: str, what: str) -
     return format_pci_address(domain, bus, slot, function)
 
 
-def _device(obj: etree._Element, gpu_nodes: frozenset[int], what: str) -> PciDevice:
+def _device(obj: etree._Element, gpu_nodes: frozenset[int], cpu_nodes: frozenset[int], what: str) -> PciDevice:
     address = _pci_address(obj, what)
     pci_type = (obj.get("pci_type") or "").strip()
     match = _PCI_TYPE.match(pci_type)
@@ -423,6 +428,7 @@ def _device(obj: etree._Element, gpu_nodes: frozenset[int], what: str) -> PciDev
         nodeset = ancestor.get("nodeset")
         if nodeset is not None:
             local = parse_hwloc_bitmap(nodeset, what=element_where(what, ancestor)) - gpu_nodes
+            local = (local & cpu_nodes) or local
             numa_node = next(iter(local)) if len(local) == 1 else None
             break
     pci_class = int(class_id, 16) << 8 | int(prog_if or "0", 16)
