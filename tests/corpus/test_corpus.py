@@ -10,7 +10,7 @@ For each file: ``vnuma host import`` (through the CLI), then either
 
 - a refusal: one ``error:`` line naming the file (exit 4), no traceback, nothing recorded — allowed
   only where the file is rightly refused (:data:`RIGHTLY_REFUSED`) or listed in :data:`TODAY`;
-- or the host: ``host show --json`` agrees with a second, independent reading of the file
+- or the host: ``host show`` draws it, ``host show --json`` agrees with a second, independent reading of the file
   (:mod:`tests.corpus.reader`) on cells, CPUs, memory, pages, distances and device NUMA nodes, except
   the parts vnuma lists in ``left_out`` (:mod:`tests.corpus.compare`); and a placement of 4 vCPUs
   with 8 MiB of 4 KiB pages (``--page-size 4K``: hosts without hugepages take it; libvirt's test files
@@ -160,6 +160,7 @@ def test_file(entry: Entry, corpus_cli: Cli, record_outcome: Callable[[str, str,
         record_outcome(entry.file, "refused with a reason", f"import: {line}")
         _expect(entry.file, f"refused: {line}")
         return
+    assert host in corpus_cli.ok("host", "show", host).stdout  # the table, drawn for any host the file makes
     shown = corpus_cli.ok("host", "show", host, "--json").json()
     left_out = shown.get("left_out") or []
     for part in left_out:
