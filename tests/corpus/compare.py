@@ -11,7 +11,8 @@ The names understood (``what``):
   named by its address or, when its fields make no address, by its node-device name;
 - ``NUMA node 1 of device 0000:04:00.0 ...``: the device kept without a NUMA node;
 - ``6143 of cell 0's 6144 × 1 GiB pages``: that many pages of the pool cut;
-- ``distance from cell 0 to cell 1``: that distance not kept;
+- ``distance from cell 0 to cell 1``: that distance not kept; ``64 distances between cells 0-7``:
+  none between those cells kept;
 - ``HMAT ...``, ``mediated device ...``: parts this reader does not read (accepted as said).
 """
 
@@ -31,6 +32,7 @@ _CPUS = re.compile(r"^PUs? ([0-9,\-]+)$")
 _CELLS = re.compile(r"^(?:cell|NUMA nodes?) ([0-9,\-]+)$")
 _POOL = re.compile(r"^(\d+) of cell (\d+)'s (\d+) × ([0-9.]+) ([KMGT]iB) pages$")
 _DISTANCE = re.compile(r"^distance from cell (\d+) to cell (\d+)$")
+_DISTANCES = re.compile(r"^\d+ distances between cells ([0-9,\-]+)$")
 _UNREAD = ("HMAT ", "mediated device ")
 
 
@@ -64,6 +66,9 @@ def read_left_out(entries: list[dict[str, str]]) -> tuple[LeftOut, list[str]]:
             out.pages_cut[(int(m.group(2)), size)] = int(m.group(1))
         elif (m := _DISTANCE.match(what)) is not None:
             out.distances.add((int(m.group(1)), int(m.group(2))))
+        elif (m := _DISTANCES.match(what)) is not None:
+            cells = cpu_list(m.group(1))
+            out.distances |= {(a, b) for a in cells for b in cells}
         elif not what.startswith(_UNREAD):
             problems.append(f"left_out names a part this test cannot read: {what!r} ({entry['why']})")
     return out, problems
