@@ -13,7 +13,7 @@ from tests.api.conftest import Service, start
 from tests.cli.conftest import REPO, Cli
 from tests.dbdump import dump
 
-OFFLINE = REPO / "tests" / "data" / "hwloc" / "upstream" / "offline-cpu0-node0.xml"
+OFFLINE = REPO / "tests" / "data" / "hwloc" / "upstream" / "linux" / "offline-cpu0-node0.xml"
 VIRCAPS = REPO / "tests" / "data" / "libvirt" / "vircaps2xmldata" / "vircaps-x86_64-basic.xml"
 
 

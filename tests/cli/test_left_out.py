@@ -19,7 +19,7 @@ from tests.dbdump import dump
 from vnuma.sources.demo import demo_capabilities_path, demo_node_path
 
 DATA = REPO / "tests" / "data"
-OFFLINE = DATA / "hwloc" / "upstream" / "offline-cpu0-node0.xml"
+OFFLINE = DATA / "hwloc" / "upstream" / "linux" / "offline-cpu0-node0.xml"
 VIRCAPS = DATA / "libvirt" / "vircaps2xmldata" / "vircaps-x86_64-basic.xml"
 HMAT = DATA / "libvirt" / "vircaps2xmldata" / "vircaps-x86_64-hmat.xml"
 PUS = "PUs 4,6,8,10,12,14,16,18,20"

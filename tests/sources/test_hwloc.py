@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -275,11 +276,46 @@ def test_unreadable_pci_objects_are_left_out(attrs: str, expected: str) -> None:
     assert imported.host.devices == ()
 
 
+def _package_with_gpu(nodeset: str, nodes: str) -> bytes:
+    gpu = host_bridge('<object type="PCIDev" pci_busid="0000:17:00.0" pci_type="0302 [10de:2330] [10de:16c1] a1"/>')
+    return topology(
+        f'<object type="Package" os_index="0" cpuset="0x3" nodeset="{nodeset}">{nodes}{core(0, [0, 1])}{gpu}</object>',
+        nodes=nodeset,
+    )
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"),
+    [
+        # CXL memory (no CPUs) on the GPU's package, as hwloc attaches it: the GPU is local to node 0's CPUs.
+        (node(0, "0x3") + node(2, "0x0", ' subtype="CXL-DRAM"'), 0),
+        # HBM beside DRAM with the same CPUs (KNL's MCDRAM, SNC-4 hybrid): still node 1's CPUs.
+        (node(1, "0x3", ' subtype="DRAM"') + node(3, "0x3", ' subtype="HBM"'), 1),
+    ],
+    ids=["cxl", "hbm"],
+)
+def test_device_is_local_to_the_cpu_node_beside_memory_only_nodes(nodes: str, expected: int) -> None:
+    nodeset = bitmap(frozenset(int(i) for i in re.findall(r'os_index="(\d+)"', nodes)))
+    host = parse_hwloc(_package_with_gpu(nodeset, nodes), name="x")
+    assert [(d.address, d.numa_node) for d in host.devices] == [("0000:17:00.0", expected)]
+
+
+def test_device_under_two_cpu_nodes_has_no_node() -> None:
+    pkg = (
+        '<object type="Package" os_index="0" cpuset="0xf" nodeset="0x3">'
+        f'<object type="Group" cpuset="0x3" nodeset="0x1">{node(0, "0x3")}{core(0, [0, 1])}</object>'
+        f'<object type="Group" cpuset="0xc" nodeset="0x2">{node(1, "0xc")}{core(1, [2, 3])}</object>'
+        + host_bridge('<object type="PCIDev" pci_busid="0000:17:00.0" pci_type="0302 [10de:2330] [10de:16c1] a1"/>')
+        + "</object>"
+    )
+    assert [d.numa_node for d in parse_hwloc(topology(pkg), name="x").devices] == [None]
+
+
 def test_pci_class_with_prog_if() -> None:
     dev = '<object type="PCIDev" pci_busid="0000:C1:00.0" pci_type="0302 [10DE:2330] [10de:16c1] a1 00"/>'
     host = parse_hwloc(topology(TWO_NODES + host_bridge(dev)), name="x")
     assert host.devices == (
-        PciDevice("0000:c1:00.0", DeviceKind.GPU, "0x10de", "0x2330", None, None, pci_class=0x030200),
+        PciDevice("0000:c1:00.0", DeviceKind.GPU, "0x10de", "0x2330", 0, None, pci_class=0x030200),
     )
 
 

@@ -141,20 +141,20 @@ def test_negative_memory_and_page_counts_and_distances_are_read_as_left_out() ->
 
 
 def test_an_offline_node_leaves_its_pus_in_no_numa_node() -> None:
-    host, lines = hwloc("offline-cpu0-node0.xml")
+    host, lines = hwloc("linux/offline-cpu0-node0.xml")
     assert lines == ["PUs 4,6,8,10,12,14,16,18,20: in no NUMA node, left out"]
     assert [c.id for c in host.cells] == [1]
     assert sorted(host.cpu_ids) == [5, 7, 9, 11, 13, 15, 17, 19]
 
 
 def test_a_cpuset_restricted_export_leaves_the_pus_of_the_excluded_node_out() -> None:
-    host, lines = hwloc("16amd64-8n2c-cpusets.xml")
+    host, lines = hwloc("xml/16amd64-8n2c-cpusets.xml")
     assert lines == ["PUs 0-1,12-15: in no NUMA node, left out"]
     assert {c.id: sorted(c.cpu_ids) for c in host.cells} == {1: [2, 3], 2: [5], 3: [6], 4: [], 5: []}
 
 
 def test_disallowed_nodes_and_pus_are_left_out_and_devices_on_them_lose_only_their_node() -> None:
-    host, lines = hwloc("64intel64-3g2n+2n-irregulargroups+pci.xml")
+    host, lines = hwloc("xml/64intel64-3g2n+2n-irregulargroups+pci.xml")
     assert lines[:2] == [f"NUMA nodes 2-7: {NOT_ALLOWED}, left out", f"PUs 16-63: {NOT_ALLOWED}, left out"]
     assert [c.id for c in host.cells] == [0, 1] and sorted(host.cpu_ids) == list(range(16))
     gpus = {d.address: d.numa_node for d in host.devices_of(DeviceKind.GPU)}
@@ -175,13 +175,13 @@ def test_an_infinite_allowed_cpuset_allows_every_pu_above_its_words() -> None:
 
 
 def test_a_pci_bus_id_listed_twice_leaves_out_both_devices_naming_the_nic() -> None:
-    host, lines = hwloc("32em64t-2n8c2t-pci-normalio.xml")
+    host, lines = hwloc("xml/32em64t-2n8c2t-pci-normalio.xml")
     assert lines == ["device 0000:04:00.0 (NIC): listed twice, left out"]
     assert "0000:04:00.0" not in {d.address for d in host.devices} and len(host.devices) == 14
 
 
 def test_relative_distances_below_10_are_left_out_in_one_line() -> None:
-    host, lines = hwloc("16amd64-4distances.v1tov2.xml")
+    host, lines = hwloc("xml/16amd64-4distances.v1tov2.xml")
     assert lines == ["64 distances between cells 0-7: below 10 (1 to 8); a SLIT distance is 10 or more, left out"]
     assert all(c.distances == () for c in host.cells)
 

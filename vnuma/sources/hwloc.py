@@ -50,7 +50,7 @@ from lxml import etree
 
 from vnuma.errors import InvalidInputError
 from vnuma.sources.hwlocdistances import read_distances
-from vnuma.sources.hwlocpci import check_busid, read_devices
+from vnuma.sources.hwlocpci import Nodes, check_busid, read_devices
 from vnuma.sources.xmlsafe import INT32_MAX, INT64_MAX, element_where, parse_xml, read_int
 from vnuma.topology import GPU_MEMORY_SUBTYPE, Cell, Cpu, Host, PagePool, Source
 from vnuma.topology.hmat import Hmat
@@ -130,8 +130,8 @@ def read_hwloc(data: bytes | str, *, name: str, what: str = "hwloc") -> Imported
                 gpu=_gpu_of(node, what),
             )
         )
-    gpu_nodes = frozenset(c.id for c in cells if c.gpu_memory)
-    devices, unread = read_devices(objects, gpu_nodes, lambda text, where: parse_hwloc_bitmap(text, what=where), what)
+    nodes = Nodes(frozenset(c.id for c in cells if c.gpu_memory), frozenset(c.id for c in cells if c.cpus))
+    devices, unread = read_devices(objects, nodes, lambda text, where: parse_hwloc_bitmap(text, what=where), what)
     cells = sorted(cells, key=lambda c: c.id)
     hmat = _memattrs(root, in_file, cells, frozenset(barred), left, what)
     host = Host(

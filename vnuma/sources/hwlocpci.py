@@ -3,9 +3,10 @@
 Pure: no I/O; :mod:`vnuma.sources.hwloc` hands over the parsed objects.
 The class and ids come from ``pci_type`` (``"0302 [10de:2330] [10de:16c1] a1"``),
 the NUMA node from the nearest ancestor's ``nodeset`` when it holds exactly
-one node besides GPU-memory nodes (a GPU is local to its
-CPUs' node, not to its own memory), the parent from the nearest upstream
-bridge with an address, the bridges from every upstream bridge with an
+one node with CPUs (a device is local to its CPUs' node, not to memory-only
+nodes beside it: a GPU's own memory, HBM, CXL memory on the same package),
+else, when it holds none with CPUs, exactly one node besides GPU-memory
+nodes; the parent from the nearest upstream bridge with an address, the bridges from every upstream bridge with an
 address (nearest first), and the root complex from the host bridge above
 them (``bridge_type="0-1"``, ``bridge_pci="0000:[16-17]"`` is ``pci0000:16``;
 unknown without one). hwloc gives a link's bandwidth only
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from lxml import etree
 
@@ -41,6 +43,14 @@ _PCI_TYPE = re.compile(
 _CLASS = re.compile(r"^([0-9a-f]{4})\b", re.IGNORECASE)
 _BUS_RANGE = re.compile(r"^([0-9a-f]{4}):\[([0-9a-f]{2})-[0-9a-f]{2}\]$", re.IGNORECASE)
 
+class Nodes(NamedTuple):
+    """The NUMA nodes a device's locality is read against: GPU memory (never a device's node) and those with
+    CPUs (preferred over memory-only ones beside them)."""
+
+    gpu_memory: frozenset[int]
+    with_cpus: frozenset[int]
+
+
 Bitmap = Callable[[str, str], frozenset[int]]
 """Reads an hwloc bitmap (text, where it is for messages): :func:`vnuma.sources.hwloc.parse_hwloc_bitmap`."""
 
@@ -55,11 +65,11 @@ def busid_address(busid: str) -> str | None:
 
 
 def read_devices(
-    objects: Iterable[etree._Element], gpu_nodes: frozenset[int], bitmap: Bitmap, what: str
+    objects: Iterable[etree._Element], nodes: Nodes, bitmap: Bitmap, what: str
 ) -> tuple[list[PciDevice], list[LeftOut]]:
-    """The PCI devices among ``objects`` (document order) and those left out; ``gpu_nodes``: the GPU-memory
-    nodes (never a device's own node), ``bitmap``: the hwloc bitmap reader. A device local to a node the
-    host does not keep (not allowed) is the usable step's to say.
+    """The PCI devices among ``objects`` (document order) and those left out; ``nodes``: the GPU-memory
+    nodes (never a device's own node) and the nodes with CPUs; ``bitmap``: the hwloc bitmap reader. A device
+    local to a node the host does not keep (not allowed) is the usable step's to say.
 
     Raises:
         InvalidInputError: an ancestor's ``nodeset`` that is not an hwloc bitmap.
@@ -69,7 +79,7 @@ def read_devices(
     for obj in objects:
         if obj.get("type") not in ("PCIDev", "Bridge") or not obj.get("pci_busid"):
             continue
-        found = _device(obj, gpu_nodes, bitmap, what)
+        found = _device(obj, nodes, bitmap, what)
         if isinstance(found, PciDevice):
             devices.append(found)
         else:
@@ -77,7 +87,7 @@ def read_devices(
     return devices, left
 
 
-def _device(obj: etree._Element, gpu_nodes: frozenset[int], bitmap: Bitmap, what: str) -> PciDevice | LeftOut:
+def _device(obj: etree._Element, nodes: Nodes, bitmap: Bitmap, what: str) -> PciDevice | LeftOut:
     where = element_where(what, obj)
     busid = (obj.get("pci_busid") or "").strip()
     pci_type = (obj.get("pci_type") or "").strip()
@@ -102,7 +112,8 @@ def _device(obj: etree._Element, gpu_nodes: frozenset[int], bitmap: Bitmap, what
                 root_complex = _root_complex(ancestor.get("bridge_pci"))
         nodeset = ancestor.get("nodeset")
         if nodeset is not None:
-            local = bitmap(nodeset, element_where(what, ancestor)) - gpu_nodes
+            local = bitmap(nodeset, element_where(what, ancestor)) - nodes.gpu_memory
+            local = (local & nodes.with_cpus) or local
             numa_node = next(iter(local)) if len(local) == 1 else None
             break
     pci_class = int(class_id, 16) << 8 | int(prog_if or "0", 16)
