@@ -25,13 +25,13 @@ from dataclasses import dataclass, replace
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import open_reader
+from vnuma.placement.asks import for_tenant
 from vnuma.placement.engine import place
 from vnuma.placement.fill import fill
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Rejection, Strategy
 from vnuma.placement.refusal import summarize
 from vnuma.placement.request import validate_request
-from vnuma.placement.resctrl import with_tenant_slices
 from vnuma.services import Settings
 from vnuma.services.progress import SILENT, Progress
 from vnuma.services.rebalancing import parse_shape
@@ -93,7 +93,7 @@ def capacity(
                                         or snap.tenants[owner].max_gpus is not None)
     one = requests[0]
     if len(requests) == 1 and one.vcpus is not None and one.memory_kib is not None and not quotas:
-        req = with_tenant_slices(replace(one, tenant=owner, host=host, isolation=isolation), fleet.tenant(owner))
+        req = for_tenant(replace(one, tenant=owner, host=host), fleet.tenant(owner))
         validate_request(req, fleet)
         hosts = [fleet.state(host)] if host is not None else list(fleet.states)
         filled = fill(req, fleet, strategy, hosts, count, name="capacity-{}")
@@ -104,9 +104,8 @@ def capacity(
         return CapacityReport(tuple(shapes), tuple(placed), _stops(filled.stops), stopped)
     while count is None or len(placed) < count:
         i = len(placed)
-        req = replace(
-            requests[i % len(requests)], name=f"capacity-{i + 1}", tenant=owner, host=host, isolation=isolation
-        )
+        req = for_tenant(replace(requests[i % len(requests)], name=f"capacity-{i + 1}", tenant=owner, host=host),
+                         fleet.tenant(owner))
         try:
             chosen = place(req, fleet, strategy, explain=False).chosen
         except ConflictError as err:  # the tenant's quota, refused before any host is looked at

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from vnuma.errors import ConflictError, NotFoundError, VnumaError
 from vnuma.inventory.placer import Placer, open_placer
+from vnuma.placement.asks import for_tenant
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, VmRequest
@@ -70,7 +71,8 @@ class Cold:
 
 
 def _named(request: VmRequest, tenants: Mapping[str, Tenant], fleet: Fleet) -> VmRequest:
-    """The request with its tenant's isolation and a name (``TENANT-vmN`` when none was given)."""
+    """The request as its tenant completes it (:func:`vnuma.placement.asks.for_tenant`), with a name
+    (``TENANT-vmN`` when none was given)."""
     assert request.tenant is not None
     tenant = tenants.get(request.tenant)
     if tenant is None:
@@ -84,7 +86,7 @@ def _named(request: VmRequest, tenants: Mapping[str, Tenant], fleet: Fleet) -> V
     check_vm_name(name)
     if fleet.placement(name) is not None:
         raise ConflictError(f"VM {name!r} already exists", hint=f"vnuma vm show {name}")
-    return replace(request, name=name, isolation=tenant.isolation)
+    return for_tenant(replace(request, name=name), tenant)
 
 
 def decided(fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool) -> PlacementResult:
