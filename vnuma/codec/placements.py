@@ -178,7 +178,8 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
 
 
 def _opt_mapping(value: object, at: At) -> Mapping[str, Any] | None:
-    """An object or null (a request kept as stored, read when a move asks it: :func:`vnuma.placement.asks.kept_request`)."""
+    """An object or null (a request kept as stored, read when a move asks it:
+    :func:`vnuma.placement.asks.kept_request`)."""
     return None if value is None else as_mapping(value, at)
 
 
