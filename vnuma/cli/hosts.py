@@ -291,7 +291,12 @@ def drain(
     if not apply or not plan.moves:
         _print_drain(name, doc, as_json)
         return
-    carry_out(ctx, plan, doc, as_json, confirm=yes, allow_restart=allow_restart, allow_migrate=allow_migrate)
+    from functools import partial
+
+    from vnuma.services.permits import granted
+
+    may = granted(allow_restart, allow_migrate)
+    carry_out(ctx, plan, doc, as_json, may, confirm=partial(confirm_apply, yes, len(plan.moves)))
 
 
 def _print_drain(name: str, doc: dict[str, Any], as_json: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -17,6 +18,7 @@ from vnuma.topology import format_size_kib
 
 if TYPE_CHECKING:
     from vnuma.placement.rebalance import Plan
+    from vnuma.services.permits import Permits
 
 ApplyOpt = Annotated[bool, typer.Option("--apply", help="Carry the plan out through libvirt (journaled).")]
 YesOpt = Annotated[bool, typer.Option("--yes", help="Do not ask before --apply changes domains.")]
@@ -146,7 +148,10 @@ def rebalance(
         _no_room_moves(doc, max_moves, host, as_json)
         return
     if apply and moves:
-        carry_out(ctx, plan, doc, as_json, confirm=yes, allow_restart=allow_restart, allow_migrate=allow_migrate)
+        from vnuma.services.permits import granted
+
+        may = granted(allow_restart, allow_migrate)
+        carry_out(ctx, plan, doc, as_json, may, confirm=partial(confirm_apply, yes, len(plan.moves)))
         return
     if as_json:
         output.echo_json(doc)
@@ -198,22 +203,21 @@ def _gap_words(gap: float | None) -> str:
 
 
 def carry_out(
-    ctx: typer.Context, plan: Plan, doc: dict[str, Any], as_json: bool, *, confirm: bool | None,
-    allow_restart: bool, allow_migrate: bool,
+    ctx: typer.Context, plan: Plan, doc: dict[str, Any], as_json: bool, may: Permits, *,
+    confirm: Callable[[], None] | None = None,
 ) -> None:
-    """Print the plan, confirm (``confirm`` is --yes; None: the command itself is the confirmation), run it
-    journaled (:func:`vnuma.services.rebalance_apply.apply_plan`), then print the run: the plan document
-    with ``"run"`` as JSON, else one line per step on stderr and the run's status."""
+    """Print the plan, confirm (``confirm``: the command's --yes check, see :func:`confirm_apply`; None: the
+    command itself is the confirmation), run it journaled with the permits ``may``
+    (:func:`vnuma.services.rebalance_apply.apply_plan`), then print the run: the plan document with
+    ``"run"`` as JSON, else one line per step on stderr and the run's status."""
     from vnuma.services.rebalance_apply import apply_plan
 
     if not as_json:
         print_plan(doc)
     if confirm is not None:
-        confirm_apply(confirm, len(plan.moves))
+        confirm()
     with step_progress(as_json, len(plan.moves)) as progress:
-        report = apply_plan(
-            settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate, progress=progress
-        )
+        report = apply_plan(settings(ctx), plan, may, progress=progress)
     doc["run"] = run_doc(report)
     output.echo_notes(report.notes)
     if as_json:

@@ -235,7 +235,8 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
     if (request.vcpus is None or request.memory_kib is None) and request.gpus <= 0:
         raise InvalidInputError(
             f"VM {name!r}: vCPUs and memory are required unless GPUs are asked for",
-            hint="give --vcpus N --memory SIZE, or --gpus N to size the VM from its GPUs",
+            hint="give vCPUs and memory (`vnuma place --vcpus N --memory SIZE`), or GPUs to size the VM from "
+            "(`vnuma place --gpus N`)",
         )
     problem = request_problem(request)
     if problem is not None:

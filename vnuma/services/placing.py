@@ -160,7 +160,10 @@ def _refit(request: VmRequest, strategy: Strategy) -> Callable[[Fleet], Placemen
 
 
 def require_chosen(request: VmRequest, result: PlacementResult) -> Placement:
-    """The chosen placement, or NoPlacementError with the best reason."""
+    """The chosen placement, or NoPlacementError with the best reason (``place``'s: its hint asks for every
+    host's reason with --explain, unless a host-level refusal says what to do)."""
     if result.chosen is None:
-        raise no_placement(request.name, result)
+        refused = no_placement(request.name, result)
+        refused.hint = refused.hint or "rerun with --explain to see why each host was rejected"
+        raise refused
     return result.chosen

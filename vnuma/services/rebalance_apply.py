@@ -13,21 +13,21 @@ live       running, same host, same guest NUMA shape, page size and
            changed live when it moves, then the new XML defined (so the
            persistent definition matches too)
 restart    running, same host, not live-capable: stop, define, start
-           (only with ``allow_restart``)
+           (only with the ``restart`` permit)
 move       another host, not running: define on the destination, then
            undefine on the source (the domain always exists somewhere)
-migrate    another host, running, ``allow_migrate``, no passed-through devices
-           (a VM with them needs ``allow_restart``): libvirt live migration
+migrate    another host, running, the ``migrate`` permit, no passed-through devices
+           (a VM with them needs the ``restart`` permit): libvirt live migration
            with the destination XML rendered from the new placement (between
            two hosts of the embedded hypervisor, which runs no guests: stop,
            undefine, define and start there, as move-restart)
-move-restart another host, running, ``allow_restart`` (no ``allow_migrate``):
+move-restart another host, running, the ``restart`` permit (not ``migrate``):
            define on the destination, stop and undefine on the source, start
            on the destination
 ========== =================================================================
 
-A plan with a move that needs a permission not given is refused whole and
-nothing changes. Then the run is journaled (every step pending) and each
+A plan with a move that needs a permit not given (:mod:`.permits`) is refused
+whole and nothing changes. Then the run is journaled (every step pending) and each
 step runs as: one transaction moves the VM's claims to the new placement
 and marks the step started; libvirt is changed; one transaction records
 the VM's domain state and marks the step done. Each libvirt action is
@@ -59,6 +59,7 @@ from vnuma.services import Settings, failpoints
 from vnuma.services.applying import hypervisor_of, rendering_of, with_identity
 from vnuma.services.hypervisors import is_embedded, same_hypervisor
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
+from vnuma.services.permits import Permits
 from vnuma.topology import PAGE_4K, Host
 
 CLAIMS, REDEFINE, LIVE, RESTART, MOVE, MIGRATE, MOVE_RESTART = (
@@ -135,10 +136,7 @@ def _observed(inventory_state: VmState, domain: DomainState) -> VmState:
     return VmState.DEFINED
 
 
-def _kind(
-    vm: str, before: Placement, after: Placement, state: VmState, memnode_mode: str | None,
-    allow_restart: bool, allow_migrate: bool,
-) -> str:
+def _kind(vm: str, before: Placement, after: Placement, state: VmState, memnode_mode: str | None, may: Permits) -> str:
     if state is VmState.PLACED:
         return CLAIMS
     if state is not VmState.RUNNING:
@@ -146,34 +144,33 @@ def _kind(
     if before.host == after.host:
         if live_capable(before, after, memnode_mode):
             return LIVE
-        if allow_restart:
+        if may.restart:
             return RESTART
         raise ConflictError(
             f"VM {vm!r} is running and cannot move from cells {list(before.host_cells)} to "
             f"{list(after.host_cells)} live (guest NUMA shape, page size, or memory mode "
             f"{'/'.join(effective_memory_modes(after, memnode_mode))} where only restrictive moves live)",
-            hint="allow stopping and starting it: --allow-restart",
+            hint=f"allow {may.restart_hint}",
         )
-    if allow_migrate and not before.devices and not before.partitions:
+    if may.migrate and not before.devices and not before.partitions:
         return MIGRATE
-    if allow_restart:
+    if may.restart:
         return MOVE_RESTART
-    if allow_migrate:
+    if may.migrate:
         raise ConflictError(
             f"VM {vm!r} passes devices through "
             f"({', '.join([d.address for d in before.devices] + [f'mdev {a.uuid}' for a in before.partitions])}): "
             "libvirt cannot migrate it live",
-            hint="move it with a stop and start instead: --allow-restart (vnuma vm migrate --cold)",
+            hint=f"move it with {may.restart_hint} instead",
         )
+    ways = [w for w in (may.migrate_hint, may.restart_hint) if w]
     raise ConflictError(
         f"VM {vm!r} is running and would move from host {before.host!r} to {after.host!r}",
-        hint="allow live migration (--allow-migrate) or a stop and start (--allow-restart)",
+        hint=f"allow {' or '.join(ways)}",
     )
 
 
-def _new_steps(
-    inventory: Inventory, conns: _Conns, plan: Plan, allow_restart: bool, allow_migrate: bool
-) -> list[NewStep]:
+def _new_steps(inventory: Inventory, conns: _Conns, plan: Plan, may: Permits) -> list[NewStep]:
     current: dict[str, Placement] = {}
     states: dict[str, VmState] = {}
     steps: list[NewStep] = []
@@ -191,9 +188,7 @@ def _new_steps(
             states[move.vm] = VmState.PLACED if domain is DomainState.MISSING else _observed(recorded, domain)
         before = current[move.vm]
         options, _template = rendering_of(inventory.get_rendering(move.vm))
-        kind = _kind(
-            move.vm, before, move.placement, states[move.vm], options.memnode_mode, allow_restart, allow_migrate
-        )
+        kind = _kind(move.vm, before, move.placement, states[move.vm], options.memnode_mode, may)
         if kind is not CLAIMS and not conns.hosts[move.to_host].uri:
             raise InvalidInputError(f"host {move.to_host!r} has no libvirt URI to define VM {move.vm!r} on")
         steps.append(NewStep(move.vm, kind, move.reason, before, move.placement, states[move.vm]))
@@ -291,11 +286,9 @@ def _annotated(err: VnumaError, context: str, hint: str) -> VnumaError:
     return new
 
 
-def apply_plan(
-    settings: Settings, plan: Plan, *, allow_restart: bool = False, allow_migrate: bool = False,
-    progress: Progress | None = None,
-) -> RunReport:
-    """Journal ``plan`` as a run and carry it out.
+def apply_plan(settings: Settings, plan: Plan, may: Permits, *, progress: Progress | None = None) -> RunReport:
+    """Journal ``plan`` as a run and carry it out; ``may``: what it may do to running VMs (a move needing
+    more is refused, with the carrying command's way to allow it as the hint).
 
     Raises:
         ConflictError: another run is unfinished, a move needs a permission
@@ -312,12 +305,12 @@ def apply_plan(
                 f"rebalance run {run.id} is unfinished ({run.status})",
                 hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
             )
-        steps = _new_steps(inventory, conns, plan, allow_restart, allow_migrate)
+        steps = _new_steps(inventory, conns, plan, may)
         executor = _Executor(settings, inventory, conns)
         for s in steps:  # a template or placement that cannot render stops the run before it starts
             if s.kind != CLAIMS:
                 executor.xml(s.vm, s.before, s.after)
-        options = {"allow_restart": allow_restart, "allow_migrate": allow_migrate}
+        options = {"allow_restart": may.restart, "allow_migrate": may.migrate}
         run_id = inventory.open_run(str(plan.objective), options, steps)
         failpoints.reached("run-opened")
         return _forward(inventory, executor, run_id, progress)

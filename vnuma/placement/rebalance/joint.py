@@ -178,7 +178,8 @@ def _price(search: Search, objective: Objective, scale: int, biggest: int, old: 
 def _no_plan(time_limit_s: float) -> NoRoomError:
     return NoRoomError(
         f"CP-SAT found no plan within the time limit ({time_limit_s:g} s); nothing was moved",
-        hint="allow more time (--time-limit S) or use --solver search",
+        hint="allow more time (`vnuma rebalance --time-limit S`) or plan with the search "
+        "(`vnuma rebalance --solver search`)",
     )
 
 
