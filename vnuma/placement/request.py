@@ -232,6 +232,9 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
     problem = _cells_problem(request) if lists != (None, None, None) else None
     if problem is not None:  # said first: per-cell lists also stand for the totals
         raise InvalidInputError(f"VM {name!r}: {problem}")
+    problem = _numbers_problem(request)  # a negative count is named before it is read as "no GPUs asked"
+    if problem is not None:
+        raise InvalidInputError(f"VM {name!r}: {problem}")
     if (request.vcpus is None or request.memory_kib is None) and request.gpus <= 0:
         raise InvalidInputError(
             f"VM {name!r}: vCPUs and memory are required unless GPUs are asked for",
