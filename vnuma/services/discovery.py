@@ -36,7 +36,7 @@ from vnuma.inventory.db import open_inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.services.hosts import discover, record_refresh, refresh_source
-from vnuma.services.names import check_host_name
+from vnuma.services.names import check_name
 from vnuma.services.progress import SILENT, Progress
 from vnuma.topology import Host
 
@@ -157,10 +157,10 @@ def _entry(fields: list[str], number: int, what: str) -> Entry:
                 f"{where}: {uri!r} names no remote host to take the host name from",
                 hint="write `NAME URI`, e.g. `node-1 qemu:///system`",
             )
-        return Entry(name, uri, number)
-    name, uri = fields
+    else:
+        name, uri = fields
     try:
-        check_host_name(name)
+        check_name(name, "host")
     except InvalidInputError as err:
         raise InvalidInputError(f"{where}: {err}", hint="a line is `NAME URI` (or a bare URI)") from err
     return Entry(name, uri, number)

@@ -14,7 +14,7 @@ from vnuma.inventory.hostwrite import Registrar, open_registrar
 from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.services.hypervisors import connect_uri
-from vnuma.services.names import check_host_name
+from vnuma.services.names import check_name
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
 from vnuma.sources.hwloc import parse_hwloc
@@ -145,7 +145,7 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
         raise InvalidInputError(
             "a host NAME is needed", hint="vnuma host add NAME --uri URI, or vnuma host add --from-file FILE"
         )
-    check_host_name(name)
+    check_name(name, "host")
     override = _file_override(capabilities)
     if demo:
         if uri or capabilities:
@@ -198,7 +198,7 @@ def import_host(
     hwloc: Document | None,
 ) -> Host:
     """Parse the documents (``host import``'s files, read by the caller) and record the host."""
-    check_host_name(name)
+    check_name(name, "host")
     with open_registrar(settings.db_url) as registrar:
         _ensure_absent(registrar, name)
         host = import_documents(name, capabilities, nodedevs, hwloc)

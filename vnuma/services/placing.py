@@ -27,7 +27,7 @@ from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, VmRequest
 from vnuma.services import Settings
-from vnuma.services.names import check_vm_name
+from vnuma.services.names import check_name
 from vnuma.topology import gc_paused
 
 CLAIM_ATTEMPTS = 5
@@ -80,7 +80,7 @@ def _named(request: VmRequest, tenants: Mapping[str, Tenant], fleet: Fleet) -> V
         while fleet.placement(f"{request.tenant}-vm{n}") is not None:
             n += 1
         name = f"{request.tenant}-vm{n}"
-    check_vm_name(name)
+    check_name(name, "VM")
     if fleet.placement(name) is not None:
         raise ConflictError(f"VM {name!r} already exists", hint=f"vnuma vm show {name}")
     return replace(request, name=name, isolation=tenant.isolation)
