@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
@@ -35,9 +35,10 @@ from vnuma.errors import InvalidInputError, VnumaError
 from vnuma.inventory.db import open_inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
-from vnuma.services.hosts import discover, record_refresh, refresh_source
+from vnuma.services.hosts import discover, is_demo, record_refresh, refresh_source
 from vnuma.services.names import check_name
 from vnuma.services.progress import SILENT, Progress
+from vnuma.sources.demo import DEMO_OVERRIDE, demo_capabilities_path
 from vnuma.topology import Host
 
 DEFAULT_JOBS = 8
@@ -222,14 +223,15 @@ def add_hosts(
         todo: list[Entry] = []
         for e in entries:
             if e.name not in known:
-                todo.append(e)
+                demo = is_demo(e.uri, e.capabilities)
+                todo.append(replace(e, capabilities=demo_capabilities_path(), override=DEMO_OVERRIDE) if demo else e)
             elif known[e.name] == e.uri:
                 early[e.name] = Outcome(e.name, e.uri, Result.SKIPPED, "already in the inventory")
             else:
                 early[e.name] = _conflict(e, known[e.name])
 
         def record(entry: Entry, host: Host) -> Outcome:
-            inventory.add_host(host)
+            inventory.add_host(host, entry.override)
             return Outcome(entry.name, entry.uri, Result.ADDED, _describe(host), host=host)
 
         done = _run(todo, jobs, record, progress, early)

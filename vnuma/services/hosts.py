@@ -49,12 +49,17 @@ def discover(name: str, uri: str, capabilities: Path | None) -> Host:
         mdev_xmls = hv.mdev_device_xmls()
     finally:
         hv.close()
+    hint = None
     if capabilities is not None:
         data, what = read_input(capabilities, "capabilities"), str(capabilities)
     else:
         assert caps_xml is not None
         data, what = caps_xml.encode(), f"{uri} capabilities"
-    host = parse_capabilities(data, name=name, what=what, uri=uri, source=Source.LIBVIRT)
+        if uri.startswith("test://"):
+            hint = ("libvirt's test driver reports NUMA cells for test:///default (2 stock cells) and none for a "
+                    "node file: give the host's topology with --capabilities FILE (`virsh capabilities` of the real "
+                    "host), or add the demo host (vnuma host add NAME --demo)")
+    host = parse_capabilities(data, name=name, what=what, uri=uri, source=Source.LIBVIRT, no_topology_hint=hint)
     devices = [d for n, xml in device_xmls if (d := parse_nodedev(xml.encode(), what=f"{uri} {n}"))]
     mdevs = [m for n, xml in mdev_xmls for m in parse_mdevs_file_content(xml.encode(), f"{uri} {n}")]
     return check_host(_with_devices(host, devices, mdevs))
@@ -129,7 +134,8 @@ def import_files(
 
 
 def add_host(settings: Settings, name: str | None, uri: str | None, capabilities: Path | None, demo: bool) -> Host:
-    """Discover a host through libvirt and record it (``--demo``: the shipped demo host).
+    """Discover a host through libvirt and record it (``--demo``, or its URI ``test:///vnuma-demo`` without
+    ``capabilities``: the shipped demo host).
 
     ``--demo`` and ``capabilities`` are recorded as the host's topology
     override, so that a refresh reads the topology the same way. Without a
@@ -147,9 +153,9 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
         )
     check_name(name, "host")
     override = _file_override(capabilities)
-    if demo:
-        if uri or capabilities:
-            raise InvalidInputError("--demo brings its own URI and capabilities; drop --uri/--capabilities")
+    if demo and (uri or capabilities):
+        raise InvalidInputError("--demo brings its own URI and capabilities; drop --uri/--capabilities")
+    if demo or is_demo(uri, capabilities):
         uri, capabilities, override = DEMO_URI, demo_capabilities_path(), DEMO_OVERRIDE
     if not uri and settings.libvirt_uri:
         uri = settings.libvirt_uri.replace("{host}", name)
@@ -163,6 +169,12 @@ def add_host(settings: Settings, name: str | None, uri: str | None, capabilities
         host = discover(name, uri, capabilities)
         registrar.add_host(host, override)
     return host
+
+
+def is_demo(uri: str | None, capabilities: Path | None) -> bool:
+    """A host added with the demo host's URI and no capabilities file is the demo host (as with ``--demo``):
+    the test driver reports no NUMA cells for its node file, the demo's capabilities document does."""
+    return uri == DEMO_URI and capabilities is None
 
 
 def _file_override(capabilities: Path | None) -> str | None:
