@@ -12,7 +12,7 @@ import typer
 
 from vnuma.cli import output, remote, settings
 from vnuma.cli.progress import bar
-from vnuma.documents import plan_doc, run_doc
+from vnuma.documents import plan_doc, run_doc, verdict
 from vnuma.placement.model import SEARCHED, Objective
 from vnuma.topology import format_size_kib
 
@@ -79,8 +79,9 @@ def rebalance(
 
     JSON: {"objective", "before", "after", "optimal", "moves": [{"vm",
     "from": {"host", "cells"}, "to": {"host", "cells"}, "reason",
-    "cost_kib"}], "solver", "gap"}; "optimal" says the search finished
-    within the limits ("solver": "search", "gap": null with the search).
+    "cost_kib"}], "solver", "gap"}; "optimal": no plan does better (the
+    objective's lowest value, every shallower depth searched, or CP-SAT's
+    answer proven), as the header line says once ("gap": null with the search).
 
     --solver cp-sat (objectives locality, room, fragmentation, spread-tenants;
     the default for locality and room, measured never worse there) chooses
@@ -174,13 +175,11 @@ def _no_room_moves(doc: dict[str, Any], max_moves: int, host: str | None, as_jso
 
 def print_plan(doc: dict[str, Any]) -> None:
     """A plan as its objective line and a table of moves."""
-    output.echo_lines(
-        [
-            f"objective {doc['objective']}: {doc['before']} -> {doc['after']}"
-            f" ({'search finished' if doc['optimal'] else 'best found within the limits'})"
-        ]
-        + ([f"solver cp-sat: {_gap_words(doc['gap'])}"] if doc.get("solver") == "cp-sat" else [])
-    )
+    solver = doc.get("solver", "search")
+    output.echo_lines([
+        f"objective {doc['objective']}: {doc['before']} -> {doc['after']} (solver {solver}: "
+        f"{verdict(doc['optimal'], solver, doc.get('gap'))})"
+    ])
     if doc.get("left"):
         output.echo_table(None, ["STAYS", "WHY"], [(x["vm"], x["reason"]) for x in doc["left"]])
     if not doc["moves"]:
@@ -194,12 +193,6 @@ def print_plan(doc: dict[str, Any]) -> None:
             for i, m in enumerate(doc["moves"], 1)
         ],
     )
-
-
-def _gap_words(gap: float | None) -> str:
-    if gap is None:
-        return "no bound proven"
-    return "proven optimal for its model" if gap == 0 else f"within {gap:.2%} of its best bound"
 
 
 def carry_out(
