@@ -274,3 +274,10 @@ def test_a_partitioned_gpu_is_drawn_used_by_the_rule_host_show_counts_with() -> 
                 part = ids["dev-" + gpu.replace(":", "-") + f"-part-{k}"]
                 assert part.get("fill") == colours[held.vm] and _legend_vm(ids, part.get("class")) == held.vm
             assert ("dev-" + gpu.replace(":", "-") + "-free" in ids) == any(u.free.values())
+
+
+def test_fleet_picture_memory_tooltips_read_as_every_table_prints_sizes(busy: tuple[object, list[Placement]]) -> None:
+    host, vms = busy
+    ids = _by_id(valid_svg(fleet_svg([host], vms, {"tenant-a": Isolation.CORE})))
+    titles = [el.find("s:title", NS).text for k, el in ids.items() if k.endswith("-memory")]
+    assert titles and all(" MiB claimed" not in t and t.endswith(" GiB claimed") for t in titles), titles
