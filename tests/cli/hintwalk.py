@@ -2,7 +2,8 @@
 
 A *hint* is the text of a ``hint=`` (or ``*_hint=``) argument, of a positional argument in a parameter of
 that name (``Rejection(host, check, reason, HINT)``), of a default value of such a parameter, of an
-assignment to such an attribute (``err.hint = ...``), or of a module constant whose name ends in ``HINT``.
+assignment to such a name or attribute (``hint = ...``, ``err.hint = ...``), or of a module constant whose
+name ends in ``HINT``.
 Its text is read from the literal as written: a string, an f-string (a placeholder reads ``{}``), both
 sides of ``a if c else b`` and ``a or b``, ``"a" + "b"``, ``"a".format(...)`` and a module constant the
 hint names.
@@ -251,8 +252,9 @@ class Graph(TypeReader):
                 for name, arg in zip(names, expr.args, strict=False):
                     if _is_hint(name):
                         self._take(node, arg)
-        elif isinstance(expr, ast.Assign):  # err.hint = ...
-            if any(isinstance(t, ast.Attribute) and _is_hint(t.attr) for t in expr.targets):
+        elif isinstance(expr, ast.Assign):  # err.hint = ..., hint = ...
+            if any(_is_hint(t.attr if isinstance(t, ast.Attribute) else t.id if isinstance(t, ast.Name) else "")
+                   for t in expr.targets):
                 self._take(node, expr.value)
         elif isinstance(expr, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = expr.args
