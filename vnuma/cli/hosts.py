@@ -247,6 +247,7 @@ def drain(
     """
     from vnuma.cli.rebalancing import carry_out, confirm_apply, print_plan, show_carried
     from vnuma.errors import NoRoomError
+    from vnuma.services.permits import granted
     from vnuma.services.rebalancing import drain_plan, drain_refusal
 
     if (allow_restart or allow_migrate or yes) and not apply:
@@ -292,12 +293,8 @@ def drain(
     if not apply or not plan.moves:
         _print_drain(name, doc, as_json)
         return
-    from functools import partial
-
-    from vnuma.services.permits import granted
-
     may = granted(allow_restart, allow_migrate)
-    carry_out(ctx, plan, doc, as_json, may, confirm=partial(confirm_apply, yes, len(plan.moves)))
+    carry_out(ctx, plan, doc, as_json, may, confirm=lambda: confirm_apply(yes, len(plan.moves)))
 
 
 def _print_drain(name: str, doc: dict[str, Any], as_json: bool) -> None:
