@@ -78,3 +78,9 @@ def test_usage_lines_name_arguments_in_capitals(path: tuple[str, ...]) -> None:
     words = usage.split("[OPTIONS]", 1)[1].split()
     assert all("{" not in w and "}" not in w for w in words), usage
     assert all(w.strip("[]").upper() == w.strip("[]") for w in words), usage
+
+
+def test_a_missing_argument_is_named_as_the_usage_line_names_it() -> None:
+    res = CliRunner().invoke(app, ["vm", "repin"])
+    assert res.exit_code == 2 and "Usage: root vm repin [OPTIONS] VM" in res.output
+    assert "Missing argument 'VM'." in res.output

@@ -328,6 +328,9 @@ class _Argument(TyperArgument):
             name += "..."
         return f"[{name}]" if usage and not self.required and not name.startswith("[") else name
 
+    def get_error_hint(self, ctx: typer.Context) -> str:
+        return f"'{self.make_metavar(ctx)}'"  # "Missing argument 'VM'.", as the usage line names it
+
 
 def _remembering(command: TyperCommand | TyperGroup, path: tuple[str, ...]) -> None:
     """Make each leaf command of ``command`` note its path and parameters in :data:`_PARAMS` when it runs (and
