@@ -25,17 +25,6 @@ from vnuma.services import Settings
 from vnuma.topology import DeviceKind, format_cpuset
 
 
-def repin_allows(live: bool) -> tuple[bool, bool]:
-    """What carrying a re-pin out may do to a running VM: (stop and start it, migrate it). A re-pin is
-    live where the domain allows; ``live`` forbids the restart otherwise needed."""
-    return (not live, False)
-
-
-def migrate_allows(cold: bool) -> tuple[bool, bool]:
-    """What carrying a migration out may do to a running VM: (stop and start it, migrate it live)."""
-    return (cold, not cold)
-
-
 def plan_repin(settings: Settings, vm: str, cells: frozenset[int] | None = None) -> Plan:
     """The VM re-fitted on its own host (on ``cells`` only, when given); no moves when the engine keeps it.
 
@@ -118,7 +107,9 @@ def _refit(snap: Snapshot, p: Placement, host: str, avoid: frozenset[tuple[str, 
             return result.chosen
         first = first or result
     assert first is not None
-    raise no_placement(p.vm, first)
+    refused = no_placement(p.vm, first)
+    refused.hint = refused.hint or f"see each cell's free pCPUs, memory and devices: vnuma stats --host {host}"
+    raise refused
 
 
 def _same(old: Placement, new: Placement) -> bool:

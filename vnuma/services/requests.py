@@ -24,7 +24,7 @@ from vnuma.placement.model import (
     VmRequest,
 )
 from vnuma.placement.request import parse_partition
-from vnuma.services.names import check_vm_name
+from vnuma.services.names import check_name
 from vnuma.topology import parse_cpuset, parse_page_size, parse_size_kib
 from vnuma.topology.pcie import Level
 
@@ -83,7 +83,7 @@ def check_group_options(group: str | None, affinity: Affinity | None, anti_affin
         InvalidInputError: which of those is broken.
     """
     if group is not None:
-        check_vm_name(group, "group")
+        check_name(group, "group")
     for option, given in (("--anti-affinity", anti_affinity), ("--affinity", affinity)):
         if group is None and given is not None:
             raise InvalidInputError(f"{option} needs --group G")
@@ -141,7 +141,7 @@ def place_request(
             ``dedicated_vcpus`` list (whether it suits the CPU policy is the engine's request check).
     """
     if name is not None:
-        check_vm_name(name)  # an empty name is refused, not taken as "generate one"
+        check_name(name, "VM")  # an empty name is refused, not taken as "generate one"
     check_group_options(group, affinity, anti_affinity)
     llc_kib = parse_slice(llc, llc_ways, mem_bw)
     per_vcpus = int_list(cell_vcpus, "--cell-vcpus") if cell_vcpus is not None else None
