@@ -64,9 +64,9 @@ def refusal_doc(rejections: tuple[Rejection, ...]) -> dict[str, Any]:
 def no_fit_doc(request: VmRequest, result: PlacementResult) -> dict[str, Any]:
     """``place --json`` when no host takes the VM: the error line and hint (what stderr says), then
     :func:`refusal_doc`."""
-    from vnuma.placement.engine import no_placement
+    from vnuma.services.placing import place_refusal
 
-    err = no_placement(request.name, result)
+    err = place_refusal(request.name, result)
     return {"error": str(err), "hint": err.hint, **refusal_doc(result.rejections)}
 
 
@@ -230,3 +230,18 @@ def plan_doc(plan: Plan) -> dict[str, Any]:
     doc["solver"] = plan.solver
     doc["gap"] = plan.gap
     return doc
+
+
+def verdict(optimal: bool, solver: str, gap: float | None) -> str:
+    """The one thing a plan says about how good it is, from its ``optimal``, ``solver`` and ``gap`` (the JSON
+    keys): the table header's words, never contradicting the JSON. ``optimal``: no plan does better (the
+    objective's lowest value reached, every shallower depth searched, or CP-SAT's answer proven for its
+    model); a CP-SAT plan at the lowest value may still have moves the solver did not prove fewest."""
+    if solver != "cp-sat":
+        return "optimal" if optimal else "best found within the limits"
+    if optimal:
+        return ("optimal, proven by CP-SAT for its model" if gap == 0.0
+                else "optimal" + (f"; its moves within {gap:.2%} of CP-SAT's bound" if gap is not None else ""))
+    if gap is None:
+        return "best found within the limits; CP-SAT proved no bound for it"
+    return f"best found within the limits, within {gap:.2%} of CP-SAT's bound"

@@ -65,12 +65,10 @@ class NoPlacementError(VnumaError):
         self, vm: str, rejections: tuple[Any, ...], *, best: str | None = None, hint: str | None = None
     ) -> None:
         """``best``: why, in one line (:meth:`vnuma.placement.refusal.Refusal.line`: the causes with how many hosts
-        refused for each, and the closest host); ``hint``: what to do about it (default: ask for every reason)."""
+        refused for each, and the closest host); ``hint``: what to do about it (the command that refuses says
+        what its user can do: ``place`` asks for every reason with ``--explain``)."""
         detail = f": {best}" if best else ""
-        super().__init__(
-            f"no host can take VM {vm!r}{detail}",
-            hint=hint or "rerun with --explain to see why each host was rejected",
-        )
+        super().__init__(f"no host can take VM {vm!r}{detail}", hint=hint)
         self.vm = vm
         self.rejections = rejections
 

@@ -43,6 +43,14 @@ def test_bad_place_bodies(service: Service, content: bytes, status: int, kind: s
     assert dump(service.cli.db) == before
 
 
+@pytest.mark.parametrize("name", ["bad 10", "a;b", "x$(id)"])
+def test_a_bad_host_name_is_refused_by_the_api_too(service: Service, name: str) -> None:
+    before = dump(service.cli.db)
+    got = service.as_("root").post("/v1/hosts", json={"name": name, "demo": True})
+    assert got.status_code == 422 and f"bad host name {name!r}" in got.json()["detail"], got.text
+    assert dump(service.cli.db) == before
+
+
 def test_a_body_that_is_not_json_is_415(service: Service) -> None:
     got = service.as_("ops").post("/v1/place", data={"tenant": "tenant-a"})
     assert got.status_code == 415 and "application/json" in got.json()["hint"]

@@ -27,15 +27,16 @@ def _complete(db: Path | str, line: str) -> tuple[list[str], int, str]:
 def test_names_come_from_the_inventory_by_prefix(demo_pair: Cli) -> None:
     for vm in ("web_1", "webx1", "db1"):
         demo_pair.ok("place", "x", "--vcpus", "1", "--memory", "1GiB", "--name", vm)
-    demo_pair.ok("host", "add", "r%1", "--demo")  # host names may hold LIKE's wildcards
+    demo_pair.ok("host", "add", "r_1", "--demo")  # host names may hold LIKE's wildcard _ (not %: the name rule)
     demo_pair.ok("host", "add", "rack9", "--demo")
     demo_pair.ok("tenant", "create", "xylo")
     assert _complete(demo_pair.db, "vnuma vm show ")[0] == ["db1", "web_1", "webx1"]
     assert _complete(demo_pair.db, "vnuma vm show web_")[0] == ["web_1"]  # _ is not a wildcard
     assert _complete(demo_pair.db, "vnuma vm show WEB")[0] == []  # names are case-sensitive
-    assert _complete(demo_pair.db, "vnuma host show ")[0] == ["a", "b", "r%1", "rack9"]
-    assert _complete(demo_pair.db, "vnuma host show r%")[0] == ["r%1"]  # % is not a wildcard
-    assert _complete(demo_pair.db, "vnuma vm migrate web_1 --to r")[0] == ["r%1", "rack9"]
+    assert _complete(demo_pair.db, "vnuma host show ")[0] == ["a", "b", "r_1", "rack9"]
+    assert _complete(demo_pair.db, "vnuma host show r_")[0] == ["r_1"]  # _ is not a wildcard
+    assert _complete(demo_pair.db, "vnuma host show r%")[0] == []  # % is not a wildcard
+    assert _complete(demo_pair.db, "vnuma vm migrate web_1 --to r")[0] == ["r_1", "rack9"]
     assert _complete(demo_pair.db, "vnuma place x")[0] == ["x", "xylo"]
     assert _complete(demo_pair.db, "vnuma tenant show xy")[0] == ["xylo"]
 

@@ -84,7 +84,8 @@ def test_a_solver_drain_plans_and_applies_like_the_search(two: Cli) -> None:
     two.ok("place", "x", "--gpus", "2", "--host", "a", "--name", "g")
     plan = two.ok("host", "drain", "a", "--solver", "cp-sat", "--json").json()
     assert (plan["solver"], plan["gap"], plan["after"], plan["left"]) == ("cp-sat", 0.0, 0, [])
-    assert "solver cp-sat: proven optimal for its model" in two.ok("host", "drain", "a", "--solver", "cp-sat").stdout
+    shown = two.ok("host", "drain", "a", "--solver", "cp-sat").stdout
+    assert "objective drain: 2 -> 0 (solver cp-sat: optimal, proven by CP-SAT for its model)" in shown
     done = two.ok("host", "drain", "a", "--solver", "cp-sat", "--apply", "--yes", "--json").json()
     assert done["run"]["status"] == "done" and _hosts(two) == {"g": "b", "w": "b"}
 
@@ -118,3 +119,31 @@ def test_a_running_vm_needs_a_permission_and_moves_running(two: Cli) -> None:
     assert [(s["kind"], s["status"]) for s in done["run"]["steps"]] == [("migrate", "done")]
     assert _hosts(two) == {"r": "b"} and two.ok("vm", "show", "r", "--json").json()["state"] == "running"
     assert two("reconcile").exit_code == 0
+
+
+@pytest.mark.parametrize("solver", ["cp-sat", "search"])
+def test_a_drain_keeping_a_mig_vm_no_other_host_can_take_says_one_truth(cli: Cli, solver: str) -> None:
+    """The demo host holds a MIG VM; the other host has no GPU at all. The VM stays because it fits on no other
+    host (the engine's reason, naming that host), and the plan's verdict is stated once: CP-SAT proved no plan
+    moves more, so "optimal" is true beside "gap" 0.0 and the header says so; the search proves nothing."""
+    from tests.cli.conftest import REPO
+
+    cli.ok("host", "add", "a", "--demo")
+    cli.ok("host", "import", "b", "--capabilities", str(REPO / "tests" / "data" / "capabilities" /
+                                                          "epyc-8cell-nps4.xml"))
+    cli.ok("gpu-profile", "import", "demo")
+    cli.ok("tenant", "create", "t")
+    cli.ok("place", "t", "--vcpus", "4", "--memory", "8GiB", "--mig", "3g.40gb", "--host", "a", "--name", "m1")
+    cli.ok("place", "t", "--vcpus", "4", "--memory", "8GiB", "--host", "a", "--name", "s1")
+    plan = cli("host", "drain", "a", "--solver", solver, "--json").json()
+    assert plan["left"][0]["vm"] == "m1"
+    assert plan["left"][0]["reason"].startswith("fits on no other host (b: ")
+    assert [m["vm"] for m in plan["moves"]] == ["s1"]
+    header = next(line for line in cli("host", "drain", "a", "--solver", solver).stdout.splitlines()
+                  if line.startswith("objective drain: 2 -> 1"))
+    if solver == "cp-sat":
+        assert (plan["solver"], plan["optimal"], plan["gap"]) == ("cp-sat", True, 0.0)
+        assert header == "objective drain: 2 -> 1 (solver cp-sat: optimal, proven by CP-SAT for its model)"
+    else:
+        assert (plan["solver"], plan["optimal"], plan["gap"]) == ("search", False, None)
+        assert header == "objective drain: 2 -> 1 (solver search: best found within the limits)"

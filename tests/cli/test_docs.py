@@ -67,3 +67,20 @@ def test_help_has_an_example_the_command_line_parser_accepts(path: tuple[str, ..
         # Click reads options in order: an unknown one fails before the trailing --help is reached.
         res = CliRunner().invoke(app, [*words[1:], "--help"])
         assert res.exit_code == 0, f"{example}: {res.output}"
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) for p in COMMANDS])
+def test_usage_lines_name_arguments_in_capitals(path: tuple[str, ...]) -> None:
+    """``Usage: vnuma vm repin [OPTIONS] VM`` (optional ones bracketed), never Typer's ``{vm}``."""
+    res = CliRunner().invoke(app, [*path, "--help"])
+    usage = res.output.splitlines()[0]
+    assert f"{' '.join(path)} [OPTIONS]" in usage, usage
+    words = usage.split("[OPTIONS]", 1)[1].split()
+    assert all("{" not in w and "}" not in w for w in words), usage
+    assert all(w.strip("[]").upper() == w.strip("[]") for w in words), usage
+
+
+def test_a_missing_argument_is_named_as_the_usage_line_names_it() -> None:
+    res = CliRunner().invoke(app, ["vm", "repin"])
+    assert res.exit_code == 2 and "Usage: root vm repin [OPTIONS] VM" in res.output
+    assert "Missing argument 'VM'." in res.output

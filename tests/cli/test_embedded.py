@@ -186,3 +186,35 @@ def test_the_first_hour_on_the_embedded_default(cli: Cli) -> None:
     cli.ok("vm", "release", "tenant-a-llm")
     assert cli.ok("vm", "list", "--json").json() == []
     assert cli.ok("stats", "--json").json()["vms"] == []
+
+
+def test_the_demo_hosts_uri_is_the_demo_host(cli: Cli, tmp_path: Path) -> None:
+    """``--uri test:///vnuma-demo`` (also on a --from-file line) adds what ``--demo`` adds, refreshed the same."""
+    cli.ok("host", "add", "by-flag", "--demo")
+    cli.ok("host", "add", "by-uri", "--uri", "test:///vnuma-demo")
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("by-list test:///vnuma-demo\n")
+    cli.ok("host", "add", "--from-file", str(hosts))
+    shown = {n: cli.ok("host", "show", n, "--json").json() for n in ("by-flag", "by-uri", "by-list")}
+    assert shown["by-uri"] == {**shown["by-flag"], "name": "by-uri"}
+    assert shown["by-list"] == {**shown["by-flag"], "name": "by-list"}
+    for name in shown:
+        assert cli.ok("host", "refresh", name).stdout == f"host {name}: no change\n"
+
+
+def test_the_test_driver_hint_says_what_the_driver_reports(cli: Cli, dumped: Callable[[Path], list[str]]) -> None:
+    """test:///default has libvirt's 2 stock cells; a node file has none, and the refusal says exactly that."""
+    from vnuma.sources.demo import demo_node_path
+
+    cli.ok("host", "add", "stock", "--uri", "test:///default")
+    assert len(cli.ok("host", "show", "stock", "--json").json()["cells"]) == 2
+    before = dumped(cli.db)
+    res = cli("host", "add", "nodefile", "--uri", f"test://{demo_node_path()}")
+    assert res.exit_code == 4 and "no NUMA topology" in res.stderr
+    assert res.stderr.splitlines()[-1] == (
+        "hint: libvirt's test driver reports NUMA cells for test:///default (2 stock cells) and none for a node "
+        "file: give the host's topology with --capabilities FILE (`virsh capabilities` of the real host), or add "
+        "the demo host (vnuma host add NAME --demo)"
+    )
+    assert "never" not in res.stderr
+    assert dumped(cli.db) == before

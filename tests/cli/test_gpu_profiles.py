@@ -127,3 +127,48 @@ def test_host_show_lists_the_mig_profiles_of_gpus_whose_model_is_kept(cli: Cli, 
     assert "GPU MIG profiles" in table and "NVIDIA H100 PCIe" in table and "3g.40gb" in table
     cli.ok("gpu-profile", "remove", "NVIDIA H100 PCIe")
     assert cli.ok("host", "show", "v", "--json").json() == before
+
+
+def _readme_examples(option: str) -> list[list[str]]:
+    """The README's `vnuma place ... OPTION ...` example lines, as argument lists (comments cut)."""
+    import shlex
+
+    from tests.cli.conftest import REPO
+
+    lines = (REPO / "README.md").read_text().splitlines()
+    found = [shlex.split(line.split("#", 1)[0])[1:] for line in lines
+             if line.startswith("vnuma place ") and f" {option} " in line]
+    assert found, f"the README shows no `vnuma place ... {option}` example"
+    return found
+
+
+def test_the_readmes_mig_example_works_on_the_demo_host_once_its_geometry_is_kept(cli: Cli) -> None:
+    """`host add lab --demo`, then the README's `gpu-profile import demo` and `place ... --mig 3g.40gb`: every GPU
+    of the demo host takes the demo geometry, and the example places a MIG instance."""
+    cli.ok("host", "add", "lab", "--demo")
+    cli.ok("tenant", "create", "tenant-a")
+    (example,) = _readme_examples("--mig")
+    refused = cli(*example)
+    assert refused.exit_code == 5 and "gpu-profile import" in refused.stderr  # no geometry kept yet
+    kept = cli.ok("gpu-profile", "import", "demo", "--json").json()
+    assert kept["pci_ids"] == ["0x10de:0x2331"] and "not a measured H100 PCIe table" in kept["source"]
+    gpus = [d for d in cli.ok("host", "show", "lab", "--json").json()["devices"] if d["kind"] == "gpu"]
+    assert len(gpus) == 8 and all(any(p.get("profile") == "3g.40gb" for p in d["partitions"]) for d in gpus)
+    placed = cli.ok(*example, "--json").json()
+    assert [(d["kind"], d["profile"]) for d in placed["devices"]] == [("mig", "3g.40gb")]
+    shipped = [s["name"] for s in cli.ok("gpu-profile", "list", "--shipped", "--json").json()]
+    assert "demo" not in shipped  # the shipped ones describe real GPUs
+
+
+def test_the_readmes_vgpu_example_works_where_gpus_offer_the_type(cli: Cli) -> None:
+    """The README's `--vgpu nvidia-1049:2` on a host whose H100's VFs offer that type (the demo's GPUs offer none,
+    as the README says)."""
+    from vnuma.sources.demo import demo_capabilities_path
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    cli.ok("host", "import", "v", "--capabilities", str(demo_capabilities_path()),
+           "--nodedev", str(data / "nodedev" / "gpu-sriov-vfs.xml"))
+    cli.ok("tenant", "create", "tenant-a")
+    (example,) = _readme_examples("--vgpu")
+    placed = cli.ok(*example, "--json").json()
+    assert [(d["kind"], d["type"]) for d in placed["devices"]] == [("vgpu", "nvidia-1049")] * 2

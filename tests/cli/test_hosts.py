@@ -17,6 +17,7 @@ HOST_KEYS = {"name", "uri", "source", "reserved_cpus", "cells", "devices"}
 CELL_KEYS = {"id", "memory_kib", "memory_only", "cpus", "pages", "distances"}
 CPU_KEYS = {"id", "socket", "die", "core", "siblings"}
 DEVICE_KEYS = {"address", "kind", "numa_node", "vendor_id", "product_id", "parent"}
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_demo_host_is_discovered_through_the_test_driver(cli: Cli) -> None:
@@ -152,6 +153,58 @@ def test_errors_have_distinct_exit_codes_and_change_nothing(
     assert first.startswith("error: ") and needle in first
     assert "Traceback" not in res.stderr
     assert dumped(cli.db) == before
+
+
+BAD_HOST_NAMES = ["bad 10", "a;b", "x$(id)", "", "_under", "a/b", "h" * 64, "naïve"]
+
+
+@pytest.mark.parametrize("name", BAD_HOST_NAMES, ids=["space", "semicolon", "dollar", "empty", "underscore-first",
+                                                      "slash", "64-chars", "non-ascii"])
+def test_a_bad_host_name_is_refused_on_every_path_that_creates_a_host(
+    cli: Cli, tmp_path: Path, dumped: Callable[[Path], list[str]], name: str
+) -> None:
+    """The one name rule of tenants and VMs (``vnuma.topology.names``): host add (libvirt and the demo), host
+    import, a host list line (a name without blanks: blanks separate its fields), each exit 4 naming the
+    name, nothing written."""
+    cli.ok("host", "add", "gpu-node-1", "--demo")
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text(f"{name} test:///default\n")
+    caps = str(DATA / "capabilities" / "laptop-1cell-minimal.xml")
+    before = dumped(cli.db)
+    paths = [["host", "add", name, "--demo"], ["host", "add", name, "--uri", "test:///default"],
+             ["host", "import", name, "--capabilities", caps]]
+    if name and name == "".join(name.split()):
+        paths.append(["host", "add", "--from-file", str(hosts)])
+    for args in paths:
+        res = cli(*args)
+        assert res.exit_code == 4 and f"bad host name {name!r}" in res.stderr, (args, res.stderr)
+        assert dumped(cli.db) == before
+
+
+def test_a_bare_uri_in_a_host_list_names_its_host_by_the_same_rule(
+    cli: Cli, tmp_path: Path, dumped: Callable[[Path], list[str]]
+) -> None:
+    cli.ok("host", "add", "gpu-node-1", "--demo")
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("qemu+ssh://root@x$(id)/system\n")
+    before = dumped(cli.db)
+    res = cli("host", "add", "--from-file", str(hosts))
+    assert res.exit_code == 4 and "line 1: bad host name 'x$(id)'" in res.stderr, res.stderr
+    assert dumped(cli.db) == before
+
+
+def test_lists_are_in_natural_order(cli: Cli) -> None:
+    for name in ("node-10", "node-2", "node-1"):
+        cli.ok("host", "add", name, "--demo")
+    for name in ("t10", "t9"):
+        cli.ok("tenant", "create", name)
+    for i in (1, 10, 2, 11):
+        cli.ok("place", "t9", "--vcpus", "1", "--memory", "1GiB", "--page-size", "4K", "--name", f"vm{i}")
+    assert [h["name"] for h in cli.ok("host", "list", "--json").json()] == ["node-1", "node-2", "node-10"]
+    assert [t["name"] for t in cli.ok("tenant", "list", "--json").json()] == ["t9", "t10"]
+    assert [v["vm"] for v in cli.ok("vm", "list", "--json").json()] == ["vm1", "vm2", "vm10", "vm11"]
+    table = cli.ok("vm", "list").stdout.splitlines()[1:]
+    assert [line.split()[0] for line in table] == ["vm1", "vm2", "vm10", "vm11"]
 
 
 def test_a_database_behind_head_is_refused_with_the_upgrade_hint(cli: Cli, dumped: Callable[[Path], list[str]]) -> None:

@@ -88,10 +88,13 @@ def test_no_fit_is_exit_5_with_json_rejections(demo: Cli, dumped: Callable[[Path
         (["vm", "show", "nope"], 3, "nope"),
         (["vm", "release", "nope"], 3, "nope"),
         (["tenant", "create", "tenant-a"], 9, "tenant-a"),
+        (["place", "tenant-a", "--gpus", "-1"], 4, "GPU count -1 is negative"),
+        (["place", "tenant-a", "--vcpus", "2", "--memory", "1.3GiB"], 4,
+         "bad size '1.3GiB': 1363148.8 KiB is not a whole number of KiB"),
     ],
     ids=["unknown-tenant", "zero-vcpus", "no-memory", "no-unit", "not-whole-pages", "too-many-gpus",
          "unknown-host", "bad-numa-nodes", "superscript-numa-nodes", "bad-name", "unknown-vm", "release-unknown",
-         "duplicate-tenant"],
+         "duplicate-tenant", "negative-gpus-alone", "fraction-of-a-kib"],
 )
 def test_bad_requests_exit_cleanly_and_write_nothing(
     demo: Cli, args: list[str], code: int, needle: str, dumped: Callable[[Path], list[str]]
@@ -102,6 +105,11 @@ def test_bad_requests_exit_cleanly_and_write_nothing(
     assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr
     assert needle in res.stderr
     assert dumped(demo.db) == before
+
+
+def test_a_fraction_of_a_unit_that_is_whole_kib_is_a_size(demo: Cli) -> None:
+    placed = demo.ok("place", "tenant-a", "--vcpus", "2", "--memory", "1.5GiB", "--page-size", "2M", "--json")
+    assert sum(c["memory_mib"] for c in placed.json()["cells"]) == 1536
 
 
 def test_release_frees_claims_and_tenant_removal_waits_for_it(demo: Cli) -> None:

@@ -66,6 +66,7 @@ def test_repin_of_a_running_vm_restarts_it_unless_live_only(two: Cli) -> None:
     two.ok("apply", "d", "--start")
     refused = two("vm", "repin", "d", "--cells", "1", "--live")
     assert refused.exit_code == 9 and "live" in refused.stderr
+    assert refused.stderr.splitlines()[-1] == "hint: allow a stop and start (leave out --live)"
     assert [c["host_cell"] for c in _shown(two, "d")["cells"]] == [0]
     res = two.ok("vm", "repin", "d", "--cells", "1", "--json")
     assert _run(res) == [("restart", "done")]
@@ -90,7 +91,8 @@ def test_live_migration_of_a_vm_with_gpus_is_refused_and_a_cold_move_is_not(two:
     two.ok("place", "x", "--gpus", "1", "--host", "a", "--name", "g")
     two.ok("apply", "g", "--start")
     refused = two("vm", "migrate", "g", "--to", "b")
-    assert refused.exit_code == 9 and "passes devices through" in refused.stderr and "--cold" in refused.stderr
+    assert refused.exit_code == 9 and "passes devices through" in refused.stderr
+    assert refused.stderr.splitlines()[-1] == "hint: move it with a stop and start (--cold) instead"
     assert _shown(two, "g")["host"] == "a"
     res = two.ok("vm", "migrate", "g", "--to", "b", "--cold", "--json")
     assert _run(res) == [("move-restart", "done")]
@@ -119,7 +121,12 @@ def test_a_vm_that_does_not_fit_there_is_refused_with_the_reason(two: Cli, dumpe
     before = dumped(two.db)
     res = two("vm", "migrate", "d", "--to", "b")
     assert res.exit_code == 5 and "b:" in res.stderr
+    assert res.stderr.splitlines()[-1] == "hint: see each cell's free pCPUs, memory and devices: vnuma stats --host b"
     assert dumped(two.db) == before
+    cells = [c["host_cell"] for c in _shown(two, "fill0")["cells"]]
+    repin = two("vm", "repin", "fill0", "--cells", str((cells[0] + 1) % 4))  # a cell another fill VM fills
+    assert repin.exit_code == 5 and "--explain" not in repin.stderr, repin.stderr
+    assert repin.stderr.splitlines()[-1].endswith("vnuma stats --host b")
     assert two("vm", "migrate", "d", "--to", "b", "--live", "--cold").exit_code == 2
 
 

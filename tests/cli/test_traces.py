@@ -69,3 +69,12 @@ def test_simulate_text_reports_nics_when_asked(cli: Cli) -> None:
     assert report["nic_placed"] > 0 and sum(report["gpu_nic_levels"].values()) > 0
     plain = cli.ok("simulate", str(REPO / "examples" / "traces" / "dual-socket-2cell.json")).stdout
     assert "NIC" not in plain
+
+
+def test_simulate_prints_cold_memory_as_every_table_prints_sizes(cli: Cli) -> None:
+    from vnuma.topology import format_size_kib
+
+    trace = str(REPO / "examples" / "traces" / "snc-cxl-gpu.json")
+    report = cli.ok("simulate", trace, "--json").json()
+    line = next(s for s in cli.ok("simulate", trace).stdout.splitlines() if s.startswith("cold tiers placed"))
+    assert line.endswith(f", {format_size_kib(report['cold_memory_mib'] * 1024)}") and " MiB" not in line

@@ -42,6 +42,7 @@ from vnuma.codec import placement_from_dict
 from vnuma.placement.model import Objective
 from vnuma.placement.rebalance import Move, Plan
 from vnuma.services import Settings
+from vnuma.services.permits import granted
 from vnuma.services.rebalance_apply import apply_plan
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.daemon]
@@ -91,7 +92,7 @@ def test_running_guest_is_repinned_live(libvirtd: str, tmp_path: Path) -> None:
         )
         move = Move(name, "local", before.host_cells, "local", after.host_cells, "test re-pin", 0, after)
         plan = Plan(Objective.LOCALITY, 1, 0, True, (move,))
-        report = apply_plan(Settings(db_url=f"sqlite:///{cli.db}"), plan)
+        report = apply_plan(Settings(db_url=f"sqlite:///{cli.db}"), plan, granted(False, False))
         assert [(s.kind, str(s.status)) for s in report.steps] == [("live", "done")]
         assert _qemu_pid(name) == pid, "the guest was restarted"
         assert _vcpu_threads(pid) == {0: str(new)}

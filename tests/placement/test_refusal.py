@@ -144,7 +144,7 @@ def test_hosts_alike_count_as_many_and_many_causes_are_counted_together() -> Non
     refusal = summarize(rejections, hosts=[1, 2, 3, 4, 5, 6])
     assert [c.hosts for c in refusal.causes] == [6, 5, 4, 3, 2, 1]
     line = refusal.line()
-    assert line.startswith("6 hosts: ") and "; 3 hosts: 2 other causes (--explain); closest: h5" in line
+    assert line.startswith("6 hosts: ") and "; 3 hosts: 2 other causes; closest: h5" in line
     assert len(line.split("; ")) == MOST_CAUSES + 2
 
 

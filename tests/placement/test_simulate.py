@@ -245,6 +245,7 @@ BAD_TRACES = [
         "distance to missing cell 5",
     ),
     ("duplicate-host", _trace(hosts=[{"name": "h", "cells": [_cell()]}] * 2), "duplicate host name 'h'"),
+    ("bad-host-name", _trace(hosts=[{"name": "x$(id)", "cells": [_cell()]}]), "hosts[0].name: bad host name 'x$(id)'"),
     ("zero-vcpus", _trace(requests=[_request(vcpus=0)]), "requests[0].vcpus: must be 1 or more"),
     (
         "numa-nodes-key-missing",

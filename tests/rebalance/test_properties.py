@@ -203,6 +203,8 @@ def test_drain_plan_replays_validly_and_leaves_only_what_it_names(
     after = _replay(state, plan)
     stays = sorted(p.vm for p in after if p.host == host)
     assert stays == sorted(vm for vm, _why in plan.left) and all(why for _vm, why in plan.left)
-    assert (plan.before, plan.after, plan.optimal) == (len(on_host), len(stays), not stays)
+    assert (plan.before, plan.after) == (len(on_host), len(stays))
+    # optimal: every VM left, or CP-SAT proved no plan moves more (its gap, then 0.0, is this plan's own)
+    assert plan.optimal == (not stays or plan.gap == 0.0)
     if len(state.hosts) == 1:
         assert stays == on_host

@@ -23,6 +23,7 @@ from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
 from vnuma.placement.rebalance import Plan
 from vnuma.placement.rebalance.base import make_move
 from vnuma.services import Settings
+from vnuma.services.permits import granted
 from vnuma.services.placing import place_vm
 from vnuma.services.rebalance_apply import abort, apply_plan
 from vnuma.topology import KIB_PER_GIB, PAGE_1G
@@ -71,14 +72,14 @@ def test_a_run_whose_first_step_is_refused_closes_itself(url: str) -> None:
     plan = _plan(_placed(settings, ("a", "b")))
     _take(url, plan.moves[0].placement)
     with pytest.raises(ConflictError, match=r"^rebalance run 1 step 1 \(a\): .*already held by VM 'racer'") as err:
-        apply_plan(settings, plan)
+        apply_plan(settings, plan, granted(False, False))
     assert err.value.hint is not None and "nothing was changed and run 1 is closed" in err.value.hint
     assert _journal(url) == [("aborted", False, ["pending", "pending"])]
     with open_inventory(url) as inv:
         assert inv.get_run(1).steps[0].error is not None
         assert {p.vm: p.host for p, _s in inv.list_vms()} == {"a": "host-0", "b": "host-0", "racer": "host-1"}
         inv.release("racer")
-    assert str(apply_plan(settings, plan).status) == "done"  # nothing held the journal up
+    assert str(apply_plan(settings, plan, granted(False, False)).status) == "done"  # nothing held the journal up
 
 
 def test_a_run_refused_after_a_done_step_stays_failed_for_resume_or_abort(url: str) -> None:
@@ -91,7 +92,7 @@ def test_a_run_refused_after_a_done_step_stays_failed_for_resume_or_abort(url: s
             _take(url, plan.moves[1].placement)
 
     with pytest.raises(ConflictError, match=r"^rebalance run 1 step 2 \(b\): ") as err:
-        apply_plan(settings, plan, progress=racer)
+        apply_plan(settings, plan, granted(False, False), progress=racer)
     assert err.value.hint is not None and "--resume" in err.value.hint and "--abort" in err.value.hint
     assert _journal(url) == [("failed", True, ["done", "pending"])]
     assert str(abort(settings).status) == "aborted"

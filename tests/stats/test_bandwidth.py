@@ -207,3 +207,23 @@ def test_a_bandwidth_plan_is_carried_out_through_libvirt_like_any_other(cli: Cli
     # domain and spreads it over the VM's new pCPUs' domains instead.
     again = cli.ok("rebalance", "--objective", "bandwidth", "--json").json()
     assert again["before"] == 1250
+
+
+def test_readings_that_name_no_inventory_vm_say_so(rdt: Cli, tmp_path: Path) -> None:
+    """Saved readings of other domains (another host's, renamed ones) measure nothing, and say why: not two
+    empty tables in silence. A VM in one reading only is named too."""
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    first.write_text(FIRST.read_text().replace("Domain: '", "Domain: 'x"))
+    second.write_text(SECOND.read_text().replace("Domain: '", "Domain: 'x"))
+    res = rdt.ok("stats", "--bandwidth", "--domstats", str(first), "--domstats", str(second), "--json")
+    assert res.json()["vms"] == [] and res.json()["domains"] == []
+    words = ("the readings hold none of the inventory's VMs in both (they name xa1, xa2, xb1, xb2, xnot-ours): "
+             "nothing was measured")
+    assert res.json()["warnings"] == [words] and res.stderr.splitlines() == [f"warning: {words}"]
+    table = rdt.ok("stats", "--host", "rdt", "--bandwidth", "--domstats", str(first), "--domstats", str(SECOND))
+    assert table.stderr.splitlines() == [
+        "warning: in one reading only, left out: a1, a2, b1, b2",
+        "warning: the readings hold none of the VMs of host rdt in both (they name a1, a2, b1, b2, not-ours, xa1, "
+        "xa2, xb1, xb2, xnot-ours): nothing was measured",
+    ]
+    assert _samples(rdt.db) == []

@@ -32,3 +32,21 @@ def test_stats_json_reports_cells_fragmentation_and_locality(cli: Cli) -> None:
 def test_stats_unknown_vm_is_not_found(cli: Cli) -> None:
     res = cli("stats", "nope")
     assert res.exit_code == 3 and "nope" in res.stderr
+
+
+def test_the_largest_free_block_names_the_pages_it_is_in(cli: Cli) -> None:
+    """A laptop-like cell has 14.6 GiB in 4 KiB pages and 1 GiB of 2 MiB pages: its largest block is in 4 KiB
+    pages, which the default page size (large) never places, and the table says so; the demo host's is in
+    1 GiB pages."""
+    from pathlib import Path
+
+    caps = Path(__file__).resolve().parents[1] / "data" / "capabilities" / "laptop-1cell-minimal.xml"
+    cli.ok("host", "import", "laptop", "--capabilities", str(caps))
+    cli.ok("host", "add", "gpu-node-1", "--demo")
+    doc = {h["host"]: h for h in cli.ok("stats", "--json").json()["hosts"]}
+    assert {c["largest_free"]["page_size_kib"] for c in doc["laptop"]["cells"]} == {4}
+    assert {c["largest_free"]["page_size_kib"] for c in doc["gpu-node-1"]["cells"]} == {1024**2}
+    laptop = cli.ok("stats", "--host", "laptop").stdout
+    demo = cli.ok("stats", "--host", "gpu-node-1").stdout
+    assert " GiB of 4 KiB pages, 0 GPUs" in laptop and "of 1 GiB pages" not in laptop
+    assert "160 GiB of 1 GiB pages, 2 GPUs" in demo

@@ -23,7 +23,7 @@ from vnuma.report import fleetpicture, palette
 from vnuma.report.fleetpicture import fleet_rows, fleet_svg
 from vnuma.report.hostpicture import host_svg
 from vnuma.services.pictures import svg_to_png
-from vnuma.topology import PAGE_1G, PAGE_2M
+from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K
 
 SVG11_DTD = Path("/usr/share/xml/w3c-sgml-lib/schema/dtd/REC-SVG11-20110816/svg11.dtd")
 NS = {"s": "http://www.w3.org/2000/svg"}
@@ -230,3 +230,54 @@ def test_gpus_and_nics_are_drawn_inside_their_root_complex() -> None:
         frame = box(ids[f"rc-{cell}-{dev.root_complex.replace(':', '-')}"])
         x0, y0, x1, y1 = box(ids["dev-" + dev.address.replace(":", "-")])
         assert frame[0] <= x0 and frame[1] <= y0 and x1 <= frame[2] and y1 <= frame[3], dev.address
+
+
+def test_a_partitioned_gpu_is_drawn_used_by_the_rule_host_show_counts_with() -> None:
+    """A GPU holding MIG instances is drawn used, with one segment per instance in its VM's colour, as
+    ``host show`` (:func:`host_gpu_use`) counts it; an unclaimed GPU free; a whole one in its VM's colour."""
+    from vnuma.placement.model import PartitionAsk, PartitionKind
+    from vnuma.placement.partitions import host_gpu_use
+    from vnuma.sources.capabilities import parse_capabilities
+    from vnuma.sources.demo import demo_capabilities_path, demo_node_path
+    from vnuma.sources.migprofiles import parse_profile
+    from vnuma.sources.nodedev import parse_nodedev_file_content, with_parent_bridges
+    from vnuma.topology.partitions import with_gpu_profiles
+
+    data = Path(__file__).resolve().parent.parent / "data"
+    geometry = parse_profile((data / "gpu-profiles" / "demo-h100-pcie.json").read_text(), "json")
+    host = parse_capabilities(demo_capabilities_path().read_bytes(), name="m")
+    devices = with_parent_bridges(parse_nodedev_file_content(demo_node_path().read_bytes(), "demo"))
+    host = with_gpu_profiles(replace(host, devices=devices), [geometry])
+    fleet = Fleet([host])
+    mig = PartitionKind.MIG
+    vms = _placed(
+        fleet,
+        request("a", "t", page_size_kib=PAGE_4K, partition=PartitionAsk(mig, "3g.40gb", 1)),
+        request("b", "t", page_size_kib=PAGE_4K, partition=PartitionAsk(mig, "1g.10gb", 1)),
+        request("w", "u", page_size_kib=PAGE_4K, gpus=1),
+    )
+    ids = _by_id(valid_svg(host_svg(host, vms, {})))
+    colours = palette.vm_colours((p.vm, p.tenant) for p in vms)
+    use = host_gpu_use(host, vms, [])
+    assert {u.mode for u in use.values()} == {None, "mig", "whole"}
+    for gpu, u in use.items():
+        el = ids["dev-" + gpu.replace(":", "-")]
+        title = el.find("s:title", NS).text
+        if u.mode is None:
+            assert el.get("fill") == palette.FREE and title.endswith(": free"), gpu
+        elif u.mode == "whole":
+            assert el.get("fill") == colours["w"], gpu
+        else:
+            assert el.get("fill") == palette.USED and "free" not in title.split(":")[-1], (gpu, title)
+            for k, held in enumerate(u.layout):
+                assert held.label() in title and held.vm in title
+                part = ids["dev-" + gpu.replace(":", "-") + f"-part-{k}"]
+                assert part.get("fill") == colours[held.vm] and _legend_vm(ids, part.get("class")) == held.vm
+            assert ("dev-" + gpu.replace(":", "-") + "-free" in ids) == any(u.free.values())
+
+
+def test_fleet_picture_memory_tooltips_read_as_every_table_prints_sizes(busy: tuple[object, list[Placement]]) -> None:
+    host, vms = busy
+    ids = _by_id(valid_svg(fleet_svg([host], vms, {"tenant-a": Isolation.CORE})))
+    titles = [el.find("s:title", NS).text for k, el in ids.items() if k.endswith("-memory")]
+    assert titles and all(" MiB claimed" not in t and t.endswith(" GiB claimed") for t in titles), titles

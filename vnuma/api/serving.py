@@ -1,9 +1,12 @@
-"""Handing ``vnuma serve``'s settings to uvicorn's serving processes, and reading ``--listen``.
+"""Handing ``vnuma serve``'s settings to uvicorn's serving processes, reading ``--listen``, and serving.
 
 uvicorn starts each worker process from an import string, so the settings
 the CLI resolved (and the limits it was given) travel to them in one
 environment variable, :data:`HANDOFF`, as JSON; :func:`from_handoff` is the
-application factory each worker calls.
+application factory each worker calls. :func:`serve` binds the address
+first, says on stderr where it listens, on which inventory and with how many
+workers (one line, once the address is really bound), then serves on that
+socket in one process or several.
 """
 
 from __future__ import annotations
@@ -11,13 +14,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 
 from vnuma.api.app import ServeOptions, create_app
-from vnuma.errors import InvalidInputError
+from vnuma.errors import ConflictError, InvalidInputError
 from vnuma.services import Settings
 
 HANDOFF = "VNUMA_SERVE_SETTINGS"
@@ -40,6 +46,50 @@ def handoff(settings: Settings, *, max_body: int, rate: float, burst: int | None
     """The JSON :func:`from_handoff` reads."""
     doc = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items() if k != "warnings"}
     return json.dumps({"settings": doc, "options": asdict(ServeOptions(max_body, rate, burst))})
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (``SO_REUSEADDR``, inheritable: uvicorn's worker processes share
+    it), as uvicorn binds one.
+
+    Raises:
+        ConflictError: the address cannot be bound (in use, not this machine's, not allowed).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise ConflictError(f"cannot listen on {where(host, port)}: {err.strerror}",
+                            hint="pick another address with --listen HOST:PORT") from None
+    sock.listen(2048)  # uvicorn's backlog: connections queue from now on, before the workers accept them
+    sock.set_inheritable(True)
+    return sock
+
+
+def where(host: str, port: int) -> str:
+    """``127.0.0.1:8750``, ``[::1]:8750``."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def serve(config: Any, sock: socket.socket, banner: str) -> bool:
+    """Print ``banner`` on stderr, then serve ``config`` (a ``uvicorn.Config``) on ``sock`` until stopped: in
+    this process, or in ``config.workers`` processes. False when the one process never started serving."""
+    from uvicorn import Server
+    from uvicorn.supervisors import Multiprocess
+
+    print(banner, file=sys.stderr, flush=True)
+    server = Server(config)
+    try:
+        if config.workers > 1:
+            Multiprocess(config, sockets=[sock]).run()
+            return True
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        return True
+    return bool(server.started)
 
 
 def from_handoff() -> FastAPI:

@@ -26,7 +26,7 @@ from importlib import import_module
 from typing import Annotated, Any, NoReturn, TextIO
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from vnuma.errors import HypervisorError, InventoryError, VnumaError
 
@@ -349,12 +349,30 @@ def _load(name: str) -> TyperCommand | TyperGroup:
     return command
 
 
+class _Argument(TyperArgument):
+    """An argument as usage lines show it, as Click and man pages do: ``VM``, ``[HOST]``, ``SHAPE...`` (Typer
+    0.28 prints ``{vm}``)."""
+
+    def make_metavar(self, ctx: typer.Context, *, usage: bool = False) -> str:
+        name = self.metavar or (self.name or "").upper()
+        if self.nargs != 1 and not name.endswith("..."):
+            name += "..."
+        return f"[{name}]" if usage and not self.required and not name.startswith("[") else name
+
+    def get_error_hint(self, ctx: typer.Context) -> str:
+        return f"'{self.make_metavar(ctx)}'"  # "Missing argument 'VM'.", as the usage line names it
+
+
 def _remembering(command: TyperCommand | TyperGroup, path: tuple[str, ...]) -> None:
-    """Make each leaf command of ``command`` note its path and parameters in :data:`_PARAMS` when it runs."""
+    """Make each leaf command of ``command`` note its path and parameters in :data:`_PARAMS` when it runs (and
+    show its arguments as :class:`_Argument` does)."""
     if isinstance(command, TyperGroup):
         for sub_name, sub in command.commands.items():
             _remembering(sub, (*path, sub_name))
         return
+    for param in command.params:
+        if type(param) is TyperArgument:
+            param.__class__ = _Argument  # the same object, its usage words only
     callback = command.callback
     if callback is None:
         return

@@ -25,7 +25,8 @@ def _doc(g: MigGeometry) -> dict[str, Any]:
 def import_(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(metavar="FILE|NAME", help="A .toml/.json profile file, a shipped "
-                                          "profile's name, or (with --lgipp) saved `nvidia-smi mig -lgip` text.")],
+                                          "profile's name, demo (the demo host's GPUs), or (with --lgipp) saved "
+                                          "`nvidia-smi mig -lgip` text.")],
     lgipp: Annotated[Path | None, typer.Option("--lgipp", metavar="FILE",
                                                help="Saved `nvidia-smi mig -lgipp` text beside -lgip's.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="The GPU model nvidia-smi text is of (as "
@@ -47,6 +48,8 @@ def import_(
     "starts"}], "replaced"}.
 
     Example: vnuma gpu-profile import h100-sxm5-80gb
+
+    Example: vnuma gpu-profile import demo
 
     Example: vnuma gpu-profile import lgip.txt --lgipp lgipp.txt --model 'NVIDIA H100 80GB HBM3' --pci-id 0x10de:0x2330
     """

@@ -39,7 +39,8 @@ def add(
         typer.Option("--capabilities", help="Capabilities XML to use instead of libvirt's (refresh reads it again)."),
     ] = None,
     demo: Annotated[
-        bool, typer.Option("--demo", help="The shipped demo GPU server through libvirt's test driver.")
+        bool, typer.Option("--demo", help="The shipped demo GPU server through libvirt's test driver (its URI, "
+                           "test:///vnuma-demo, means the same).")
     ] = False,
     from_file: Annotated[
         str | None,

@@ -108,6 +108,7 @@ def drain(
     """
     from vnuma.cli.rebalancing import carry_out, confirm_apply, print_plan, show_carried
     from vnuma.errors import NoRoomError
+    from vnuma.services.permits import granted
     from vnuma.services.rebalancing import drain_plan, drain_refusal
 
     if (allow_restart or allow_migrate or yes) and not apply:
@@ -153,7 +154,8 @@ def drain(
     if not apply or not plan.moves:
         _print_drain(name, doc, as_json)
         return
-    carry_out(ctx, plan, doc, as_json, confirm=yes, allow_restart=allow_restart, allow_migrate=allow_migrate)
+    may = granted(allow_restart, allow_migrate)
+    carry_out(ctx, plan, doc, as_json, may, confirm=lambda: confirm_apply(yes, len(plan.moves)))
 
 
 def _print_drain(name: str, doc: dict[str, Any], as_json: bool) -> None:

@@ -14,6 +14,7 @@ from vnuma.documents import plan_doc
 
 if TYPE_CHECKING:
     from vnuma.placement.rebalance import Plan
+    from vnuma.services.permits import Permits
 
 
 @vm_app.command("repin")
@@ -40,7 +41,8 @@ def repin(
 
     Example: vnuma vm repin tenant-a-vm1 --cells 2,3 --live
     """
-    from vnuma.services.lifecycle import plan_repin, repin_allows
+    from vnuma.services.lifecycle import plan_repin
+    from vnuma.services.permits import repin_permits
     from vnuma.topology import parse_cpuset
 
     client = remote(ctx)
@@ -48,8 +50,7 @@ def repin(
         _show(vm, client.repin(vm, {"cells": cells, "live": live, "dry_run": dry_run}), as_json)
         return
     plan = plan_repin(settings(ctx), vm, parse_cpuset(cells) if cells is not None else None)
-    restart, migrate_ = repin_allows(live)
-    _carry(ctx, vm, plan, dry_run, as_json, allow_restart=restart, allow_migrate=migrate_)
+    _carry(ctx, vm, plan, dry_run, as_json, repin_permits(live))
 
 
 @vm_app.command("migrate")
@@ -79,7 +80,8 @@ def migrate(
 
     Example: vnuma vm migrate tenant-a-vm1 --to gpu-node-2 --live --dry-run
     """
-    from vnuma.services.lifecycle import migrate_allows, plan_migrate
+    from vnuma.services.lifecycle import plan_migrate
+    from vnuma.services.permits import migrate_permits
 
     if live and cold:
         raise typer.BadParameter("give --live or --cold, not both")
@@ -88,14 +90,10 @@ def migrate(
         _show(vm, client.migrate(vm, {"to": to, "live": live, "cold": cold, "dry_run": dry_run}), as_json)
         return
     plan = plan_migrate(settings(ctx), vm, to)
-    restart, live_move = migrate_allows(cold)
-    _carry(ctx, vm, plan, dry_run, as_json, allow_restart=restart, allow_migrate=live_move)
+    _carry(ctx, vm, plan, dry_run, as_json, migrate_permits(cold))
 
 
-def _carry(
-    ctx: typer.Context, vm: str, plan: Plan, dry_run: bool, as_json: bool, *, allow_restart: bool,
-    allow_migrate: bool,
-) -> None:
+def _carry(ctx: typer.Context, vm: str, plan: Plan, dry_run: bool, as_json: bool, may: Permits) -> None:
     doc = plan_doc(plan)
     if dry_run or not plan.moves:
         _show(vm, doc, as_json)
@@ -105,7 +103,7 @@ def _carry(
             if (why := held_up(settings(ctx))) is not None:
                 typer.echo(f"warning: {why}", err=True)
         return
-    carry_out(ctx, plan, doc, as_json, confirm=None, allow_restart=allow_restart, allow_migrate=allow_migrate)
+    carry_out(ctx, plan, doc, as_json, may)
 
 
 def _show(vm: str, doc: dict[str, Any], as_json: bool) -> None:

@@ -134,13 +134,12 @@ def _make_room(
         output.echo_lines([f"VM {request.name} fits after {len(plan.moves)} move(s){where}:"])
         print_plan(doc)
     if apply:
+        from vnuma.services.permits import granted
         from vnuma.services.rebalance_apply import apply_plan
 
         confirm_apply(yes, len(plan.moves))
         with step_progress(as_json, len(plan.moves)) as progress:
-            report = apply_plan(
-                settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate, progress=progress
-            )
+            report = apply_plan(settings(ctx), plan, granted(allow_restart, allow_migrate), progress=progress)
         doc["run"] = run_doc(report)
         output.echo_notes(report.notes)
     return doc

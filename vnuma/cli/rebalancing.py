@@ -5,18 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from vnuma.cli import output, remote, settings
 from vnuma.cli.progress import bar
-from vnuma.documents import plan_doc, run_doc
+from vnuma.documents import plan_doc, run_doc, verdict
 from vnuma.placement.model import SEARCHED, Objective
 from vnuma.topology import format_size_kib
 
 if TYPE_CHECKING:
     from vnuma.placement.rebalance import Plan
+    from vnuma.services.permits import Permits
 
 ApplyOpt = Annotated[bool, typer.Option("--apply", help="Carry the plan out through libvirt (journaled).")]
 YesOpt = Annotated[bool, typer.Option("--yes", help="Do not ask before --apply changes domains.")]
@@ -77,8 +79,9 @@ def rebalance(
 
     JSON: {"objective", "before", "after", "optimal", "moves": [{"vm",
     "from": {"host", "cells"}, "to": {"host", "cells"}, "reason",
-    "cost_kib"}], "solver", "gap"}; "optimal" says the search finished
-    within the limits ("solver": "search", "gap": null with the search).
+    "cost_kib"}], "solver", "gap"}; "optimal": no plan does better (the
+    objective's lowest value, every shallower depth searched, or CP-SAT's
+    answer proven), as the header line says once ("gap": null with the search).
 
     --solver cp-sat (objectives locality, room, fragmentation, spread-tenants;
     the default for locality and room, measured never worse there) chooses
@@ -146,7 +149,10 @@ def rebalance(
         _no_room_moves(doc, max_moves, host, as_json)
         return
     if apply and moves:
-        carry_out(ctx, plan, doc, as_json, confirm=yes, allow_restart=allow_restart, allow_migrate=allow_migrate)
+        from vnuma.services.permits import granted
+
+        may = granted(allow_restart, allow_migrate)
+        carry_out(ctx, plan, doc, as_json, may, confirm=partial(confirm_apply, yes, len(plan.moves)))
         return
     if as_json:
         output.echo_json(doc)
@@ -169,13 +175,11 @@ def _no_room_moves(doc: dict[str, Any], max_moves: int, host: str | None, as_jso
 
 def print_plan(doc: dict[str, Any]) -> None:
     """A plan as its objective line and a table of moves."""
-    output.echo_lines(
-        [
-            f"objective {doc['objective']}: {doc['before']} -> {doc['after']}"
-            f" ({'search finished' if doc['optimal'] else 'best found within the limits'})"
-        ]
-        + ([f"solver cp-sat: {_gap_words(doc['gap'])}"] if doc.get("solver") == "cp-sat" else [])
-    )
+    solver = doc.get("solver", "search")
+    output.echo_lines([
+        f"objective {doc['objective']}: {doc['before']} -> {doc['after']} (solver {solver}: "
+        f"{verdict(doc['optimal'], solver, doc.get('gap'))})"
+    ])
     if doc.get("left"):
         output.echo_table(None, ["STAYS", "WHY"], [(x["vm"], x["reason"]) for x in doc["left"]])
     if not doc["moves"]:
@@ -191,29 +195,22 @@ def print_plan(doc: dict[str, Any]) -> None:
     )
 
 
-def _gap_words(gap: float | None) -> str:
-    if gap is None:
-        return "no bound proven"
-    return "proven optimal for its model" if gap == 0 else f"within {gap:.2%} of its best bound"
-
-
 def carry_out(
-    ctx: typer.Context, plan: Plan, doc: dict[str, Any], as_json: bool, *, confirm: bool | None,
-    allow_restart: bool, allow_migrate: bool,
+    ctx: typer.Context, plan: Plan, doc: dict[str, Any], as_json: bool, may: Permits, *,
+    confirm: Callable[[], None] | None = None,
 ) -> None:
-    """Print the plan, confirm (``confirm`` is --yes; None: the command itself is the confirmation), run it
-    journaled (:func:`vnuma.services.rebalance_apply.apply_plan`), then print the run: the plan document
-    with ``"run"`` as JSON, else one line per step on stderr and the run's status."""
+    """Print the plan, confirm (``confirm``: the command's --yes check, see :func:`confirm_apply`; None: the
+    command itself is the confirmation), run it journaled with the permits ``may``
+    (:func:`vnuma.services.rebalance_apply.apply_plan`), then print the run: the plan document with
+    ``"run"`` as JSON, else one line per step on stderr and the run's status."""
     from vnuma.services.rebalance_apply import apply_plan
 
     if not as_json:
         print_plan(doc)
     if confirm is not None:
-        confirm_apply(confirm, len(plan.moves))
+        confirm()
     with step_progress(as_json, len(plan.moves)) as progress:
-        report = apply_plan(
-            settings(ctx), plan, allow_restart=allow_restart, allow_migrate=allow_migrate, progress=progress
-        )
+        report = apply_plan(settings(ctx), plan, may, progress=progress)
     doc["run"] = run_doc(report)
     output.echo_notes(report.notes)
     if as_json:

@@ -56,7 +56,9 @@ def serve(
     sees and releases only its tenant's VMs; admin also manages hosts
     (drain included), tenants and tokens. Every request needs
     Authorization: Bearer TOKEN (401 without). The inventory must be at
-    this vnuma's schema (vnuma db upgrade).
+    this vnuma's schema (vnuma db upgrade). Once the address is bound, one
+    line on stderr says where it listens, on which inventory and with how
+    many workers; an address that cannot be bound is exit 9.
 
     Example: vnuma --db /var/lib/vnuma/inventory.db serve --listen 0.0.0.0:8750 --workers 4
     """
@@ -64,8 +66,8 @@ def serve(
 
     import uvicorn
 
-    from vnuma.api.serving import HANDOFF, handoff, parse_listen
-    from vnuma.services.queries import check_serving
+    from vnuma.api.serving import HANDOFF, handoff, listening_socket, parse_listen, serve, where
+    from vnuma.services.queries import check_serving, db_status
 
     host, port = parse_listen(listen)
     if (ssl_certfile is None) != (ssl_keyfile is None):
@@ -73,9 +75,15 @@ def serve(
     chosen = settings(ctx)
     check_serving(chosen)
     os.environ[HANDOFF] = handoff(chosen, max_body=max_body, rate=rate_limit, burst=burst)
-    uvicorn.run(
+    config = uvicorn.Config(
         "vnuma.api.serving:from_handoff", factory=True, host=host, port=port, workers=workers,
         ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
         ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None, log_level="warning", access_log=False,
         server_header=False,
     )
+    sock = listening_socket(host, port)
+    scheme = "https" if ssl_certfile else "http"
+    banner = (f"vnuma serve: listening on {scheme}://{where(host, port)}, inventory {db_status(chosen)['url']}, "
+              f"{workers} worker{'s' * (workers != 1)}")
+    if not serve(config, sock, banner):
+        raise typer.Exit(1)  # uvicorn said why (the application did not start)

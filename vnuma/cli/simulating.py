@@ -11,6 +11,7 @@ from vnuma.cli import output, settings
 from vnuma.cli.options import StrategyOpt, strategy_of
 from vnuma.cli.progress import bar
 from vnuma.placement.model import Isolation
+from vnuma.topology import format_size_kib
 
 
 def simulate(
@@ -54,7 +55,8 @@ def simulate(
         ("GPUs used", f"{report['gpus_used']} / {report['gpus_total']}"),
         ("multi-node VMs (non-adjacent)", f"{report['multi_node']} ({report['multi_node_non_adjacent']})"),
         *([("cold tiers placed / asked, memory",
-            f"{report['cold_placed']} / {report['cold_requests']}, {report['cold_memory_mib']} MiB")]
+            f"{report['cold_placed']} / {report['cold_requests']}, "
+            f"{format_size_kib(report['cold_memory_mib'] * 1024)}")]
           if report["cold_requests"] else []),
         *([("NIC requests placed / asked", f"{report['nic_placed']} / {report['nic_requests']}"),
            ("NICs used (VFs held)", f"{report['nics_used']} / {report['nics_total']} ({report['nic_vfs_used']})"),

@@ -36,7 +36,9 @@ def stats(
     Per cell: pCPUs claimed/free/reserved, pages claimed of each pool, GPUs
     used of the cell's total, and the largest free block (the largest
     one-cell dedicated VM of a new tenant the placement engine could still
-    place on that cell; "nothing fits" when not one vCPU with one page does).
+    place on that cell, with the size of the pages its memory is in, which
+    may be 4 KiB while the default page size is large; "nothing fits" when
+    not one vCPU with one page does).
     Per host, for k = 1..4 cells: the largest VM the engine could still
     place on k cells (most vCPUs, then memory, then GPUs); for one cell, the
     largest of the cells' free blocks. Per VM: the share of its vCPUs, memory and devices on its own
@@ -161,7 +163,7 @@ def _size(kib: int) -> str:
 def _shape_text(s: dict[str, int] | None) -> str:
     if s is None:
         return "nothing fits"
-    return shape_text(s["vcpus"], s["memory_kib"], s["gpus"])
+    return shape_text(s["vcpus"], s["memory_kib"], s["gpus"], s["page_size_kib"])
 
 
 def _share(x: float | None) -> str:

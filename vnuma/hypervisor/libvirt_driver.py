@@ -39,7 +39,7 @@ def connect(uri: str) -> LibvirtHypervisor:
         HypervisorError: libvirt cannot open it.
     """
     if not uri.strip():
-        raise InvalidInputError("empty libvirt URI", hint="e.g. --uri qemu:///system")
+        raise InvalidInputError("empty libvirt URI", hint="give a libvirt URI, e.g. qemu:///system or qemu+ssh://root@HOST/system")
     lv = _libvirt()
     try:
         conn = lv.open(uri)

@@ -117,7 +117,7 @@ def best_reason(result: PlacementResult) -> str:
 
 def no_placement(vm: str, result: PlacementResult) -> NoPlacementError:
     """The error for a VM no host takes: the one line of :func:`best_reason`, and the closest host's hint
-    (``cordoned``: uncordon it; no hugepages: reserve some) or else the advice to ask for every reason."""
+    (``cordoned``: uncordon it; no hugepages: reserve some), if its check gives one."""
     refusal = summarize(result.rejections)
     return NoPlacementError(vm, result.rejections, best=refusal.line(), hint=refusal.hint())
 

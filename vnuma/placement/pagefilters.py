@@ -22,7 +22,7 @@ NO_HUGEPAGES = "has no hugepages, and the default page size is large (hugepages 
 """Why a host without hugepages takes no VM of page size ``large`` (the ``page-size`` filter, and sizing)."""
 NO_HUGEPAGES_HINT = (
     "reserve hugepages (`echo N > /sys/devices/system/node/nodeK/hugepages/hugepages-2048kB/nr_hugepages`), "
-    "or place with `--page-size 4K`, or set `page_size = \"4K\"` in the config file"
+    "or place VMs without them (`vnuma place ... --page-size 4K`, or `page_size = \"4K\"` in the config file)"
 )
 
 

@@ -265,8 +265,8 @@ def _none_offers(hs: HostState, ask: PartitionAsk) -> Shortage:
                    and (d.address not in hs.shape.gpu_offers or hs.shape.gpu_offers[d.address].mig is None)})
     if bare:
         gist = f"{', '.join(bare)}: no MIG geometry kept: `vnuma gpu-profile import`"
-        hint = ("keep the model's geometry: `vnuma gpu-profile import FILE|NAME` (a profile file, a shipped "
-                "profile's name, or `nvidia-smi mig -lgip` text with --lgipp)")
+        hint = ("keep the model's geometry: `vnuma gpu-profile import FILE|NAME` (a profile file or a shipped "
+                "profile's name), or from saved `nvidia-smi mig` text: `vnuma gpu-profile import LGIP --lgipp LGIPP`")
         return Shortage(gist, gist, None, hint)
     models = sorted({o.mig.model for o in offers if o.mig is not None})
     if not models:

@@ -62,6 +62,7 @@ MOST_CAUSES = 4
 """The most causes the one line lists (the rest are counted together)."""
 
 EXPLAIN_HINT = "rerun with --explain to see why each host was rejected"
+"""``vnuma place``'s hint when the closest host's check gives none (other commands have no ``--explain``)."""
 
 
 def gist(r: Rejection) -> str:
@@ -101,13 +102,14 @@ class Refusal:
         rest = self.causes[MOST_CAUSES:]
         if rest:
             others = sum(c.hosts for c in rest)
-            shown.append(f"{count_of(others, 'host')}: {count_of(len(rest), 'other cause')} (--explain)")
+            shown.append(f"{count_of(others, 'host')}: {count_of(len(rest), 'other cause')}")
         detail = "" if best.reason == gist(best) else f" ({best.reason})"
         return "; ".join(shown) + f"; closest: {best.host}{detail}"
 
-    def hint(self) -> str:
-        """What to do: the closest host's hint when its check gives one, else to ask for every reason."""
-        return self.closest.hint if self.closest is not None and self.closest.hint else EXPLAIN_HINT
+    def hint(self) -> str | None:
+        """What to do: the closest host's hint when its check gives one (the command that refuses may add its
+        own way to see every reason: ``place --explain``, :data:`EXPLAIN_HINT`)."""
+        return self.closest.hint if self.closest is not None else None
 
 
 def _rank(r: Rejection) -> tuple[int, int, int]:

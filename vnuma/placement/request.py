@@ -232,10 +232,14 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
     problem = _cells_problem(request) if lists != (None, None, None) else None
     if problem is not None:  # said first: per-cell lists also stand for the totals
         raise InvalidInputError(f"VM {name!r}: {problem}")
+    problem = _numbers_problem(request)  # a negative count is named before it is read as "no GPUs asked"
+    if problem is not None:
+        raise InvalidInputError(f"VM {name!r}: {problem}")
     if (request.vcpus is None or request.memory_kib is None) and request.gpus <= 0:
         raise InvalidInputError(
             f"VM {name!r}: vCPUs and memory are required unless GPUs are asked for",
-            hint="give --vcpus N --memory SIZE, or --gpus N to size the VM from its GPUs",
+            hint="give vCPUs and memory (`vnuma place --vcpus N --memory SIZE`), or GPUs to size the VM from "
+            "(`vnuma place --gpus N`)",
         )
     problem = request_problem(request)
     if problem is not None:

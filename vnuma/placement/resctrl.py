@@ -166,12 +166,14 @@ def host_problem(host: Host, req: VmRequest, *, policy: bool = True) -> Problem 
     if req.llc_ways is not None or req.llc_kib is not None:
         if not _facts(host.resctrl).banks:
             return Problem(f"llc: host {host.name!r} has no L3 cache allocation (resctrl CAT)",
-                           "place it without --llc, or on a host whose capabilities list L3 <control>s")
+                           "place it on a host whose capabilities list L3 <control>s, or without a slice "
+                           "(vnuma place with no --llc or --llc-ways)")
         if policy and host.resctrl_policy.llc_default_ways is None:
             return _no_ways_kept(host)
     if req.mem_bw is not None and not _facts(host.resctrl).nodes:
         return Problem(f"mem-bw: host {host.name!r} has no memory-bandwidth allocation (resctrl MBA)",
-                       "place it without --mem-bw, or on a host whose capabilities list <memory_bandwidth>")
+                       "place it on a host whose capabilities list <memory_bandwidth>, or without a cap "
+                       "(vnuma place with no --mem-bw)")
     return None
 
 

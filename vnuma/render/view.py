@@ -337,7 +337,8 @@ def topology_of(follows: Topology, vcpus: int, options: RenderOptions) -> Topolo
         raise ConfigError(
             f"guest CPU topology {sockets} socket(s) x {cores or '?'} core(s) x {threads} thread(s) does not "
             f"make the VM's {vcpus} vCPUs",
-            hint="give --sockets/--cores/--threads whose product is the vCPU count",
+            hint="make their product the vCPU count: `vnuma apply VM --sockets S --cores C --threads T` "
+            "(`vnuma render` takes the same)",
         )
     return Topology(str(sockets), "1", str(cores), str(threads))
 

@@ -29,7 +29,7 @@ from vnuma.placement.model import Isolation, Placement
 from vnuma.report import palette
 from vnuma.report.svgparts import Elements, Owner, rect, text
 from vnuma.report.usage import CellUse, cell_use
-from vnuma.topology import Host
+from vnuma.topology import Host, format_size_kib
 
 GROUP_AT = 200
 """More hosts than this: hosts of one shape and use share a row."""
@@ -120,7 +120,8 @@ def _cell(x: float, y: float, c: CellLoad, rid: str) -> Elements:
     out += _bar(bx, y + 3, cpus,
                 f"cell {c.cell}: pCPUs {c.claimed} claimed, {c.reserved} reserved of {c.pcpus}", f"{cid}-pcpus")
     out += _bar(bx, y + 3 + BAR_H + 2, [(_share(c.memory_claimed_kib, c.memory_kib), palette.USED)],
-                f"cell {c.cell}: memory {c.memory_claimed_kib // 1024} of {c.memory_kib // 1024} MiB claimed",
+                f"cell {c.cell}: memory {format_size_kib(c.memory_claimed_kib) if c.memory_claimed_kib else '0'} of "
+                f"{format_size_kib(c.memory_kib)} claimed",
                 f"{cid}-memory")
     gy = y + 3 + 2 * (BAR_H + 2) + 1
     free_ok = c.gpus - c.gpus_claimed - c.gpus_stranded

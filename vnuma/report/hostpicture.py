@@ -13,14 +13,20 @@ without a NUMA node at the bottom; a legend of every VM (tenant, vCPUs, cells). 
 filled with its VM's colour when a VM holds it (a pinned vCPU or an
 isolated emulator pCPU), outlined in it when the VM keeps it empty (thread
 policy ``isolate``), dark grey when reserved for the host, blue-grey when in
-the pool ``shared`` VMs float over, light grey when free. What a VM holds
-comes from the placement ledger (:class:`vnuma.placement.ledger.fleet.Fleet`),
-the same accounting admission uses.
+the pool ``shared`` VMs float over, light grey when free. A GPU passed through
+whole is filled with its VM's colour; a GPU holding partitions (MIG instances,
+vGPU instances) is drawn used (blue, white label), with a strip along its foot
+of one segment per partition in its VM's colour (by MIG start) and a light grey
+segment when it still takes more. What a VM holds comes from the placement
+ledger (:class:`vnuma.placement.ledger.fleet.Fleet`), the same accounting
+admission uses; a GPU's mode and partitions are
+:func:`vnuma.placement.partitions.gpu_use`'s, as ``host show`` prints them.
 
 Element ids, for scripts and tests: ``pu-N`` (CPU N), ``cell-N``,
 ``socket-N``, ``pages-C-SIZE`` (a pool's bar, SIZE in KiB) with its segments
 ``pages-C-SIZE-vmI`` and ``pages-C-SIZE-free``, ``dev-ADDRESS`` (``:``
-written ``-``), ``rc-C-ROOT`` (root complex ROOT, e.g. ``pci0000-16``, in
+written ``-``) with a partitioned GPU's segments ``dev-ADDRESS-part-K`` and
+``dev-ADDRESS-free``, ``rc-C-ROOT`` (root complex ROOT, e.g. ``pci0000-16``, in
 cell C; ``unknown`` for devices whose root complex is not known, C ``none``
 for devices without a NUMA node), ``legend-vmI``; every element a VM holds has the class
 ``vmI tenantJ``, I and J numbering the VMs and tenants by name, and a
@@ -36,10 +42,12 @@ import drawsvg as dw
 from vnuma.placement.ledger.claim import page_needs
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, vcpu_pins
+from vnuma.placement.partitions import gpu_use
 from vnuma.report import palette
 from vnuma.report.pcietree import shown
 from vnuma.report.svgparts import EMPTY, PAD, Box, Elements, Owner, framed, rect, stack, text
 from vnuma.topology import PAGE_4K, Cell, Host, PciDevice, format_size_kib
+from vnuma.topology.partitions import GpuUse
 
 PU_W, PU_H, GAP = 30, 18, 3
 CORES_PER_ROW = 8
@@ -83,6 +91,7 @@ class _Holders:
             for (cell, size), n in sorted(page_needs(p).items()):
                 self.pages.setdefault((cell, size), []).append((p.vm, n))
         self.device = {d.address: p.vm for p in self.placements for d in p.devices}
+        self.gpus: dict[str, GpuUse] = gpu_use(fleet.state(host.name))
 
     def label(self, vm: str) -> str:
         tenant = self.by_vm[vm].tenant
@@ -161,6 +170,9 @@ def _device(dev: PciDevice, h: _Holders) -> Box:
     vm = h.device.get(dev.address)
     what = {"gpu": "GPU", "nic": "NIC"}.get(dev.kind.value, "PCI")
     title = f"{what} {dev.address} ({dev.vendor_id}:{dev.product_id})"
+    use = h.gpus.get(dev.address)
+    if vm is None and use is not None and use.layout:
+        return _partitioned(dev, use, title, h)
     o = h.owner(vm, f"{title}: passed through to {h.label(vm)}") if vm else Owner(palette.FREE, f"{title}: free")
 
     def draw(x: float, y: float) -> Elements:
@@ -168,6 +180,31 @@ def _device(dev: PciDevice, h: _Holders) -> Box:
             rect(x, y, DEV_W, DEV_H, o, _dev_id(dev.address)),
             text(f"{what} {dev.address}", x + 4, y + 15, 10, fill="#ffffff" if vm else palette.OUTLINE),
         ]
+
+    return Box(DEV_W, DEV_H, draw)
+
+
+def _partitioned(dev: PciDevice, use: GpuUse, title: str, h: _Holders) -> Box:
+    """A GPU holding partitions: used, with a strip of its partitions in their VMs' colours (and what is free)."""
+    held = ", ".join(f"{p.label()} ({p.vm})" for p in use.layout)
+    vms = sorted({p.vm for p in use.layout})
+    o = Owner(palette.USED, f"{title}: {use.mode}: {held}", " ".join(h.css(vm) for vm in vms))
+    room = {name: n for name, n in sorted(use.free.items()) if n}
+    parts = [(h.owner(p.vm, f"{title}: {use.mode} {p.label()} of {h.label(p.vm)}"), f"part-{k}")
+             for k, p in enumerate(use.layout)]
+    if room:
+        left = ", ".join(f"{name} x{n}" for name, n in room.items())
+        parts.append((Owner(palette.FREE, f"{title}: room left for {left}"), "free"))
+    strip_h = 6
+
+    def draw(x: float, y: float) -> Elements:
+        out: Elements = [rect(x, y, DEV_W, DEV_H, o, _dev_id(dev.address)),
+                         text(f"GPU {dev.address}", x + 4, y + 12, 10, fill="#ffffff")]
+        w = (DEV_W - 2) / len(parts)
+        for k, (part, suffix) in enumerate(parts):
+            out.append(rect(x + 1 + k * w, y + DEV_H - strip_h - 1, w, strip_h, part,
+                            f"{_dev_id(dev.address)}-{suffix}"))
+        return out
 
     return Box(DEV_W, DEV_H, draw)
 

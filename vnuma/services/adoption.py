@@ -27,7 +27,7 @@ from vnuma.placement.model import (
     emulator_pins,
     vcpu_pins,
 )
-from vnuma.services.names import check_vm_name
+from vnuma.services.names import check_name
 from vnuma.sources.domainxml import Domain, GuestCell
 from vnuma.topology import PAGE_4K, DeviceKind, Host, format_cpuset
 from vnuma.topology.resctrl import l3_banks
@@ -156,7 +156,7 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
             the persistent ones, an unpinned vCPU, pins that fit neither
             policy, a guest cell spread over host cells, a pCPU the host lacks.
     """
-    check_vm_name(d.name)
+    check_name(d.name, "VM")
     if live is not None and _pin_values(live) != _pin_values(d):
         raise InvalidInputError("its live pinning differs from its persistent definition; make them agree first")
     cells = _guest_cells(d)

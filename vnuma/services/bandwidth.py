@@ -6,7 +6,8 @@ really passed between a host's two readings), or from two saved ``virsh domstats
 --cpu-total`` outputs (``recorded``: the VMs they name, ``interval_s`` apart). Figures:
 :mod:`vnuma.report.bandwidth`. Each measured VM's sample replaces its previous one in the
 inventory (one transaction), for ``vnuma rebalance --objective bandwidth``. A host whose
-libvirt cannot be read, and VMs without monitors, are warnings.
+libvirt cannot be read, and VMs without monitors, are warnings; so are, for saved readings, VMs in one
+reading only, and readings holding none of the VMs asked about (nothing measured).
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def measure(
         for p in chosen:
             if p.vm in before and p.vm in after:
                 pairs[p.vm] = (p, before[p.vm], after[p.vm], interval_s)
+        warnings += _recorded_warnings(before, after, chosen, pairs, vm, host)
     else:
         running = [p for p in chosen if view.states[p.vm] == "running" and by_host[p.host].uri]
         names: dict[str, list[str]] = {}
@@ -162,6 +164,29 @@ def measure(
         with open_access(settings.db_url) as access, access.begin(True) as x:
             record_samples(x, samples)
     return BandwidthReport(taken_at, interval_s, tuple(vms), tuple(domains), tuple(warnings))
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+
+
+def _recorded_warnings(
+    before: Stats, after: Stats, chosen: list[Placement], pairs: Mapping[str, object], vm: str | None,
+    host: str | None,
+) -> list[str]:
+    """What two saved readings leave out: chosen VMs in one reading only, and that nothing was measured when
+    none of the chosen VMs is in both (naming the domains they do hold). Domains that are no VM of the
+    inventory are left out quietly otherwise: a host's readings hold the domains vnuma does not manage too."""
+    out = []
+    halves = sorted(p.vm for p in chosen if (p.vm in before) != (p.vm in after))
+    if halves:
+        out.append(f"in one reading only, left out: {_names(halves)}")
+    if not pairs:
+        asked = f"VM {vm}" if vm else f"the VMs of host {host}" if host else "the inventory's VMs"
+        held = sorted(set(before) | set(after))
+        out.append(f"the readings hold none of {asked} in both"
+                   + (f" (they name {_names(held)})" if held else "") + ": nothing was measured")
+    return out
 
 
 def measured_loads(settings: Settings) -> dict[str, VmLoad]:

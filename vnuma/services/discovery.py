@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,9 +36,10 @@ from vnuma.errors import InvalidInputError, VnumaError
 from vnuma.inventory.db import open_inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
-from vnuma.services.hosts import accepted, discover, record_refresh, refresh_source
-from vnuma.services.names import check_host_name
+from vnuma.services.hosts import accepted, discover, is_demo, record_refresh, refresh_source
+from vnuma.services.names import check_name
 from vnuma.services.progress import SILENT, Progress
+from vnuma.sources.demo import DEMO_OVERRIDE, demo_capabilities_path
 from vnuma.topology import Host, count_of
 from vnuma.topology.leftout import Imported, LeftOut
 
@@ -160,10 +161,10 @@ def _entry(fields: list[str], number: int, what: str) -> Entry:
                 f"{where}: {uri!r} names no remote host to take the host name from",
                 hint="write `NAME URI`, e.g. `node-1 qemu:///system`",
             )
-        return Entry(name, uri, number)
-    name, uri = fields
+    else:
+        name, uri = fields
     try:
-        check_host_name(name)
+        check_name(name, "host")
     except InvalidInputError as err:
         raise InvalidInputError(f"{where}: {err}", hint="a line is `NAME URI` (or a bare URI)") from err
     return Entry(name, uri, number)
@@ -228,7 +229,8 @@ def add_hosts(
         todo: list[Entry] = []
         for e in entries:
             if e.name not in known:
-                todo.append(e)
+                demo = is_demo(e.uri, e.capabilities)
+                todo.append(replace(e, capabilities=demo_capabilities_path(), override=DEMO_OVERRIDE) if demo else e)
             elif known[e.name] == e.uri:
                 early[e.name] = Outcome(e.name, e.uri, Result.SKIPPED, "already in the inventory")
             else:
@@ -236,7 +238,7 @@ def add_hosts(
 
         def record(entry: Entry, discovered: Imported) -> Outcome:
             imported = accepted(discovered, strict, entry.uri)
-            inventory.add_host(imported.host, left_out=imported.left_out)
+            inventory.add_host(imported.host, entry.override, left_out=imported.left_out)
             return Outcome(entry.name, entry.uri, Result.ADDED, _describe(imported), host=imported.host,
                            left_out=imported.left_out)
 

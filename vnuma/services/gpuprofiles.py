@@ -19,7 +19,14 @@ from vnuma.inventory.access import open_access
 from vnuma.inventory.gpuprofiles import list_profiles, remove_profile, save_profile
 from vnuma.services import Settings
 from vnuma.services.files import read_input
-from vnuma.sources.migprofiles import geometry_from_nvidia_smi, parse_profile, profile_document, shipped_profiles
+from vnuma.sources.migprofiles import (
+    DEMO_PROFILE,
+    demo_geometry,
+    geometry_from_nvidia_smi,
+    parse_profile,
+    profile_document,
+    shipped_profiles,
+)
 from vnuma.topology.mig import MigGeometry
 
 FORMATS = {".toml": "toml", ".json": "json"}
@@ -39,8 +46,9 @@ def read_geometry(
     source: str, *, lgipp: Path | None = None, model: str | None = None, pci_ids: Sequence[str] = (),
     gpu: int | None = None,
 ) -> MigGeometry:
-    """The geometry ``source`` names: a shipped one's name, a ``.toml``/``.json`` profile file, or (with
-    ``lgipp``) saved ``nvidia-smi mig -lgip`` text beside the ``-lgipp`` text, for GPU model ``model``.
+    """The geometry ``source`` names: a shipped one's name, ``demo`` (the demo host's GPUs), a ``.toml``/``.json``
+    profile file, or (with ``lgipp``) saved ``nvidia-smi mig -lgip`` text beside the ``-lgipp`` text, for GPU
+    model ``model``.
 
     Raises:
         InvalidInputError: an unreadable or invalid file (:class:`~vnuma.topology.mig.ProfileError`), an
@@ -60,12 +68,15 @@ def read_geometry(
     path = Path(source)
     if path.suffix in FORMATS:
         return parse_profile(read_input(path, "MIG profile"), FORMATS[path.suffix], origin=str(path))  # type: ignore[arg-type]
+    if source == DEMO_PROFILE:
+        return demo_geometry()
     known = shipped()
     if source in known:
         return known[source]
     raise InvalidInputError(
         f"{source!r} is neither a .toml/.json profile file nor a shipped profile",
-        hint=f"shipped: {', '.join(known)} (vnuma gpu-profile list --shipped); nvidia-smi text needs --lgipp FILE",
+        hint=f"shipped: {', '.join(known)} (vnuma gpu-profile list --shipped), and {DEMO_PROFILE} for the demo "
+        "host's GPUs; nvidia-smi text needs --lgipp FILE",
     )
 
 

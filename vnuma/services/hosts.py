@@ -21,7 +21,7 @@ from vnuma.inventory.hostwrite import Registrar, open_registrar
 from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.services.hypervisors import connect_uri
-from vnuma.services.names import check_host_name
+from vnuma.services.names import check_name
 from vnuma.sources.capabilities import read_capabilities
 from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
 from vnuma.sources.gpunodes import with_gpu_nodes
@@ -53,12 +53,17 @@ def discover(name: str, uri: str, capabilities: Path | None) -> Imported:
         mdev_xmls = hv.mdev_device_xmls()
     finally:
         hv.close()
+    hint = None
     if capabilities is not None:
         data, what = read_input(capabilities, "capabilities"), str(capabilities)
     else:
         assert caps_xml is not None
         data, what = caps_xml.encode(), f"{uri} capabilities"
-    topology = read_capabilities(data, name=name, what=what, uri=uri, source=Source.LIBVIRT)
+        if uri.startswith("test://"):
+            hint = ("libvirt's test driver reports NUMA cells for test:///default (2 stock cells) and none for a "
+                    "node file: give the host's topology with --capabilities FILE (`virsh capabilities` of the real "
+                    "host), or add the demo host (vnuma host add NAME --demo)")
+    topology = read_capabilities(data, name=name, what=what, uri=uri, source=Source.LIBVIRT, no_topology_hint=hint)
     return _joined(topology, read_nodedevs((f"{uri} {n}", xml.encode()) for n, xml in (*device_xmls, *mdev_xmls)))
 
 
@@ -141,8 +146,9 @@ def add_host(
     settings: Settings, name: str | None, uri: str | None, capabilities: Path | None, demo: bool, *,
     strict: bool = False,
 ) -> Imported:
-    """Discover a host through libvirt and record it with the parts left out (``--demo``: the shipped demo
-    host; ``strict``: refuse a host with parts left out, recording nothing).
+    """Discover a host through libvirt and record it with the parts left out (``--demo``, or its URI
+    ``test:///vnuma-demo`` without ``capabilities``: the shipped demo host; ``strict``: refuse a host with
+    parts left out, recording nothing).
 
     ``--demo`` and ``capabilities`` are recorded as the host's topology
     override, so that a refresh reads the topology the same way. Without a
@@ -159,11 +165,11 @@ def add_host(
         raise InvalidInputError(
             "a host NAME is needed", hint="vnuma host add NAME --uri URI, or vnuma host add --from-file FILE"
         )
-    check_host_name(name)
+    check_name(name, "host")
     override = _file_override(capabilities)
-    if demo:
-        if uri or capabilities:
-            raise InvalidInputError("--demo brings its own URI and capabilities; drop --uri/--capabilities")
+    if demo and (uri or capabilities):
+        raise InvalidInputError("--demo brings its own URI and capabilities; drop --uri/--capabilities")
+    if demo or is_demo(uri, capabilities):
         uri, capabilities, override = DEMO_URI, demo_capabilities_path(), DEMO_OVERRIDE
     if not uri and settings.libvirt_uri:
         uri = settings.libvirt_uri.replace("{host}", name)
@@ -177,6 +183,12 @@ def add_host(
         imported = accepted(discover(name, uri, capabilities), strict, str(capabilities or uri))
         registrar.add_host(imported.host, override, imported.left_out)
     return imported
+
+
+def is_demo(uri: str | None, capabilities: Path | None) -> bool:
+    """A host added with the demo host's URI and no capabilities file is the demo host (as with ``--demo``):
+    the test driver reports no NUMA cells for its node file, the demo's capabilities document does."""
+    return uri == DEMO_URI and capabilities is None
 
 
 def _file_override(capabilities: Path | None) -> str | None:
@@ -213,7 +225,7 @@ def import_host(
 ) -> Imported:
     """Parse the documents (``host import``'s files, read by the caller) and record the host with the parts
     left out (``strict``: refuse a host with parts left out, recording nothing; see :func:`accepted`)."""
-    check_host_name(name)
+    check_name(name, "host")
     with open_registrar(settings.db_url) as registrar:
         _ensure_absent(registrar, name)
         imported = import_documents(name, capabilities, nodedevs, hwloc)

@@ -26,17 +26,6 @@ from vnuma.services import Settings
 from vnuma.topology import DeviceKind, format_cpuset
 
 
-def repin_allows(live: bool) -> tuple[bool, bool]:
-    """What carrying a re-pin out may do to a running VM: (stop and start it, migrate it). A re-pin is
-    live where the domain allows; ``live`` forbids the restart otherwise needed."""
-    return (not live, False)
-
-
-def migrate_allows(cold: bool) -> tuple[bool, bool]:
-    """What carrying a migration out may do to a running VM: (stop and start it, migrate it live)."""
-    return (cold, not cold)
-
-
 def plan_repin(settings: Settings, vm: str, cells: frozenset[int] | None = None) -> Plan:
     """The VM re-fitted on its own host (on ``cells`` only, when given); no moves when the engine keeps it.
 
@@ -115,7 +104,9 @@ def _refit(snap: Snapshot, p: Placement, host: str, avoid: frozenset[tuple[str, 
     result = place(req, fleet, Strategy.PACK, explain=True)
     if result.chosen is not None:
         return result.chosen
-    raise no_placement(p.vm, result)
+    refused = no_placement(p.vm, result)
+    refused.hint = refused.hint or f"see each cell's free pCPUs, memory and devices: vnuma stats --host {host}"
+    raise refused
 
 
 def _same(old: Placement, new: Placement) -> bool:

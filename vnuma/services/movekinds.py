@@ -1,8 +1,8 @@
 """How a journaled move changes libvirt: its *kind*, chosen before anything changes.
 
 The kind comes from where the VM's domain is and what it is doing (libvirt is
-asked, not the inventory) and from the permissions the run was given
-(:mod:`.rebalance_apply` carries each kind out):
+asked, not the inventory) and from the permits the run was given (:mod:`.permits`;
+:mod:`.rebalance_apply` carries each kind out):
 
 ========== =================================================================
 claims     no domain (the VM is only placed): only the claims move
@@ -14,15 +14,15 @@ live       running, same host, same guest NUMA shape, page size and
            changed live when it moves, then the new XML defined (so the
            persistent definition matches too)
 restart    running, same host, not live-capable: stop, define, start
-           (only with ``allow_restart``)
+           (only with the ``restart`` permit)
 move       another host, not running: define on the destination, then
            undefine on the source (the domain always exists somewhere)
-migrate    another host, running, ``allow_migrate``, no passed-through devices
-           (a VM with them needs ``allow_restart``): libvirt live migration
+migrate    another host, running, the ``migrate`` permit, no passed-through devices
+           (a VM with them needs the ``restart`` permit): libvirt live migration
            with the destination XML rendered from the new placement (between
            two hosts of the embedded hypervisor, which runs no guests: stop,
            undefine, define and start there, as move-restart)
-move-restart another host, running, ``allow_restart`` (no ``allow_migrate``):
+move-restart another host, running, the ``restart`` permit (not ``migrate``):
            define on the destination, stop and undefine on the source, start
            on the destination
 ========== =================================================================
@@ -37,6 +37,7 @@ from vnuma.hypervisor.base import DomainState
 from vnuma.inventory.schema import VmState
 from vnuma.placement.model import Placement
 from vnuma.render.view import effective_memory_modes
+from vnuma.services.permits import Permits
 from vnuma.topology import PAGE_4K
 
 CLAIMS, REDEFINE, LIVE, RESTART, MOVE, MIGRATE, MOVE_RESTART = (
@@ -72,10 +73,13 @@ def observed(inventory_state: VmState, domain: DomainState) -> VmState:
     return VmState.DEFINED
 
 
-def move_kind(
-    vm: str, before: Placement, after: Placement, state: VmState, memnode_mode: str | None,
-    allow_restart: bool, allow_migrate: bool,
-) -> str:
+def move_kind(vm: str, before: Placement, after: Placement, state: VmState, memnode_mode: str | None,
+              may: Permits) -> str:
+    """The kind of the move of running or defined VM ``vm`` (see the module doc).
+
+    Raises:
+        ConflictError: a move the permits ``may`` do not allow, with the carrying command's way to allow it.
+    """
     if state is VmState.PLACED:
         return CLAIMS
     if state is not VmState.RUNNING:
@@ -83,26 +87,27 @@ def move_kind(
     if before.host == after.host:
         if live_capable(before, after, memnode_mode):
             return LIVE
-        if allow_restart:
+        if may.restart:
             return RESTART
         raise ConflictError(
             f"VM {vm!r} is running and cannot move from cells {list(before.host_cells)} to "
             f"{list(after.host_cells)} live (guest NUMA shape, page size, or memory mode "
             f"{'/'.join(effective_memory_modes(after, memnode_mode))} where only restrictive moves live)",
-            hint="allow stopping and starting it: --allow-restart",
+            hint=f"allow {may.restart_hint}",
         )
-    if allow_migrate and not before.devices and not before.partitions:
+    if may.migrate and not before.devices and not before.partitions:
         return MIGRATE
-    if allow_restart:
+    if may.restart:
         return MOVE_RESTART
-    if allow_migrate:
+    if may.migrate:
         raise ConflictError(
             f"VM {vm!r} passes devices through "
             f"({', '.join([d.address for d in before.devices] + [f'mdev {a.uuid}' for a in before.partitions])}): "
             "libvirt cannot migrate it live",
-            hint="move it with a stop and start instead: --allow-restart (vnuma vm migrate --cold)",
+            hint=f"move it with {may.restart_hint} instead",
         )
+    ways = [w for w in (may.migrate_hint, may.restart_hint) if w]
     raise ConflictError(
         f"VM {vm!r} is running and would move from host {before.host!r} to {after.host!r}",
-        hint="allow live migration (--allow-migrate) or a stop and start (--allow-restart)",
+        hint=f"allow {' or '.join(ways)}",
     )

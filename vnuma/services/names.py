@@ -1,35 +1,20 @@
-"""The rules for names operators give: hosts, tenants and VMs (names are data, checked once, here)."""
+"""The rules for names operators give: hosts, tenants and VMs, one rule (:mod:`vnuma.topology.names`),
+checked on every path that creates one; and the order names are listed in."""
 
 from __future__ import annotations
 
 import re
 
-from vnuma.errors import InvalidInputError
+from vnuma.topology.names import check_name
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}$")
+__all__ = ["check_name", "natural_key"]
 
-
-def check_vm_name(name: str, what: str = "VM") -> None:
-    """VM and tenant names become libvirt domain names and file names: keep them plain.
-
-    Raises:
-        InvalidInputError: empty, too long, or characters outside ``A-Za-z0-9_.+-``.
-    """
-    if not _NAME.match(name):
-        raise InvalidInputError(
-            f"bad {what} name {name!r}: 1-63 characters from A-Z a-z 0-9 _ . + -, "
-            "starting with a letter or digit"
-        )
+_DIGITS = re.compile(r"(\d+)")
 
 
-
-def check_host_name(name: str) -> None:
-    """Refuse a host name the inventory and the CLI cannot show cleanly.
-
-    Raises:
-        InvalidInputError: empty, longer than 255 characters, or holding '/', NUL, tabs or newlines.
-    """
-    if not name.strip() or len(name) > 255 or any(ch in name for ch in "/\x00\n\r\t"):
-        raise InvalidInputError(
-            f"bad host name {name!r}: 1-255 characters, no '/', tabs or newlines"
-        )
+def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key of a name in natural order: digit runs by their value (``vm2`` before ``vm10``), the rest by
+    its characters; names differing only in leading zeros keep a fixed order."""
+    return tuple(
+        (1, int(part), part) if part.isdigit() else (0, 0, part) for part in _DIGITS.split(name) if part
+    )

@@ -22,14 +22,15 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import Protocol
 
-from vnuma.errors import ConflictError, NotFoundError, VnumaError
+from vnuma.errors import ConflictError, NoPlacementError, NotFoundError, VnumaError
 from vnuma.inventory.placer import Placer, open_placer
 from vnuma.placement.asks import for_tenant
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, VmRequest
+from vnuma.placement.refusal import EXPLAIN_HINT
 from vnuma.services import Settings, failpoints, interrupts
-from vnuma.services.names import check_vm_name
+from vnuma.services.names import check_name
 from vnuma.topology import gc_paused
 
 CLAIM_ATTEMPTS = 5
@@ -83,7 +84,7 @@ def _named(request: VmRequest, tenants: Mapping[str, Tenant], fleet: Fleet) -> V
         while fleet.placement(f"{request.tenant}-vm{n}") is not None:
             n += 1
         name = f"{request.tenant}-vm{n}"
-    check_vm_name(name)
+    check_name(name, "VM")
     if fleet.placement(name) is not None:
         raise ConflictError(f"VM {name!r} already exists", hint=f"vnuma vm show {name}")
     return for_tenant(replace(request, name=name), tenant)
@@ -166,7 +167,16 @@ def _refit(request: VmRequest, strategy: Strategy) -> Callable[[Fleet], Placemen
 
 
 def require_chosen(request: VmRequest, result: PlacementResult) -> Placement:
-    """The chosen placement, or NoPlacementError with the best reason."""
+    """The chosen placement, or NoPlacementError with the best reason (``place``'s: its hint asks for every
+    host's reason with --explain, unless a host-level refusal says what to do)."""
     if result.chosen is None:
-        raise no_placement(request.name, result)
+        raise place_refusal(request.name, result)
     return result.chosen
+
+
+def place_refusal(vm: str, result: PlacementResult) -> NoPlacementError:
+    """``place``'s error for a VM no host takes: the engine's (:func:`vnuma.placement.engine.no_placement`),
+    its hint asking for every host's reason with --explain unless the closest host's says what to do."""
+    refused = no_placement(vm, result)
+    refused.hint = refused.hint or EXPLAIN_HINT
+    return refused

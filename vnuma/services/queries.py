@@ -8,15 +8,17 @@ from vnuma.errors import InvalidInputError, not_in_inventory
 from vnuma.inventory.db import current_revision, head_revision, masked_url, open_inventory, upgrade
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
+from vnuma.services.names import natural_key
 from vnuma.topology import Host
 
 
 def host_summaries(settings: Settings) -> list[dict[str, Any]]:
-    """One summary dict per host (``host list --json``), without the ORM (:mod:`vnuma.inventory.reading`)."""
+    """One summary dict per host in natural order (``host list --json``), without the ORM
+    (:mod:`vnuma.inventory.reading`)."""
     from vnuma.inventory.reading import open_reader
 
     with open_reader(settings.db_url) as reader:
-        return reader.host_summaries()
+        return sorted(reader.host_summaries(), key=lambda r: natural_key(r["name"]))
 
 
 def host_document(settings: Settings, name: str) -> tuple[Host, dict[str, Any]]:
@@ -88,7 +90,8 @@ def remove_tenant(settings: Settings, name: str) -> None:
 def list_vms(
     settings: Settings, tenant: str | None, host: str | None, *, seen_by: str | None = None
 ) -> list[tuple[Placement, str]]:
-    """(placement, state) of VMs, optionally filtered (NotFoundError: a filter names nothing known).
+    """(placement, state) of VMs in natural order of their names (``vm2`` before ``vm10``), optionally
+    filtered (NotFoundError: a filter names nothing known).
 
     ``seen_by`` (a tenant's API token): only that tenant's VMs; a filter naming another tenant is unknown.
     """
@@ -97,7 +100,7 @@ def list_vms(
     if seen_by is not None and tenant not in (None, seen_by):
         raise not_in_inventory("tenant", tenant)
     with open_reader(settings.db_url) as reader:
-        return reader.list_vms(tenant=seen_by or tenant, host=host)
+        return sorted(reader.list_vms(tenant=seen_by or tenant, host=host), key=lambda v: natural_key(v[0].vm))
 
 
 def get_vm(settings: Settings, name: str, *, seen_by: str | None = None) -> tuple[Placement, str]:

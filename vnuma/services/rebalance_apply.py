@@ -1,11 +1,11 @@
 """``vnuma rebalance --apply | --resume | --abort``: carry a plan out through libvirt, one journaled step at a time.
 
 Every move gets a *kind* before anything changes, from where the VM's
-domain is and what it is doing (libvirt is asked, not the inventory): see
-:mod:`.movekinds`.
+domain is and what it is doing (libvirt is asked, not the inventory) and the
+permits the run was given (:mod:`.permits`): see :mod:`.movekinds`.
 
-A plan with a move that needs a permission not given is refused whole and
-nothing changes. Then the run is journaled (every step pending) and each
+A plan with a move that needs a permit not given (:mod:`.permits`) is refused
+whole and nothing changes. Then the run is journaled (every step pending) and each
 step runs as: one transaction moves the VM's claims to the new placement
 and marks the step started; libvirt is changed; one transaction records
 the VM's domain state and marks the step done. Each libvirt action is
@@ -40,6 +40,7 @@ from vnuma.services.applying import hypervisor_of, rendering_of, with_identity
 from vnuma.services.hypervisors import is_embedded, same_hypervisor
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
 from vnuma.services.movekinds import CLAIMS, LIVE, MIGRATE, MOVE, MOVE_RESTART, REDEFINE, RESTART, move_kind, observed
+from vnuma.services.permits import Permits
 from vnuma.topology import Host
 
 INTERRUPTED = "interrupted"
@@ -87,9 +88,7 @@ def _connections(inventory: Inventory) -> Iterator[_Conns]:
         conns.close()
 
 
-def _new_steps(
-    inventory: Inventory, conns: _Conns, plan: Plan, allow_restart: bool, allow_migrate: bool
-) -> list[NewStep]:
+def _new_steps(inventory: Inventory, conns: _Conns, plan: Plan, may: Permits) -> list[NewStep]:
     current: dict[str, Placement] = {}
     states: dict[str, VmState] = {}
     steps: list[NewStep] = []
@@ -107,9 +106,7 @@ def _new_steps(
             states[move.vm] = VmState.PLACED if domain is DomainState.MISSING else observed(recorded, domain)
         before = current[move.vm]
         options, _template = rendering_of(inventory.get_rendering(move.vm))
-        kind = move_kind(
-            move.vm, before, move.placement, states[move.vm], options.memnode_mode, allow_restart, allow_migrate
-        )
+        kind = move_kind(move.vm, before, move.placement, states[move.vm], options.memnode_mode, may)
         if kind is not CLAIMS and not conns.hosts[move.to_host].uri:
             raise InvalidInputError(f"host {move.to_host!r} has no libvirt URI to define VM {move.vm!r} on")
         steps.append(NewStep(move.vm, kind, move.reason, before, move.placement, states[move.vm]))
@@ -207,11 +204,9 @@ def _annotated(err: VnumaError, context: str, hint: str) -> VnumaError:
     return new
 
 
-def apply_plan(
-    settings: Settings, plan: Plan, *, allow_restart: bool = False, allow_migrate: bool = False,
-    progress: Progress | None = None,
-) -> RunReport:
-    """Journal ``plan`` as a run and carry it out.
+def apply_plan(settings: Settings, plan: Plan, may: Permits, *, progress: Progress | None = None) -> RunReport:
+    """Journal ``plan`` as a run and carry it out; ``may``: what it may do to running VMs (a move needing
+    more is refused, with the carrying command's way to allow it as the hint).
 
     Raises:
         ConflictError: another run is unfinished, a move needs a permission
@@ -226,12 +221,12 @@ def apply_plan(
         run = inventory.unfinished_run()
         if run is not None:
             raise run_unfinished(run.id, run.status)
-        steps = _new_steps(inventory, conns, plan, allow_restart, allow_migrate)
+        steps = _new_steps(inventory, conns, plan, may)
         executor = _Executor(settings, inventory, conns)
         for s in steps:  # a template or placement that cannot render stops the run before it starts
             if s.kind != CLAIMS:
                 executor.xml(s.vm, s.before, s.after)
-        options = {"allow_restart": allow_restart, "allow_migrate": allow_migrate}
+        options = {"allow_restart": may.restart, "allow_migrate": may.migrate}
         failpoints.reached("run-planned")
         run_id = inventory.open_run(str(plan.objective), options, steps)
         with _stopped_by_interrupt(inventory, run_id, 1):

@@ -16,7 +16,7 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.asks import request_from
 from vnuma.placement.asktexts import check_slice
 from vnuma.placement.model import VmRequest
-from vnuma.services.names import check_vm_name
+from vnuma.services.names import check_name
 
 
 def place_request(values: Mapping[str, Any], *, page_size_default: str) -> VmRequest:
@@ -27,9 +27,9 @@ def place_request(values: Mapping[str, Any], *, page_size_default: str) -> VmReq
         InvalidInputError: a bad VM or group name, or what :func:`vnuma.placement.asks.request_from` refuses.
     """
     if values.get("name") is not None:
-        check_vm_name(values["name"])  # an empty name is refused, not taken as "generate one"
+        check_name(values["name"], "VM")  # an empty name is refused, not taken as "generate one"
     if values.get("group") is not None:
-        check_vm_name(values["group"], "group")
+        check_name(values["group"], "group")
     return request_from(values, page_size_default=page_size_default)
 
 

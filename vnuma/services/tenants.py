@@ -9,7 +9,7 @@ from vnuma.errors import InvalidInputError, not_in_inventory
 from vnuma.inventory.db import open_inventory
 from vnuma.placement.model import Isolation, Tenant
 from vnuma.services import Settings
-from vnuma.services.names import check_vm_name
+from vnuma.services.names import check_name, natural_key
 
 KEEP = object()
 """An :func:`update_tenant` argument left as it is."""
@@ -46,7 +46,7 @@ def create_tenant(settings: Settings, tenant: Tenant) -> Tenant:
         InvalidInputError: a bad name or a negative quota.
         ConflictError: the name exists.
     """
-    check_vm_name(tenant.name, "tenant")
+    check_name(tenant.name, "tenant")
     _check_quotas(tenant.max_vcpus, tenant.max_gpus)
     with open_inventory(settings.db_url) as inventory:
         inventory.add_tenant(tenant)
@@ -90,8 +90,8 @@ def update_tenant(
 
 
 def tenant_rows(settings: Settings, only: str | None = None, *, seen_by: str | None = None) -> list[dict[str, Any]]:
-    """One dict per tenant (``only``: just that one; NotFoundError if unknown). ``seen_by`` (a tenant's API
-    token): that tenant alone; any other is unknown, as one that does not exist."""
+    """One dict per tenant in natural order (``only``: just that one; NotFoundError if unknown). ``seen_by``
+    (a tenant's API token): that tenant alone; any other is unknown, as one that does not exist."""
     if seen_by is not None:
         if only not in (None, seen_by):
             raise not_in_inventory("tenant", only)
@@ -115,4 +115,4 @@ def tenant_rows(settings: Settings, only: str | None = None, *, seen_by: str | N
                     "gpus": gpus,
                 }
             )
-    return rows
+    return sorted(rows, key=lambda r: natural_key(r["name"]))

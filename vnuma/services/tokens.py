@@ -32,7 +32,7 @@ from vnuma.inventory.access import open_access
 from vnuma.inventory.tokens import TokenRecord, add_token, list_tokens, revoke_token, token_by_key
 from vnuma.services import Settings
 from vnuma.services.audit import parse_since
-from vnuma.services.names import check_vm_name
+from vnuma.services.names import check_name
 
 if TYPE_CHECKING:
     from argon2 import PasswordHasher
@@ -106,7 +106,7 @@ def create_token(
         NotFoundError: an unknown tenant.
         ConflictError: a token of that name exists.
     """
-    check_vm_name(name, "token")
+    check_name(name, "token")
     if (role is Role.TENANT) != (tenant is not None):
         raise InvalidInputError(
             "a tenant token needs --tenant T, and only a tenant token takes one",

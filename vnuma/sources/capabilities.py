@@ -62,10 +62,7 @@ from vnuma.topology.hmat import Hmat
 from vnuma.topology.leftout import Imported, usable
 from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl
 
-_NO_TOPOLOGY_HINT = (
-    "this libvirt connection reports no host NUMA cells (libvirt's test:// driver never does); "
-    "save `virsh capabilities` from the real host and pass it with --capabilities FILE"
-)
+_NO_TOPOLOGY_HINT = "save `virsh capabilities` from the real host and pass it with --capabilities FILE"
 
 _UNIT = re.compile(r"^(?:(b|bytes?)|([kmgtpe])(i?b)?)$", re.IGNORECASE)
 _POWERS = "kmgtpe"
@@ -128,10 +125,13 @@ def read_capabilities(
     what: str = "capabilities",
     uri: str | None = None,
     source: Source = Source.CAPABILITIES,
+    no_topology_hint: str | None = None,
 ) -> Imported:
     """Parse ``virsh capabilities`` output into a checked :class:`Host` named ``name`` and the parts left out
     (:func:`vnuma.topology.leftout.usable`: pools larger than their cell, a memory-only cell without memory,
-    distances and HMAT figures naming missing cells or below their floor, negative ones included).
+    distances and HMAT figures naming missing cells or below their floor, negative ones included);
+    ``no_topology_hint``: what to do about a document without NUMA cells, when the caller knows better than
+    "pass a file".
 
     Raises:
         InvalidInputError: malformed XML, not a capabilities document, no NUMA
@@ -141,11 +141,13 @@ def read_capabilities(
     root = parse_xml(data, what=what, root="capabilities")
     host_el = root.find("host")
     if host_el is None:
-        raise InvalidInputError(f"{what}: <capabilities> has no <host> element", hint=_NO_TOPOLOGY_HINT)
+        raise InvalidInputError(f"{what}: <capabilities> has no <host> element",
+                                hint=no_topology_hint or _NO_TOPOLOGY_HINT)
     cell_els = host_el.findall("topology/cells/cell")
     if not cell_els:
         raise InvalidInputError(
-            f"{what}: no NUMA topology (no <host><topology><cells><cell> elements)", hint=_NO_TOPOLOGY_HINT
+            f"{what}: no NUMA topology (no <host><topology><cells><cell> elements)",
+            hint=no_topology_hint or _NO_TOPOLOGY_HINT,
         )
     cells = sorted((_parse_cell(el, what) for el in cell_els), key=lambda c: c.id)
     host = Host(

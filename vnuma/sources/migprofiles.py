@@ -157,6 +157,25 @@ def shipped_profiles() -> dict[str, MigGeometry]:
             for f in found}
 
 
+DEMO_PROFILE = "demo"
+"""The name ``gpu-profile import`` takes for the demo host's GPU geometry (as ``host add --demo`` names the host)."""
+DEMO_GPU_ID = "0x10de:0x2331"
+"""The PCI id of the demo host's GPUs (``vnuma/data/demo-node.xml``: H100 PCIe)."""
+
+
+def demo_geometry() -> MigGeometry:
+    """The MIG geometry of the demo host's GPUs: the shipped ``h100-sxm5-80gb`` one under their PCI id, so that
+    ``--mig`` can be tried on the demo host. Its model and source say what it is (not a measured H100 PCIe
+    table), and it is not listed with the shipped ones (``--shipped``), which describe real GPUs."""
+    from dataclasses import replace
+
+    return replace(
+        shipped_profiles()["h100-sxm5-80gb"], model="NVIDIA H100 PCIe (vnuma demo host)", pci_ids=(DEMO_GPU_ID,),
+        source="the vnuma demo host's GPUs (10de:2331): the shipped h100-sxm5-80gb geometry under their PCI id, "
+               "for trying --mig on the demo host; not a measured H100 PCIe table",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class LgipRow:
     """One profile of ``nvidia-smi mig -lgip`` (name without ``MIG ``; engine counts as printed)."""

@@ -62,6 +62,7 @@ from vnuma.topology import (
 )
 from vnuma.topology.hmat import NO_HMAT, hmat_from_json
 from vnuma.topology.mig import MigGeometry, ProfileError
+from vnuma.topology.names import name_problem
 from vnuma.topology.partitions import with_gpu_profiles
 
 FORMAT = "numa-placement-trace"
@@ -137,6 +138,9 @@ def _host(raw: object, at: At, geometries: Mapping[str, MigGeometry]) -> Host:
     if not isinstance(raw, dict):
         raise at.fail("expected an object")
     name = at.get(raw, "name", str)
+    problem = name_problem(name, "host")
+    if problem is not None:
+        raise at.key("name").fail(problem)
     cells: list[Cell] = []
     devices: list[PciDevice] = []
     for i, rc in enumerate(at.get(raw, "cells", list)):

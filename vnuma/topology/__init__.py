@@ -19,6 +19,10 @@ from vnuma.topology.hmat import NO_HMAT, Hmat, hmat_problem
 from vnuma.topology.mig import MigGeometry
 from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, Resctrl, ResctrlPolicy, resctrl_problem
+from vnuma.topology.sizes import count_of as count_of
+from vnuma.topology.sizes import format_size_kib as format_size_kib
+from vnuma.topology.sizes import parse_size_kib as parse_size_kib
+from vnuma.topology.sizes import shape_text as shape_text
 
 PAGE_4K = 4
 PAGE_2M = 2048
@@ -382,57 +386,6 @@ def format_cpuset(cpus: Iterable[int]) -> str:
         parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
         i = j + 1
     return ",".join(parts)
-
-
-_SIZE = re.compile(r"^\s*(\d{1,19})\s*([KMGT])(?:i?B)?\s*$", re.IGNORECASE)
-_UNIT_KIB = {"K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}
-
-
-def parse_size_kib(text: str) -> int:
-    """Parse a memory size with a unit (``64GiB``, ``512M``, ``4KiB``) into KiB.
-
-    Binary units throughout: ``G``, ``GB`` and ``GiB`` all mean 2**30 bytes.
-    A bare number is refused rather than guessed (libvirt means KiB, Nova MiB).
-
-    Raises:
-        InvalidInputError: unreadable text or a missing unit.
-    """
-    match = _SIZE.match(text)
-    if not match:
-        raise InvalidInputError(f"bad size {text!r}: use a number with a unit, e.g. 64GiB or 512MiB")
-    return int(match.group(1)) * _UNIT_KIB[match.group(2).upper()]
-
-
-def count_of(n: int, noun: str) -> str:
-    """``1 GPU``, ``2 GPUs``: a count with its noun, singular for one."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-_UNITS = (("TiB", 1024**3), ("GiB", 1024**2), ("MiB", 1024))
-
-
-def format_size_kib(kib: int) -> str:
-    """A size as people read it, the one style of every table and message: ``160 GiB``.
-
-    The largest binary unit that divides it exactly; a size no unit from MiB
-    up divides (a host cell's memory as the kernel reports it) is rounded
-    to one decimal in the largest unit it reaches (``125.7 GiB``). The
-    size parser reads every exact form back (``--memory 160 GiB``).
-    """
-    for unit, factor in _UNITS:
-        if kib and kib % factor == 0:
-            return f"{kib // factor} {unit}"
-    for unit, factor in _UNITS:
-        if kib >= factor:
-            return f"{kib / factor:.1f} {unit}"
-    return f"{kib} KiB"
-
-
-def shape_text(vcpus: int | None, memory_kib: int | None, gpus: int) -> str:
-    """A VM's size in words: ``16 vCPUs, 64 GiB, 1 GPU`` (a missing size: ``sized by its GPUs``)."""
-    cpus = count_of(vcpus, "vCPU") if vcpus is not None else "vCPUs sized by its GPUs"
-    memory = format_size_kib(memory_kib) if memory_kib is not None else "memory sized by its GPUs"
-    return f"{cpus}, {memory}, {count_of(gpus, 'GPU')}"
 
 
 def parse_page_size(text: str) -> int | None:

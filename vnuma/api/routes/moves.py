@@ -25,13 +25,14 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
     from vnuma.documents import plan_doc, run_doc
     from vnuma.placement.rebalance import Plan
     from vnuma.services import lifecycle
+    from vnuma.services.permits import Permits, granted, migrate_permits, repin_permits
     from vnuma.services.rebalance_apply import abort, apply_plan, resume
 
-    def carried(plan: Plan, apply: bool, allow_restart: bool, allow_migrate: bool) -> dict[str, Any]:
+    def carried(plan: Plan, apply: bool, may: Permits) -> dict[str, Any]:
         """The plan's document; carried out (with ``"run"``) when ``apply`` and it has moves."""
         doc = plan_doc(plan)
         if apply and plan.moves:
-            report = apply_plan(settings, plan, allow_restart=allow_restart, allow_migrate=allow_migrate)
+            report = apply_plan(settings, plan, may)
             doc["run"] = run_doc(report)
         return doc
 
@@ -50,7 +51,7 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
             refusal = no_room(plan_doc(plan), body.max_moves, body.host) if shape and not plan.moves else None
             if refusal is not None:
                 raise refusal
-            return carried(plan, body.apply, body.allow_restart, body.allow_migrate)
+            return carried(plan, body.apply, granted(body.allow_restart, body.allow_migrate))
 
         return change(request, token, {"host": body.host}, run) if body.apply else run()
 
@@ -77,7 +78,7 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
             auth.allow(token, auth.MOVE, "re-pin VMs")
             cells = parse_cpuset(body.cells) if body.cells is not None else None
             plan = lifecycle.plan_repin(settings, name, cells)
-            return carried(plan, not body.dry_run, *lifecycle.repin_allows(body.live))
+            return carried(plan, not body.dry_run, repin_permits(body.live))
 
         return run() if body.dry_run else change(request, token, {"vm": name}, run)
 
@@ -90,7 +91,7 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
             if body.live and body.cold:
                 raise InvalidInputError("give live or cold, not both")
             plan = lifecycle.plan_migrate(settings, name, body.to)
-            return carried(plan, not body.dry_run, *lifecycle.migrate_allows(body.cold))
+            return carried(plan, not body.dry_run, migrate_permits(body.cold))
 
         return run() if body.dry_run else change(request, token, {"vm": name, "host": body.to}, run)
 
@@ -105,6 +106,6 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
             refusal = drain_refusal(name, plan, body.partial, plan_doc(plan))
             if refusal is not None:
                 raise refusal
-            return carried(plan, body.apply, body.allow_restart, body.allow_migrate)
+            return carried(plan, body.apply, granted(body.allow_restart, body.allow_migrate))
 
         return change(request, token, {"host": name}, run)

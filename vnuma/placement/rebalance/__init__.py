@@ -213,7 +213,7 @@ def check_solver(solver: str, objective: Objective) -> None:
         return
     raise InvalidInputError(
         f"--solver cp-sat plans {', '.join(str(o) for o in SOLVED)}, not {objective}",
-        hint="use --solver search",
+        hint="plan it with the search: `vnuma rebalance --solver search`",
     )
 
 
@@ -273,7 +273,8 @@ def plan_moves(
         return plan_bandwidth(search, max_moves)
     if make_room_for is None:
         raise InvalidInputError(
-            "objective room needs a VM shape", hint='--make-room-for "vcpus=32,memory=256GiB"'
+            "objective room needs a VM shape",
+            hint='e.g. `vnuma rebalance --objective room --make-room-for "vcpus=32,memory=256GiB"`'
         )
     if solver == "cp-sat":
         return plan_room_cpsat(search, make_room_for, max_moves, time_limit_s)

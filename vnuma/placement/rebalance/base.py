@@ -55,7 +55,7 @@ class Move:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Ordered moves, the objective before and after them, and whether the search finished;
+    """Ordered moves, the objective before and after them, and whether no plan does better (``optimal``);
     ``left``: (VM, why) for each VM a drain leaves where it is. ``solver``: ``search`` (the bounded
     search written here) or ``cp-sat`` (OR-Tools), whose ``gap`` is 0.0 when it proved its answer
     optimal for its model, else the relative distance to its best bound (None: no bound)."""
@@ -68,6 +68,14 @@ class Plan:
     left: tuple[tuple[str, str], ...] = ()
     solver: str = "search"
     gap: float | None = None
+
+    def __post_init__(self) -> None:
+        # One truth per plan (vnuma.documents.verdict words it): a gap is the plan's own (None when the replay
+        # did not carry the solver's answer out), a proven answer is optimal, and only a plan at its objective's
+        # lowest value is optimal without being proven.
+        assert self.gap is None or self.solver == "cp-sat", "only CP-SAT plans carry a gap"
+        assert not (self.gap == 0.0 and not self.optimal), "a plan CP-SAT proved optimal is optimal"
+        assert not (self.optimal and self.gap is not None and self.gap > 0 and self.after != 0)
 
 
 def is_movable(p: Placement) -> bool:

@@ -166,8 +166,8 @@ def plan_joint(search: Search, objective: Objective, max_moves: int, time_limit_
         raise _no_plan(time_limit_s)
     if (greedy.after, len(greedy.moves)) < (best.after, len(best.moves)):
         return replace(greedy, solver="search")
-    optimal = best.after == 0 or (best.gap == 0.0 and best.complete)
-    return Plan(objective, before, best.after, optimal, best.moves, (), "cp-sat", best.gap)
+    gap = best.gap if best.complete else None  # the solver's gap is of its answer, which the replay cut short
+    return Plan(objective, before, best.after, best.after == 0 or gap == 0.0, best.moves, (), "cp-sat", gap)
 
 
 def _price(search: Search, objective: Objective, scale: int, biggest: int, old: Placement, c: Candidate) -> int:
@@ -179,7 +179,8 @@ def _price(search: Search, objective: Objective, scale: int, biggest: int, old: 
 def _no_plan(time_limit_s: float) -> NoRoomError:
     return NoRoomError(
         f"CP-SAT found no plan within the time limit ({time_limit_s:g} s); nothing was moved",
-        hint="allow more time (--time-limit S) or use --solver search",
+        hint="allow more time (`vnuma rebalance --time-limit S`) or plan with the search "
+        "(`vnuma rebalance --solver search`)",
     )
 
 

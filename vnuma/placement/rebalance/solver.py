@@ -101,6 +101,8 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
         cuts += [cut_for(original[vm], chosen, candidates) for vm in failed]
         undo(search, moves, original)  # before solving again
     moved = {m.vm for m in moves}
+    if any(vm not in moved for vm in chosen):
+        gap = None  # the solver's gap is of its answer, which the replay did not carry out whole
     if len(moved) < len(greedy.moves):
         undo(search, moves, original)
         return _no_better(greedy, on_host, left, [])
@@ -110,7 +112,8 @@ def plan_drain_cpsat(search: Search, host: str, max_moves: int | None, time_limi
             why = ("CP-SAT found no plan within the time limit" if timed_out and len(candidates[vm]) > 1
                    else _why_left(vm, candidates[vm], chosen, moving, max_moves, unplaced.get(vm)))
             left += [(m.vm, why) for m in unit]
-    return Plan(Objective.DRAIN, len(on_host), len(left), not left, tuple(moves), tuple(left), "cp-sat", gap)
+    return Plan(Objective.DRAIN, len(on_host), len(left), not left or gap == 0.0, tuple(moves), tuple(left), "cp-sat",
+                gap)
 
 
 def _no_better(greedy: Plan, on_host: list[Placement], left: list[tuple[str, str]],
