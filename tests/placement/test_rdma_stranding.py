@@ -14,9 +14,9 @@ from tests.placement.helpers import check_fleet, request
 from vnuma.placement.engine import place
 from vnuma.placement.gpus import strands_gpus
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
+from vnuma.placement.model import Placement, Strategy, VmRequest
 from vnuma.placement.nics import rdma_ready, within
-from vnuma.simulate import load_trace, vm_request
+from vnuma.simulate import load_trace
 from vnuma.sources.tracegen import generate
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
 from vnuma.topology.pcie import Level, pcie_level
@@ -137,7 +137,7 @@ def test_under_gpu_first_the_gpus_a_vm_leaves_keep_their_pcpu_share_as_the_fit_j
     trace = load_trace(generate(scenario, seed).encode(), f"{scenario}:{seed}")
     fleet = Fleet(trace.hosts[:2])
     for r in trace.requests:
-        p = place(vm_request(r, Isolation.CORE), fleet, Strategy.GPU_FIRST, explain=False).chosen
+        p = place(r, fleet, Strategy.GPU_FIRST, explain=False).chosen
         if p is None:
             continue
         fleet.add(p)

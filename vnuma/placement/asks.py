@@ -36,7 +36,6 @@ from vnuma.errors import InvalidInputError, OptionsError
 from vnuma.placement.asktexts import (
     PAGE_WORDS,
     check_groups,
-    exact_size,
     int_list,
     memory_modes,
     numa_nodes,
@@ -64,6 +63,7 @@ from vnuma.placement.model import (
 from vnuma.placement.resctrl import with_tenant_slices
 from vnuma.topology import format_cpuset, parse_size_kib
 from vnuma.topology.pcie import Level
+from vnuma.topology.sizes import exact_size
 
 
 class Form(StrEnum):

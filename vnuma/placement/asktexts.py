@@ -14,18 +14,6 @@ from vnuma.errors import InvalidInputError, OptionsError
 from vnuma.placement.model import MemoryMode, PartitionAsk, PartitionKind
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K, parse_cpuset, parse_page_size, parse_size_kib
 
-_EXACT_UNITS = (("TiB", 1024**3), ("GiB", 1024**2), ("MiB", 1024))
-
-
-def exact_size(kib: int) -> str:
-    """A size as an option writes it, exactly: the largest unit that divides it (``64GiB``, ``1536MiB``,
-    ``6KiB``), which :func:`vnuma.topology.parse_size_kib` reads back."""
-    for unit, factor in _EXACT_UNITS:
-        if kib % factor == 0:
-            return f"{kib // factor}{unit}"
-    return f"{kib}KiB"
-
-
 PAGE_WORDS = {None: "large", PAGE_4K: "4K", PAGE_2M: "2M", PAGE_1G: "1G"}
 """A page size as ``--page-size`` writes it (None: large)."""
 

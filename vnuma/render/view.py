@@ -7,10 +7,12 @@ arithmetic or policy; an operator template sees exactly the same names.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
+from vnuma.placement.asks import kept_document
 from vnuma.placement.model import (
     MAX_IOTHREADS,
     CellAssignment,
@@ -184,6 +186,9 @@ class DomainView:
     interconnects: tuple[Interconnect, ...] = ()
     """The guest HMAT (:mod:`vnuma.render.tiers`); empty when the host publishes none."""
     meta_cold: tuple[MetaCell, ...] = ()
+    meta_request: str = ""
+    """The request the VM keeps, as asked: its JSON document (:func:`vnuma.placement.asks.kept_document`), or
+    empty for a placement that keeps none."""
     """The cold guest cell in vnuma's metadata (none or one)."""
     meta_dedicated_vcpus: str = ""
     """A ``mixed`` VM's dedicated vCPUs in vnuma's metadata ("" for the other policies)."""
@@ -281,6 +286,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         tune=tune_of(host, placement),
         interconnects=interconnects(host, every),
         meta_cold=tuple(_meta_cell(c) for c in placement.cold),
+        meta_request=_meta_request(placement),
     )
 
 
@@ -447,3 +453,8 @@ def _meta_cell(cell: CellAssignment) -> MetaCell:
         memory_kib=str(cell.memory_kib),
         page_size_kib=str(cell.page_size_kib),
     )
+
+
+def _meta_request(placement: Placement) -> str:
+    kept = kept_document(placement)
+    return "" if kept is None else json.dumps(kept, sort_keys=True, separators=(",", ":"))

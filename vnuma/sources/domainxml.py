@@ -21,7 +21,10 @@ no entities, no DTD, bounded numbers and cpusets. Any malformed part is an
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lxml import etree
 
@@ -85,6 +88,9 @@ class VnumaMark:
     numa_nodes: str = ""
     dedicated_vcpus: frozenset[int] = frozenset()
     """A ``mixed`` VM's dedicated vCPUs (``<vnuma:dedicated vcpus>``; empty when absent)."""
+    request: Mapping[str, Any] | None = None
+    """The request the VM keeps, as asked (``<vnuma:request>``, a JSON object; None when absent: a domain
+    rendered before vnuma kept requests)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,5 +310,24 @@ def _mark(root: etree._Element, what: str) -> VnumaMark | None:
     return VnumaMark(
         text("tenant"), text("vm"), text("host"), text("cpu-policy", False), text("thread-policy", False),
         text("numa-nodes", False),
-        ids,
+        ids, _request(found, what),
     )
+
+
+_MAX_REQUEST_CHARS = 8192
+
+
+def _request(found: etree._Element, what: str) -> Mapping[str, Any] | None:
+    """``<vnuma:request>``: the JSON object vnuma wrote there (its options are read when a move asks them)."""
+    child = found.find(f"{{{VNUMA_NS}}}request")
+    if child is None:
+        return None
+    text = child.text or ""
+    try:
+        doc = json.loads(text) if len(text) <= _MAX_REQUEST_CHARS else None
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise InvalidInputError(f"{element_where(what, child)}: vnuma metadata <vnuma:request> is not a JSON object "
+                                f"of at most {_MAX_REQUEST_CHARS} characters")
+    return doc
