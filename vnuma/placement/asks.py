@@ -296,8 +296,17 @@ def request_from(values: Mapping[str, Any], *, page_size_default: str = "large")
             value = page_size_default
         if isinstance(value, Enum):
             value = value.value
+        elif isinstance(value, str) and ask.form in (Form.COUNT, Form.NUMBER):
+            value = _whole(ask, value)
         fields_.update(ask.read(value))
     return _completed(VmRequest(**fields_))
+
+
+def _whole(ask: Ask, text: str) -> int:
+    """A number written as text (a domain's metadata, a form): a whole number, or what to write instead."""
+    if not text.strip().lstrip("-").isdecimal() or len(text.strip()) > 12:
+        raise InvalidInputError(f"bad {ask.flag} {text!r}: use a whole number")
+    return int(text)
 
 
 def _completed(req: VmRequest) -> VmRequest:
@@ -318,6 +327,18 @@ def as_asked(req: VmRequest) -> dict[str, Any]:
     """The request as its options write it: every option by name (JSON-ready; what :func:`request_from`
     reads back into ``req``, the engine's own fields apart)."""
     return {ask.name: ask.write(req) for ask in ASKS}
+
+
+def written_default(ask: Ask) -> Any:
+    """``ask``'s default as :attr:`Ask.write` writes values (a choice's word)."""
+    return ask.default.value if isinstance(ask.default, Enum) else ask.default
+
+
+def asked_changes(req: VmRequest, keep: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The options of ``req`` that differ from their default, and those named in ``keep`` whatever they are:
+    what :func:`request_from` needs to read ``req`` back."""
+    written = as_asked(req)
+    return {k: v for k, v in written.items() if k in keep or v != written_default(BY_NAME[k])}
 
 
 _SHAPE = attrgetter(*sorted({f.name for f in fields(VmRequest)} - set(SIZE_FIELDS)))

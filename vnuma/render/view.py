@@ -7,12 +7,11 @@ arithmetic or policy; an operator template sees exactly the same names.
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
-from vnuma.placement.asks import kept_document
+from vnuma.placement.asks import asked_changes, kept_request
 from vnuma.placement.model import (
     MAX_IOTHREADS,
     CellAssignment,
@@ -186,9 +185,10 @@ class DomainView:
     interconnects: tuple[Interconnect, ...] = ()
     """The guest HMAT (:mod:`vnuma.render.tiers`); empty when the host publishes none."""
     meta_cold: tuple[MetaCell, ...] = ()
-    meta_request: str = ""
-    """The request the VM keeps, as asked: its JSON document (:func:`vnuma.placement.asks.kept_document`), or
-    empty for a placement that keeps none."""
+    meta_request: tuple[tuple[str, str], ...] = ()
+    """The request the VM keeps, as asked: (option with dashes, value as text) for each option that differs
+    from its default, its tenant, name and size whatever they are (:func:`vnuma.placement.asks.asked_changes`);
+    none for a placement that keeps none."""
     """The cold guest cell in vnuma's metadata (none or one)."""
     meta_dedicated_vcpus: str = ""
     """A ``mixed`` VM's dedicated vCPUs in vnuma's metadata ("" for the other policies)."""
@@ -455,6 +455,11 @@ def _meta_cell(cell: CellAssignment) -> MetaCell:
     )
 
 
-def _meta_request(placement: Placement) -> str:
-    kept = kept_document(placement)
-    return "" if kept is None else json.dumps(kept, sort_keys=True, separators=(",", ":"))
+_META_KEPT = frozenset({"tenant", "name", "vcpus", "memory", "gpus"})
+
+
+def _meta_request(placement: Placement) -> tuple[tuple[str, str], ...]:
+    if placement.request is None:
+        return ()
+    return tuple((k.replace("_", "-"), str(v)) for k, v in asked_changes(kept_request(placement), _META_KEPT).items()
+                 if v is not None)

@@ -21,7 +21,6 @@ no entities, no DTD, bounded numbers and cpusets. Any malformed part is an
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -89,8 +88,9 @@ class VnumaMark:
     dedicated_vcpus: frozenset[int] = frozenset()
     """A ``mixed`` VM's dedicated vCPUs (``<vnuma:dedicated vcpus>``; empty when absent)."""
     request: Mapping[str, Any] | None = None
-    """The request the VM keeps, as asked (``<vnuma:request>``, a JSON object; None when absent: a domain
-    rendered before vnuma kept requests)."""
+    """The request the VM keeps, as asked (``<vnuma:request>``: an attribute per option that differs from its
+    default, named with dashes, its value as text; None when absent: a domain rendered before vnuma kept
+    requests, or by another tool)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,20 +314,13 @@ def _mark(root: etree._Element, what: str) -> VnumaMark | None:
     )
 
 
-_MAX_REQUEST_CHARS = 8192
-
-
 def _request(found: etree._Element, what: str) -> Mapping[str, Any] | None:
-    """``<vnuma:request>``: the JSON object vnuma wrote there (its options are read when a move asks them)."""
+    """``<vnuma:request>``: the options vnuma wrote there, by name (read when a move asks them)."""
     child = found.find(f"{{{VNUMA_NS}}}request")
     if child is None:
         return None
-    text = child.text or ""
-    try:
-        doc = json.loads(text) if len(text) <= _MAX_REQUEST_CHARS else None
-    except ValueError:
-        doc = None
-    if not isinstance(doc, dict):
-        raise InvalidInputError(f"{element_where(what, child)}: vnuma metadata <vnuma:request> is not a JSON object "
-                                f"of at most {_MAX_REQUEST_CHARS} characters")
-    return doc
+    options = {str(k).replace("-", "_"): one_line(str(v)) for k, v in child.attrib.items()}
+    if any(len(v) > _MAX_TEXT_CHARS for v in options.values()):
+        raise InvalidInputError(f"{element_where(what, child)}: vnuma metadata <vnuma:request> holds a value longer "
+                                f"than {_MAX_TEXT_CHARS} characters")
+    return options

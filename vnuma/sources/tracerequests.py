@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.asks import ASKS, Ask, Form, request_from
+from vnuma.placement.asks import ASKS, Ask, Form, request_from, written_default
 from vnuma.placement.asktexts import PAGE_WORDS, vcpu_list
 from vnuma.placement.model import VmRequest
 from vnuma.placement.request import request_problem
@@ -128,7 +128,7 @@ def request_keys(req: VmRequest) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for ask in ASKS:
         value = ask.write(req)
-        if ask.name not in REQUIRED and value == _written_default(ask):
+        if ask.name not in REQUIRED and value == written_default(ask):
             continue
         own = _OWN_KEYS.get(ask.name)
         if own is None:
@@ -140,6 +140,3 @@ def request_keys(req: VmRequest) -> dict[str, Any]:
     return out
 
 
-def _written_default(ask: Ask) -> Any:
-    default = ask.default
-    return getattr(default, "value", default)
