@@ -287,19 +287,24 @@ def request_from(values: Mapping[str, Any], *, page_size_default: str = "large")
     unknown = sorted(set(values) - BY_NAME.keys())
     if unknown:
         raise InvalidInputError(f"unknown request option(s): {', '.join(unknown)}")
-    given = {k: v for k, v in values.items() if v is not None}
+    given = {k: _plain(BY_NAME[k], v) for k, v in values.items() if v is not None}
     check_groups(given)
     fields_: dict[str, Any] = {"name": "", "tenant": None, "vcpus": None, "memory_kib": None}
     for ask in ASKS:
-        value = given.get(ask.name, ask.default)
+        value = given.get(ask.name, _plain(ask, ask.default))
         if ask.name == "page_size" and value is None:
             value = page_size_default
-        if isinstance(value, Enum):
-            value = value.value
-        elif isinstance(value, str) and ask.form in (Form.COUNT, Form.NUMBER):
-            value = _whole(ask, value)
         fields_.update(ask.read(value))
     return _completed(VmRequest(**fields_))
+
+
+def _plain(ask: Ask, value: Any) -> Any:
+    """A value as an option writes it: a choice's word, a number given as text (a domain's metadata) as one."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, str) and ask.form in (Form.COUNT, Form.NUMBER):
+        return _whole(ask, value)
+    return value
 
 
 def _whole(ask: Ask, text: str) -> int:
