@@ -1,4 +1,4 @@
-"""What cog pastes into the manual's command pages: ``vnuma COMMAND --help``, never typed by hand.
+"""What cog pastes into the manual: ``vnuma COMMAND --help`` and sample output, never typed by hand.
 
 A page holds, for each command it documents::
 
@@ -11,6 +11,10 @@ runs ``cog --check`` so a help text that changed without its page fails the test
 """
 
 from __future__ import annotations
+
+import shlex
+import tempfile
+from pathlib import Path
 
 import cog
 from typer.testing import CliRunner
@@ -33,3 +37,19 @@ def usage(command: str) -> None:
     """Paste ``vnuma COMMAND --help`` as a fenced text block."""
     line = " ".join(["vnuma", *command.split(), "--help"])
     cog.outl(f"```text\n$ {line}\n{help_text(command).rstrip()}\n```")
+
+
+def transcript(*commands: str, show: int = 1) -> None:
+    """Run ``commands`` (each ``vnuma ...``) in order on a fresh inventory, and paste the last ``show`` of them
+    with their output, as a terminal shows them."""
+    shown = []
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "inventory.db")
+        for command in commands:
+            words = shlex.split(command)
+            assert words[0] == "vnuma", command
+            res = CliRunner().invoke(app, ["--db", db, "--create", *words[1:]], prog_name="vnuma",
+                                     terminal_width=WIDTH)
+            assert res.exit_code == 0, f"{command}: {res.output}"
+            shown.append(f"$ {command}\n{res.stdout.rstrip()}")
+    cog.outl("```text\n" + "\n".join(shown[-show:]) + "\n```")
