@@ -11,7 +11,7 @@ from tests.api.conftest import Service
 from tests.cli.conftest import Cli
 from vnuma.api.problems import PROBLEMS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
 def test_every_read_equals_the_cli_json(service: Service) -> None:
@@ -128,8 +128,8 @@ def test_openapi_describes_the_routes_and_bodies(service: Service) -> None:
     )
 
 
-def test_the_readme_table_is_the_status_table() -> None:
-    text = README.read_text()
+def test_the_manuals_table_is_the_status_table() -> None:
+    text = API_PAGE.read_text()
     rows = re.findall(r"^\| `(\w+)` \| (\d+) \| (\d+) \|", text, re.M)
     table = {name: (int(exit_code), int(status)) for name, exit_code, status in rows}
     assert table == {cls.__name__: (cls.exit_code, status) for cls, status, _slug, _title in PROBLEMS}

@@ -92,6 +92,6 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_a_bug(cli: Cli, monkeypatch: 
     assert res.stderr.startswith("error: internal error (bug): BrokenPipeError")
 
 
-def test_the_readme_documents_the_closed_pipe_exit_code() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert f"| {EXIT_CLOSED_PIPE} |" in readme
+def test_the_manual_documents_the_closed_pipe_exit_code() -> None:
+    errors = (REPO / "docs" / "errors.md").read_text()
+    assert f"| {EXIT_CLOSED_PIPE} |" in errors

@@ -1,7 +1,8 @@
-"""Every command has help text and appears in the README (sqlite-utils' test_docs idea)."""
+"""Every command has help text and its help pasted on a command page of the manual (sqlite-utils' test_docs idea)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -11,7 +12,13 @@ from typer.testing import CliRunner
 
 from vnuma.cli import app
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+# What each page pastes with cog (tests/docs/cogs.py): `usage("host add")` -> the page.
+PASTED = {
+    command: page.name
+    for page in sorted(DOCS.glob("*.md"))
+    for command in re.findall(r'\[\[\[cog .*usage\("([^"]*)"\)', page.read_text())
+}
 
 
 def _commands() -> list[tuple[str, ...]]:
@@ -33,16 +40,20 @@ def _commands() -> list[tuple[str, ...]]:
 COMMANDS = _commands()
 
 
-def test_the_command_tree_is_what_the_readme_promises() -> None:
+def test_the_command_tree_is_what_the_manual_documents() -> None:
     assert len(COMMANDS) >= 20
+    assert set(PASTED) - {""} <= {" ".join(p) for p in COMMANDS}, "a page pastes the help of no command"
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) for p in COMMANDS])
-def test_command_has_help_and_is_in_the_readme(path: tuple[str, ...]) -> None:
+def test_command_has_help_and_is_on_a_command_page(path: tuple[str, ...]) -> None:
     res = CliRunner().invoke(app, [*path, "--help"])
     assert res.exit_code == 0, res.output
     assert "Usage:" in res.output and len(res.output.splitlines()) > 3
-    assert f"vnuma {' '.join(path)}" in README, f"README does not mention `vnuma {' '.join(path)}`"
+    command = " ".join(path)
+    assert command in PASTED, f"no page of docs/ pastes `vnuma {command} --help` (cog: usage({command!r}))"
+    page = (DOCS / PASTED[command]).read_text()
+    assert f"$ vnuma {command} --help" in page, f"docs/{PASTED[command]}: run `cog -r -I . docs/*.md`"
 
 
 def _command(path: tuple[str, ...]) -> typer.core.TyperCommand:

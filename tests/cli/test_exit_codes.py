@@ -1,4 +1,4 @@
-"""Every refusal exits as the README's table says, with one line on stderr, and changes nothing."""
+"""Every refusal exits as the exit-code table of docs/errors.md says, with one line on stderr, and changes nothing."""
 
 from __future__ import annotations
 

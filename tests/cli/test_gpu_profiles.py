@@ -129,25 +129,25 @@ def test_host_show_lists_the_mig_profiles_of_gpus_whose_model_is_kept(cli: Cli, 
     assert cli.ok("host", "show", "v", "--json").json() == before
 
 
-def _readme_examples(option: str) -> list[list[str]]:
-    """The README's `vnuma place ... OPTION ...` example lines, as argument lists (comments cut)."""
+def _place_page_example(option: str) -> list[str]:
+    """The place page's first `vnuma place ... OPTION ...` example line, as an argument list (comment cut)."""
     import shlex
 
     from tests.cli.conftest import REPO
 
-    lines = (REPO / "README.md").read_text().splitlines()
+    lines = (REPO / "docs" / "place.md").read_text().splitlines()
     found = [shlex.split(line.split("#", 1)[0])[1:] for line in lines
              if line.startswith("vnuma place ") and f" {option} " in line]
-    assert found, f"the README shows no `vnuma place ... {option}` example"
-    return found
+    assert found, f"docs/place.md shows no `vnuma place ... {option}` example"
+    return found[0]
 
 
-def test_the_readmes_mig_example_works_on_the_demo_host_once_its_geometry_is_kept(cli: Cli) -> None:
-    """`host add lab --demo`, then the README's `gpu-profile import demo` and `place ... --mig 3g.40gb`: every GPU
+def test_the_manuals_mig_example_works_on_the_demo_host_once_its_geometry_is_kept(cli: Cli) -> None:
+    """`host add lab --demo`, then the place page's `gpu-profile import demo` and `place ... --mig 3g.40gb`: every GPU
     of the demo host takes the demo geometry, and the example places a MIG instance."""
     cli.ok("host", "add", "lab", "--demo")
     cli.ok("tenant", "create", "tenant-a")
-    (example,) = _readme_examples("--mig")
+    example = _place_page_example("--mig")
     refused = cli(*example)
     assert refused.exit_code == 5 and "gpu-profile import" in refused.stderr  # no geometry kept yet
     kept = cli.ok("gpu-profile", "import", "demo", "--json").json()
@@ -160,15 +160,15 @@ def test_the_readmes_mig_example_works_on_the_demo_host_once_its_geometry_is_kep
     assert "demo" not in shipped  # the shipped ones describe real GPUs
 
 
-def test_the_readmes_vgpu_example_works_where_gpus_offer_the_type(cli: Cli) -> None:
-    """The README's `--vgpu nvidia-1049:2` on a host whose H100's VFs offer that type (the demo's GPUs offer none,
-    as the README says)."""
+def test_the_manuals_vgpu_example_works_where_gpus_offer_the_type(cli: Cli) -> None:
+    """The place page's `--vgpu nvidia-1049:2` on a host whose H100's VFs offer that type (the demo's GPUs offer
+    none, as the page says)."""
     from vnuma.sources.demo import demo_capabilities_path
 
     data = Path(__file__).resolve().parents[1] / "data"
     cli.ok("host", "import", "v", "--capabilities", str(demo_capabilities_path()),
            "--nodedev", str(data / "nodedev" / "gpu-sriov-vfs.xml"))
     cli.ok("tenant", "create", "tenant-a")
-    (example,) = _readme_examples("--vgpu")
+    example = _place_page_example("--vgpu")
     placed = cli.ok(*example, "--json").json()
     assert [(d["kind"], d["type"]) for d in placed["devices"]] == [("vgpu", "nvidia-1049")] * 2
