@@ -37,16 +37,23 @@ def place(
 ) -> None:
     """Place a tenant's VM: host, cells, pCPUs, hugepages and GPUs; claim them.
 
-    The request's options are described in the manual (docs/place.md);
-    the VM keeps them as asked ("request" in `vnuma vm show --json`) and
-    every later move asks them again.
+    The request's options are explained in the manual (docs/place.md); the
+    VM keeps them as asked ("request" in `vnuma vm show --json` and the
+    placement JSON) and every later move asks them again.
+
+    A VM no host takes is exit 5 with one line: how many hosts refused it
+    for each cause, and the host that came closest with its own reason
+    (--explain lists every host's); JSON: "error", "hint", "causes",
+    "closest" and "rejections". Nothing is written.
 
     With --rebalance, a VM that fits nowhere gets a plan of at most
     --max-moves moves (as `vnuma rebalance --make-room-for` would make)
     after which it fits; the plan is shown and the command still exits 5,
     unless --apply carries the moves out (journaled, see `vnuma rebalance`)
     and then places the VM. With --host the plan moves VMs on that host only
-    (and says so).
+    (and says so). JSON adds "rebalance": the plan document plus "host" (the
+    --host or null) and "found"; without a plan "found" is false and
+    "reason" says why (with "run" when applied).
 
     Example: vnuma place tenant-a --gpus 2 --group pair-1 --affinity host
 
