@@ -56,7 +56,7 @@ def request_options(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def wrapper(**values: Any) -> None:
-        asked = {n: _word(values.pop(n)) for n in names}
+        asked = {n: word(values.pop(n)) for n in names}
         command(values.pop(ctx.name), asked, **values)
 
     params = [ctx, *_parameters(), *rest]
@@ -66,5 +66,6 @@ def request_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _word(value: Any) -> Any:
+def word(value: Any) -> Any:
+    """An option's value as written: a choice's word (Click gives the enum member)."""
     return value.value if isinstance(value, Enum) else value

@@ -202,7 +202,8 @@ ASKS: tuple[Ask, ...] = (
     Ask("dedicated_vcpus", Form.TEXT, "With --cpu-policy mixed: the vCPUs pinned 1:1, e.g. 0-3,6 (the others "
         "float).", "mixed", _given("dedicated_vcpus", vcpu_list),
         lambda req: format_cpuset(req.dedicated_vcpus) if req.dedicated_vcpus else None, metavar="LIST"),
-    Ask("thread_policy", Form.CHOICE, "How dedicated vCPUs use SMT siblings.", "cell-cpus",
+    Ask("thread_policy", Form.CHOICE, "How dedicated vCPUs use SMT siblings: sibling pairs where they can "
+        "(prefer), a whole core each (isolate), or sibling pairs only (require).", "cell-cpus",
         _choice("thread_policy", ThreadPolicy), _value("thread_policy"), default=ThreadPolicy.PREFER,
         choices=ThreadPolicy),
     Ask("page_size", Form.TEXT, "4K, 2M, 1G or large [default: config page_size, VNUMA_PAGE_SIZE, else large].",
