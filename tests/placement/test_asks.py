@@ -91,8 +91,7 @@ def asked_options(draw: st.DrawFn) -> dict[str, Any]:
     """Some options of a request, as written: any subset of the declared ones, each a value its option
     reads; the options that need or exclude each other drawn so that they read (their other checks, sums of
     per-cell lists, a policy for dedicated vCPUs, are the engine's: a request may well be one it refuses)."""
-    chosen = draw(st.sets(st.sampled_from(sorted(OPTIONS))))
-    values = {name: draw(OPTIONS[name]) for name in sorted(chosen)}
+    values = {name: draw(strategy) for name, strategy in sorted(OPTIONS.items()) if draw(st.booleans())}
     for a, b in _EXCLUSIVE:
         if a in values and b in values:
             del values[draw(st.sampled_from([a, b]))]
@@ -118,6 +117,7 @@ def sound_options(draw: st.DrawFn) -> dict[str, Any]:
         values.update(cell_vcpus=",".join(map(str, cells_vcpus)), cell_memory=",".join(f"{g}GiB" for g in cells_gib))
         if values.get("gpus"):
             values["cell_gpus"] = ",".join(str(values["gpus"]) if i == 0 else "0" for i in range(n))
+        values.pop("emulator_threads", None)  # an isolated emulator pCPU has no per-cell size
     if n > 1 and draw(st.booleans()):
         modes = draw(st.lists(st.sampled_from(["strict", "preferred", "interleave"]), min_size=n, max_size=n))
         values["cell_memory_mode"] = ",".join(modes)
