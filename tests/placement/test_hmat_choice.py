@@ -14,7 +14,7 @@ from tests.placement.helpers import request
 from vnuma.codec import host_from_dict, host_to_dict
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Strategy
+from vnuma.placement.objectives import Strategy
 from vnuma.topology import Host, check_host
 from vnuma.topology.hmat import UNRATED_LATENCY_NS, Hmat, cpu_cell_ratings
 

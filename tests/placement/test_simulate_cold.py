@@ -13,7 +13,8 @@ import pytest
 
 from tests.placement.helpers import check_fleet
 from vnuma.codec.traces import trace_document
-from vnuma.placement.model import ColdTier, Isolation, Placement, Strategy, Tenant
+from vnuma.placement.model import ColdTier, Isolation, Placement, Tenant
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import SimulationReport, load_trace, placements_to_list, report_to_dict, run
 from vnuma.sources.trace import Trace
 from vnuma.sources.tracegen import generate

@@ -9,7 +9,8 @@ import typer
 from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import VmArg
 from vnuma.cli.placing import vm_app
-from vnuma.placement.model import CpuPolicy, Placement, iothread_pins
+from vnuma.placement.model import CpuPolicy, Placement
+from vnuma.placement.pins import iothread_pins
 from vnuma.topology import format_size_kib
 
 

@@ -11,16 +11,8 @@ import uuid
 from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
-from vnuma.placement.model import (
-    MAX_IOTHREADS,
-    CellAssignment,
-    CpuPolicy,
-    MemoryMode,
-    Placement,
-    iothread_pins,
-    mixed_split,
-    vcpu_pins,
-)
+from vnuma.placement.model import MAX_IOTHREADS, CellAssignment, CpuPolicy, MemoryMode, Placement, mixed_split
+from vnuma.placement.pins import iothread_pins, vcpu_pins
 from vnuma.render.distances import mirrored
 from vnuma.render.guestview import GuestView, guest_view, hint_string
 from vnuma.render.metadata import VNUMA_NS

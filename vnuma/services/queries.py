@@ -32,7 +32,7 @@ def host_document(settings: Settings, name: str) -> tuple[Host, dict[str, Any]]:
     """
     from vnuma.codec import host_to_dict, left_out_to_list
     from vnuma.inventory.reading import open_reader
-    from vnuma.placement.partitions import host_gpu_use
+    from vnuma.placement.partitionchoice import host_gpu_use
     from vnuma.placement.resctrl import ResctrlUse
 
     with open_reader(settings.db_url) as reader:

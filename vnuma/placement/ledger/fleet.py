@@ -44,8 +44,9 @@ from vnuma.placement.ledger.arrays import FleetArrays
 from vnuma.placement.ledger.cell import CellState, CoreState
 from vnuma.placement.ledger.claim import REPLACE_HINT, gpu_count, page_needs
 from vnuma.placement.ledger.host import HostState, ShapeCache
-from vnuma.placement.model import Isolation, Placement, Rejection, Tenant
+from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.placement.quota import Usage
+from vnuma.placement.result import Rejection
 from vnuma.topology import Host
 
 TenantsArg = Iterable[Tenant] | Mapping[str, Isolation] | None
