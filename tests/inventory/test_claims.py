@@ -17,7 +17,8 @@ from tests.dbdump import dump
 from tests.inventory.conftest import placement
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError, VnumaError
 from vnuma.inventory import Inventory, VmState
-from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
+from vnuma.inventory.claimtables import CpuClaim, DeviceClaim, PageClaim
+from vnuma.inventory.models import HostRow, VmRow
 from vnuma.placement.ledger import fleet as fleet_module
 from vnuma.placement.model import CpuPolicy, Isolation, Placement, Tenant
 from vnuma.topology import PAGE_2M, PAGE_4K

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from vnuma.errors import InvalidInputError, not_in_inventory
-from vnuma.inventory.db import current_revision, head_revision, masked_url, open_inventory, upgrade
+from vnuma.inventory import open_inventory
+from vnuma.inventory.db import current_revision, head_revision, masked_url, upgrade
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
 from vnuma.services.names import natural_key

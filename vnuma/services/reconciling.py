@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from vnuma.errors import ConflictError, HypervisorError, InvalidInputError, NotFoundError
 from vnuma.hypervisor.base import DomainState, Hypervisor
-from vnuma.inventory.db import open_inventory
+from vnuma.inventory import open_inventory
 from vnuma.inventory.reading import FleetView, open_reader
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
