@@ -37,7 +37,7 @@ from vnuma.placement.model import CpuPolicy, EmulatorThreads, GpuAffinity, Isola
 from vnuma.placement.objectives import Strategy
 from vnuma.simulate import run
 from vnuma.sources.trace import load_trace
-from vnuma.topology import check_host
+from vnuma.topology.hostcheck import check_host
 
 TRACE_EXAMPLES = 2000
 CLI_EXAMPLES = 300

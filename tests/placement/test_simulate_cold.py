@@ -19,7 +19,7 @@ from vnuma.simulate import SimulationReport, load_trace, placements_to_list, rep
 from vnuma.sources.trace import Trace
 from vnuma.sources.tracegen import generate
 from vnuma.topology import KIB_PER_MIB, Host
-from vnuma.topology.hmat import cell_kinds
+from vnuma.topology.tiers import cell_kinds
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "snc-cxl-gpu.json"
 

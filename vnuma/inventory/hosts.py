@@ -20,7 +20,8 @@ from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import HostRow, VmRow
 from vnuma.inventory.topologies import decode_host, decode_left_out, encode_left_out
 from vnuma.placement.resctrl import ResctrlUse, policy_problem
-from vnuma.topology import Host, check_host, format_cpuset, parse_cpuset
+from vnuma.topology import Host, format_cpuset, parse_cpuset
+from vnuma.topology.hostcheck import check_host
 from vnuma.topology.leftout import LeftOut
 from vnuma.topology.resctrl import ResctrlPolicy, format_policy, parse_policy
 

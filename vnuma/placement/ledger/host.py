@@ -24,7 +24,7 @@ from vnuma.placement.partitionmodel import PartitionAssignment
 from vnuma.placement.partitions import gpu_offers
 from vnuma.placement.resctrl import ResctrlUse, cell_domains
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
-from vnuma.topology.hmat import UNRATED_LATENCY_NS, cpu_cell_ratings
+from vnuma.topology.tiers import UNRATED_LATENCY_NS, cpu_cell_ratings
 
 UNKNOWN_REMOTE_DISTANCE = 20  # libvirt's default when a host reports no SLIT table
 
