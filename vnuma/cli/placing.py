@@ -340,7 +340,7 @@ def place(
         })
     else:
         verb = "would place" if dry_run else "placed"
-        from vnuma.cli.vmview import print_placement
+        from vnuma.cli.placementtable import print_placement
 
         print_placement(chosen, f"{verb} VM {chosen.vm} (tenant {chosen.tenant}) on host {chosen.host}")
 
