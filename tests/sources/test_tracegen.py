@@ -14,7 +14,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from vnuma.sources.trace import Trace, load_trace
-from vnuma.sources.tracegen import SCENARIOS, generate, make_trace, pick, render_trace
+from vnuma.sources.tracegen import SCENARIOS, generate, make_trace, render_trace
+from vnuma.sources.tracemix import pick
 from vnuma.topology import KIB_PER_MIB, DeviceKind
 from vnuma.topology.hmat import nested
 from vnuma.topology.tiers import cell_kinds
