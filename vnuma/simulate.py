@@ -46,8 +46,9 @@ from vnuma.errors import ConflictError, InvalidInputError
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.memory import RefusalMemory
-from vnuma.placement.model import Isolation, Placement, Strategy, Tenant, VmRequest
+from vnuma.placement.model import Isolation, Placement, Tenant, VmRequest
 from vnuma.placement.nics import NicPair, nic_pairs
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.partitions import stranded
 from vnuma.sources.trace import Trace, TraceRequest, load_trace
 from vnuma.topology import KIB_PER_MIB, DeviceKind, Host

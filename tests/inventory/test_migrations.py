@@ -12,6 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
+import vnuma.inventory.claimtables  # noqa: F401 (the claims' tables join Base.metadata)
 from tests.builders import make_host
 from tests.dbdump import dump
 from vnuma.errors import InventoryError
@@ -157,7 +158,7 @@ def test_a_foreign_database_is_refused_and_left_unchanged(db_path: Path, db_url:
 
 def test_schema_revision_constant_is_the_migrations_head() -> None:
     from vnuma.inventory.db import head_revision
-    from vnuma.inventory.models import SCHEMA_REVISION
+    from vnuma.inventory.schema import SCHEMA_REVISION
 
     assert head_revision() == SCHEMA_REVISION
 

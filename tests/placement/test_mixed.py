@@ -18,16 +18,9 @@ from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import (
-    CpuPolicy,
-    EmulatorThreads,
-    Isolation,
-    Placement,
-    Strategy,
-    ThreadPolicy,
-    VmRequest,
-    vcpu_pins,
-)
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, Isolation, Placement, ThreadPolicy, VmRequest
+from vnuma.placement.objectives import Strategy
+from vnuma.placement.pins import vcpu_pins
 from vnuma.placement.rebalance.base import request_of
 from vnuma.placement.request import validate_request
 from vnuma.topology import Host

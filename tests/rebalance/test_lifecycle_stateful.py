@@ -14,9 +14,9 @@ from tests.placement.helpers import check_fleet
 from tests.placement.strategies import ISOLATION, host_lists, vm_requests
 from vnuma.errors import GroupModeError
 from vnuma.placement.engine import place
-from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
+from vnuma.placement.model import Affinity, AntiAffinity, Placement, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance import SOLVERS, FleetState, Move, plan_moves, request_of
 from vnuma.topology import KIB_PER_GIB, Host
 

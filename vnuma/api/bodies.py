@@ -13,8 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.model import (
+    Affinity,
+    AntiAffinity,
     ColdTier,
     CpuPolicy,
     EmulatorThreads,
@@ -23,9 +24,9 @@ from vnuma.placement.model import (
     Isolation,
     MemoryMode,
     NicFunction,
-    Strategy,
     ThreadPolicy,
 )
+from vnuma.placement.objectives import Strategy
 
 
 class Body(BaseModel):

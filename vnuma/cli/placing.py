@@ -11,8 +11,9 @@ from vnuma.cli import config, output, remote, settings
 from vnuma.cli.completion import TenantArg, hosts
 from vnuma.cli.options import StrategyOpt, strategy_of
 from vnuma.documents import plan_doc
-from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.model import (
+    Affinity,
+    AntiAffinity,
     ColdTier,
     CpuPolicy,
     EmulatorThreads,
@@ -20,10 +21,10 @@ from vnuma.placement.model import (
     IoThreadPolicy,
     MemoryMode,
     NicFunction,
-    PlacementResult,
     ThreadPolicy,
     VmRequest,
 )
+from vnuma.placement.result import PlacementResult
 from vnuma.topology.pcie import Level
 
 vm_app = typer.Typer(no_args_is_help=True, add_completion=False)
@@ -339,7 +340,7 @@ def place(
         })
     else:
         verb = "would place" if dry_run else "placed"
-        from vnuma.cli.vmview import print_placement
+        from vnuma.cli.placementtable import print_placement
 
         print_placement(chosen, f"{verb} VM {chosen.vm} (tenant {chosen.tenant}) on host {chosen.host}")
 

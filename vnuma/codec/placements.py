@@ -22,8 +22,9 @@ from vnuma.codec.checks import (
     list_of,
     take,
 )
-from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.model import (
+    Affinity,
+    AntiAffinity,
     CellAssignment,
     ColdTier,
     CpuPolicy,
@@ -32,12 +33,11 @@ from vnuma.placement.model import (
     Isolation,
     MemoryMode,
     NicFunction,
-    PartitionAssignment,
-    PartitionKind,
     Placement,
     Tenant,
     ThreadPolicy,
 )
+from vnuma.placement.partitionmodel import PartitionAssignment, PartitionKind
 from vnuma.topology import KIB_PER_MIB, DeviceKind
 from vnuma.topology.pcie import Level
 

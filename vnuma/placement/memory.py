@@ -13,7 +13,9 @@ never changes the ledger or remembers anything on it.
 from __future__ import annotations
 
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Rejection, Strategy, VmRequest
+from vnuma.placement.model import VmRequest
+from vnuma.placement.objectives import Strategy
+from vnuma.placement.result import Rejection
 from vnuma.topology import shape_text
 
 Entry = tuple[int, int, int, Rejection]

@@ -35,11 +35,10 @@ from vnuma.placement.model import (
     EmulatorThreads,
     IoThreadPolicy,
     MemoryMode,
-    PartitionAsk,
-    PartitionKind,
     ThreadPolicy,
     VmRequest,
 )
+from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
 from vnuma.topology import PAGE_4K, count_of, format_size_kib
 
 MAX_VCPUS = 4096

@@ -17,16 +17,8 @@ from dataclasses import dataclass
 
 from vnuma.errors import InvalidInputError
 from vnuma.placement.iommu import companions
-from vnuma.placement.model import (
-    CellAssignment,
-    CpuPolicy,
-    DeviceAssignment,
-    MemoryMode,
-    Placement,
-    ThreadPolicy,
-    emulator_pins,
-    vcpu_pins,
-)
+from vnuma.placement.model import CellAssignment, CpuPolicy, DeviceAssignment, MemoryMode, Placement, ThreadPolicy
+from vnuma.placement.pins import emulator_pins, vcpu_pins
 from vnuma.services.names import check_name
 from vnuma.sources.domainxml import Domain, GuestCell
 from vnuma.topology import PAGE_4K, DeviceKind, Host, format_cpuset

@@ -19,8 +19,10 @@ from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import Snapshot, open_reader
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Objective, Placement, PlacementResult, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance.base import Plan, is_movable, make_move, refit_affinities, request_of
+from vnuma.placement.result import PlacementResult
 from vnuma.services import Settings
 from vnuma.topology import DeviceKind, format_cpuset
 

@@ -9,8 +9,9 @@ means the same whichever way it came.
 from __future__ import annotations
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.model import (
+    Affinity,
+    AntiAffinity,
     ColdTier,
     CpuPolicy,
     EmulatorThreads,
@@ -18,11 +19,10 @@ from vnuma.placement.model import (
     IoThreadPolicy,
     MemoryMode,
     NicFunction,
-    PartitionAsk,
-    PartitionKind,
     ThreadPolicy,
     VmRequest,
 )
+from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
 from vnuma.placement.request import parse_partition
 from vnuma.services.names import check_name
 from vnuma.topology import parse_cpuset, parse_page_size, parse_size_kib

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.model import ColdTier, CpuPolicy, NicFunction, PartitionAsk, PartitionKind, ThreadPolicy
+from vnuma.placement.model import ColdTier, CpuPolicy, NicFunction, ThreadPolicy
+from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
 from vnuma.placement.request import MAX_NICS, parse_partition
 from vnuma.sources.tracekeys import At
 from vnuma.topology.pcie import Level

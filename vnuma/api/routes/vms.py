@@ -23,7 +23,7 @@ def routes(app: FastAPI, settings: Settings, change: Change, warm: WarmFleet) ->
     @app.post("/v1/place", summary="vnuma place")
     def place(body: PlaceBody, token: Caller, request: Request) -> JSONResponse:
         from vnuma.codec import placement_to_dict
-        from vnuma.placement.model import Strategy
+        from vnuma.placement.objectives import Strategy
         from vnuma.services.placing import place_vm, require_chosen
         from vnuma.services.requests import place_request
         from vnuma.topology.pcie import Level

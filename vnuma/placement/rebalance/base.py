@@ -9,15 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vnuma.placement.model import (
-    EmulatorThreads,
-    GpuAffinity,
-    Isolation,
-    Objective,
-    PartitionAsk,
-    Placement,
-    VmRequest,
-)
+from vnuma.placement.model import EmulatorThreads, GpuAffinity, Isolation, Placement, VmRequest
+from vnuma.placement.objectives import Objective
+from vnuma.placement.partitionmodel import PartitionAsk
 from vnuma.topology import DeviceKind, Host
 from vnuma.topology.pcie import Level
 

@@ -6,7 +6,8 @@ Pure: no I/O. Definition and work bound: see :mod:`vnuma.placement.rebalance`.
 from __future__ import annotations
 
 from vnuma.placement.ledger.cell import CellState
-from vnuma.placement.model import Objective, Placement
+from vnuma.placement.model import Placement
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, refit_affinities, request_of
 from vnuma.placement.rebalance.search import Search, greedy
 

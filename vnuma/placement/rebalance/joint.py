@@ -52,7 +52,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from vnuma.errors import NoRoomError
-from vnuma.placement.model import Objective, Placement
+from vnuma.placement.model import Placement
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import (
     MOVE_UNIT,
     Candidate,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vnuma.placement.model import Objective, Placement
+from vnuma.placement.model import Placement
 from vnuma.placement.nics import nic_pairs
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, refit_affinities, request_of
 from vnuma.placement.rebalance.search import Search, greedy
 from vnuma.topology import DeviceKind

@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
-from vnuma.placement.model import Objective, Placement, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import Candidate, stay, usage
 from vnuma.placement.rebalance.base import Plan, is_movable, refit_affinities, request_of
 from vnuma.placement.rebalance.fragmentation import partly_used

@@ -49,7 +49,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from vnuma.placement.engine import place
-from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance.assign import (
     Candidate,
     Choice,

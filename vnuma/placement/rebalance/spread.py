@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from vnuma.placement.model import Objective, Placement
+from vnuma.placement.model import Placement
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, request_of
 from vnuma.placement.rebalance.search import Search, greedy
 
