@@ -19,7 +19,8 @@ from typing import Any
 
 def simulate(rounds: int, *paths: str) -> dict[str, Any]:
     """Per trace and strategy: placed count, best requests/s of ``rounds`` runs, the placements."""
-    from vnuma.placement.model import Isolation, Strategy
+    from vnuma.placement.model import Isolation
+    from vnuma.placement.objectives import Strategy
     from vnuma.simulate import load_trace, placements_to_list, report_to_dict, run
 
     out: dict[str, Any] = {}

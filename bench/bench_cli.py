@@ -49,7 +49,7 @@ def big_capabilities(cells: int = 64, cores_per_cell: int = 8, smt: int = 2) -> 
 
 def _fill_differently(db: Path) -> None:
     """Two more VMs on every host, sized by the host's number: no two hosts in the same state."""
-    from vnuma.inventory.db import open_inventory
+    from vnuma.inventory import open_inventory
     from vnuma.placement.engine import place
     from vnuma.placement.ledger.fleet import Fleet
     from vnuma.placement.model import Isolation, VmRequest

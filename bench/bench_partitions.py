@@ -7,7 +7,7 @@ each seed's trace is simulated per strategy twice: with the engine as it is
 fresh one, a MIG instance at the start that leaves the largest profile
 creatable), and with a baseline that takes the first GPU of the host with
 room in address order, on any cell, and a MIG instance at its lowest free
-start (``vnuma.placement.partitions._candidates`` and ``choose_start``
+start (``vnuma.placement.partitionchoice._candidates`` and ``vnuma.placement.partitions.choose_start``
 replaced for that run only; everything else, CPUs and memory included, is
 the same engine), and with that baseline kept to the GPUs of the VM's cells.
 Prints, summed over the seeds: VMs placed, partition
@@ -25,8 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from vnuma import simulate
-from vnuma.placement import partitions
-from vnuma.placement.model import Strategy
+from vnuma.placement import partitionchoice, partitions
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import load_trace
 from vnuma.sources.trace import Trace
 from vnuma.sources.tracegen import generate
@@ -58,12 +58,12 @@ def _lowest_start(geometry: Any, used: Any, name: str, free: tuple[int, ...]) ->
 
 def _with(candidates: Callable[..., list[str]], start: Callable[..., int], traces: list[Trace],
           strategy: Strategy) -> list[Row]:
-    kept = partitions._candidates, partitions.choose_start
-    partitions._candidates, partitions.choose_start = candidates, start
+    kept = partitionchoice._candidates, partitions.choose_start
+    partitionchoice._candidates, partitions.choose_start = candidates, start
     try:
         return _runs(traces, strategy)
     finally:
-        partitions._candidates, partitions.choose_start = kept
+        partitionchoice._candidates, partitions.choose_start = kept
 
 
 def main() -> None:
@@ -77,7 +77,7 @@ def main() -> None:
           "| on another cell | seeds vnuma places more / fewer partition VMs |")
     print("|---|---|---|---|---|---|---|---|---|")
     for strategy in (Strategy.PACK, Strategy.GPU_FIRST, Strategy.FIRST_FIT):
-        ours = _with(partitions._candidates, partitions.choose_start, traces, strategy)
+        ours = _with(partitionchoice._candidates, partitions.choose_start, traces, strategy)
         for label, rows in (
             ("vnuma", ours),
             ("first GPU with room", _with(_first_gpu_with_room, _lowest_start, traces, strategy)),

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import EmulatorThreads, Isolation, Strategy, ThreadPolicy, VmRequest
+from vnuma.placement.model import EmulatorThreads, Isolation, ThreadPolicy, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import Trace, load_trace, report_to_dict, run
 from vnuma.sources.tracegen import generate
 from vnuma.topology import (

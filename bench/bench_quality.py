@@ -35,7 +35,8 @@ from itertools import combinations
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Strategy, VmRequest
+from vnuma.placement.model import Isolation, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import run
 from vnuma.sources.trace import Trace, load_trace
 from vnuma.sources.tracegen import SCENARIOS, make_trace

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from vnuma import simulate
 from vnuma.placement import devices
-from vnuma.placement.model import Strategy
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import load_trace
 from vnuma.sources.trace import Trace
 from vnuma.sources.tracegen import generate

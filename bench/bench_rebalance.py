@@ -38,7 +38,8 @@ from pathlib import Path
 from tests.builders import make_host
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
+from vnuma.placement.model import Isolation, Placement, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.rebalance import FleetState, Objective, Plan, plan_moves
 from vnuma.simulate import load_trace, run
 from vnuma.topology import KIB_PER_GIB, Host

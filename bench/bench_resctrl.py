@@ -19,7 +19,8 @@ from pathlib import Path
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Strategy, VmRequest
+from vnuma.placement.model import Isolation, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import load_trace
 from vnuma.topology import Host
 from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl, ResctrlPolicy

@@ -37,7 +37,8 @@ from bench_rebalance import TENANTS, _release, room_shapes, synthetic
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Objective, Strategy, VmRequest
+from vnuma.placement.model import Isolation, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance import FleetState, Plan, plan_moves
 from vnuma.topology import KIB_PER_GIB
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vnuma.codec import placement_to_dict
-from vnuma.placement.model import Objective
+from vnuma.placement.objectives import Objective
 
 if TYPE_CHECKING:
-    from vnuma.placement.model import Placement, PlacementResult, Rejection, VmRequest
+    from vnuma.placement.model import Placement, VmRequest
     from vnuma.placement.rebalance import Plan
+    from vnuma.placement.result import PlacementResult, Rejection
     from vnuma.services.bandwidth import BandwidthReport
     from vnuma.services.capacity import CapacityReport
     from vnuma.services.stats import StatsReport

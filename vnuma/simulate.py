@@ -48,8 +48,9 @@ from vnuma.placement.asks import for_tenant
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.memory import RefusalMemory
-from vnuma.placement.model import Isolation, Placement, Strategy, Tenant, VmRequest
+from vnuma.placement.model import Isolation, Placement, Tenant, VmRequest
 from vnuma.placement.nics import NicPair, nic_pairs
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.partitions import stranded
 from vnuma.sources.trace import Trace, load_trace
 from vnuma.topology import KIB_PER_MIB, DeviceKind, Host

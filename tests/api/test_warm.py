@@ -11,7 +11,9 @@ from tests.cli.conftest import REPO, Cli
 from vnuma.errors import VnumaError
 from vnuma.inventory.placer import open_placer
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import PartitionAsk, PartitionKind, Strategy, VmRequest
+from vnuma.placement.model import VmRequest
+from vnuma.placement.objectives import Strategy
+from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
 from vnuma.services.placing import Cold, decided
 from vnuma.services.warm import WarmFleet
 from vnuma.topology import KIB_PER_GIB, PAGE_1G

@@ -17,7 +17,8 @@ from sqlalchemy import create_engine, select
 from tests.placement.helpers import held_by
 from vnuma.codec import host_from_dict, placement_from_dict
 from vnuma.inventory.claims import page_needs
-from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, PartitionClaim, ResctrlClaim, VmRow
+from vnuma.inventory.claimtables import CpuClaim, DeviceClaim, PageClaim, PartitionClaim, ResctrlClaim
+from vnuma.inventory.models import HostRow, VmRow
 from vnuma.placement.model import Placement
 from vnuma.topology import Host, parse_cpuset
 from vnuma.topology.resctrl import l3_banks, parse_policy

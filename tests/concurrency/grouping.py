@@ -13,8 +13,8 @@ from typing import Any
 
 from vnuma.errors import VnumaError
 from vnuma.inventory.placer import Placer
-from vnuma.placement.groups import Affinity
-from vnuma.placement.model import Placement, Strategy, VmRequest
+from vnuma.placement.model import Affinity, Placement, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings
 from vnuma.services.placing import place_vm
 from vnuma.topology import KIB_PER_GIB, PAGE_1G

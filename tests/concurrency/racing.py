@@ -24,7 +24,8 @@ from vnuma.codec import placement_to_dict
 from vnuma.errors import ConflictError, InventoryError, NoPlacementError, VnumaError
 from vnuma.inventory import open_inventory, upgrade
 from vnuma.inventory.models import VmRow
-from vnuma.placement.model import Isolation, Strategy, Tenant, VmRequest
+from vnuma.placement.model import Isolation, Tenant, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings
 from vnuma.services.placing import place_vm
 from vnuma.topology import KIB_PER_GIB, PAGE_1G, Host

@@ -20,7 +20,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from vnuma.inventory import open_inventory, upgrade
-from vnuma.placement.model import Isolation, Strategy, Tenant, VmRequest
+from vnuma.placement.model import Isolation, Tenant, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings
 from vnuma.services.applying import apply_vm, render_options
 from vnuma.services.hosts import add_host

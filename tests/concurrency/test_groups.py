@@ -11,8 +11,8 @@ import pytest
 from tests.concurrency.consistency import inconsistencies
 from tests.concurrency.grouping import group_worker
 from tests.concurrency.racing import make_fleet, recorded_vms
-from vnuma.placement.groups import Affinity
-from vnuma.placement.model import Strategy, VmRequest
+from vnuma.placement.model import Affinity, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings
 from vnuma.services.placing import place_vm
 from vnuma.topology import KIB_PER_GIB, PAGE_1G

@@ -22,7 +22,9 @@ from sqlalchemy import create_engine, text
 from tests.concurrency.consistency import inconsistencies
 from vnuma.errors import ConflictError, InventoryError, NoPlacementError
 from vnuma.inventory import open_inventory, upgrade
-from vnuma.placement.model import Isolation, PartitionAsk, PartitionKind, Strategy, Tenant, VmRequest
+from vnuma.placement.model import Isolation, Tenant, VmRequest
+from vnuma.placement.objectives import Strategy
+from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
 from vnuma.services import Settings
 from vnuma.services.gpuprofiles import import_geometry
 from vnuma.services.placing import place_vm

@@ -18,7 +18,8 @@ import pytest
 from tests.concurrency.consistency import inconsistencies
 from tests.concurrency.racing import OUTCOMES, make_fleet, recorded_vms, run_race
 from vnuma.errors import VnumaError
-from vnuma.placement.model import Strategy, VmRequest
+from vnuma.placement.model import VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings
 from vnuma.services.permits import granted
 from vnuma.services.placing import place_vm

@@ -21,7 +21,8 @@ from tests.concurrency.racing import make_fleet
 from vnuma.errors import ConflictError
 from vnuma.inventory import open_inventory
 from vnuma.inventory.placer import Placer
-from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
+from vnuma.placement.model import Isolation, Placement, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings, placing
 from vnuma.topology import KIB_PER_GIB, PAGE_1G
 

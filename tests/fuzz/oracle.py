@@ -18,7 +18,8 @@ from vnuma.errors import InvalidInputError
 from vnuma.sources.capabilities import read_capabilities
 from vnuma.sources.hwloc import read_hwloc
 from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
-from vnuma.topology import Host, PciDevice, check_host, parse_cpuset, parse_page_size, parse_size_kib
+from vnuma.topology import Host, PciDevice, parse_cpuset, parse_page_size, parse_size_kib
+from vnuma.topology.hostcheck import check_host
 from vnuma.topology.leftout import Imported
 
 _ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$")

@@ -33,18 +33,11 @@ from tests.fuzz.oracle import check_error
 from vnuma.cli import app
 from vnuma.errors import InvalidInputError
 from vnuma.inventory import open_inventory
-from vnuma.placement.model import (
-    CpuPolicy,
-    EmulatorThreads,
-    GpuAffinity,
-    Isolation,
-    Strategy,
-    Tenant,
-    ThreadPolicy,
-)
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, GpuAffinity, Isolation, Tenant, ThreadPolicy
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import run
 from vnuma.sources.trace import load_trace
-from vnuma.topology import check_host
+from vnuma.topology.hostcheck import check_host
 
 TRACE_EXAMPLES = 2000
 CLI_EXAMPLES = 300

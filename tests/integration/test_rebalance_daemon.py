@@ -39,7 +39,7 @@ from tests.integration.conftest import virsh
 from tests.integration.test_daemon_e2e import _qemu_pid, _vcpu_threads
 from tests.sources.capswriter import capabilities_xml
 from vnuma.codec import placement_from_dict
-from vnuma.placement.model import Objective
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance import Move, Plan
 from vnuma.services import Settings
 from vnuma.services.permits import granted

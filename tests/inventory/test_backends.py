@@ -18,8 +18,9 @@ from tests.builders import make_host
 from tests.inventory.conftest import placement
 from vnuma.errors import ConflictError
 from vnuma.inventory import head_revision, make_engine, open_inventory, upgrade
+from vnuma.inventory.claimtables import CpuClaim
 from vnuma.inventory.db import alembic_config, current_revision, writer
-from vnuma.inventory.models import Base, CpuClaim, VmRow
+from vnuma.inventory.models import Base, VmRow
 from vnuma.placement.model import Isolation, Tenant
 
 

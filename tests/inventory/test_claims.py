@@ -17,7 +17,8 @@ from tests.dbdump import dump
 from tests.inventory.conftest import placement
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError, VnumaError
 from vnuma.inventory import Inventory, VmState
-from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, VmRow
+from vnuma.inventory.claimtables import CpuClaim, DeviceClaim, PageClaim
+from vnuma.inventory.models import HostRow, VmRow
 from vnuma.placement.ledger import fleet as fleet_module
 from vnuma.placement.model import CpuPolicy, Isolation, Placement, Tenant
 from vnuma.topology import PAGE_2M, PAGE_4K
@@ -349,7 +350,7 @@ def test_the_claim_itself_keeps_a_replica_group_apart(hv: Inventory, db_path: Pa
     """A placement built without the engine (or against a stale snapshot) is refused inside the claim
     transaction when its group's other VM holds the host (check ``group``); a cell-scoped one on another cell
     is not."""
-    from vnuma.placement.groups import AntiAffinity
+    from vnuma.placement.model import AntiAffinity
 
     first = replace(placement("r1", (2,)), group="web", anti_affinity=AntiAffinity.HOST)
     hv.claim(first, Isolation.CORE)
@@ -373,7 +374,7 @@ def test_the_claim_knows_where_an_affine_group_is_on_the_other_hosts(hv: Invento
     from vnuma.errors import GroupModeError
     from vnuma.inventory import placing
     from vnuma.inventory.models import ReplicaGroupRow
-    from vnuma.placement.groups import Affinity, AntiAffinity
+    from vnuma.placement.model import Affinity, AntiAffinity
 
     hv.add_host(make_host("host-b", gpus_per_cell=2))
     hv.claim(replace(placement("p1", (2,)), group="pair", affinity=Affinity.HOST), Isolation.CORE)

@@ -12,11 +12,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
+import vnuma.inventory.claimtables  # noqa: F401 (the claims' tables join Base.metadata)
 from tests.builders import make_host
 from tests.dbdump import dump
 from vnuma.errors import InventoryError
-from vnuma.inventory import current_revision, head_revision, make_engine, open_inventory, upgrade
-from vnuma.inventory.db import alembic_config, writer
+from vnuma.inventory import open_inventory, upgrade
+from vnuma.inventory.db import alembic_config, current_revision, head_revision, make_engine, writer
 from vnuma.inventory.models import Base
 
 TABLES = {
@@ -157,7 +158,7 @@ def test_a_foreign_database_is_refused_and_left_unchanged(db_path: Path, db_url:
 
 def test_schema_revision_constant_is_the_migrations_head() -> None:
     from vnuma.inventory.db import head_revision
-    from vnuma.inventory.models import SCHEMA_REVISION
+    from vnuma.inventory.schema import SCHEMA_REVISION
 
     assert head_revision() == SCHEMA_REVISION
 

@@ -20,7 +20,8 @@ from vnuma.inventory import Inventory, access, open_inventory
 from vnuma.inventory.embedded import KeptDomain
 from vnuma.inventory.placer import open_placer
 from vnuma.inventory.schema import SCHEMA_REVISION
-from vnuma.placement.model import Isolation, Strategy, Tenant, VmRequest
+from vnuma.placement.model import Isolation, Tenant, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings
 from vnuma.services.placing import place_vm
 from vnuma.sources.hwloc import parse_hwloc
@@ -89,7 +90,7 @@ def test_a_place_reads_one_snapshot_and_claims_once(filled: str, monkeypatch: py
 def test_place_on_sqlite_does_not_import_sqlalchemy(filled: str) -> None:
     code = (
         "import sys; from vnuma.services import make_settings; from vnuma.services.placing import place_vm; "
-        "from vnuma.placement.model import Strategy, VmRequest; "
+        "from vnuma.placement.model import VmRequest; from vnuma.placement.objectives import Strategy; "
         f"place_vm(make_settings({filled!r}, {{}}), VmRequest('new', 'acme', 2, 1048576), Strategy.PACK, "
         "dry_run=False); print(sorted(m for m in sys.modules if m.startswith(('sqlalchemy', 'alembic'))))"
     )

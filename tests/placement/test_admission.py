@@ -18,15 +18,8 @@ from vnuma.placement.engine import place, prefilter_sizes
 from vnuma.placement.fit import HostFit, fit_host
 from vnuma.placement.ledger.admit import ADMISSION, admit
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import (
-    CellAssignment,
-    DeviceAssignment,
-    Isolation,
-    Placement,
-    Strategy,
-    Tenant,
-    VmRequest,
-)
+from vnuma.placement.model import CellAssignment, DeviceAssignment, Isolation, Placement, Tenant, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.prefilter import may_fit
 from vnuma.placement.quota import Usage
 from vnuma.placement.request import resolve_size, size_candidates

@@ -12,18 +12,10 @@ from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.placement.engine import best_reason, place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.memory import RefusalMemory
-from vnuma.placement.model import (
-    CpuPolicy,
-    EmulatorThreads,
-    Isolation,
-    PlacementResult,
-    Rejection,
-    Strategy,
-    Tenant,
-    ThreadPolicy,
-    VmRequest,
-)
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, Isolation, Tenant, ThreadPolicy, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.quota import Usage, check_quota
+from vnuma.placement.result import PlacementResult, Rejection
 from vnuma.topology import PAGE_1G, PAGE_2M, Host
 
 FLEET_HOSTS = [make_host("a", gpus_per_cell=1), make_host("b")]

@@ -15,8 +15,10 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
 from vnuma.placement.fill import fill
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Placement, Rejection, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.request import validate_request
+from vnuma.placement.result import Rejection
 from vnuma.topology import Host
 
 

@@ -12,7 +12,8 @@ from tests.placement.helpers import check_fleet
 from tests.placement.strategies import ISOLATION, host_lists, vm_requests
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Placement, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.topology import Host
 
 

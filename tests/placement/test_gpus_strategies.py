@@ -10,16 +10,9 @@ from tests.builders import make_host
 from tests.placement.helpers import GIB, check_fleet, request
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import (
-    CellAssignment,
-    EmulatorThreads,
-    GpuAffinity,
-    Placement,
-    PlacementResult,
-    Strategy,
-    ThreadPolicy,
-    VmRequest,
-)
+from vnuma.placement.model import CellAssignment, EmulatorThreads, GpuAffinity, Placement, ThreadPolicy, VmRequest
+from vnuma.placement.objectives import Strategy
+from vnuma.placement.result import PlacementResult
 from vnuma.topology import PAGE_1G, DeviceKind, Host
 
 

@@ -11,9 +11,10 @@ from tests.builders import make_host
 from tests.placement.helpers import request
 from vnuma.errors import ConflictError, GroupModeError, InvalidInputError
 from vnuma.placement.engine import place
-from vnuma.placement.groups import Affinity, AntiAffinity, GroupIndex, group_clash, group_hosts
+from vnuma.placement.groups import GroupIndex, group_clash, group_hosts
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Objective, Placement, Strategy, VmRequest
+from vnuma.placement.model import Affinity, AntiAffinity, Isolation, Placement, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance import FleetState, plan_moves
 from vnuma.placement.rebalance.base import Move
 from vnuma.placement.rebalance.drain import why_not

@@ -14,9 +14,11 @@ from tests.placement.helpers import request
 from vnuma.codec import host_from_dict, host_to_dict
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Strategy
-from vnuma.topology import Host, check_host
-from vnuma.topology.hmat import UNRATED_LATENCY_NS, Hmat, cpu_cell_ratings
+from vnuma.placement.objectives import Strategy
+from vnuma.topology import Host
+from vnuma.topology.hmat import Hmat
+from vnuma.topology.hostcheck import check_host
+from vnuma.topology.tiers import UNRATED_LATENCY_NS, cpu_cell_ratings
 
 GB = 1024 * 1024  # KiB/s per GiB/s
 

@@ -19,16 +19,9 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import (
-    CpuPolicy,
-    EmulatorThreads,
-    Isolation,
-    Placement,
-    Strategy,
-    ThreadPolicy,
-    VmRequest,
-    vcpu_pins,
-)
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, Isolation, Placement, ThreadPolicy, VmRequest
+from vnuma.placement.objectives import Strategy
+from vnuma.placement.pins import vcpu_pins
 from vnuma.placement.request import validate_request
 from vnuma.topology import Host
 

@@ -22,14 +22,8 @@ from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import (
-    Isolation,
-    PartitionAsk,
-    PartitionAssignment,
-    PartitionKind,
-    Placement,
-    VmRequest,
-)
+from vnuma.placement.model import Isolation, Placement, VmRequest
+from vnuma.placement.partitionmodel import PartitionAsk, PartitionAssignment, PartitionKind
 from vnuma.placement.partitions import partition_problem, partition_uuid
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.demo import demo_capabilities_path, demo_node_path
@@ -213,7 +207,7 @@ def _check_partitions(hosts: list[Host], placed: list[Placement]) -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(ASKS, min_size=1, max_size=25), st.sampled_from(["pack", "gpu-first"]))
 def test_partitions_never_overlap_or_mix(asks: list[tuple[str, str, int]], strategy: str) -> None:
-    from vnuma.placement.model import Strategy
+    from vnuma.placement.objectives import Strategy
 
     hosts = [_mig_host("m1"), _vgpu_host("v1")]
     fleet = Fleet(hosts)
@@ -255,7 +249,7 @@ def test_a_released_vm_gives_its_gpu_back_whole(kind: PartitionKind) -> None:
 
 @pytest.mark.parametrize("strategy", ["pack", "gpu-first", "first-fit"])
 def test_the_partition_example_simulated_keeps_the_rule(strategy: str) -> None:
-    from vnuma.placement.model import Strategy
+    from vnuma.placement.objectives import Strategy
     from vnuma.simulate import load_trace, run
 
     path = Path(__file__).resolve().parents[2] / "examples" / "traces" / "gpu-partitions.json"

@@ -8,15 +8,8 @@ from tests.builders import make_host
 from tests.placement.helpers import GIB, check_fleet, held_by, request, siblings_of
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import (
-    CpuPolicy,
-    EmulatorThreads,
-    Isolation,
-    Placement,
-    PlacementResult,
-    ThreadPolicy,
-    VmRequest,
-)
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, Isolation, Placement, ThreadPolicy, VmRequest
+from vnuma.placement.result import PlacementResult
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K, Host
 
 SMALL = make_host(

@@ -14,8 +14,10 @@ from tests.placement.helpers import check_fleet, request
 from vnuma.placement.engine import place
 from vnuma.placement.gpus import strands_gpus
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Placement, Strategy, VmRequest
-from vnuma.placement.nics import rdma_ready, within
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.nicchoice import rdma_ready
+from vnuma.placement.nics import within
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import load_trace
 from vnuma.sources.tracegen import generate
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice

@@ -15,11 +15,12 @@ from tests.placement.helpers import request
 from tests.placement.test_partitions import _mig_host
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.filters import PIPELINE, STAGE
-from vnuma.placement.groups import AntiAffinity
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import GpuAffinity, PartitionAsk, PartitionKind, Rejection, VmRequest
+from vnuma.placement.model import AntiAffinity, GpuAffinity, VmRequest
 from vnuma.placement.pagefilters import NO_HUGEPAGES, NO_HUGEPAGES_HINT
+from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
 from vnuma.placement.refusal import MOST_CAUSES, closest, gist, summarize
+from vnuma.placement.result import Rejection
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.topology import PAGE_2M, PAGE_4K, DeviceKind, Host, PciDevice
 

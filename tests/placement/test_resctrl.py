@@ -16,7 +16,8 @@ from tests.builders import make_host
 from tests.placement.helpers import request
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Placement, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.resctrl import Classes, cell_domains, cell_room, classes, room, slices_on
 from vnuma.topology import Host
 from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl, ResctrlPolicy

@@ -10,10 +10,11 @@ import pytest
 
 from tests.placement.helpers import check_fleet
 from vnuma.errors import InvalidInputError
-from vnuma.placement.model import ColdTier, Isolation, Strategy
+from vnuma.placement.model import ColdTier, Isolation
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import load_trace, placements_to_list, report_to_dict, run, trace_hosts
 from vnuma.topology import PAGE_2M, DeviceKind, Source
-from vnuma.topology.hmat import UNRATED_LATENCY_NS, cell_kinds, cpu_cell_ratings
+from vnuma.topology.tiers import UNRATED_LATENCY_NS, cell_kinds, cpu_cell_ratings
 
 TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 EXAMPLES = sorted(p.stem for p in TRACES.glob("*.json"))

@@ -13,12 +13,13 @@ import pytest
 
 from tests.placement.helpers import check_fleet
 from vnuma.codec.traces import trace_document
-from vnuma.placement.model import ColdTier, Isolation, Placement, Strategy, Tenant
+from vnuma.placement.model import ColdTier, Isolation, Placement, Tenant
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import SimulationReport, load_trace, placements_to_list, report_to_dict, run
 from vnuma.sources.trace import Trace
 from vnuma.sources.tracegen import generate
 from vnuma.topology import KIB_PER_MIB, Host
-from vnuma.topology.hmat import cell_kinds
+from vnuma.topology.tiers import cell_kinds
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "snc-cxl-gpu.json"
 

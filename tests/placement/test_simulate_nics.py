@@ -18,8 +18,9 @@ from vnuma.codec.traces import trace_document
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, NicFunction, Placement, Strategy, Tenant
+from vnuma.placement.model import Isolation, NicFunction, Placement, Tenant
 from vnuma.placement.nics import nic_pairs, within
+from vnuma.placement.objectives import Strategy
 from vnuma.simulate import SimulationReport, load_trace, placements_to_list, report_to_dict, run
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.nodedev import parse_nodedev_file_content, with_parent_bridges

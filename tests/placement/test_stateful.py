@@ -12,7 +12,8 @@ from tests.placement.helpers import check_fleet, held_by, siblings_of
 from tests.placement.strategies import ISOLATION, host_lists, vm_requests
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Strategy, VmRequest
+from vnuma.placement.model import VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.topology import Host
 
 

@@ -23,7 +23,8 @@ from tests.rebalance.test_properties import _replay, fleets
 from vnuma.errors import NoRoomError
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Objective
+from vnuma.placement.model import Isolation
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance import FleetState, plan_moves
 
 ISO = {"t1": Isolation.CORE, "t2": Isolation.CORE, "t3": Isolation.CORE}

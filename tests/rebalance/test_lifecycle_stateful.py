@@ -15,9 +15,9 @@ from tests.placement.strategies import ISOLATION, host_lists, vm_requests
 from vnuma.errors import GroupModeError
 from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
-from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
+from vnuma.placement.model import Affinity, AntiAffinity, Placement, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance import SOLVERS, FleetState, Move, plan_moves
 from vnuma.topology import KIB_PER_GIB, Host
 

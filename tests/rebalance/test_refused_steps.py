@@ -19,7 +19,8 @@ from sqlalchemy import create_engine, text
 from tests.concurrency.racing import make_fleet
 from vnuma.errors import ConflictError
 from vnuma.inventory import open_inventory
-from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance import Plan
 from vnuma.placement.rebalance.base import make_move
 from vnuma.services import Settings

@@ -19,9 +19,9 @@ from tests.placement.helpers import check_fleet, request
 from tests.rebalance.test_properties import _replay, fleets
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
-from vnuma.placement.groups import Affinity
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Objective
+from vnuma.placement.model import Affinity, Isolation
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance import FleetState, Move, Plan, plan_moves
 from vnuma.topology import PAGE_1G, PAGE_2M
 

@@ -207,7 +207,8 @@ def test_hosts_from_files_are_skipped_or_refused_by_name(cli: Cli, without_stock
 def test_an_action_is_checked_again_before_it_runs(cli: Cli, without_stock: Any) -> None:
     """The report an operator confirms may be stale: a domain that came back keeps its claims."""
     from vnuma.services import Settings
-    from vnuma.services.reconciling import Outcome, carry_out, check
+    from vnuma.services.reconcile_apply import carry_out
+    from vnuma.services.reconciling import Outcome, check
 
     fleet(cli, ("vm1", "defined"), ("vm2", "running"))
     xml = without_stock.lookupByName("vm1").XMLDesc(INACTIVE)

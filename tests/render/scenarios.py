@@ -279,7 +279,8 @@ def _partition_scenario(name: str, kind: str, what: str, count: int) -> Scenario
     from tests.placement.test_partitions import _mig_host, _vgpu_host
     from vnuma.placement.engine import place
     from vnuma.placement.ledger.fleet import Fleet
-    from vnuma.placement.model import PartitionAsk, PartitionKind, VmRequest
+    from vnuma.placement.model import VmRequest
+    from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
 
     host = _mig_host(name) if kind == "mig" else _vgpu_host(name)
     ask = PartitionAsk(PartitionKind(kind), what, count)

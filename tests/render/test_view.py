@@ -23,9 +23,10 @@ from vnuma.placement.model import (
     ThreadPolicy,
 )
 from vnuma.render.checks import check_domain
+from vnuma.render.cputopology import guest_topology
 from vnuma.render.domain import render_domain
 from vnuma.render.pcie import TOP_BUS_NR, layout_devices
-from vnuma.render.view import OVERRIDE_MODES, Pin, RenderOptions, build_view, domain_uuid, guest_topology
+from vnuma.render.view import OVERRIDE_MODES, Pin, RenderOptions, build_view, domain_uuid
 from vnuma.topology import KIB_PER_GIB, PAGE_1G, PAGE_2M, PAGE_4K, DeviceKind, Host, format_cpuset
 
 HOST = make_host()

@@ -11,17 +11,8 @@ import pytest
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.demo import DEMO_URI, demo_capabilities_path, demo_node_path, libvirt_uri
 from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
-from vnuma.topology import (
-    KIB_PER_GIB,
-    PAGE_1G,
-    PAGE_2M,
-    PAGE_4K,
-    DeviceKind,
-    Host,
-    PciDevice,
-    check_host,
-    format_cpuset,
-)
+from vnuma.topology import KIB_PER_GIB, PAGE_1G, PAGE_2M, PAGE_4K, DeviceKind, Host, PciDevice, format_cpuset
+from vnuma.topology.hostcheck import check_host
 
 SCHEMAS = Path("/usr/share/libvirt/schemas")
 

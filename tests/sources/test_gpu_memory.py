@@ -21,8 +21,9 @@ from vnuma.inventory.topologies import ShapeDecoder, encode_topology
 from vnuma.report.pcietree import gpu_memory_texts
 from vnuma.services.hosts import diff_hosts
 from vnuma.sources.hwloc import parse_hwloc
-from vnuma.topology import KIB_PER_GIB, Host, check_host, format_cpuset
-from vnuma.topology.hmat import cell_kinds, cell_tiers
+from vnuma.topology import KIB_PER_GIB, Host, format_cpuset
+from vnuma.topology.hostcheck import check_host
+from vnuma.topology.tiers import cell_kinds, cell_tiers
 
 POWER9 = Path(__file__).resolve().parent.parent / "data" / "hwloc" / "upstream" / "power9-nvidia-gpu-numanodes.xml"
 

@@ -19,8 +19,10 @@ from vnuma.placement.cold import cold_cells
 from vnuma.services.hosts import import_documents
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.gpunodes import with_gpu_nodes
-from vnuma.topology import DeviceKind, Host, PciDevice, check_host
-from vnuma.topology.hmat import Hmat, cell_kinds
+from vnuma.topology import DeviceKind, Host, PciDevice
+from vnuma.topology.hmat import Hmat
+from vnuma.topology.hostcheck import check_host
+from vnuma.topology.tiers import cell_kinds
 
 GRACE = Path(__file__).resolve().parent.parent / "data" / "grace"
 CAPS = GRACE / "gh200-numa-capabilities.xml"

@@ -18,7 +18,8 @@ from vnuma.inventory.topologies import ShapeDecoder, encode_topology
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.hwloc import parse_hwloc
 from vnuma.topology import Host, MemoryCache
-from vnuma.topology.hmat import cell_kinds, cell_tiers, nested
+from vnuma.topology.hmat import nested
+from vnuma.topology.tiers import cell_kinds, cell_tiers
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 CAPS = DATA / "capabilities" / "x86-hmat-memonly.xml"

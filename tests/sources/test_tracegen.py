@@ -14,9 +14,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from vnuma.sources.trace import Trace, load_trace
-from vnuma.sources.tracegen import SCENARIOS, generate, make_trace, pick, render_trace
+from vnuma.sources.tracegen import SCENARIOS, generate, make_trace, render_trace
+from vnuma.sources.tracemix import pick
 from vnuma.topology import KIB_PER_MIB, DeviceKind
-from vnuma.topology.hmat import cell_kinds, nested
+from vnuma.topology.hmat import nested
+from vnuma.topology.tiers import cell_kinds
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 SHIPPED = (

@@ -235,8 +235,8 @@ def test_gpus_and_nics_are_drawn_inside_their_root_complex() -> None:
 def test_a_partitioned_gpu_is_drawn_used_by_the_rule_host_show_counts_with() -> None:
     """A GPU holding MIG instances is drawn used, with one segment per instance in its VM's colour, as
     ``host show`` (:func:`host_gpu_use`) counts it; an unclaimed GPU free; a whole one in its VM's colour."""
-    from vnuma.placement.model import PartitionAsk, PartitionKind
-    from vnuma.placement.partitions import host_gpu_use
+    from vnuma.placement.partitionchoice import host_gpu_use
+    from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
     from vnuma.sources.capabilities import parse_capabilities
     from vnuma.sources.demo import demo_capabilities_path, demo_node_path
     from vnuma.sources.migprofiles import parse_profile

@@ -14,7 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, create_model
 
 from vnuma.placement.asks import ASKS, Ask, Form
-from vnuma.placement.model import Isolation, Strategy
+from vnuma.placement.model import (
+    Isolation,
+)
+from vnuma.placement.objectives import Strategy
 
 
 class Body(BaseModel):

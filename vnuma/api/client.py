@@ -18,7 +18,8 @@ import httpx
 
 from vnuma import errors
 from vnuma.codec import host_from_dict, placement_from_dict, tenant_from_dict
-from vnuma.placement.model import Isolation, Placement, PlacementResult, Rejection, Tenant
+from vnuma.placement.model import Isolation, Placement, Tenant
+from vnuma.placement.result import PlacementResult, Rejection
 from vnuma.topology import Host
 
 TIMEOUT_S = 600.0  # a capacity or stats run on a large fleet takes a while; the server bounds nothing less

@@ -121,7 +121,8 @@ def partition_table(host: Host, use: Mapping[str, GpuUse]) -> None:
 def memory_tables(host: Host) -> None:
     """Memory tiers (kind, tier, memory-side caches) and the HMAT matrices, when the host has more than one
     kind of memory or publishes HMAT."""
-    from vnuma.topology.hmat import cell_kinds, cell_tiers, nested
+    from vnuma.topology.hmat import nested
+    from vnuma.topology.tiers import cell_kinds, cell_tiers
 
     kinds, tiers = cell_kinds(host), cell_tiers(host)
     hmat = host.hmat

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from vnuma.placement.model import Strategy
+from vnuma.placement.objectives import Strategy
 
 StrategyOpt = Annotated[
     Strategy | None,

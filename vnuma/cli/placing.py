@@ -11,7 +11,10 @@ from vnuma.cli import config, output, remote, settings
 from vnuma.cli.asking import request_options
 from vnuma.cli.options import StrategyOpt, strategy_of
 from vnuma.documents import plan_doc
-from vnuma.placement.model import PlacementResult, VmRequest
+from vnuma.placement.model import (
+    VmRequest,
+)
+from vnuma.placement.result import PlacementResult
 
 vm_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -112,7 +115,7 @@ def _print_placed(
         })
     else:
         verb = "would place" if dry_run else "placed"
-        from vnuma.cli.vmview import print_placement
+        from vnuma.cli.placementtable import print_placement
 
         print_placement(chosen, f"{verb} VM {chosen.vm} (tenant {chosen.tenant}) on host {chosen.host}")
 

@@ -13,7 +13,7 @@ import typer
 from vnuma.cli import output, remote, settings
 from vnuma.cli.progress import bar
 from vnuma.documents import plan_doc, run_doc, verdict
-from vnuma.placement.model import SEARCHED, Objective
+from vnuma.placement.objectives import SEARCHED, Objective
 from vnuma.topology import format_size_kib
 
 if TYPE_CHECKING:

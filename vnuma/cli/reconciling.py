@@ -55,7 +55,8 @@ def reconcile(
     Example: vnuma reconcile gpu-node-1 --adopt --tenant tenant-a --yes
     """
     from vnuma.errors import ConflictError, HypervisorError
-    from vnuma.services.reconciling import carry_out, check
+    from vnuma.services.reconcile_apply import carry_out
+    from vnuma.services.reconciling import check
 
     resolved = settings(ctx)
     report = check(resolved, host, adopt=adopt, tenant=tenant)

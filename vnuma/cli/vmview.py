@@ -1,4 +1,4 @@
-"""``vnuma vm list`` and ``vnuma vm show``, and the readable placement table ``place`` prints too."""
+"""``vnuma vm list`` and ``vnuma vm show`` (its table: :mod:`.placementtable`)."""
 
 from __future__ import annotations
 
@@ -8,49 +8,9 @@ import typer
 
 from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import VmArg
+from vnuma.cli.placementtable import print_placement
 from vnuma.cli.placing import vm_app
-from vnuma.placement.model import CpuPolicy, Placement, iothread_pins
 from vnuma.topology import format_size_kib
-
-
-def print_placement(p: Placement, title: str, state: str | None = None) -> None:
-    """A placement as a table of guest cells plus devices."""
-    from vnuma.topology import format_cpuset
-
-    head = [title] + ([f"state: {state}"] if state else [])
-    output.echo_lines(head)
-    output.echo_table(
-        None,
-        ["GUEST CELL", "HOST CELL", "VCPUS", "PCPUS", "MEMORY", "PAGES", "MODE"],
-        [
-            (c.guest_cell, c.host_cell, format_cpuset(c.vcpus), format_cpuset(c.pcpus),
-             format_size_kib(c.memory_kib), f"{c.pages} x {format_size_kib(c.page_size_kib)}", c.memory_mode)
-            for c in p.cells
-        ] + [
-            (c.guest_cell, c.host_cell, "- (cold)", "-", format_size_kib(c.memory_kib),
-             f"{c.pages} x {format_size_kib(c.page_size_kib)}", c.memory_mode)
-            for c in p.cold
-        ],
-    )
-    extras = [f"emulator pCPUs: {format_cpuset(p.emulator_pcpus) or '-'}"]
-    if p.cpu_policy is CpuPolicy.MIXED:
-        extras.insert(0, f"cpu policy: mixed (vCPUs {format_cpuset(p.dedicated_vcpus)} dedicated, the others float)")
-    if p.iothreads:
-        extras.append(f"iothreads: {p.iothreads} ({p.iothread_policy}) on pCPUs {format_cpuset(iothread_pins(p))}")
-    if p.group is not None:
-        asked = f" (anti-affinity {p.anti_affinity})" if p.anti_affinity else ""
-        extras.append(f"group: {p.group}" + (f" (affinity {p.affinity})" if p.affinity else asked))
-    if p.llc:
-        extras.append("L3 slice: " + ", ".join(f"cache {i} {w} way(s)" for i, w in p.llc))
-    if p.mem_bw:
-        extras.append("bandwidth cap: " + ", ".join(f"domain {i} {c}" for i, c in p.mem_bw))
-    extras += [f"{d.kind} {d.address} -> guest cell {d.guest_cell} (host cell {d.host_cell})" for d in p.devices]
-    extras += [
-        f"{a.kind} {a.name}" + (f"@{a.start}" if a.start is not None else "") + f" on GPU {a.gpu}"
-        + (f" via {a.vf}" if a.vf else "") + f" (mdev {a.uuid}) -> guest cell {a.guest_cell} (host cell {a.host_cell})"
-        for a in p.partitions
-    ]
-    output.echo_lines(extras)
 
 
 @vm_app.command("list")

@@ -39,15 +39,16 @@ from vnuma.topology import (
     MemoryCache,
     PagePool,
     PciDevice,
+    PciLink,
     Source,
-    check_host,
     count_of,
     format_size_kib,
 )
-from vnuma.topology.hmat import NO_HMAT, cell_kinds, cell_tiers
+from vnuma.topology.hmat import NO_HMAT
+from vnuma.topology.hostcheck import check_host
 from vnuma.topology.partitions import GpuUse, HeldPartition, MigPartition, Partition, mig_partitions, vgpu_partitions
-from vnuma.topology.pcie import PciLink
 from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, ResctrlPolicy
+from vnuma.topology.tiers import cell_kinds, cell_tiers
 
 _SOURCE = enum_of(Source)
 _UNCLAIMED = GpuUse(None, {})
@@ -171,7 +172,7 @@ def host_from_dict(d: Mapping[str, Any]) -> Host:
 
     Raises:
         InvalidInputError: a missing key or wrong type (named by its key path),
-            or an inconsistent topology (see :func:`vnuma.topology.check_host`).
+            or an inconsistent topology (see :func:`vnuma.topology.hostcheck.check_host`).
     """
     at = At("host")
     d = as_mapping(d, at)

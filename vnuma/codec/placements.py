@@ -23,8 +23,9 @@ from vnuma.codec.checks import (
     take,
 )
 from vnuma.placement.asks import kept_document
-from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.model import (
+    Affinity,
+    AntiAffinity,
     CellAssignment,
     ColdTier,
     CpuPolicy,
@@ -33,12 +34,11 @@ from vnuma.placement.model import (
     Isolation,
     MemoryMode,
     NicFunction,
-    PartitionAssignment,
-    PartitionKind,
     Placement,
     Tenant,
     ThreadPolicy,
 )
+from vnuma.placement.partitionmodel import PartitionAssignment, PartitionKind
 from vnuma.topology import KIB_PER_MIB, DeviceKind
 from vnuma.topology.pcie import Level
 

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy import Connection, Engine
 
-    from vnuma.inventory.repo import Inventory
 
 # Alembic is imported only where a migration is read or run: importing it
 # costs ~0.3 s, and every command checks the schema. The fast path compares
@@ -225,20 +224,6 @@ def upgrade(url: str, revision: str = "head") -> None:
             command.upgrade(alembic_config(conn), revision)
     finally:
         engine.dispose()
-
-
-def open_inventory(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Inventory:
-    """The inventory at ``url``, creating a new SQLite file at head; a schema other than head is refused.
-
-    Raises:
-        InventoryError: unreachable or locked database, not a vnuma inventory,
-            or a schema revision other than head, which includes a server
-            database never upgraded (hint: ``vnuma db upgrade``).
-    """
-    from vnuma.inventory.repo import Inventory
-
-    engine, shared = open_engine(url, busy_timeout_ms=busy_timeout_ms)
-    return Inventory(engine, url, owns_engine=not shared)
 
 
 _SHARED: dict[tuple[str, int], Engine] = {}

@@ -14,12 +14,14 @@ from sqlalchemy.orm import Session
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.claims import decode_placement
+from vnuma.inventory.claimtables import CpuClaim, DeviceClaim, PageClaim, PartitionClaim
 from vnuma.inventory.hostwrite import host_columns
 from vnuma.inventory.lookup import named_row
-from vnuma.inventory.models import CpuClaim, DeviceClaim, HostRow, PageClaim, PartitionClaim, VmRow
+from vnuma.inventory.models import HostRow, VmRow
 from vnuma.inventory.topologies import decode_host, decode_left_out, encode_left_out
 from vnuma.placement.resctrl import ResctrlUse, policy_problem
-from vnuma.topology import Host, check_host, format_cpuset, parse_cpuset
+from vnuma.topology import Host, format_cpuset, parse_cpuset
+from vnuma.topology.hostcheck import check_host
 from vnuma.topology.leftout import LeftOut
 from vnuma.topology.resctrl import ResctrlPolicy, format_policy, parse_policy
 

@@ -18,7 +18,8 @@ from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.executor import Executor
 from vnuma.inventory.reading import NAMED
 from vnuma.inventory.topologies import digest_topology, encode_left_out, encode_topology
-from vnuma.topology import DeviceKind, Host, check_host, format_cpuset
+from vnuma.topology import DeviceKind, Host, format_cpuset
+from vnuma.topology.hostcheck import check_host
 from vnuma.topology.leftout import LeftOut
 from vnuma.topology.resctrl import format_policy
 

@@ -25,7 +25,8 @@ from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import ConflictError, InventoryError, NotFoundError
 from vnuma.inventory import placing
 from vnuma.inventory.executor import AlchemyExecutor
-from vnuma.inventory.models import RebalanceRun, RebalanceStep, RunStatus, StepStatus, VmRow, VmState
+from vnuma.inventory.models import RebalanceRun, RebalanceStep, VmRow
+from vnuma.inventory.schema import RunStatus, StepStatus, VmState
 from vnuma.placement.model import Placement
 
 _OPEN_HINT = "finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`"

@@ -35,9 +35,10 @@ from vnuma.inventory.reading import HOST, host_of, tenant_of
 from vnuma.inventory.schema import VmState
 from vnuma.placement.ledger.claim import REPLACE_HINT, gpu_count
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Placement, Rejection, Tenant
+from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.placement.quota import Usage
 from vnuma.placement.resctrl import format_asks
+from vnuma.placement.result import Rejection
 from vnuma.topology import Host, format_cpuset
 
 VM = "SELECT id, placement, tenant_id FROM vms WHERE name = :name"

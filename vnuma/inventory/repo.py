@@ -4,7 +4,7 @@ Each public method runs in exactly one ``Session.begin()`` transaction and
 returns frozen dataclasses (or plain dicts/tuples of them); ORM rows never
 leave ``vnuma.inventory``. Library errors come out as ``ConflictError``
 (a constraint refused the change) or ``InventoryError`` (database trouble).
-Get one with :func:`vnuma.inventory.db.open_inventory`.
+Get one with :func:`vnuma.inventory.open_inventory`.
 """
 
 from __future__ import annotations

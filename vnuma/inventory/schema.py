@@ -2,8 +2,8 @@
 
 The schema revision and the enumerated column values live here so that the
 ``sqlite3`` path (:mod:`vnuma.inventory.placer`) can check and write
-the schema without loading the ORM; :mod:`vnuma.inventory.models` imports
-and re-exports them.
+the schema without loading the ORM; :mod:`vnuma.inventory.models` builds its
+CHECK constraints on them.
 """
 
 from __future__ import annotations

@@ -14,8 +14,10 @@ from sqlalchemy.orm import Session
 
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.inventory import hosts
+from vnuma.inventory.claimtables import CpuClaim, DeviceClaim, PageClaim, PartitionClaim, ResctrlClaim
 from vnuma.inventory.lookup import named_row
-from vnuma.inventory.models import CpuClaim, DeviceClaim, PageClaim, PartitionClaim, ResctrlClaim, VmRow, VmState
+from vnuma.inventory.models import VmRow
+from vnuma.inventory.schema import VmState
 
 _LIST_HINT = "see `vnuma vm list`"
 

@@ -54,12 +54,12 @@ from vnuma.placement.model import (
     Isolation,
     MemoryMode,
     NicFunction,
-    PartitionKind,
     Placement,
     Tenant,
     ThreadPolicy,
     VmRequest,
 )
+from vnuma.placement.partitionmodel import PartitionKind
 from vnuma.placement.resctrl import with_tenant_slices
 from vnuma.topology import format_cpuset, parse_size_kib
 from vnuma.topology.pcie import Level

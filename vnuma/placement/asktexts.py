@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from vnuma.errors import InvalidInputError, OptionsError
-from vnuma.placement.model import MemoryMode, PartitionAsk, PartitionKind
+from vnuma.placement.model import MemoryMode, PartitionAsk
+from vnuma.placement.partitionmodel import PartitionKind
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K, parse_cpuset, parse_page_size, parse_size_kib
 
 PAGE_WORDS = {None: "large", PAGE_4K: "4K", PAGE_2M: "2M", PAGE_1G: "1G"}

@@ -39,7 +39,7 @@ from vnuma.placement.model import (
     Placement,
     VmRequest,
 )
-from vnuma.placement.partitions import pick_partitions
+from vnuma.placement.partitionchoice import pick_partitions
 from vnuma.placement.resctrl import slices, wants
 
 

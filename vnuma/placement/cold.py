@@ -4,7 +4,7 @@ Pure: no I/O. One rule, asked by the host filter (``cold-memory``: is there any 
 host?) and by the build (which one, for the CPU cells chosen):
 
 * **Eligible** cells are memory-only cells of a *capacity* tier: kind ``cxl`` or ``unknown``
-  (:func:`vnuma.topology.hmat.cell_kinds`), or ``dram`` that HMAT rates below the host's best local
+  (:func:`vnuma.topology.tiers.cell_kinds`), or ``dram`` that HMAT rates below the host's best local
   DRAM bandwidth. ``hbm`` (HBM, MCDRAM: faster than local DRAM) is a hot tier and never serves cold
   memory. A GPU's own memory (:attr:`vnuma.topology.Cell.gpu_memory`, kind ``gpu``) is never eligible,
   whatever HMAT says of it: it belongs to its GPU. ``--cold-tier cxl`` keeps the ``cxl`` cells only.
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from vnuma.placement.model import ColdTier, VmRequest
 from vnuma.topology import PAGE_4K, Host, format_size_kib
-from vnuma.topology.hmat import UNRATED_LATENCY_NS, cell_kinds, nested
+from vnuma.topology.hmat import nested
+from vnuma.topology.tiers import UNRATED_LATENCY_NS, cell_kinds
 
 Pools = dict[tuple[int, int], int]
 """Pages per (memory-only cell, page size KiB)."""

@@ -20,7 +20,8 @@ from vnuma.placement.gpus import split_gpus, threads_taken
 from vnuma.placement.iommu import whole_groups
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import DeviceAssignment, GpuAffinity, VmRequest
-from vnuma.placement.nics import matched_first, near_free, pick_nics, rdma_spare_first
+from vnuma.placement.nicchoice import near_free, pick_nics, rdma_spare_first
+from vnuma.placement.nics import matched_first
 from vnuma.topology import DeviceKind
 
 FAR = 1 << 20  # distance used for a device with no NUMA node
@@ -54,7 +55,7 @@ def _nic_first(hs: HostState, req: VmRequest, addresses: list[str]) -> tuple[lis
     """``addresses`` (free GPUs) in the order the VM takes them, and how many of them have a free NIC within
     the asked level. With NICs asked, those first; for a NIC per GPU, those a maximum matching gives a NIC of
     their own before those it leaves sharing one. Without NICs: those stranded for RDMA first
-    (:func:`~vnuma.placement.nics.rdma_spare_first`)."""
+    (:func:`~vnuma.placement.nicchoice.rdma_spare_first`)."""
     if not req.wants_nics:
         return rdma_spare_first(hs, addresses), 0
     options = {a: near_free(hs, a, req.nic_affinity, req.nic_function) for a in sorted(addresses)}

@@ -49,13 +49,15 @@ from vnuma.placement.groups import MODE_HINT, group_clash, group_hosts
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.memory import RefusalMemory
-from vnuma.placement.model import Placement, PlacementResult, Rejection, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.order import HostKey, host_key
 from vnuma.placement.pagefilters import NO_HUGEPAGES, NO_HUGEPAGES_HINT
 from vnuma.placement.prefilter import Assessment, assess, stages
 from vnuma.placement.quota import check_quota
 from vnuma.placement.refusal import summarize
 from vnuma.placement.request import resolve_size, size_candidates, validate_request
+from vnuma.placement.result import PlacementResult, Rejection
 from vnuma.placement.scorers import total_scores
 
 __all__ = ["best_reason", "place", "place_on"]

@@ -25,8 +25,10 @@ from dataclasses import dataclass, replace
 from vnuma.placement.engine import place_on
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import Placement, Rejection, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.order import HostKey
+from vnuma.placement.result import Rejection
 
 
 @dataclass(frozen=True, slots=True)

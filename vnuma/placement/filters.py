@@ -1,6 +1,6 @@
 """How a host and its cells are chosen for a request: the filters, as named units, in pipeline order.
 
-Pure: no I/O, reads the ledger only. An :class:`Attempt` is one request
+Pure: no I/O, reads the ledger only. An :class:`~vnuma.placement.attempt.Attempt` is one request
 on one host with ``n`` guest cells; each filter narrows its candidate
 cells (or page sizes) and returns a :class:`Rejection` tagged with its
 name when too few are left, or None. :data:`PIPELINE` lists them:
@@ -38,57 +38,20 @@ request got, so the closest rejection can be told
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
+from vnuma.placement.attempt import Attempt, Filter
 from vnuma.placement.cold import refusal as cold_refusal
 from vnuma.placement.groups import group_cells, group_refusal, occupied
 from vnuma.placement.ledger.admit import ADMISSION
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.cpuchecks import cordon_refusal
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import CpuPolicy, EmulatorThreads, Rejection, ThreadPolicy, VmRequest
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
 from vnuma.placement.pagefilters import CellPages, EmulatorPages, PageSize
-from vnuma.placement.partitions import room, shortage
+from vnuma.placement.partitionchoice import room, shortage
 from vnuma.placement.resctrl import cell_room, host_problem, host_room, wants
-from vnuma.placement.view import HostView
-
-
-@dataclass(slots=True)
-class Attempt:
-    """One request on one host with ``n`` guest cells of ``vs`` vCPUs and ``ms`` KiB each (guest order),
-    narrowed by the filters; ``v``/``m`` are the smallest cell's, which every chosen cell must hold
-    (:mod:`.fit` then matches each guest cell to a host cell when they differ)."""
-
-    view: HostView
-    n: int
-    vs: tuple[int, ...]
-    ms: tuple[int, ...]
-    v: int = field(init=False)
-    m: int = field(init=False)
-    cells: list[CellState] = field(default_factory=list)
-    anchors: list[int] | None = None
-    sizes: list[int] = field(default_factory=list)
-    size: int = 0
-
-    def __post_init__(self) -> None:
-        self.v, self.m = min(self.vs), min(self.ms)
-
-    def reject(
-        self, check: str, reason: str, *, hint: str | None = None, gist: str | None = None, missing: int | None = None
-    ) -> Rejection:
-        """A rejection of this attempt's host (``gist``, ``missing``: see :class:`Rejection`)."""
-        return Rejection(self.view.hs.name, check, reason, hint, gist, missing)
-
-
-class Filter(Protocol):
-    """A named filter: narrows the attempt, or says why the host cannot take the request."""
-
-    name: str
-
-    def apply(self, a: Attempt) -> Rejection | None:
-        """Narrow ``a``; a rejection when too little is left."""
-        ...
+from vnuma.placement.result import Rejection
 
 
 class HostFilter(Protocol):

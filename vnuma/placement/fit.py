@@ -28,19 +28,22 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from vnuma.placement.attempt import Attempt
 from vnuma.placement.cellsets import rank_cells
 from vnuma.placement.devices import gpu_split, pick_devices
-from vnuma.placement.filters import CELL_FILTERS, COLD_MEMORY, PARTITIONS, SIZE_FILTERS, STAGE, Attempt
+from vnuma.placement.filters import CELL_FILTERS, COLD_MEMORY, PARTITIONS, SIZE_FILTERS, STAGE
 from vnuma.placement.gpus import strands_gpus, threads_taken
 from vnuma.placement.iommu import GroupSplit
 from vnuma.placement.ledger.claim import pages_by_cell
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import GpuAffinity, Isolation, MemoryMode, Rejection, Strategy, VmRequest
-from vnuma.placement.nics import NicShortage
+from vnuma.placement.model import GpuAffinity, Isolation, MemoryMode, VmRequest
+from vnuma.placement.nicchoice import NicShortage
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.order import cell_preference
 from vnuma.placement.pagefilters import NO_HUGEPAGES
-from vnuma.placement.partitions import PartitionShortage, pick_partitions
+from vnuma.placement.partitionchoice import PartitionShortage, pick_partitions
 from vnuma.placement.refusal import gist
+from vnuma.placement.result import Rejection
 from vnuma.placement.rules import KEEP_PER_GPU
 from vnuma.placement.view import HostView
 from vnuma.topology import format_size_kib

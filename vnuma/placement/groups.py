@@ -7,13 +7,13 @@ group's VMs stand to each other:
   one host, or on one host cell (a memory controller). Between two members
   the wider scope of the two applies (``host`` over ``cell``), so a group
   whose members asked differently is still never crowded. This reads only
-  the members on the host the VM goes to (:attr:`HostState.groups`).
+  the members on the host the VM goes to (:attr:`GroupHost.groups`).
 * affinity (``--affinity host``): every VM of the group on one host. A VM
   of the group may only go to the host its other members are on; while
   none is placed, any host. Between two members the affinity of either
   applies (a VM that gave only ``--group G`` joins G's host too). This
   reads where the members are on *every* host (:class:`GroupIndex`,
-  :attr:`HostState.group_index`): the engine's ledger knows the whole fleet;
+  :attr:`GroupHost.group_index`): the engine's ledger knows the whole fleet;
   the inventory's claim (one host's ledger) is told the members elsewhere,
   read under a lock of the group (:mod:`vnuma.inventory.placing`), so two
   racing first placements of a group cannot land on two hosts.
@@ -38,30 +38,12 @@ moves freely.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from vnuma.placement.model import Affinity, AntiAffinity, Placement
 from vnuma.topology import format_cpuset
-
-if TYPE_CHECKING:
-    from vnuma.placement.ledger.host import HostState
-    from vnuma.placement.model import Placement
-
-
-class AntiAffinity(StrEnum):
-    """How far apart the VMs of one group stay."""
-
-    HOST = "host"
-    CELL = "cell"
-
-
-class Affinity(StrEnum):
-    """Where the VMs of one group stay together."""
-
-    HOST = "host"
-
 
 MODE_HINT = "a group is either affine or anti-affine: give this VM another group"
 
@@ -129,13 +111,27 @@ NO_GROUPS = GroupIndex()
 """What a host outside any fleet (a shape's template) knows of groups: nothing (never filled)."""
 
 
+class GroupHost(Protocol):
+    """What the rule reads of one host of a ledger (a :class:`vnuma.placement.ledger.host.HostState`): its
+    name, its VMs of each group, and the ledger's :class:`GroupIndex` of every group's VMs on any host."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def groups(self) -> Mapping[str, Sequence[Placement]]: ...
+
+    @property
+    def group_index(self) -> GroupIndex: ...
+
+
 def _wider(a: AntiAffinity | None, b: AntiAffinity | None) -> AntiAffinity | None:
     if AntiAffinity.HOST in (a, b):
         return AntiAffinity.HOST
     return AntiAffinity.CELL if AntiAffinity.CELL in (a, b) else None
 
 
-def _members(hs: HostState, group: str, vm: str) -> list[Placement]:
+def _members(hs: GroupHost, group: str, vm: str) -> list[Placement]:
     return [p for p in hs.groups.get(group, ()) if p.vm != vm]
 
 
@@ -179,7 +175,7 @@ def affinity_words(group: str, hosts: tuple[str, ...]) -> str:
 
 
 def group_refusal(
-    hs: HostState,
+    hs: GroupHost,
     vm: str,
     group: str | None,
     scope: AntiAffinity | None,
@@ -225,7 +221,7 @@ def occupied(index: GroupIndex, group: str, vm: str, scope: AntiAffinity | None)
     return f"host {listed}" if len(hosts) == 1 else f"hosts {listed}"
 
 
-def group_cells(hs: HostState, vm: str, group: str | None, scope: AntiAffinity | None) -> frozenset[int]:
+def group_cells(hs: GroupHost, vm: str, group: str | None, scope: AntiAffinity | None) -> frozenset[int]:
     """The host cells of ``hs`` a VM of ``group`` may not use: those its members hold under ``cell``."""
     if group is None:
         return frozenset()

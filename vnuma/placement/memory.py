@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from vnuma.placement.asks import shape_key
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Rejection, Strategy, VmRequest
+from vnuma.placement.model import VmRequest
+from vnuma.placement.objectives import Strategy
+from vnuma.placement.result import Rejection
 from vnuma.topology import shape_text
 
 Entry = tuple[int, int, int, Rejection]

@@ -1,4 +1,4 @@
-"""Placement vocabulary: tenants, VM requests, placements and rejections.
+"""Placement vocabulary: tenants, VM requests and placements.
 
 Pure: no I/O. These frozen types cross every layer: the engine returns them,
 the inventory stores them as claims, the renderer turns them into XML.
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from vnuma.placement.groups import Affinity, AntiAffinity
+from vnuma.placement.partitionmodel import PartitionAsk, PartitionAssignment
 from vnuma.topology import DeviceKind
 from vnuma.topology.pcie import Level
 
@@ -54,39 +54,6 @@ class GpuAffinity(StrEnum):
     REQUIRED = "required"
     PREFERRED = "preferred"
     SOCKET = "socket"
-
-
-class PartitionKind(StrEnum):
-    """A fraction of a GPU: ``vgpu`` a mediated device of a vGPU type (time-sliced), ``mig`` a MIG instance
-    of a profile (its own memory and compute slices)."""
-
-    VGPU = "vgpu"
-    MIG = "mig"
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionAsk:
-    """``count`` partitions of one vGPU type or MIG profile (``name``) (:mod:`vnuma.placement.partitions`)."""
-
-    kind: PartitionKind
-    name: str
-    count: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionAssignment:
-    """One partition a VM holds: on physical GPU ``gpu`` (through its virtual function ``vf`` when the vGPU
-    type is carried by SR-IOV VFs), of vGPU type or MIG profile ``name``, a MIG instance at memory slice
-    ``start``; ``uuid`` names its mediated device; attached to guest cell ``guest_cell``."""
-
-    kind: PartitionKind
-    gpu: str
-    name: str
-    uuid: str
-    guest_cell: int
-    host_cell: int | None
-    vf: str | None = None
-    start: int | None = None
 
 
 class NicFunction(StrEnum):
@@ -148,38 +115,17 @@ class IoThreadPolicy(StrEnum):
     DEVICE_LOCAL = "device-local"
 
 
-class Objective(StrEnum):
-    """What a plan improves: locality of split VMs, room for a VM shape, a tenant's VMs spread
-    over more memory controllers (host cells), fewer partly used cells (whole cells kept free for
-    large VMs), measured memory bandwidth spread so no L3 domain carries more than its share, one
-    host emptied (``vnuma host drain``), or one VM moved as the operator asks (``vnuma vm repin``,
-    ``vnuma vm migrate``). The rebalance planner searches the first five (:data:`SEARCHED`)."""
+class AntiAffinity(StrEnum):
+    """How far apart the VMs of one replica group stay (:mod:`vnuma.placement.groups`)."""
 
-    LOCALITY = "locality"
-    ROOM = "room"
-    SPREAD_TENANTS = "spread-tenants"
-    FRAGMENTATION = "fragmentation"
-    BANDWIDTH = "bandwidth"
-    DRAIN = "drain"
-    REPIN = "repin"
-    MIGRATE = "migrate"
+    HOST = "host"
+    CELL = "cell"
 
 
-SEARCHED = (
-    Objective.LOCALITY, Objective.ROOM, Objective.SPREAD_TENANTS, Objective.FRAGMENTATION, Objective.BANDWIDTH
-)
-"""The objectives ``vnuma rebalance --objective`` offers."""
+class Affinity(StrEnum):
+    """Where the VMs of one replica group stay together (:mod:`vnuma.placement.groups`)."""
 
-
-class Strategy(StrEnum):
-    """``pack``: fill partly used hosts and cells first; ``gpu-first``: keep
-    GPU cells' CPUs and memory for GPU VMs so GPUs are not stranded;
-    ``first-fit``: the first host in name order that fits, under the same
-    rules (the classic baseline, kept as a reference)."""
-
-    PACK = "pack"
-    GPU_FIRST = "gpu-first"
-    FIRST_FIT = "first-fit"
+    HOST = "host"
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,34 +376,6 @@ class Placement:
         return tuple(c.memory_mode for c in sorted(self.cells, key=lambda c: c.guest_cell))
 
 
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """Why one host (or one of its cells) cannot take the VM; ``check`` names the filter or admission
-    check that refused it, ``hint`` (when given) what to do about it. ``gist``: the reason in words that hold
-    for every host refused for the same cause, where the check has several (None: the check's own words);
-    ``missing``: how many units (vCPUs, KiB of pages, GPUs, partitions, cells) the host lacks, where the check
-    counts them (:mod:`vnuma.placement.refusal`)."""
-
-    host: str
-    check: str
-    reason: str
-    hint: str | None = None
-    gist: str | None = None
-    missing: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PlacementResult:
-    """The engine's answer: ``chosen`` (None when nothing fits), every rejection,
-    the total score of each host that could take the VM, and what set the chosen cells apart from the next
-    best set on their host (a :data:`vnuma.placement.order.SET_CRITERIA` name, or ``only-choice``)."""
-
-    chosen: Placement | None
-    rejections: tuple[Rejection, ...] = ()
-    scores: tuple[tuple[str, int], ...] = ()
-    cells_decided_by: str | None = None
-
-
 def mixed_split(cell: CellAssignment, dedicated_vcpus: frozenset[int]) -> tuple[dict[int, int], tuple[int, ...]]:
     """A ``mixed`` VM's guest cell as (dedicated vCPU -> its pCPU, the float set of its other vCPUs).
 
@@ -466,31 +384,3 @@ def mixed_split(cell: CellAssignment, dedicated_vcpus: frozenset[int]) -> tuple[
     """
     pinned = [v for v in cell.vcpus if v in dedicated_vcpus]
     return dict(zip(pinned, cell.pcpus, strict=False)), cell.pcpus[len(pinned) :]
-
-
-def vcpu_pins(p: Placement) -> dict[int, frozenset[int]]:
-    """vCPU -> the pCPUs its ``<vcpupin>`` names: its own pCPU, or its cell's set when floating (shared,
-    or a ``mixed`` VM's vCPU that is not dedicated)."""
-    pins: dict[int, frozenset[int]] = {}
-    for c in p.cells:
-        if p.cpu_policy is CpuPolicy.MIXED:
-            own, floats = mixed_split(c, p.dedicated_vcpus)
-            pins.update((v, frozenset({own[v]}) if v in own else frozenset(floats)) for v in c.vcpus)
-            continue
-        for i, v in enumerate(c.vcpus):
-            pins[v] = frozenset({c.pcpus[i]}) if p.cpu_policy is CpuPolicy.DEDICATED else frozenset(c.pcpus)
-    return pins
-
-
-def iothread_pins(p: Placement) -> frozenset[int]:
-    """The I/O threads' pCPUs as rendered: the emulator's, or (``device-local``) those of the guest cell
-    the VM's first device by PCI address is attached to (the emulator's when it has no device)."""
-    if p.iothread_policy is IoThreadPolicy.DEVICE_LOCAL and p.devices:
-        first = min(p.devices, key=lambda d: d.address)
-        return frozenset(x for c in p.cells if c.guest_cell == first.guest_cell for x in c.pcpus)
-    return emulator_pins(p)
-
-
-def emulator_pins(p: Placement) -> frozenset[int]:
-    """The emulator threads' pCPUs as rendered: the placement's own, else every vCPU pCPU."""
-    return frozenset(p.emulator_pcpus or (x for c in p.cells for x in c.pcpus))

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import Strategy
+from vnuma.placement.objectives import Strategy
 
 HostKey = tuple[int, int, int, str, tuple[int, ...]]
 SetKey = tuple[int, int, int, int, int, int, int, tuple[int, ...]]

@@ -10,13 +10,9 @@ with :data:`NO_HUGEPAGES` and what to do about it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from vnuma.placement.model import Rejection
+from vnuma.placement.attempt import Attempt
+from vnuma.placement.result import Rejection
 from vnuma.topology import format_size_kib
-
-if TYPE_CHECKING:
-    from vnuma.placement.filters import Attempt
 
 NO_HUGEPAGES = "has no hugepages, and the default page size is large (hugepages only)"
 """Why a host without hugepages takes no VM of page size ``large`` (the ``page-size`` filter, and sizing)."""

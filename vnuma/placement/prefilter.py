@@ -19,7 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from vnuma.placement.ledger.arrays import SIZE_INDEX, FleetArrays, IntArray, count_true
-from vnuma.placement.model import GpuAffinity, Strategy, VmRequest
+from vnuma.placement.model import GpuAffinity, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.rules import (
     CAP_ISOLATE,
     cap_row,

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vnuma.placement.filters import STAGE
-from vnuma.placement.model import Rejection
+from vnuma.placement.result import Rejection
 from vnuma.topology import count_of
 
 __all__ = ["CHECK_WORDS", "Cause", "Refusal", "closest", "gist", "summarize"]

@@ -27,7 +27,8 @@ from typing import Protocol
 import numpy as np
 
 from vnuma.placement.ledger.arrays import IntArray, Totals
-from vnuma.placement.model import CpuPolicy, EmulatorThreads, Strategy, ThreadPolicy, VmRequest
+from vnuma.placement.model import CpuPolicy, EmulatorThreads, ThreadPolicy, VmRequest
+from vnuma.placement.objectives import Strategy
 
 
 @dataclass(frozen=True, slots=True)

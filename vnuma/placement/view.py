@@ -15,7 +15,8 @@ from typing import Any
 from vnuma.placement.groups import group_cells
 from vnuma.placement.ledger.cell import CellState, tenant_bucket
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import CpuPolicy, Isolation, Strategy, ThreadPolicy, VmRequest
+from vnuma.placement.model import CpuPolicy, Isolation, ThreadPolicy, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.rules import cap_row, gpu_share, reserved_pages, reserved_threads
 
 UNITS = {

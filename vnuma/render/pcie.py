@@ -32,7 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from vnuma.errors import RenderError
-from vnuma.placement.model import DeviceAssignment, PartitionAssignment
+from vnuma.placement.model import DeviceAssignment
+from vnuma.placement.partitionmodel import PartitionAssignment
 from vnuma.topology import PciDevice
 from vnuma.topology.pcie import Level, pcie_level
 

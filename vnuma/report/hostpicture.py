@@ -41,8 +41,9 @@ import drawsvg as dw
 
 from vnuma.placement.ledger.claim import page_needs
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Placement, vcpu_pins
-from vnuma.placement.partitions import gpu_use
+from vnuma.placement.model import Isolation, Placement
+from vnuma.placement.partitionchoice import gpu_use
+from vnuma.placement.pins import vcpu_pins
 from vnuma.report import palette
 from vnuma.report.pcietree import shown
 from vnuma.report.svgparts import EMPTY, PAD, Box, Elements, Owner, framed, rect, stack, text

@@ -29,8 +29,9 @@ from dataclasses import dataclass, replace
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Placement, Strategy, VmRequest
+from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.nics import NicPair, nic_pairs
+from vnuma.placement.objectives import Strategy
 from vnuma.topology import Host
 
 MAX_FRAGMENT_CELLS = 4

@@ -30,9 +30,8 @@ from vnuma.placement.model import (
     Placement,
     ThreadPolicy,
     VmRequest,
-    emulator_pins,
-    vcpu_pins,
 )
+from vnuma.placement.pins import emulator_pins, vcpu_pins
 from vnuma.services.names import check_name
 from vnuma.sources.domainxml import Domain, GuestCell
 from vnuma.topology import PAGE_4K, DeviceKind, Host, format_cpuset

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vnuma.errors import ConflictError, InvalidInputError, InventoryError
 from vnuma.hypervisor.base import DomainState, Hypervisor
-from vnuma.inventory.db import open_inventory
+from vnuma.inventory import open_inventory
 from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement
 from vnuma.render.domain import render_domain

@@ -29,9 +29,11 @@ from vnuma.placement.asks import for_tenant
 from vnuma.placement.engine import place
 from vnuma.placement.fill import fill
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Placement, Rejection, Strategy
+from vnuma.placement.model import Isolation, Placement
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.refusal import summarize
 from vnuma.placement.request import validate_request
+from vnuma.placement.result import Rejection
 from vnuma.services import Settings
 from vnuma.services.progress import SILENT, Progress
 from vnuma.services.rebalancing import parse_shape

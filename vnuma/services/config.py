@@ -58,7 +58,7 @@ def _page_size(value: str) -> str:
 
 
 def _strategy(value: str) -> str:
-    from vnuma.placement.model import Strategy
+    from vnuma.placement.objectives import Strategy
 
     return _choice(*(s.value for s in Strategy))(value)
 

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from vnuma.codec import host_summary, left_out_to_list, summary_text
 from vnuma.errors import InvalidInputError, VnumaError
-from vnuma.inventory.db import open_inventory
+from vnuma.inventory import open_inventory
 from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.services.hosts import accepted, discover, is_demo, record_refresh, refresh_source

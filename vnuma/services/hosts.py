@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vnuma.errors import ConflictError, InvalidInputError
-from vnuma.inventory.db import open_inventory
+from vnuma.inventory import open_inventory
 from vnuma.inventory.hostwrite import Registrar, open_registrar
 from vnuma.services import Settings
 from vnuma.services.files import read_input

@@ -186,7 +186,7 @@ def _generic(change: dict[str, Any]) -> str:
 def _runs(settings: Settings, run_ids: list[int]) -> list[RunRecord]:
     if not run_ids:
         return []
-    from vnuma.inventory.db import open_inventory
+    from vnuma.inventory import open_inventory
 
     with open_inventory(settings.db_url) as inventory:
         return [inventory.get_run(run_id) for run_id in run_ids]

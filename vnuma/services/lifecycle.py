@@ -20,7 +20,8 @@ from vnuma.inventory.reading import Snapshot, open_reader
 from vnuma.placement.asks import move_request
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance.base import Plan, is_movable, make_move
 from vnuma.services import Settings
 from vnuma.topology import DeviceKind, format_cpuset

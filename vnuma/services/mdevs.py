@@ -19,7 +19,8 @@ mediated device when the domain starts, not when it is defined).
 from __future__ import annotations
 
 from vnuma.hypervisor.base import Hypervisor, MdevResult
-from vnuma.placement.model import PartitionAssignment, PartitionKind, Placement
+from vnuma.placement.model import Placement
+from vnuma.placement.partitionmodel import PartitionAssignment, PartitionKind
 
 
 def _what(a: PartitionAssignment) -> str:

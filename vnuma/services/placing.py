@@ -27,8 +27,10 @@ from vnuma.inventory.placer import Placer, open_placer
 from vnuma.placement.asks import for_tenant
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Placement, PlacementResult, Strategy, Tenant, VmRequest
+from vnuma.placement.model import Placement, Tenant, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.refusal import EXPLAIN_HINT
+from vnuma.placement.result import PlacementResult
 from vnuma.services import Settings, failpoints, interrupts
 from vnuma.services.names import check_name
 from vnuma.topology import gc_paused

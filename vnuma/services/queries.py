@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from vnuma.errors import InvalidInputError, not_in_inventory
-from vnuma.inventory.db import current_revision, head_revision, masked_url, open_inventory, upgrade
+from vnuma.inventory import open_inventory
+from vnuma.inventory.db import current_revision, head_revision, masked_url, upgrade
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
 from vnuma.services.names import natural_key
@@ -32,7 +33,7 @@ def host_document(settings: Settings, name: str) -> tuple[Host, dict[str, Any]]:
     """
     from vnuma.codec import host_to_dict, left_out_to_list
     from vnuma.inventory.reading import open_reader
-    from vnuma.placement.partitions import host_gpu_use
+    from vnuma.placement.partitionchoice import host_gpu_use
     from vnuma.placement.resctrl import ResctrlUse
 
     with open_reader(settings.db_url) as reader:

@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError, VnumaError
 from vnuma.hypervisor.base import DomainState, Hypervisor
-from vnuma.inventory.db import open_inventory
+from vnuma.inventory import open_inventory
 from vnuma.inventory.journal import NewStep, RunRecord, StepRecord, run_unfinished
-from vnuma.inventory.models import RunStatus, StepStatus, VmState
 from vnuma.inventory.repo import Inventory
-from vnuma.placement.model import Placement, emulator_pins, vcpu_pins
+from vnuma.inventory.schema import RunStatus, StepStatus, VmState
+from vnuma.placement.model import Placement
+from vnuma.placement.pins import emulator_pins, vcpu_pins
 from vnuma.placement.rebalance import Plan
 from vnuma.render.domain import render_domain
 from vnuma.services import Settings, failpoints

@@ -175,7 +175,7 @@ def _by_host(p: Placement) -> tuple[str, str]:
 
 def _refuse_unfinished_run(settings: Settings) -> None:
     """A plan to apply must not start while a run's claims are half-way between two placements."""
-    from vnuma.inventory.db import open_inventory
+    from vnuma.inventory import open_inventory
     from vnuma.inventory.journal import run_unfinished
 
     with open_inventory(settings.db_url) as inventory:

@@ -2,9 +2,10 @@
 
 Two steps, so nothing changes without being reported first: :func:`check`
 reads both sides and returns a :class:`Report` whose findings carry a
-proposed action; :func:`carry_out` performs the proposed actions (the CLI
-calls it only with ``--yes`` or after a confirmation), re-checking each one
-against the inventory and libvirt just before it acts.
+proposed action; :func:`vnuma.services.reconcile_apply.carry_out` performs
+the proposed actions (the CLI calls it only with ``--yes`` or after a
+confirmation), re-checking each one against the inventory and libvirt just
+before it acts.
 
 Drift kinds (stable JSON strings, :class:`Drift`):
 
@@ -40,11 +41,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
-from vnuma.errors import ConflictError, HypervisorError, InvalidInputError, NotFoundError
+from vnuma.errors import HypervisorError, InvalidInputError, NotFoundError
 from vnuma.hypervisor.base import DomainState, Hypervisor
-from vnuma.inventory.db import open_inventory
 from vnuma.inventory.reading import FleetView, open_reader
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
@@ -53,11 +52,7 @@ from vnuma.services.hypervisors import KeptDomains, open_hypervisor
 from vnuma.sources.domainxml import Domain, parse_domain
 from vnuma.topology import Host
 
-if TYPE_CHECKING:
-    from vnuma.inventory.repo import Inventory
-
 PLACED, DEFINED, RUNNING, STOPPED = "placed", "defined", "running", "stopped"
-_SINCE = " since the check"
 
 
 class Drift(StrEnum):
@@ -340,81 +335,3 @@ def _each(report: Report, fn: Callable[[Finding], Finding]) -> Report:
         return fn(f) if f.action is not Action.NONE and f.outcome in (None, Outcome.PROPOSED) else f
 
     return Report(tuple(replace(h, findings=tuple(one(f) for f in h.findings)) for h in report.hosts))
-
-
-def carry_out(settings: Settings, report: Report) -> Report:
-    """Perform the report's proposed actions, each re-checked first; the report with every outcome.
-
-    Raises:
-        ConflictError: a rebalance run is unfinished (nothing is changed).
-    """
-    with open_inventory(settings.db_url) as inventory:
-        run = inventory.unfinished_run()
-        if run is not None and report.proposed:
-            raise ConflictError(
-                f"rebalance run {run.id} is unfinished ({run.status}); reconcile changes nothing meanwhile",
-                hint="finish it with `vnuma rebalance --resume` or roll it back with `vnuma rebalance --abort`",
-            )
-        hosts = [_carry_host(inventory, h) for h in report.hosts]
-    return Report(tuple(hosts))
-
-
-def _carry_host(inventory: Inventory, report: HostReport) -> HostReport:
-    pending = [f for f in report.findings if f.outcome is Outcome.PROPOSED]
-    if not pending or report.uri is None:
-        return report
-    try:
-        hv = open_hypervisor(inventory, report.host, report.uri)
-    except HypervisorError as err:
-        return replace(report, findings=tuple(_unreached(f, err) for f in report.findings))
-    try:
-        return replace(report, findings=tuple(_carry_one(inventory, hv, f) for f in report.findings))
-    finally:
-        hv.close()
-
-
-def _unreached(f: Finding, err: HypervisorError) -> Finding:
-    return _skipped(f, f"libvirt could not be read ({err})") if f.outcome is Outcome.PROPOSED else f
-
-
-def _carry_one(inventory: Inventory, hv: Hypervisor, f: Finding) -> Finding:
-    if f.outcome is not Outcome.PROPOSED:
-        return f
-    try:
-        return _carry(inventory, hv, f)
-    except HypervisorError as err:  # one domain's trouble does not hide what was done to the others
-        return _unreached(f, err)
-
-
-def _skipped(f: Finding, why: str) -> Finding:
-    return replace(f, outcome=Outcome.SKIPPED, note=f"left alone: {why}")
-
-
-def _carry(inventory: Inventory, hv: Hypervisor, f: Finding) -> Finding:
-    now = hv.domain_state(f.name)
-    if f.action is Action.ADOPT:
-        assert f.placement is not None
-        if now is DomainState.MISSING:
-            return _skipped(f, "the domain vanished" + _SINCE)
-        try:
-            inventory.claim(f.placement)
-        except (ConflictError, NotFoundError, InvalidInputError) as err:
-            return replace(f, outcome=Outcome.REFUSED, note=f"refused: {err}")
-        inventory.set_vm_state(f.name, RUNNING if now is DomainState.RUNNING else DEFINED)
-        return replace(f, outcome=Outcome.DONE, note=f"adopted for tenant {f.placement.tenant!r}")
-    try:
-        _placement, state = inventory.get_vm(f.name)
-    except NotFoundError:
-        return _skipped(f, "the VM left the inventory" + _SINCE)
-    if str(state) != f.seen_state:
-        return _skipped(f, f"its state changed to {state}" + _SINCE)
-    if f.action is Action.RELEASE:
-        if now is not DomainState.MISSING:
-            return _skipped(f, "the domain reappeared" + _SINCE)
-        inventory.release(f.name)
-        return replace(f, outcome=Outcome.DONE, note="freed its claims")
-    assert f.new_state is not None
-    if (now is DomainState.RUNNING) != (f.new_state == RUNNING) or now is DomainState.MISSING:
-        return _skipped(f, f"libvirt's state changed to {now}" + _SINCE)
-    inventory.set_vm_state(f.name, f.new_state)
-    return replace(f, outcome=Outcome.DONE, note=f"recorded state {f.new_state}")

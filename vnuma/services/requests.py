@@ -15,7 +15,9 @@ from typing import Any
 from vnuma.errors import InvalidInputError
 from vnuma.placement.asks import request_from
 from vnuma.placement.asktexts import check_slice
-from vnuma.placement.model import VmRequest
+from vnuma.placement.model import (
+    VmRequest,
+)
 from vnuma.services.names import check_name
 
 

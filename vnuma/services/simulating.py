@@ -8,7 +8,8 @@ from typing import Any
 
 from vnuma.errors import InvalidInputError
 from vnuma.inventory.reading import open_reader
-from vnuma.placement.model import Isolation, Strategy
+from vnuma.placement.model import Isolation
+from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings
 from vnuma.services.files import read_input
 from vnuma.services.progress import SILENT, Progress

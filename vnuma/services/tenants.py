@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from vnuma.errors import InvalidInputError, not_in_inventory
-from vnuma.inventory.db import open_inventory
+from vnuma.inventory import open_inventory
 from vnuma.placement.model import Isolation, Tenant
 from vnuma.services import Settings
 from vnuma.services.names import check_name, natural_key

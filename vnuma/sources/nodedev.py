@@ -58,9 +58,8 @@ from vnuma.sources.xmlsafe import (
     read_int_attr,
     read_optional_int,
 )
-from vnuma.topology import DeviceKind, Mdev, MdevType, PciDevice, device_kind_for_class
+from vnuma.topology import DeviceKind, Mdev, MdevType, PciDevice, PciLink, device_kind_for_class
 from vnuma.topology.leftout import LeftOut, device_label, refusal, unique_devices
-from vnuma.topology.pcie import PciLink
 
 _PCI_NODEDEV_NAME = re.compile(r"^pci_([0-9a-f]{4})_([0-9a-f]{2})_([0-9a-f]{2})_([0-7])$", re.IGNORECASE)
 _PCI_CLASS = re.compile(r"^(?:0x)?([0-9a-f]{1,6})$", re.IGNORECASE)

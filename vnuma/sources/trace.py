@@ -49,19 +49,9 @@ from vnuma.placement.model import VmRequest
 from vnuma.sources.migprofiles import geometry_from_dict
 from vnuma.sources.tracekeys import At
 from vnuma.sources.tracerequests import parse_request
-from vnuma.topology import (
-    KIB_PER_MIB,
-    Cell,
-    Cpu,
-    DeviceKind,
-    Host,
-    MdevType,
-    PagePool,
-    PciDevice,
-    Source,
-    check_host,
-)
+from vnuma.topology import KIB_PER_MIB, Cell, Cpu, DeviceKind, Host, MdevType, PagePool, PciDevice, Source
 from vnuma.topology.hmat import NO_HMAT, hmat_from_json
+from vnuma.topology.hostcheck import check_host
 from vnuma.topology.mig import MigGeometry, ProfileError
 from vnuma.topology.names import name_problem
 from vnuma.topology.partitions import with_gpu_profiles

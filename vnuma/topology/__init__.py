@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from vnuma.errors import InvalidInputError
-from vnuma.topology.hmat import NO_HMAT, Hmat, hmat_problem
+from vnuma.topology.hmat import NO_HMAT, Hmat
 from vnuma.topology.mig import MigGeometry
-from vnuma.topology.pcie import PciLink
-from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, Resctrl, ResctrlPolicy, resctrl_problem
+from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, Resctrl, ResctrlPolicy
 from vnuma.topology.sizes import count_of as count_of
 from vnuma.topology.sizes import format_size_kib as format_size_kib
 from vnuma.topology.sizes import parse_size_kib as parse_size_kib
@@ -180,6 +179,25 @@ class Mdev:
 
 
 @dataclass(frozen=True, slots=True)
+class PciLink:
+    """A PCIe link: negotiated speed (GT/s) and width (lanes), and what the port can do (None: not said).
+
+    A negotiated link below the capability is downtrained (a reseated card, a bad riser, power saving).
+    """
+
+    speed_gts: float
+    width: int
+    max_speed_gts: float | None = None
+    max_width: int | None = None
+
+    @property
+    def downtrained(self) -> bool:
+        return (self.max_speed_gts is not None and self.speed_gts < self.max_speed_gts) or (
+            self.max_width is not None and self.width < self.max_width
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PciDevice:
     """A PCI function: ``address`` is ``dddd:bb:ss.f``; ids are ``0x`` hex strings.
 
@@ -276,68 +294,6 @@ class Host:
         """Ids of the cells holding any of ``cpus`` (e.g. the cells an L3 cache id covers), in id order."""
         wanted = frozenset(cpus)
         return tuple(c.id for c in self.cells if not wanted.isdisjoint(c.cpu_ids))
-
-
-def check_host(host: Host) -> Host:
-    """Check a host's internal consistency and return it.
-
-    Raises:
-        InvalidInputError: duplicate cell or CPU ids, siblings naming a CPU
-            that does not exist, distances to missing cells, a device on a
-            missing cell, reserved CPUs that do not exist, inconsistent
-            resctrl facts (:func:`vnuma.topology.resctrl.resctrl_problem`).
-    """
-    where = f"host {host.name!r}"
-    cell_ids = [c.id for c in host.cells]
-    if len(set(cell_ids)) != len(cell_ids):
-        raise InvalidInputError(f"{where}: duplicate NUMA cell ids {sorted(cell_ids)}")
-    if not host.cells:
-        raise InvalidInputError(f"{where}: no NUMA cells")
-    seen: set[int] = set()
-    for cell in host.cells:
-        for cpu in cell.cpus:
-            if cpu.id in seen:
-                raise InvalidInputError(f"{where}: CPU {cpu.id} appears in more than one cell")
-            seen.add(cpu.id)
-    for cell in host.cells:
-        for cpu in cell.cpus:
-            missing = cpu.siblings - seen
-            if missing:
-                raise InvalidInputError(
-                    f"{where}: cell {cell.id} CPU {cpu.id} lists missing sibling CPU(s) "
-                    f"{format_cpuset(missing)}"
-                )
-        for other, dist in cell.distances:
-            if other not in cell_ids:
-                raise InvalidInputError(f"{where}: cell {cell.id} has a distance to missing cell {other}")
-            if dist < 10:
-                raise InvalidInputError(f"{where}: cell {cell.id} distance {dist} to cell {other} is below 10")
-        if cell.gpu_memory and cell.cpus:
-            raise InvalidInputError(f"{where}: cell {cell.id} is GPU memory but has CPUs")
-    addresses = {d.address for d in host.devices}
-    uuids: set[str] = set()
-    for mdev in host.mdevs:
-        if mdev.parent not in addresses:
-            raise InvalidInputError(
-                f"{where}: mediated device {mdev.uuid} is on PCI device {mdev.parent}, which is not among the "
-                "host's devices (give its node device too)"
-            )
-        if mdev.uuid in uuids:
-            raise InvalidInputError(f"{where}: mediated device {mdev.uuid} is listed twice")
-        uuids.add(mdev.uuid)
-    for dev in host.devices:
-        if dev.numa_node is not None and dev.numa_node not in cell_ids:
-            raise InvalidInputError(f"{where}: device {dev.address} is on missing NUMA cell {dev.numa_node}")
-    stray = host.reserved_cpus - seen
-    if stray:
-        raise InvalidInputError(f"{where}: reserved CPU(s) {format_cpuset(stray)} do not exist")
-    problem = resctrl_problem(host.resctrl, frozenset(seen))
-    if problem is not None:
-        raise InvalidInputError(f"{where}: resctrl {problem}")
-    problem = hmat_problem(host.hmat, frozenset(cell_ids))
-    if problem is not None:
-        raise InvalidInputError(f"{where}: {problem}")
-    return host
 
 
 _RANGE = re.compile(r"^\s*(\d{1,10})\s*(?:-\s*(\d{1,10})\s*)?$")

@@ -41,7 +41,7 @@ every parser and every path that joins devices to a topology runs:
    twice, is left out.
 
 What stays wrong after these steps (a CPU in two cells, siblings that do
-not exist, duplicate cell ids...) is refused by :func:`vnuma.topology.check_host`.
+not exist, duplicate cell ids...) is refused by :func:`vnuma.topology.hostcheck.check_host`.
 A GPU or NIC left out is named as one (``device 0000:3b:00.0 (GPU)``).
 """
 
@@ -53,8 +53,9 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from vnuma.errors import InvalidInputError
-from vnuma.topology import Cell, DeviceKind, Host, PagePool, PciDevice, check_host, format_cpuset, format_size_kib
+from vnuma.topology import Cell, DeviceKind, Host, PagePool, PciDevice, format_cpuset, format_size_kib
 from vnuma.topology.hmat import Hmat, Matrix
+from vnuma.topology.hostcheck import check_host
 
 T = TypeVar("T")
 _HMAT_NAMES = {
@@ -113,7 +114,7 @@ def usable(host: Host, left_out: Iterable[LeftOut] = ()) -> Imported:
     ``left_out``: what the parser already left out; the result lists it first.
 
     Raises:
-        InvalidInputError: what is still inconsistent (:func:`vnuma.topology.check_host`).
+        InvalidInputError: what is still inconsistent (:func:`vnuma.topology.hostcheck.check_host`).
     """
     found = list(left_out)
     file_cells = {c.id for c in host.cells}

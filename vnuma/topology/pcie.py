@@ -21,31 +21,9 @@ socket are not merged: ``SYS`` is what the kernel's NUMA nodes say.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from vnuma.topology import PciDevice
-
-
-@dataclass(frozen=True, slots=True)
-class PciLink:
-    """A PCIe link: negotiated speed (GT/s) and width (lanes), and what the port can do (None: not said).
-
-    A negotiated link below the capability is downtrained (a reseated card, a bad riser, power saving).
-    """
-
-    speed_gts: float
-    width: int
-    max_speed_gts: float | None = None
-    max_width: int | None = None
-
-    @property
-    def downtrained(self) -> bool:
-        return (self.max_speed_gts is not None and self.speed_gts < self.max_speed_gts) or (
-            self.max_width is not None and self.width < self.max_width
-        )
+from vnuma.topology import PciDevice
 
 
 class Level(StrEnum):

@@ -36,7 +36,7 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
     @app.post("/v1/capacity", summary="vnuma capacity")
     def capacity(body: CapacityBody, token: Caller) -> dict[str, Any]:
         from vnuma.documents import capacity_doc
-        from vnuma.placement.model import Strategy
+        from vnuma.placement.objectives import Strategy
         from vnuma.services.capacity import capacity as run
 
         auth.allow(token, auth.FLEET_READ, "ask for capacity")

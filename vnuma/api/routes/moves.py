@@ -38,7 +38,7 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
 
     @app.post("/v1/rebalance", summary="vnuma rebalance")
     def rebalance(body: RebalanceBody, token: Caller, request: Request) -> dict[str, Any]:
-        from vnuma.placement.model import Objective
+        from vnuma.placement.objectives import Objective
         from vnuma.services.rebalancing import no_room, parse_shape, plan_rebalance
 
         def run() -> dict[str, Any]:

@@ -24,7 +24,7 @@ def routes(app: FastAPI, settings: Settings, change: Change, warm: WarmFleet) ->
     def place(body: PlaceBody, token: Caller, request: Request) -> JSONResponse:
         from vnuma.codec import placement_to_dict
         from vnuma.placement.asks import BY_NAME
-        from vnuma.placement.model import Strategy
+        from vnuma.placement.objectives import Strategy
         from vnuma.services.placing import place_vm, require_chosen
         from vnuma.services.requests import place_request
 

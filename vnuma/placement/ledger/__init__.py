@@ -3,7 +3,8 @@
 Pure: no I/O. :class:`~vnuma.placement.ledger.fleet.Fleet` is the only
 writer (``add``/``remove``); the engine, the admission rule and the
 pre-filter read it. Per-cell claim state lives in :mod:`.cell`, per-host
-state and hardware shapes in :mod:`.host`, and :mod:`.arrays` mirrors the
+state and hardware shapes in :mod:`.host`, what one placement changes on its
+host in :mod:`.booking`, and :mod:`.arrays` mirrors the
 free capacity in numpy arrays for vectorized pre-filtering (read-only to
 everything but the fleet).
 """

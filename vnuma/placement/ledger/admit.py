@@ -89,8 +89,9 @@ from vnuma.placement.ledger.cpuchecks import (
 )
 from vnuma.placement.ledger.devicechecks import CellPages, Devices, IommuGroup, Partitions, Slices, Sriov
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import Isolation, Placement, Rejection, Tenant
+from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.placement.quota import Usage, quota_problem
+from vnuma.placement.result import Rejection
 
 
 class GroupMode:

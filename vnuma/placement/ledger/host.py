@@ -19,11 +19,12 @@ from vnuma.placement.cold import ColdCell, Pools, cold_cells, cold_pools
 from vnuma.placement.groups import NO_GROUPS, GroupIndex
 from vnuma.placement.iommu import placed_mates
 from vnuma.placement.ledger.cell import CellState, cell_states
-from vnuma.placement.model import PartitionAssignment, Placement, ThreadPolicy
+from vnuma.placement.model import Placement, ThreadPolicy
+from vnuma.placement.partitionmodel import PartitionAssignment
 from vnuma.placement.partitions import gpu_offers
 from vnuma.placement.resctrl import ResctrlUse, cell_domains
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
-from vnuma.topology.hmat import UNRATED_LATENCY_NS, cpu_cell_ratings
+from vnuma.topology.tiers import UNRATED_LATENCY_NS, cpu_cell_ratings
 
 UNKNOWN_REMOTE_DISTANCE = 20  # libvirt's default when a host reports no SLIT table
 
@@ -115,10 +116,10 @@ class HostShape:
         """NICs' SR-IOV virtual functions, in address order."""
         self.near: dict[tuple[str, bool], tuple[tuple[int, PciDevice], ...]] = {}
         """(GPU, virtual functions?) -> (level rank, NIC) for every NIC (or VF), best first, filled as asked
-        (:func:`vnuma.placement.nics.near`)."""
+        (:func:`vnuma.placement.nicchoice.near`)."""
         self.rdma_near: dict[tuple[str, str], tuple[PciDevice, ...]] = {}
         """(GPU, level) -> the NICs (physical functions) within that level of it, filled as asked
-        (:func:`vnuma.placement.nics.rdma_ready`)."""
+        (:func:`vnuma.placement.nicchoice.rdma_ready`)."""
         self.threads_total = sum(c.threads_total for c in self.cells)
         self.mem_total_kib = sum(size * n for c in self.cells for size, n in c.pages_total.items())
         self.width = max((c.width for c in self.cells), default=1)
@@ -171,6 +172,7 @@ class HostState:
         "distance",
         "floaters",
         "gpu_home",
+        "gpu_offers",
         "gpus_free",
         "gpus_total",
         "group_index",
@@ -211,6 +213,7 @@ class HostState:
         self.neighbors = shape.neighbors
         self.socket_of = shape.socket_of
         self.gpu_home = shape.gpu_home
+        self.gpu_offers = shape.gpu_offers
         self.hugepage_sizes = shape.hugepage_sizes
         self.gpus_total = shape.gpus_total
         self.gpus_free = shape.gpus_total

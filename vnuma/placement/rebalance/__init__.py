@@ -160,7 +160,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.model import Objective, VmRequest
+from vnuma.placement.model import VmRequest
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.bandwidth import plan_bandwidth
 from vnuma.placement.rebalance.base import FleetState, Move, Plan, VmLoad, is_movable, move_cost_kib
 from vnuma.placement.rebalance.drain import plan_drain

@@ -43,7 +43,8 @@ from typing import Any
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.claim import page_needs
-from vnuma.placement.model import Placement, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Strategy
 from vnuma.placement.rebalance.base import Move, make_move, move_cost_kib
 from vnuma.placement.rebalance.search import Search
 from vnuma.topology import DeviceKind

@@ -12,7 +12,8 @@ from dataclasses import replace
 from fractions import Fraction
 
 from vnuma.placement.asks import move_request
-from vnuma.placement.model import Objective, Placement
+from vnuma.placement.model import Placement
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.base import Move, Plan, VmLoad, is_movable, make_move
 from vnuma.placement.rebalance.search import Search, greedy
 from vnuma.placement.resctrl import cell_domains, domains_of

@@ -9,11 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from vnuma.placement.model import (
-    Isolation,
-    Objective,
-    Placement,
-)
+from vnuma.placement.model import Isolation, Placement
+from vnuma.placement.objectives import Objective
 from vnuma.topology import DeviceKind, Host
 
 

@@ -11,7 +11,8 @@ from dataclasses import replace
 from vnuma.placement.asks import move_request
 from vnuma.placement.engine import best_reason, place
 from vnuma.placement.groups import GroupIndex, affinity_words, group_hosts
-from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move
 from vnuma.placement.rebalance.search import Deadline, Search
 from vnuma.topology import count_of

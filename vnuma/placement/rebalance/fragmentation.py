@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from vnuma.placement.asks import move_request
 from vnuma.placement.ledger.cell import CellState
-from vnuma.placement.model import Objective, Placement
+from vnuma.placement.model import Placement
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move
 from vnuma.placement.rebalance.search import Search, greedy
 

@@ -53,7 +53,8 @@ from dataclasses import dataclass, replace
 
 from vnuma.errors import NoRoomError
 from vnuma.placement.asks import move_request
-from vnuma.placement.model import Objective, Placement
+from vnuma.placement.model import Placement
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import (
     MOVE_UNIT,
     Candidate,

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vnuma.placement.asks import move_request
-from vnuma.placement.model import Objective, Placement
+from vnuma.placement.model import Placement
 from vnuma.placement.nics import nic_pairs
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move
 from vnuma.placement.rebalance.search import Search, greedy
 from vnuma.topology import DeviceKind

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from vnuma.placement.asks import move_request
-from vnuma.placement.model import Objective, Placement, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import Candidate, stay, usage
 from vnuma.placement.rebalance.base import Plan, is_movable
 from vnuma.placement.rebalance.fragmentation import partly_used

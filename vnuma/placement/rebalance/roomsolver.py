@@ -50,7 +50,8 @@ from dataclasses import dataclass, replace
 
 from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
-from vnuma.placement.model import Objective, Placement, Strategy, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance.assign import (
     Candidate,
     Choice,

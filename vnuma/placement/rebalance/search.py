@@ -13,14 +13,8 @@ from dataclasses import replace
 from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import (
-    IoThreadPolicy,
-    Isolation,
-    Objective,
-    Placement,
-    Strategy,
-    VmRequest,
-)
+from vnuma.placement.model import IoThreadPolicy, Isolation, Placement, VmRequest
+from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance.base import FleetState, Move, Plan, VmLoad
 
 

@@ -42,7 +42,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vnuma.placement.asks import move_request
-from vnuma.placement.model import Objective, Placement, VmRequest
+from vnuma.placement.model import Placement, VmRequest
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import Candidate, Choice, Key, cut_for, replay, room_for, solve, undo, usage
 from vnuma.placement.rebalance.base import Move, Plan, make_move
 from vnuma.placement.rebalance.drain import fit_together, largest_first, plan_drain, together, try_unit, why_not

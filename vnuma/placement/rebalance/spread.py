@@ -9,7 +9,8 @@ from collections import Counter
 from dataclasses import replace
 
 from vnuma.placement.asks import move_request
-from vnuma.placement.model import Objective, Placement
+from vnuma.placement.model import Placement
+from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move
 from vnuma.placement.rebalance.search import Search, greedy
 
