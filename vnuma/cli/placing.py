@@ -40,29 +40,16 @@ def place(
 ) -> None:
     """Place a tenant's VM: host, cells, pCPUs, hugepages and GPUs; claim them.
 
-    The request's options are explained in the manual (docs/place.md); the
-    VM keeps them as asked ("request" in `vnuma vm show --json` and the
-    placement JSON) and every later move asks them again.
-
-    A VM no host takes is exit 5 with one line: how many hosts refused it
-    for each cause, and the host that came closest with its own reason
-    (--explain lists every host's); JSON: "error", "hint", "causes",
-    "closest" and "rejections". Nothing is written.
-
-    With --rebalance, a VM that fits nowhere gets a plan of at most
-    --max-moves moves (as `vnuma rebalance --make-room-for` would make)
-    after which it fits; the plan is shown and the command still exits 5,
-    unless --apply carries the moves out (journaled, see `vnuma rebalance`)
-    and then places the VM. With --host the plan moves VMs on that host only
-    (and says so). JSON adds "rebalance": the plan document plus "host" (the
-    --host or null) and "found"; without a plan "found" is false and
-    "reason" says why (with "run" when applied).
+    The options are explained in the manual (docs/place.md). The VM keeps
+    them as asked ("request" in its JSON) and every later move asks them
+    again. A VM no host takes is exit 5 with one line: the causes with how
+    many hosts refused for each, and the host that came closest. With
+    --rebalance such a VM gets a plan of at most --max-moves moves after
+    which it fits (exit 5), carried out and the VM placed with --apply.
 
     Example: vnuma place tenant-a --gpus 2 --group pair-1 --affinity host
 
     Example: vnuma place tenant-a --vcpus 4 --memory 8GiB --mig 3g.40gb:2
-
-    Example: vnuma place tenant-a --vcpus 8 --memory 8GiB --cpu-policy mixed --dedicated-vcpus 0-3
     """
     from vnuma.services.placing import place_vm
     from vnuma.services.requests import place_request
