@@ -11,7 +11,7 @@ Mapping: each trace request is one VM of tenant ``tenant``, asking what its
 keys ask (:mod:`vnuma.sources.tracerequests`: ``numa_nodes`` null means
 auto, ``page_size_kib`` null means large, an option left out its default),
 completed by its tenant as ``vnuma place`` completes a request
-(:func:`vnuma.placement.asks.for_tenant`); every tenant new to the fleet
+(:func:`vnuma.placement.kept.for_tenant`); every tenant new to the fleet
 gets the isolation passed to :func:`run`. ``rejections_by_reason`` counts refused requests by
 the check (``cell-cpus``, ``cell-pages``, ``gpus``, ...) of their decisive
 rejection. ``pcpus_used`` counts pCPUs held by placed VMs, siblings kept
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vnuma.errors import ConflictError, InvalidInputError
-from vnuma.placement.asks import for_tenant
 from vnuma.placement.engine import place
+from vnuma.placement.kept import for_tenant
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.memory import RefusalMemory
 from vnuma.placement.model import Isolation, Placement, Tenant, VmRequest

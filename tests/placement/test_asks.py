@@ -20,18 +20,8 @@ from hypothesis import strategies as st
 
 from tests.placement.helpers import request
 from vnuma.errors import InvalidInputError
-from vnuma.placement.asks import (
-    ASKS,
-    BY_NAME,
-    INTERNAL,
-    Form,
-    as_asked,
-    asked_changes,
-    kept_request,
-    move_request,
-    request_from,
-    shape_key,
-)
+from vnuma.placement.asks import ASKS, BY_NAME, INTERNAL, Form, as_asked, asked_changes, request_from, shape_key
+from vnuma.placement.kept import kept_request, move_request
 from vnuma.placement.model import Isolation, VmRequest
 from vnuma.placement.request import request_problem
 from vnuma.sources.tracekeys import At

@@ -19,9 +19,9 @@ from tests.builders import make_host
 from tests.placement.helpers import check_fleet, request
 from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import InvalidInputError
-from vnuma.placement.asks import move_request
 from vnuma.placement.cold import cold_cells, eligible
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import ColdTier, Isolation, Placement, Tenant
 from vnuma.sources.capabilities import parse_capabilities

@@ -12,9 +12,9 @@ from tests.builders import make_host
 from tests.placement.helpers import check_fleet, request
 from tests.placement.test_nics import DGX
 from vnuma.codec import placement_from_dict, placement_to_dict
-from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
 from vnuma.placement.iommu import companions
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.placement.rebalance import is_movable

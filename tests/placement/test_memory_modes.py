@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from tests.builders import make_host
 from tests.placement.helpers import check_fleet, request
 from vnuma.errors import InvalidInputError
-from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.claim import page_needs, pages_by_cell
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import EmulatorThreads, Isolation, MemoryMode, ThreadPolicy

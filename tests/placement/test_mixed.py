@@ -16,8 +16,8 @@ from tests.placement.helpers import check_fleet, floats_of, held_by, mixed_parts
 from tests.placement.strategies import ISOLATION, host_lists, vm_requests
 from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import InvalidInputError
-from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, Isolation, Placement, ThreadPolicy, VmRequest
 from vnuma.placement.objectives import Strategy
@@ -317,7 +317,7 @@ def test_a_trace_request_may_be_mixed_and_is_simulated_so() -> None:
 
 
 def test_a_mixed_placement_exports_its_dedicated_vcpus_to_a_trace() -> None:
-    from vnuma.placement.asks import kept_request
+    from vnuma.placement.kept import kept_request
     from vnuma.sources.tracerequests import request_keys
 
     fleet = Fleet([HOST])

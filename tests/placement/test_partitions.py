@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from tests.placement.helpers import check_fleet, request
 from vnuma.codec import placement_from_dict, placement_to_dict
-from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.partitionmodel import PartitionAsk, PartitionAssignment, PartitionKind

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from tests.builders import make_host
 from tests.placement.helpers import check_fleet, request
 from tests.placement.strategies import memory_modes
-from vnuma.placement.asks import kept_request
 from vnuma.placement.engine import place
+from vnuma.placement.kept import kept_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import GpuAffinity, Isolation, Placement, VmRequest
 from vnuma.placement.rebalance import FleetState, Objective, Plan, is_movable, plan_moves

@@ -22,7 +22,7 @@ from vnuma.codec.checks import (
     list_of,
     take,
 )
-from vnuma.placement.asks import kept_document
+from vnuma.placement.kept import kept_document
 from vnuma.placement.model import (
     Affinity,
     AntiAffinity,
@@ -179,7 +179,7 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
 
 def _opt_mapping(value: object, at: At) -> Mapping[str, Any] | None:
     """An object or null (a request kept as stored, read when a move asks it:
-    :func:`vnuma.placement.asks.kept_request`)."""
+    :func:`vnuma.placement.kept.kept_request`)."""
     return None if value is None else as_mapping(value, at)
 
 

@@ -44,23 +44,20 @@ from vnuma.placement.asktexts import (
     sizes_list,
     vcpu_list,
 )
-from vnuma.placement.groups import Affinity, AntiAffinity
 from vnuma.placement.model import (
+    Affinity,
+    AntiAffinity,
     ColdTier,
     CpuPolicy,
     EmulatorThreads,
     GpuAffinity,
     IoThreadPolicy,
-    Isolation,
     MemoryMode,
     NicFunction,
-    Placement,
-    Tenant,
     ThreadPolicy,
     VmRequest,
 )
 from vnuma.placement.partitionmodel import PartitionKind
-from vnuma.placement.resctrl import with_tenant_slices
 from vnuma.topology import format_cpuset, parse_size_kib
 from vnuma.topology.pcie import Level
 from vnuma.topology.sizes import exact_size
@@ -353,43 +350,3 @@ _SHAPE = attrgetter(*sorted({f.name for f in fields(VmRequest)} - set(SIZE_FIELD
 def shape_key(req: VmRequest) -> tuple[Any, ...]:
     """Every field of ``req`` but its name and sizes: two requests with one key differ in size only."""
     return _SHAPE(req)  # type: ignore[no-any-return]
-
-
-RECONSTRUCTED = "reconstructed"
-"""A stored request's mark (``"reconstructed": true``): rebuilt from where the VM was when vnuma did not keep
-requests yet (the inventory's revision 0018, or a domain adopted without vnuma's request in its metadata)."""
-
-
-def kept_request(p: Placement) -> VmRequest:
-    """The request ``p``'s VM keeps, as asked (see :attr:`Placement.request`).
-
-    Raises:
-        InvalidInputError: a stored request that cannot be read.
-    """
-    kept = p.request
-    if isinstance(kept, VmRequest):
-        return kept
-    assert kept is not None, f"placement of VM {p.vm!r} keeps no request"
-    return request_from({k: v for k, v in kept.items() if k != RECONSTRUCTED})
-
-
-def kept_document(p: Placement) -> dict[str, Any] | None:
-    """The request ``p``'s VM keeps as its document is stored: :func:`as_asked`, marked when reconstructed."""
-    kept = p.request
-    if kept is None or isinstance(kept, VmRequest):
-        return None if kept is None else as_asked(kept)
-    return dict(kept)
-
-
-def move_request(p: Placement, isolation: Isolation) -> VmRequest:
-    """What a move asks for ``p``'s VM: the request it keeps, with its tenant's isolation and none of the
-    confinement its placement used (``--host``; the hosts and cells a move avoided)."""
-    return replace(kept_request(p), isolation=isolation, host=None, avoid_hosts=frozenset(),
-                   avoid_cells=frozenset())
-
-
-def for_tenant(req: VmRequest, tenant: Tenant) -> VmRequest:
-    """A new VM's request as its tenant completes it: the tenant's isolation, and the tenant's cache slice and
-    bandwidth cap where the request asks none of its own (:func:`vnuma.placement.resctrl.with_tenant_slices`).
-    Applied once, when the VM is placed: a later change of the tenant's defaults changes no VM's request."""
-    return replace(with_tenant_slices(req, tenant), isolation=tenant.isolation)

@@ -330,7 +330,7 @@ class Placement:
     dedicated_vcpus: frozenset[int] = frozenset()
     """Under ``mixed``: the vCPUs pinned 1:1 (see :func:`mixed_split` for how a cell lists their pCPUs)."""
     request: VmRequest | Mapping[str, Any] | None = field(default=None, compare=False)
-    """The request the VM keeps, as asked: every move asks it again (:func:`vnuma.placement.asks.kept_request`).
+    """The request the VM keeps, as asked: every move asks it again (:func:`vnuma.placement.kept.kept_request`).
     The engine's own request object for a placement it made (a move keeps the one its VM had), or the stored
     document (:func:`vnuma.placement.asks.as_asked`'s form, read when a move asks it); None only for a placement
     built by hand."""

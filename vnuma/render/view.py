@@ -11,7 +11,8 @@ import uuid
 from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
-from vnuma.placement.asks import asked_changes, kept_request
+from vnuma.placement.asks import asked_changes
+from vnuma.placement.kept import kept_request
 from vnuma.placement.model import MAX_IOTHREADS, CellAssignment, CpuPolicy, MemoryMode, Placement, mixed_split
 from vnuma.placement.pins import iothread_pins, vcpu_pins
 from vnuma.render.cputopology import Topology, guest_topology, host_sockets, topology_of

@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.asks import RECONSTRUCTED, as_asked, kept_request
+from vnuma.placement.asks import as_asked
 from vnuma.placement.iommu import companions
+from vnuma.placement.kept import RECONSTRUCTED, kept_request
 from vnuma.placement.model import (
     CellAssignment,
     CpuPolicy,

@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import open_reader
-from vnuma.placement.asks import for_tenant
 from vnuma.placement.engine import place
 from vnuma.placement.fill import fill
+from vnuma.placement.kept import for_tenant
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement
 from vnuma.placement.objectives import Strategy

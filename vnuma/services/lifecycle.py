@@ -2,7 +2,7 @@
 
 The new placement is the engine's, on the fleet as the inventory holds it
 with the VM itself left out, from the VM's own request as it was asked
-(:func:`vnuma.placement.asks.move_request`: its size, policies, page size,
+(:func:`vnuma.placement.kept.move_request`: its size, policies, page size,
 guest shape and GPU affinity; a VM placed with ``auto`` may change its cell
 count). The plan is
 carried out by the journaled rebalance run (:mod:`.rebalance_apply`): the
@@ -17,8 +17,8 @@ from dataclasses import replace
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import Snapshot, open_reader
-from vnuma.placement.asks import move_request
 from vnuma.placement.engine import no_placement, place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Objective, Strategy

@@ -24,8 +24,8 @@ from typing import Protocol
 
 from vnuma.errors import ConflictError, NoPlacementError, NotFoundError, VnumaError
 from vnuma.inventory.placer import Placer, open_placer
-from vnuma.placement.asks import for_tenant
 from vnuma.placement.engine import no_placement, place
+from vnuma.placement.kept import for_tenant
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, Tenant, VmRequest
 from vnuma.placement.objectives import Strategy
@@ -74,7 +74,7 @@ class Cold:
 
 
 def _named(request: VmRequest, tenants: Mapping[str, Tenant], fleet: Fleet) -> VmRequest:
-    """The request as its tenant completes it (:func:`vnuma.placement.asks.for_tenant`), with a name
+    """The request as its tenant completes it (:func:`vnuma.placement.kept.for_tenant`), with a name
     (``TENANT-vmN`` when none was given)."""
     assert request.tenant is not None
     tenant = tenants.get(request.tenant)

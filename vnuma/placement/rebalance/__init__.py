@@ -10,7 +10,7 @@ placement) never needs capacity that is not free at that step. Only VMs
 whose devices are all GPUs and recorded NICs move (:func:`is_movable`); each VM moves at most
 once per plan in ``room``, and a greedy step may move a VM again only if
 that gains again. A move asks the VM's own request again, as it was asked
-(:func:`vnuma.placement.asks.move_request`): a VM placed with ``numa_nodes`` N
+(:func:`vnuma.placement.kept.move_request`): a VM placed with ``numa_nodes`` N
 keeps N guest cells of the sizes it asked; only one placed with ``auto`` may
 change its cell count; its GPUs go where its ``--gpu-affinity`` lets them.
 

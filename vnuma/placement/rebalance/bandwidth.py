@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from fractions import Fraction
 
-from vnuma.placement.asks import move_request
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.base import Move, Plan, VmLoad, is_movable, make_move

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from vnuma.placement.asks import move_request
 from vnuma.placement.engine import best_reason, place
 from vnuma.placement.groups import GroupIndex, affinity_words, group_hosts
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move

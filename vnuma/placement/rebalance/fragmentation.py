@@ -5,7 +5,7 @@ Pure: no I/O. Definition and work bound: see :mod:`vnuma.placement.rebalance`.
 
 from __future__ import annotations
 
-from vnuma.placement.asks import move_request
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.model import Placement
 from vnuma.placement.objectives import Objective

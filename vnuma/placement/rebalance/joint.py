@@ -52,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from vnuma.errors import NoRoomError
-from vnuma.placement.asks import move_request
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import (

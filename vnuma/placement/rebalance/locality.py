@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vnuma.placement.asks import move_request
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement
 from vnuma.placement.nics import nic_pairs
 from vnuma.placement.objectives import Objective

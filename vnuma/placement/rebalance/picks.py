@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
-from vnuma.placement.asks import move_request
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import Candidate, stay, usage

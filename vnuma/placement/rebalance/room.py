@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vnuma.placement.asks import move_request
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import CpuPolicy, GpuAffinity, Placement, VmRequest
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move

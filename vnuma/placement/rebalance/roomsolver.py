@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance.assign import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from vnuma.placement.asks import move_request
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import IoThreadPolicy, Isolation, Placement, VmRequest
 from vnuma.placement.objectives import Objective, Strategy

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vnuma.placement.asks import move_request
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import Candidate, Choice, Key, cut_for, replay, room_for, solve, undo, usage
