@@ -229,6 +229,25 @@ def test_a_trace_request_reads_back_into_the_same_request(values: dict[str, Any]
     assert parse_request(request_keys(req), At("t.json").key("requests").index(0)) == req
 
 
+@settings(max_examples=40)
+@given(values=sound_options())
+def test_simulate_places_a_trace_request_as_it_was_asked(values: dict[str, Any]) -> None:
+    """A trace's request, replayed by ``simulate``, is placed with the very request it asked (as
+    ``vnuma place`` places one: the tenant completing it) wherever it fits."""
+    from tests.builders import make_host
+    from vnuma.simulate import Trace, run
+
+    # What this host offers (slices and partitions have tests of their own): most requests fit here.
+    unserved = ("host", "group", "affinity", "anti_affinity", "vgpu", "mig", "llc", "llc_ways", "mem_bw")
+    req = request_from({"name": "vm1", **{k: v for k, v in values.items() if k not in unserved}})
+    host = make_host("h", cells=4, cores_per_cell=16, gpus_per_cell=2, nics_per_cell=2, memory_gib=64,
+                     hugepages_2m_gib=16, hugepages_1g_gib=32, memory_only_cells=1)
+    trace = Trace("one", (host,), (parse_request(request_keys(req), At("t.json").key("requests").index(0)),))
+    (placed,) = run(trace).placements
+    if placed is not None:
+        assert as_asked(kept_request(placed)) == as_asked(req)
+
+
 @given(values=asked_options())
 def test_a_trace_request_the_engine_refuses_is_refused_naming_it(values: dict[str, Any]) -> None:
     req = request_from({"name": "vm1", **values, "vcpus": values.get("vcpus", 4), "memory": values.get("memory",
