@@ -63,7 +63,7 @@ def without_isolate(*paths: str) -> dict[str, Any]:
 
 def _small_fleet(url: str) -> None:
     """Three GPU hosts, a tenant and a VM on each host (as the issue's count was taken)."""
-    from tests.builders import make_host
+    from tests.builders import kept, make_host
     from vnuma.inventory import open_inventory
     from vnuma.placement.model import CellAssignment, Isolation, Placement, Tenant
     from vnuma.topology import PAGE_1G
@@ -74,7 +74,7 @@ def _small_fleet(url: str) -> None:
         inv.add_tenant(Tenant("tenant-a", Isolation.CORE))
         for i, name in enumerate(("host-a", "host-b", "host-c")):
             cell = CellAssignment(0, 0, (0, 1), (2 + i, 18 + i), 2 * PAGE_1G, PAGE_1G)
-            inv.claim(Placement(f"base-{i}", "tenant-a", name, (cell,)))
+            inv.claim(kept(Placement(f"base-{i}", "tenant-a", name, (cell,))))
 
 
 def statements() -> dict[str, Any]:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bench_fleet import copy_hosts, fleet_host, timed
 
+from tests.builders import kept
 from vnuma.inventory import open_inventory
 from vnuma.placement.model import CellAssignment, DeviceAssignment, Placement
 from vnuma.topology import PAGE_1G, DeviceKind
@@ -50,7 +51,7 @@ def build(path: Path, hosts: int) -> float:
                 pcpus = (core, core + 1, core + 64, core + 65)
                 assignment = CellAssignment(0, cell, (0, 1, 2, 3), pcpus, 16 * PAGE_1G, PAGE_1G)
                 devices = (DeviceAssignment(gpu.address, DeviceKind.GPU, 0, 0),) if k == 0 and i % 2 else ()
-                inv.claim(Placement(f"vm-{i:05d}-{k}", "acme", f"host-{i:05d}", (assignment,), devices=devices))
+                inv.claim(kept(Placement(f"vm-{i:05d}-{k}", "acme", f"host-{i:05d}", (assignment,), devices=devices)))
     return time.perf_counter() - start
 
 

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.builders import make_host
+from tests.builders import kept, make_host
 from vnuma.inventory import open_inventory
 from vnuma.placement.model import CellAssignment, Isolation, Placement, Tenant
 from vnuma.topology import PAGE_1G, Host
@@ -68,7 +68,7 @@ def build(path: Path, hosts: int) -> float:
     with open_inventory(f"sqlite:///{path}") as inv:
         for i in range(0, hosts, 10):
             cell = CellAssignment(0, 0, (0, 1, 2, 3), (0, 1, 2, 3), 4 * PAGE_1G, PAGE_1G)
-            inv.claim(Placement(f"base-{i:05d}", "acme", f"host-{i:05d}", (cell,)))
+            inv.claim(kept(Placement(f"base-{i:05d}", "acme", f"host-{i:05d}", (cell,))))
     return time.perf_counter() - start
 
 

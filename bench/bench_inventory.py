@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.builders import make_host
+from tests.builders import kept, make_host
 from vnuma.inventory import Inventory, open_inventory
 from vnuma.placement.model import CellAssignment, Isolation, Placement
 from vnuma.topology import PAGE_1G
@@ -36,7 +36,7 @@ def fill(inv: Inventory, n: int, distinct: bool) -> float:
         )
         if i % 10 == 0:
             cell = CellAssignment(0, 0, (0, 1, 2, 3), (0, 1, 2, 3), 4 * PAGE_1G, PAGE_1G)
-            inv.claim(Placement(f"vm-{i:05d}", "acme", name, (cell,)), Isolation.CORE)
+            inv.claim(kept(Placement(f"vm-{i:05d}", "acme", name, (cell,))), Isolation.CORE)
     return time.perf_counter() - t0
 
 

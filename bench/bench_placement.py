@@ -26,7 +26,7 @@ from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import EmulatorThreads, Isolation, ThreadPolicy, VmRequest
 from vnuma.placement.objectives import Strategy
-from vnuma.simulate import Trace, load_trace, report_to_dict, run, vm_request
+from vnuma.simulate import Trace, load_trace, report_to_dict, run
 from vnuma.sources.tracegen import generate
 from vnuma.topology import (
     KIB_PER_GIB,
@@ -62,7 +62,7 @@ def reachable_gpus(trace: Trace) -> int:
     for r in trace.requests:
         if not r.gpus:
             continue
-        req = vm_request(r, Isolation.CORE)
+        req = r
         if any(req.gpus <= f.gpus_total and place(req, f, explain=False).chosen for f in empties):
             asked += r.gpus
     return min(sum(len(h.devices_of(DeviceKind.GPU)) for h in trace.hosts), asked)

@@ -37,8 +37,8 @@ from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, VmRequest
 from vnuma.placement.objectives import Strategy
-from vnuma.simulate import run, vm_request
-from vnuma.sources.trace import Trace, TraceRequest, load_trace
+from vnuma.simulate import run
+from vnuma.sources.trace import Trace, load_trace
 from vnuma.sources.tracegen import SCENARIOS, make_trace
 
 STRATEGIES = (Strategy.FIRST_FIT, Strategy.PACK, Strategy.GPU_FIRST)
@@ -63,7 +63,7 @@ def non_adjacent_avoidable(trace: Trace, strategy: Strategy) -> int:
     fleet = Fleet(trace.hosts, (), {r.tenant: Isolation.CORE for r in trace.requests})
     found = 0
     for r in trace.requests:
-        req = vm_request(r, Isolation.CORE)
+        req = r
         p = place(req, fleet, strategy, explain=False).chosen
         if p is None:
             continue
@@ -86,8 +86,8 @@ def gpu_bounds(trace: Trace) -> tuple[int, int]:
     take = [(r, r.gpus or (r.partition.count if r.partition else 0), model.NewBoolVar(r.name)) for r in fits]
     model.Add(sum(g * y for _, g, y in take) <= fleet_gpus)
     model.Add(sum(r.vcpus * y for r, _, y in take) <= sum(len(h.cpu_ids - h.reserved_cpus) for h in trace.hosts))
-    model.Add(sum(r.memory_mib * y for r, _, y in take) <= sum(c.memory_kib for h in trace.hosts for c in h.cells
-                                                               if c.cpus) // 1024)
+    mib = sum(c.memory_kib for h in trace.hosts for c in h.cells if c.cpus) // 1024
+    model.Add(sum((r.memory_kib or 0) // 1024 * y for r, _, y in take) <= mib)
     model.Maximize(sum(g * y for _, g, y in take))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = 10
@@ -96,9 +96,9 @@ def gpu_bounds(trace: Trace) -> tuple[int, int]:
     return low, max(low, int(solver.BestObjectiveBound()))
 
 
-def _fits_alone(trace: Trace, r: TraceRequest) -> bool:
+def _fits_alone(trace: Trace, r: VmRequest) -> bool:
     """Does ``r`` fit on some empty host of the trace's fleet (one of each host shape)?"""
-    req = replace(vm_request(r, Isolation.CORE), tenant=None)
+    req = replace(r, tenant=None)
     shapes = {(len(h.cells), len(h.devices), len(h.cpu_ids)): h for h in trace.hosts}
     return any(place(req, Fleet([h]), Strategy.GPU_FIRST, explain=False).chosen is not None for h in shapes.values())
 

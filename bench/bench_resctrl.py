@@ -21,7 +21,7 @@ from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, VmRequest
 from vnuma.placement.objectives import Strategy
-from vnuma.simulate import load_trace, vm_request
+from vnuma.simulate import load_trace
 from vnuma.topology import Host
 from vnuma.topology.resctrl import BandwidthNode, CacheBank, CacheControl, CacheType, Resctrl, ResctrlPolicy
 
@@ -61,7 +61,7 @@ def main() -> None:
     for path in sorted(args.traces.glob("*.json")):
         trace = load_trace(path.read_bytes(), str(path))
         hosts = [with_resctrl(h) for h in trace.hosts]
-        plain = [vm_request(r, Isolation.CORE) for r in trace.requests]
+        plain = [r for r in trace.requests]
         sliced = [replace(r, llc_ways=1, mem_bw=10) for r in plain]
         best: dict[str, tuple[float, float, int]] = {}
         for _ in range(args.repeat):

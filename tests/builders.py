@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
+from vnuma.placement.model import Placement, VmRequest
 from vnuma.topology import (
     KIB_PER_GIB,
     PAGE_1G,
@@ -98,3 +102,15 @@ def make_host(
         source=Source.CAPABILITIES,
         reserved_cpus=reserved_cpus,
     )
+
+
+def kept(p: Placement, **asked: Any) -> Placement:
+    """``p`` keeping the request a VM of its shape asks (placements built by hand keep none): its size, its
+    cell count as the placement records it, its page size, policies and GPUs; ``asked`` changes any of it."""
+    gpus = sum(1 for d in p.devices if d.kind is DeviceKind.GPU)
+    req = VmRequest(
+        p.vm, p.tenant, p.vcpus, p.memory_kib, gpus=gpus, numa_nodes=p.numa_nodes,
+        page_size_kib=p.cells[0].page_size_kib if p.cells else None, cpu_policy=p.cpu_policy,
+        thread_policy=p.thread_policy, group=p.group, anti_affinity=p.anti_affinity, affinity=p.affinity,
+    )
+    return replace(p, request=replace(req, **asked))

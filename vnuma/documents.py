@@ -1,6 +1,6 @@
 """The JSON documents of the commands: one builder each, shared by the CLI's ``--json`` and the HTTP API.
 
-A document is the contract scripts rely on (README, "JSON interfaces"):
+A document is the contract scripts rely on (the manual's ``docs/json.md``):
 keys are only added, never renamed. The CLI prints these documents and the
 API (:mod:`vnuma.api`) answers with them, so both say the same thing about
 the same state by construction. Builders take what the services return;

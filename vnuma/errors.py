@@ -32,6 +32,13 @@ class InvalidInputError(VnumaError):
     exit_code = 4
 
 
+class OptionsError(InvalidInputError):
+    """Options that need or exclude each other (``--affinity`` without ``--group``): a usage error, exit 2
+    as Click's own."""
+
+    exit_code = 2
+
+
 class ConfigError(InvalidInputError):
     """An unknown policy or strategy name, a bad setting."""
 

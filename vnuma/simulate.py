@@ -7,11 +7,12 @@ requests in arrival order with the same engine as ``vnuma place`` (fast
 path), and ``report_to_dict`` / ``placements_to_list`` give the JSON shapes
 of ``vnuma simulate --json`` and ``--placements FILE``.
 
-Mapping: each trace request is one VM of tenant ``tenant``; ``numa_nodes``
-null means auto, ``page_size_kib`` null means large, GPUs use ``required``
-affinity, emulator threads ``share``, ``cold_memory_mib`` / ``cold_tier``
-become the request's cold tier, and every tenant gets the isolation
-passed to :func:`run`. ``rejections_by_reason`` counts refused requests by
+Mapping: each trace request is one VM of tenant ``tenant``, asking what its
+keys ask (:mod:`vnuma.sources.tracerequests`: ``numa_nodes`` null means
+auto, ``page_size_kib`` null means large, an option left out its default),
+completed by its tenant as ``vnuma place`` completes a request
+(:func:`vnuma.placement.kept.for_tenant`); every tenant new to the fleet
+gets the isolation passed to :func:`run`. ``rejections_by_reason`` counts refused requests by
 the check (``cell-cpus``, ``cell-pages``, ``gpus``, ...) of their decisive
 rejection. ``pcpus_used`` counts pCPUs held by placed VMs, siblings kept
 empty by ``isolate`` included. A multi-node VM is non-adjacent when some
@@ -44,13 +45,14 @@ from typing import Any
 
 from vnuma.errors import ConflictError, InvalidInputError
 from vnuma.placement.engine import place
+from vnuma.placement.kept import for_tenant
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.memory import RefusalMemory
 from vnuma.placement.model import Isolation, Placement, Tenant, VmRequest
 from vnuma.placement.nics import NicPair, nic_pairs
 from vnuma.placement.objectives import Strategy
 from vnuma.placement.partitions import stranded
-from vnuma.sources.trace import Trace, TraceRequest, load_trace
+from vnuma.sources.trace import Trace, load_trace
 from vnuma.topology import KIB_PER_MIB, DeviceKind, Host
 from vnuma.topology.pcie import Level
 
@@ -65,7 +67,6 @@ __all__ = [
     "report_to_dict",
     "run",
     "trace_hosts",
-    "vm_request",
 ]
 
 
@@ -74,7 +75,7 @@ class SimulationReport:
     """What one run did: per-request outcomes (in trace order) and the totals."""
 
     scenario: str
-    requests: tuple[TraceRequest, ...]
+    requests: tuple[VmRequest, ...]
     placements: tuple[Placement | None, ...]
     rejection_checks: tuple[str | None, ...]
     decision_us: tuple[float, ...]
@@ -125,30 +126,6 @@ def trace_hosts(trace: Trace) -> list[Host]:
     return list(trace.hosts)
 
 
-def vm_request(r: TraceRequest, isolation: Isolation) -> VmRequest:
-    """A trace request as the engine's request (auto nodes, large pages and required GPUs as null says)."""
-    return VmRequest(
-        name=r.name,
-        tenant=r.tenant,
-        vcpus=r.vcpus,
-        memory_kib=r.memory_mib * KIB_PER_MIB,
-        gpus=r.gpus,
-        numa_nodes=r.numa_nodes,
-        cpu_policy=r.cpu_policy,
-        thread_policy=r.thread_policy,
-        page_size_kib=r.page_size_kib,
-        isolation=isolation,
-        cold_memory_kib=r.cold_memory_mib * KIB_PER_MIB,
-        cold_tier=r.cold_tier,
-        nics=r.nics,
-        nics_per_gpu=r.nics_per_gpu,
-        nic_affinity=r.nic_affinity,
-        nic_function=r.nic_function,
-        partition=r.partition,
-        dedicated_vcpus=r.dedicated_vcpus,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Base:
     """A fleet to replay a trace on instead of the trace's own hosts: hosts, the VMs they hold, tenants."""
@@ -190,7 +167,7 @@ def run(
         newcomers = {r.tenant: Tenant(r.tenant, isolation) for r in trace.requests if r.tenant not in known}
         fleet = Fleet(base.hosts, base.placements, (*base.tenants, *newcomers.values()))
     memory = RefusalMemory()
-    requests = [vm_request(r, isolation) for r in trace.requests]
+    requests = [for_tenant(r, fleet.tenant(r.tenant)) for r in trace.requests]
     placements: list[Placement | None] = []
     checks: list[str | None] = []
     timings: list[float] = []
@@ -269,7 +246,7 @@ def _report(
         gpus_total=fleet.gpus_total,
         multi_node=len(multi),
         multi_node_non_adjacent=non_adjacent,
-        cold_requests=sum(1 for r in trace.requests if r.cold_memory_mib),
+        cold_requests=sum(1 for r in trace.requests if r.cold_memory_kib),
         cold_placed=sum(1 for p in placed if p.cold),
         cold_memory_mib=sum(p.cold_kib for p in placed) // KIB_PER_MIB,
         nic_requests=sum(1 for r in trace.requests if r.wants_nics),

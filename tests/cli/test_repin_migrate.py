@@ -137,7 +137,7 @@ def test_a_dry_run_says_when_an_unfinished_run_would_hold_the_move_up(two: Cli) 
     with open_inventory(f"sqlite:///{two.db}") as inv:
         inv.open_run("rebalance", {}, [])  # as a command killed at its start leaves it
     shown = two.ok("vm", "migrate", "d", "--to", "b", "--dry-run")
-    assert "d" in shown.stdout and "b cells" in shown.stdout
+    assert "d" in shown.stdout and "b cell " in shown.stdout
     assert shown.stderr.startswith(
         "warning: rebalance run 1 is unfinished (running): carrying this plan out is refused until then ("
     ), shown.stderr

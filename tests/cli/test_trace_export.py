@@ -51,9 +51,10 @@ def test_with_vms_the_hosts_are_whole_and_the_vms_come_first(busy: Cli, tmp_path
     )
     doc = json.loads(out.read_text())
     assert [(r["name"], r["vcpus"], r["gpus"], r["numa_nodes"]) for r in doc["requests"]] == [
-        ("g", 8, 2, None), ("u", 8, 0, None)
+        ("g", 8, 2, None), ("u", 8, 0, 2)
     ]
-    assert "1 VM(s) with guest cells of different sizes written as auto" in doc["description"]
+    # Each VM as it was asked: the guest cells of their own sizes too (version 1 has no key of its own for them).
+    assert (doc["requests"][1]["cell_vcpus"], doc["requests"][1]["cell_memory"]) == ("6,2", "6GiB,2GiB")
     report = busy.ok("simulate", str(out), "--json").json()
     assert (report["placed"], report["requests"]) == (2, 2)
 

@@ -89,6 +89,7 @@ def test_running_guest_is_repinned_live(libvirtd: str, tmp_path: Path) -> None:
             before.vm, before.tenant, before.host,
             (type(cell)(cell.guest_cell, cell.host_cell, cell.vcpus, (new,), cell.memory_kib, cell.page_size_kib),),
             (new,), before.devices, before.cpu_policy, before.thread_policy, before.threads_per_core,
+            request=before.request,
         )
         move = Move(name, "local", before.host_cells, "local", after.host_cells, "test re-pin", 0, after)
         plan = Plan(Objective.LOCALITY, 1, 0, True, (move,))

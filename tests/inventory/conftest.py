@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import kept
 from vnuma.inventory import Inventory, open_inventory
 from vnuma.placement.model import CellAssignment, CpuPolicy, DeviceAssignment, Placement
 from vnuma.topology import PAGE_1G, DeviceKind
@@ -49,4 +50,4 @@ def placement(
         0, host_cell, tuple(range(len(pcpus))), pcpus, memory_gib * 1024 * 1024, page_size_kib
     )
     devices = tuple(DeviceAssignment(a, DeviceKind.GPU, 0, host_cell) for a in gpus)
-    return Placement(vm, tenant, host, (cell,), emulator_pcpus, devices, cpu_policy=policy)
+    return kept(Placement(vm, tenant, host, (cell,), emulator_pcpus, devices, cpu_policy=policy))

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from hypothesis import strategies as st
 
-from tests.builders import make_host
+from tests.builders import kept, make_host
 from vnuma.placement.model import CellAssignment, CpuPolicy, DeviceAssignment, Placement, ThreadPolicy
 from vnuma.topology import Cpu, DeviceKind, Host, PciDevice, Source
 
@@ -96,7 +96,7 @@ def placements(draw: st.DrawFn) -> Placement:
             max_size=4,
         )
     )
-    return Placement(
+    return kept(Placement(
         vm=draw(names),
         tenant=draw(names),
         host=draw(names),
@@ -106,4 +106,4 @@ def placements(draw: st.DrawFn) -> Placement:
         cpu_policy=draw(st.sampled_from(CpuPolicy)),
         thread_policy=draw(st.sampled_from(ThreadPolicy)),
         threads_per_core=draw(st.integers(1, 2)),
-    )
+    ))

@@ -14,7 +14,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from tests.builders import make_host
+from tests.builders import kept, make_host
 from vnuma.errors import ConflictError, NotFoundError
 from vnuma.inventory import open_inventory
 from vnuma.placement.model import CellAssignment, CpuPolicy, DeviceAssignment, Isolation, Placement, Tenant
@@ -103,7 +103,8 @@ class ClaimMachine(RuleBasedStateMachine):
             return  # a mixed VM pins vCPU 0 and floats the others: it needs a float set beside the pin
         assignment = CellAssignment(0, cell, tuple(range(len(pcpus))), pcpus, pages * PAGE_1G, PAGE_1G)
         dedicated = frozenset({0}) if policy is CpuPolicy.MIXED else frozenset()
-        p = Placement(vm, tenant, "hv", (assignment,), devices=devices, cpu_policy=policy, dedicated_vcpus=dedicated)
+        p = kept(Placement(vm, tenant, "hv", (assignment,), devices=devices, cpu_policy=policy,
+                           dedicated_vcpus=dedicated))
         if self.model.fits(p):
             self.inv.claim(p, TENANTS[tenant])
             self.model.vms[vm] = p

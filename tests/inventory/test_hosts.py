@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from sqlalchemy import select, update
 
-from tests.builders import make_host
+from tests.builders import kept, make_host
 from tests.dbdump import dump
 from tests.inventory.conftest import placement
 from tests.inventory.strategies import hosts
@@ -165,7 +165,7 @@ def test_refresh_that_drops_claimed_resources_is_refused(
 def test_refresh_that_drops_a_claimed_cell_is_refused(inv: Inventory, db_path: Path) -> None:
     inv.add_host(make_host("host-a", cells=1, memory_only_cells=1))
     cpu_cell = CellAssignment(0, 0, (0,), (0,), 1024 * 1024, PAGE_4K)
-    inv.claim(Placement("vm1", "acme", "host-a", (cpu_cell,)), Isolation.CORE)
+    inv.claim(kept(Placement("vm1", "acme", "host-a", (cpu_cell,))), Isolation.CORE)
     # Pages on a memory-only cell, as an older vnuma could record them (admission never
     # makes one a guest cell): the CPU check cannot catch a refresh that drops the cell.
     with sqlite3.connect(db_path) as db:

@@ -16,8 +16,8 @@ import vnuma.inventory.claimtables  # noqa: F401 (the claims' tables join Base.m
 from tests.builders import make_host
 from tests.dbdump import dump
 from vnuma.errors import InventoryError
-from vnuma.inventory import current_revision, head_revision, make_engine, open_inventory, upgrade
-from vnuma.inventory.db import alembic_config, writer
+from vnuma.inventory import open_inventory, upgrade
+from vnuma.inventory.db import alembic_config, current_revision, head_revision, make_engine, writer
 from vnuma.inventory.models import Base
 
 TABLES = {
@@ -383,3 +383,45 @@ def test_0017_keeps_each_embedded_domain_as_a_row_and_back(db_path: Path, db_url
     assert read("SELECT count(*) FROM embedded_domains") == [(2,)]
     assert _drift(db_url) == []
 
+
+
+def test_0018_rebuilds_the_request_of_every_placement_kept_before_and_drops_it_back(tmp_path: Path) -> None:
+    """Placements stored before 0018 keep no request: the upgrade writes the one they amount to (the cell
+    count and sizes they have, their policies; GPUs ``required``), marked reconstructed, in the VMs' documents
+    and in the journal's steps; a move then asks it; a downgrade takes the requests out again."""
+    from tests.cli.conftest import Cli
+
+    db = tmp_path / "inventory.db"
+    url = f"sqlite:///{db}"
+    cli = Cli(db)
+    cli.ok("host", "add", "a", "--demo")
+    cli.ok("tenant", "create", "t")
+    cli.ok("place", "t", "--vcpus", "4", "--memory", "4GiB", "--gpus", "1", "--gpu-affinity", "preferred",
+           "--numa-nodes", "2", "--memory-mode", "interleave", "--page-size", "2M", "--name", "v")
+    cli.ok("place", "t", "--cell-vcpus", "6,2", "--cell-memory", "6GiB,2GiB", "--page-size", "1G", "--name", "u")
+    cli.ok("vm", "repin", "u", "--cells", "2,3")  # a journaled step holds placements too
+    asked = cli.ok("vm", "show", "v", "--json").json()["request"]
+    _downgrade(url, "0017")
+
+    def documents() -> list[dict[str, object]]:
+        c = sqlite3.connect(db)
+        try:
+            rows = [r[0] for r in c.execute("SELECT placement FROM vms ORDER BY name")]
+            rows += [r[0] for s in c.execute('SELECT "before", "after" FROM rebalance_steps') for r in (s[:1], s[1:])]
+            return [json.loads(r) for r in rows]
+        finally:
+            c.close()
+
+    assert all("request" not in d for d in documents())
+    upgrade(url)
+    assert all(d["request"]["reconstructed"] is True for d in documents())  # type: ignore[index]
+    v = cli.ok("vm", "show", "v", "--json").json()["request"]
+    # As it was asked, but for what no placement recorded: the GPUs' affinity and --host; sizes by unit.
+    assert v == {**asked, "gpu_affinity": "required", "reconstructed": True}
+    u = cli.ok("vm", "show", "u", "--json").json()["request"]
+    assert (u["cell_vcpus"], u["cell_memory"], u["numa_nodes"], u["page_size"]) == ("6,2", "6GiB,2GiB", 2, "1G")
+    cli.ok("vm", "repin", "u", "--cells", "0,1")
+    assert cli.ok("vm", "show", "u", "--json").json()["request"] == u  # the move kept the rebuilt request
+    assert _drift(url) == []
+    _downgrade(url, "0017")
+    assert all("request" not in d for d in documents())

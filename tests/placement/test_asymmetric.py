@@ -12,9 +12,9 @@ from tests.builders import make_host
 from tests.placement.helpers import check_fleet, request
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import EmulatorThreads, Isolation, ThreadPolicy
-from vnuma.placement.rebalance.base import request_of
 from vnuma.placement.request import validate_request
 from vnuma.topology import KIB_PER_GIB
 
@@ -50,7 +50,7 @@ def test_the_big_guest_cell_goes_where_the_room_is() -> None:
     assert [v for c in cells for v in c.vcpus] == list(range(8))
     fleet.add(p, Isolation.CORE)
     check_fleet([HOST], list(fleet.placements()), ISO)
-    again = request_of(p, Isolation.CORE)
+    again = move_request(p, Isolation.CORE)
     assert (again.numa_nodes, again.cell_vcpus, again.cell_memory_kib) == (2, (6, 2), (6 * GIB, 2 * GIB))
 
 
@@ -60,7 +60,7 @@ def test_each_guest_cell_takes_its_gpus_from_its_own_host_cell() -> None:
     assert p is not None
     big = next(c for c in p.cells if c.guest_cell == 1)
     assert [(d.guest_cell, d.host_cell) for d in p.devices] == [(1, big.host_cell)] * 2
-    assert request_of(p, Isolation.CORE).cell_gpus == (0, 2)
+    assert move_request(p, Isolation.CORE).cell_gpus == (0, 2)
 
 
 def test_no_host_cell_holds_the_big_guest_cell() -> None:

@@ -21,9 +21,9 @@ from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import InvalidInputError
 from vnuma.placement.cold import cold_cells, eligible
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import ColdTier, Isolation, Placement, Tenant
-from vnuma.placement.rebalance import request_of
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.hwloc import parse_hwloc
 from vnuma.topology import Host
@@ -118,7 +118,7 @@ def test_a_cold_tier_survives_the_codec_and_every_move_keeps_it() -> None:
     assert doc["cells"][-1] == {**doc["cells"][-1], "vcpus": [], "pcpus": [], "cold": True, "memory_kib": 8 * GIB}
     assert doc["cold_tier"] == "any" and "cold" not in doc["cells"][0]
     assert placement_from_dict(doc) == chosen
-    again = request_of(chosen, Isolation.CORE)
+    again = move_request(chosen, Isolation.CORE)
     assert (again.cold_memory_kib, again.cold_tier) == (8 * GIB, ColdTier.ANY)
     plain = placement_to_dict(replace(chosen, cold=()))
     assert "cold_tier" not in plain and all("cold" not in c for c in plain["cells"])

@@ -14,9 +14,10 @@ from tests.placement.test_nics import DGX
 from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.placement.engine import place
 from vnuma.placement.iommu import companions
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, Tenant
-from vnuma.placement.rebalance import is_movable, request_of
+from vnuma.placement.rebalance import is_movable
 from vnuma.render.domain import render_domain
 from vnuma.topology import DeviceKind, Host
 
@@ -52,7 +53,7 @@ def test_a_gpu_takes_its_audio_function_along_and_gives_it_back() -> None:
     assert fleet.state(DGX.name).devices_taken[AUDIO] == "vm"
     check_fleet([DGX], list(fleet.placements()), {"t1": Isolation.CORE})
     assert placement_from_dict(placement_to_dict(p)) == p
-    assert is_movable(p) and request_of(p, Isolation.CORE).gpus == 1  # the companion follows, never counted
+    assert is_movable(p) and move_request(p, Isolation.CORE).gpus == 1  # the companion follows, never counted
     hostdevs = render_domain(DGX, p).count("<hostdev mode='subsystem' type='pci'")
     assert hostdevs == len(p.devices) == 2
     fleet.remove("vm")

@@ -13,10 +13,10 @@ from tests.builders import make_host
 from tests.placement.helpers import check_fleet, request
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.claim import page_needs, pages_by_cell
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import EmulatorThreads, Isolation, MemoryMode, ThreadPolicy
-from vnuma.placement.rebalance.base import request_of
 from vnuma.placement.request import validate_request
 from vnuma.topology import PAGE_2M
 
@@ -102,10 +102,10 @@ def test_a_move_keeps_each_cells_mode() -> None:
     fleet = Fleet([host], (), ISO)
     p = place(request("vm", vcpus=4, memory_gib=2, numa_nodes=2, memory_modes=(PREFERRED, INTERLEAVE)), fleet)
     assert p.chosen is not None
-    again = request_of(p.chosen, Isolation.CORE)
+    again = move_request(p.chosen, Isolation.CORE)
     assert (again.numa_nodes, again.memory_modes) == (2, (PREFERRED, INTERLEAVE))
     auto = place(request("auto", vcpus=2, memory_gib=1, memory_modes=(INTERLEAVE,)), fleet).chosen
-    assert auto is not None and request_of(auto, Isolation.CORE).memory_modes == (INTERLEAVE,)
+    assert auto is not None and move_request(auto, Isolation.CORE).memory_modes == (INTERLEAVE,)
 
 
 def test_a_reordered_interleaved_mix_keeps_the_isolated_emulator_on_its_anchor_cell() -> None:

@@ -17,11 +17,11 @@ from tests.placement.strategies import ISOLATION, host_lists, vm_requests
 from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import CpuPolicy, EmulatorThreads, Isolation, Placement, ThreadPolicy, VmRequest
 from vnuma.placement.objectives import Strategy
 from vnuma.placement.pins import vcpu_pins
-from vnuma.placement.rebalance.base import request_of
 from vnuma.placement.request import validate_request
 from vnuma.topology import Host
 
@@ -214,7 +214,7 @@ def test_codec_and_moves_keep_the_dedicated_vcpus() -> None:
     assert doc["dedicated_vcpus"] == [1, 6]
     assert placement_from_dict(doc) == p
     assert placement_from_dict(doc).shared_pcpus == p.shared_pcpus
-    assert request_of(p, Isolation.CORE).dedicated_vcpus == frozenset({1, 6})
+    assert move_request(p, Isolation.CORE).dedicated_vcpus == frozenset({1, 6})
     plain = placement_to_dict(_placed(fleet, request("d", vcpus=2)))
     assert "dedicated_vcpus" not in plain
 
@@ -304,12 +304,12 @@ TestMixedPlaceAndRelease = MixedPlaceAndRelease.TestCase
 
 def test_a_trace_request_may_be_mixed_and_is_simulated_so() -> None:
     from tests.placement.test_simulate import _request, _trace
-    from vnuma.simulate import load_trace, run, vm_request
+    from vnuma.simulate import load_trace, run
 
     trace = load_trace(_trace(requests=[_request(cpu_policy="mixed", dedicated_vcpus=[1])]), "t.json")
     (req,) = trace.requests
     assert req.dedicated_vcpus == frozenset({1})
-    assert vm_request(req, Isolation.CORE).dedicated_vcpus == frozenset({1})
+    assert req.dedicated_vcpus == frozenset({1})
     (p,) = run(trace).placements
     assert p is not None and p.cpu_policy is MIXED and p.dedicated_vcpus == frozenset({1})
     with pytest.raises(InvalidInputError, match="dedicated_vcpus"):
@@ -317,12 +317,13 @@ def test_a_trace_request_may_be_mixed_and_is_simulated_so() -> None:
 
 
 def test_a_mixed_placement_exports_its_dedicated_vcpus_to_a_trace() -> None:
-    from vnuma.codec.traces import _request as exported
+    from vnuma.placement.kept import kept_request
+    from vnuma.sources.tracerequests import request_keys
 
     fleet = Fleet([HOST])
     p = _placed(fleet, _mixed({0, 3}, vcpus=4))
-    assert exported(p, {})["dedicated_vcpus"] == [0, 3]
-    assert "dedicated_vcpus" not in exported(_placed(fleet, request("d", vcpus=2)), {})
+    assert request_keys(kept_request(p))["dedicated_vcpus"] == [0, 3]
+    assert "dedicated_vcpus" not in request_keys(kept_request(_placed(fleet, request("d", vcpus=2))))
 
 
 def test_the_host_picture_names_each_pin_by_its_own_vcpu_and_draws_the_float_set_as_shared() -> None:

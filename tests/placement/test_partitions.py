@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from tests.placement.helpers import check_fleet, request
 from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.partitionmodel import PartitionAsk, PartitionAssignment, PartitionKind
 from vnuma.placement.partitions import partition_problem, partition_uuid
-from vnuma.placement.rebalance.base import request_of
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.demo import demo_capabilities_path, demo_node_path
 from vnuma.sources.migprofiles import parse_profile
@@ -285,6 +285,6 @@ def test_partitions_round_trip_through_the_placement_json() -> None:
 def test_a_move_asks_for_the_same_partitions() -> None:
     fleet = Fleet([MIG])
     p = _placed(fleet, _ask("a", PartitionKind.MIG, "3g.40gb", 2))
-    assert request_of(p, Isolation.CORE).partition == PartitionAsk(PartitionKind.MIG, "3g.40gb", 2)
+    assert move_request(p, Isolation.CORE).partition == PartitionAsk(PartitionKind.MIG, "3g.40gb", 2)
     whole = _placed(fleet, _ask("b", gpus=1))
-    assert request_of(whole, Isolation.CORE).partition is None
+    assert move_request(whole, Isolation.CORE).partition is None

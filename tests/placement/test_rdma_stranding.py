@@ -14,11 +14,11 @@ from tests.placement.helpers import check_fleet, request
 from vnuma.placement.engine import place
 from vnuma.placement.gpus import strands_gpus
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Isolation, Placement, VmRequest
+from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.nicchoice import rdma_ready
 from vnuma.placement.nics import within
 from vnuma.placement.objectives import Strategy
-from vnuma.simulate import load_trace, vm_request
+from vnuma.simulate import load_trace
 from vnuma.sources.tracegen import generate
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
 from vnuma.topology.pcie import Level, pcie_level
@@ -139,7 +139,7 @@ def test_under_gpu_first_the_gpus_a_vm_leaves_keep_their_pcpu_share_as_the_fit_j
     trace = load_trace(generate(scenario, seed).encode(), f"{scenario}:{seed}")
     fleet = Fleet(trace.hosts[:2])
     for r in trace.requests:
-        p = place(vm_request(r, Isolation.CORE), fleet, Strategy.GPU_FIRST, explain=False).chosen
+        p = place(r, fleet, Strategy.GPU_FIRST, explain=False).chosen
         if p is None:
             continue
         fleet.add(p)

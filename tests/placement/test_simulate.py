@@ -12,7 +12,7 @@ from tests.placement.helpers import check_fleet
 from vnuma.errors import InvalidInputError
 from vnuma.placement.model import ColdTier, Isolation
 from vnuma.placement.objectives import Strategy
-from vnuma.simulate import load_trace, placements_to_list, report_to_dict, run, trace_hosts, vm_request
+from vnuma.simulate import load_trace, placements_to_list, report_to_dict, run, trace_hosts
 from vnuma.topology import PAGE_2M, DeviceKind, Source
 from vnuma.topology.tiers import UNRATED_LATENCY_NS, cell_kinds, cpu_cell_ratings
 
@@ -71,7 +71,7 @@ def test_simulation_report_and_placements_hold_together(name: str, strategy: Str
     assert sum(d["rejections_by_reason"].values()) == d["rejected"]
     assert 0 < d["pcpus_used"] <= d["pcpus_total"] and 0 <= d["gpus_used"] <= d["gpus_total"]
     assert 0 <= d["multi_node_non_adjacent"] <= d["multi_node"] <= d["placed"]
-    assert 0 <= d["cold_placed"] <= d["cold_requests"] == sum(1 for r in trace.requests if r.cold_memory_mib)
+    assert 0 <= d["cold_placed"] <= d["cold_requests"] == sum(1 for r in trace.requests if r.cold_memory_kib)
     assert 0 <= d["nic_placed"] <= d["nic_requests"] == sum(1 for r in trace.requests if r.wants_nics)
     assert 0 <= d["nics_used"] <= d["nics_total"] and d["nic_vfs_used"] >= 0
     assert list(d["gpu_nic_levels"]) == ["PIX", "PXB", "PHB", "NODE", "SYS", "unknown"]
@@ -99,12 +99,12 @@ def test_simulation_report_and_placements_hold_together(name: str, strategy: Str
             assert len(entry["nics"]) == request.nics
         assert len(entry["gpus"]) == request.gpus
         assert sum(len(c["pcpus"]) for c in entry["cells"]) == request.vcpus
-        assert sum(c["memory_mib"] for c in entry["cells"]) == request.memory_mib
+        assert sum(c["memory_mib"] for c in entry["cells"]) * 1024 == request.memory_kib
         if request.numa_nodes is not None:
             assert len(entry["cells"]) == request.numa_nodes
         if request.page_size_kib is not None:
             assert {c["page_size_kib"] for c in entry["cells"]} == {request.page_size_kib}
-        cold = [request.cold_memory_mib] if request.cold_memory_mib else []
+        cold = [request.cold_memory_kib // 1024] if request.cold_memory_kib // 1024 else []
         assert [c["memory_mib"] for c in entry["cold"]] == cold
         ask = request.partition
         assert [(x["kind"], x["name"]) for x in entry["partitions"]] == (
@@ -178,11 +178,11 @@ def test_a_trace_without_the_cold_keys_and_hmat_reads_as_before() -> None:
     # _request() and _cell() are the version-1 keys only: what every older trace holds.
     trace = load_trace(_trace(), "t.json")
     (req,) = trace.requests
-    assert (req.cold_memory_mib, req.cold_tier) == (0, ColdTier.ANY)
+    assert (req.cold_memory_kib, req.cold_tier) == (0, ColdTier.ANY)
     assert trace.hosts[0].hmat.empty
-    assert vm_request(req, Isolation.CORE).cold_memory_kib == 0
+    assert req.cold_memory_kib == 0
     old = TRACES / "big-16cell.json"
-    assert all(r.cold_memory_mib == 0 for r in load_trace(old.read_bytes(), str(old)).requests)
+    assert all(r.cold_memory_kib == 0 for r in load_trace(old.read_bytes(), str(old)).requests)
 
 
 def test_cold_keys_and_hmat_are_read() -> None:
@@ -196,8 +196,8 @@ def test_cold_keys_and_hmat_are_read() -> None:
     assert host.hmat.ignored == ("0x0000000f",) and host.hmat.write_latency_ns == ()
     assert [c.memory_only for c in host.cells] == [False, True]
     (req,) = trace.requests
-    assert (req.cold_memory_mib, req.cold_tier) == (2048, ColdTier.CXL)
-    vm = vm_request(req, Isolation.CORE)
+    assert (req.cold_memory_kib // 1024, req.cold_tier) == (2048, ColdTier.CXL)
+    vm = req
     assert (vm.cold_memory_kib, vm.cold_tier) == (2048 * 1024, ColdTier.CXL)
     assert load_trace(_trace(hosts=[{"name": "h", "cells": [_cell()], "hmat": None}]), "t.json").hosts[0].hmat.empty
 

@@ -21,10 +21,10 @@ from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, NicFunction, Placement, Tenant
 from vnuma.placement.nics import nic_pairs, within
 from vnuma.placement.objectives import Strategy
-from vnuma.simulate import SimulationReport, load_trace, placements_to_list, report_to_dict, run, vm_request
+from vnuma.simulate import SimulationReport, load_trace, placements_to_list, report_to_dict, run
 from vnuma.sources.capabilities import parse_capabilities
 from vnuma.sources.nodedev import parse_nodedev_file_content, with_parent_bridges
-from vnuma.sources.trace import Trace, TraceRequest, vf_addresses
+from vnuma.sources.trace import Trace, VmRequest, vf_addresses
 from vnuma.sources.tracegen import generate
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
 from vnuma.topology.pcie import Level, pcie_level
@@ -106,7 +106,7 @@ def test_dgx_requests_ask_nics_of_every_kind(trace: Trace) -> None:
     assert Counter(r.nics_per_gpu for r in asking)[True] > len(asking) // 2
     assert any(r.nics == 1 for r in asking)
     assert any(r.nic_function is NicFunction.VF for r in asking)
-    vm = vm_request(next(r for r in asking if r.nics_per_gpu), Isolation.CORE)
+    vm = next(r for r in asking if r.nics_per_gpu)
     assert vm.nics_per_gpu and vm.nics == 0 and vm.wants_nics
 
 
@@ -142,7 +142,7 @@ def _check_nics(trace: Trace, simulated: SimulationReport) -> Counter[tuple[bool
     held: dict[str, set[str]] = {h: set() for h in hosts}
     kinds: Counter[tuple[bool, Level, NicFunction]] = Counter()
     for p in placed:
-        r: TraceRequest = asked[p.vm]
+        r: VmRequest = asked[p.vm]
         device = {d.address: d for d in hosts[p.host].devices}
         gpus = [device[d.address] for d in p.devices if d.kind is DeviceKind.GPU]
         nics = [device[d.address] for d in p.devices if d.kind is DeviceKind.NIC]
@@ -301,7 +301,7 @@ def test_nic_keys_of_a_request_reach_the_engine() -> None:
     assert (a.nics, a.nics_per_gpu, a.nic_affinity, a.nic_function) == (0, True, Level.PIX, NicFunction.VF)
     assert (b.nics, b.nics_per_gpu, b.nic_affinity, b.nic_function) == (1, False, Level.SYS, NicFunction.PF)
     assert (c.nics, c.nics_per_gpu, c.nic_affinity, c.nic_function) == (0, False, Level.PXB, NicFunction.PF)
-    vm = vm_request(a, Isolation.CORE)
+    vm = a
     assert (vm.nics, vm.nics_per_gpu, vm.nic_affinity, vm.nic_function) == (0, True, Level.PIX, NicFunction.VF)
 
 
@@ -320,9 +320,9 @@ BAD = [
     (_request(nics="two"), "requests[0].nics: expected an integer or 'per-gpu', got 'two' (request 'vm-1')"),
     (_request(nics=None), "requests[0].nics: expected an integer or 'per-gpu', got null (request 'vm-1')"),
     (_request(nics=True), "requests[0].nics: expected an integer or 'per-gpu', got bool (request 'vm-1')"),
-    (_request(nics=-1), "requests[0].nics: must be 0 to 64, got -1 (request 'vm-1')"),
-    (_request(nics=65), "requests[0].nics: must be 0 to 64, got 65 (request 'vm-1')"),
-    (_request(nics="per-gpu", gpus=0), "requests[0].nics: NICs are placed within a PCIe level of the VM's GPUs"),
+    (_request(nics=-1), "requests[0]: NIC count must be 0 to 64, got -1 (request 'vm-1')"),
+    (_request(nics=65), "requests[0]: NIC count must be 0 to 64, got 65 (request 'vm-1')"),
+    (_request(nics="per-gpu", gpus=0), "requests[0]: NICs are placed within a PCIe level of the VM's GPUs"),
     (_request(nics=1, nic_affinity="PIX"),
      "requests[0].nic_affinity: expected one of pix, pxb, phb, node, sys, got 'PIX' (request 'vm-1')"),
     (_request(nics=1, nic_affinity=None), "requests[0].nic_affinity: expected a string, got null (request 'vm-1')"),
@@ -414,7 +414,7 @@ def test_export_as_it_is_leaves_held_nics_out_with_their_vfs(trace: Trace) -> No
     fleet = Fleet([host], (), {"t": Isolation.CORE})
     placed = []
     for name, function in (("pf-vm", NicFunction.PF), ("vf-vm", NicFunction.VF)):
-        req = replace(vm_request(next(r for r in trace.requests if r.nics_per_gpu), Isolation.CORE),
+        req = replace(next(r for r in trace.requests if r.nics_per_gpu),
                       name=name, tenant="t", vcpus=2, memory_kib=1 << 20, numa_nodes=1, page_size_kib=PAGE_4K,
                       gpus=1, nic_function=function)
         chosen = place(req, fleet, explain=False).chosen

@@ -14,10 +14,11 @@ from tests.placement.helpers import check_fleet
 from tests.placement.strategies import ISOLATION, host_lists, vm_requests
 from vnuma.errors import GroupModeError
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Affinity, AntiAffinity, Placement, VmRequest
 from vnuma.placement.objectives import Objective, Strategy
-from vnuma.placement.rebalance import SOLVERS, FleetState, Move, plan_moves, request_of
+from vnuma.placement.rebalance import SOLVERS, FleetState, Move, plan_moves
 from vnuma.topology import KIB_PER_GIB, Host
 
 
@@ -89,7 +90,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     def _refit(self, old: Placement, host: str) -> None:
         """What `vm repin`/`vm migrate` do: the engine's re-fit with the VM left out, or it stays."""
-        req = replace(request_of(old, ISOLATION[str(old.tenant)]), host=host)
+        req = replace(move_request(old, ISOLATION[str(old.tenant)]), host=host)
         self.fleet.remove(old.vm)
         chosen = place(req, self.fleet, Strategy.PACK).chosen
         if chosen is None:

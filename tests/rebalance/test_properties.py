@@ -12,12 +12,13 @@ from tests.builders import make_host
 from tests.placement.helpers import check_fleet, request
 from tests.placement.strategies import memory_modes
 from vnuma.placement.engine import place
+from vnuma.placement.kept import kept_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import GpuAffinity, Isolation, Placement, VmRequest
 from vnuma.placement.rebalance import FleetState, Objective, Plan, is_movable, plan_moves
 from vnuma.placement.rebalance.room import could_fit
 from vnuma.placement.rebalance.search import Search
-from vnuma.topology import Host
+from vnuma.topology import DeviceKind, Host
 
 TENANTS = {"t1": Isolation.CORE, "t2": Isolation.NONE, "t3": Isolation.CELL}
 
@@ -82,7 +83,12 @@ def _replay(state: FleetState, plan: Plan) -> list[Placement]:
 
 
 def _assert_shape_kept(old: Placement, new: Placement) -> None:
-    """A move keeps what the VM asked for: its size, and its guest cells and their sizes unless auto."""
+    """A move keeps what the VM asked for: the request it keeps, its size, and its guest cells and their sizes
+    unless auto; GPUs asked ``required`` stay on its own cells."""
+    asked = kept_request(old)
+    assert kept_request(new) == asked
+    if asked.gpu_affinity is GpuAffinity.REQUIRED:
+        assert all(d.host_cell in new.host_cells for d in new.devices if d.kind is DeviceKind.GPU)
     assert (new.vcpus, new.memory_kib, new.numa_nodes) == (old.vcpus, old.memory_kib, old.numa_nodes)
     assert set(new.memory_modes) == set(old.memory_modes)
     assert (new.iothreads, new.iothread_policy) == (old.iothreads, old.iothread_policy)

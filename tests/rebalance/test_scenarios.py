@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import make_host
+from tests.builders import kept, make_host
 from tests.placement.helpers import GIB, check_fleet, request
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
@@ -26,7 +26,7 @@ from vnuma.topology import PAGE_1G, DeviceKind, Host
 def _vm(host: Host, name: str, cell: int, cpus: tuple[int, ...], gpus: tuple[str, ...] = ()) -> Placement:
     devices = tuple(DeviceAssignment(a, DeviceKind.GPU, 0, cell) for a in gpus)
     ca = CellAssignment(0, cell, tuple(range(len(cpus))), cpus, GIB, PAGE_1G)
-    return Placement(name, "t1", host.name, (ca,), devices=devices)
+    return kept(Placement(name, "t1", host.name, (ca,), devices=devices))
 
 
 def _gpus(host: Host, cell: int) -> tuple[str, ...]:
@@ -126,7 +126,8 @@ def test_time_limit_returns_unproven_plan() -> None:
 def _stacked(host: Host, tenant: str, count: int, cell: int) -> list[Placement]:
     """``count`` one-vCPU VMs of ``tenant`` all on ``cell`` (pCPUs cell*4, cell*4+1, ...)."""
     return [
-        Placement(f"{tenant}-{i}", tenant, host.name, (CellAssignment(0, cell, (0,), (cell * 4 + i,), GIB, PAGE_1G),))
+        kept(Placement(f"{tenant}-{i}", tenant, host.name, (CellAssignment(0, cell, (0,), (cell * 4 + i,), GIB,
+                                                                          PAGE_1G),)))
         for i in range(count)
     ]
 

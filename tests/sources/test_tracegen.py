@@ -216,7 +216,7 @@ def test_snc_cxl_gpu_requests_ask_cold_tiers_of_both_kinds() -> None:
     trace = load_trace(render_trace(doc).encode(), "snc-cxl-gpu.json")
     parsed = {r.name: r for r in trace.requests}
     for r in doc["requests"]:
-        assert parsed[r["name"]].cold_memory_mib == r.get("cold_memory_mib", 0)
+        assert parsed[r["name"]].cold_memory_kib == r.get("cold_memory_mib", 0) * 1024
         assert parsed[r["name"]].cold_tier == r.get("cold_tier", "any")
 
 

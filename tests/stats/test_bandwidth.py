@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import kept
 from tests.cli.conftest import REPO, Cli
 from tests.dbdump import dump
 from vnuma.errors import InvalidInputError
@@ -53,7 +54,7 @@ def test_text_that_is_not_domstats_output_is_refused_with_the_line(text: str, me
 
 
 def _placement(vm: str, tenant: str, caps: tuple[tuple[int, int], ...] = ()) -> Placement:
-    return Placement(vm=vm, tenant=tenant, host="rdt", cells=(), mem_bw=caps)
+    return kept(Placement(vm=vm, tenant=tenant, host="rdt", cells=(), mem_bw=caps))
 
 
 def test_rates_are_counter_differences_over_the_interval_and_the_heavy_tenant_is_noisy() -> None:

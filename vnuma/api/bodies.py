@@ -9,22 +9,13 @@ refused (422): numbers, strings and booleans are strict (no ``"16"`` for
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, create_model
 
+from vnuma.placement.asks import ASKS, Ask, Form
 from vnuma.placement.model import (
-    Affinity,
-    AntiAffinity,
-    ColdTier,
-    CpuPolicy,
-    EmulatorThreads,
-    GpuAffinity,
-    IoThreadPolicy,
     Isolation,
-    MemoryMode,
-    NicFunction,
-    ThreadPolicy,
 )
 from vnuma.placement.objectives import Strategy
 
@@ -35,45 +26,32 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class PlaceBody(Body):
-    """``vnuma place``'s options (``tenant`` may be left out by a tenant token: its own tenant)."""
+def _member(ask: Ask) -> tuple[Any, Any]:
+    """A request option as a body member: its JSON type and default, described by its help."""
+    choice: Any = None
+    if ask.form is Form.CHOICE:
+        choice = Literal[ask.words] if isinstance(ask.choices, tuple) else ask.choices  # type: ignore[valid-type]
+        choice = choice | None if ask.default is None else choice
+    kind: Any = {
+        Form.COUNT: Annotated[StrictInt, Field(ge=0)], Form.NUMBER: StrictInt | None, Form.TEXT: StrictStr | None,
+        Form.NODES: StrictStr | StrictInt, Form.NICS: StrictInt | Literal["per-gpu"] | None, Form.CHOICE: choice,
+    }[ask.form]
+    if ask.name == "vcpus":
+        kind = Annotated[StrictInt, Field(ge=0)] | None
+    return kind, Field(ask.default, description=ask.help)
 
-    tenant: StrictStr | None = None
-    vcpus: StrictInt | None = Field(None, ge=0)
-    memory: StrictStr | None = None
-    gpus: StrictInt = Field(0, ge=0)
-    name: StrictStr | None = None
-    numa_nodes: StrictStr | StrictInt = "auto"
-    cpu_policy: CpuPolicy = CpuPolicy.DEDICATED
-    thread_policy: ThreadPolicy = ThreadPolicy.PREFER
-    page_size: StrictStr | None = None
-    gpu_affinity: GpuAffinity = GpuAffinity.REQUIRED
-    nics: StrictInt | Literal["per-gpu"] | None = None
-    nic_affinity: Literal["pix", "pxb", "phb", "node", "sys"] = "pxb"
-    nic_function: NicFunction = NicFunction.PF
-    emulator_threads: EmulatorThreads = EmulatorThreads.SHARE
-    memory_mode: MemoryMode = MemoryMode.STRICT
-    cell_memory_mode: StrictStr | None = None
-    cell_vcpus: StrictStr | None = None
-    cell_memory: StrictStr | None = None
-    cell_gpus: StrictStr | None = None
-    iothreads: StrictInt = Field(0, ge=0)
-    iothreads_policy: IoThreadPolicy = IoThreadPolicy.EMULATOR
-    host: StrictStr | None = None
-    group: StrictStr | None = None
-    anti_affinity: AntiAffinity | None = None
-    affinity: Affinity | None = None
-    llc: StrictStr | None = None
-    llc_ways: StrictInt | None = None
-    mem_bw: StrictInt | None = None
-    cold_memory: StrictStr | None = None
-    cold_tier: ColdTier = ColdTier.ANY
-    vgpu: StrictStr | None = None
-    mig: StrictStr | None = None
-    dedicated_vcpus: StrictStr | None = None
-    strategy: Strategy | None = None
-    dry_run: StrictBool = False
-    explain: StrictBool = False
+
+PlaceBody = create_model(
+    "PlaceBody",
+    __base__=Body,
+    __doc__="``vnuma place``'s options, one member per request option (``tenant`` may be left out by a tenant "
+            "token: its own tenant), and how to decide.",
+    **{ask.name: _member(ask) for ask in ASKS},
+    strategy=(Strategy | None, Field(None, description="Host and cell choice (default: the service's).")),
+    dry_run=(StrictBool, Field(False, description="Decide, but claim nothing.")),
+    explain=(StrictBool, Field(False, description="Every host's rejection and score, as \"explain\".")),
+)
+"""The body of ``POST /v1/place``, made from :data:`vnuma.placement.asks.ASKS`."""
 
 
 class BandwidthBody(Body):

@@ -6,7 +6,7 @@ line or null), ``error`` (the class) and ``exit_code`` (what the CLI exits
 with for the same error); a refused placement adds ``vm``, ``causes``, ``closest``
 and ``rejections`` (every host's, :func:`vnuma.documents.refusal_doc`: what
 ``place --json`` prints for it). :data:`PROBLEMS` is the table the
-README prints beside the exit codes (a test keeps them equal).
+manual prints beside the exit codes (``docs/api.md``; a test keeps them equal).
 """
 
 from __future__ import annotations

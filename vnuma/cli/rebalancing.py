@@ -299,6 +299,7 @@ def _finish_run(ctx: typer.Context, *, resume: bool, abort: bool, as_json: bool,
 
 
 def _where(w: dict[str, Any]) -> str:
-    return f"{w['host']} cells {','.join(map(str, w['cells']))}"
+    cells = w["cells"]
+    return f"{w['host']} cell{'s' if len(cells) != 1 else ''} {','.join(map(str, cells))}"
 
 

@@ -45,12 +45,12 @@ def create(
 
     Example: vnuma tenant create tenant-a --isolation core --max-gpus 8 --llc 8MiB --mem-bw 30
     """
+    from vnuma.placement.asktexts import check_slice
     from vnuma.placement.model import Tenant
-    from vnuma.services.requests import parse_slice
     from vnuma.services.tenants import create_tenant
 
     client = remote(ctx)
-    wanted = Tenant(name, isolation, max_vcpus, max_gpus, parse_slice(llc, llc_ways, mem_bw), llc_ways, mem_bw)
+    wanted = Tenant(name, isolation, max_vcpus, max_gpus, check_slice(llc, llc_ways, mem_bw), llc_ways, mem_bw)
     tenant = client.create_tenant(wanted) if client else create_tenant(settings(ctx), wanted)
     if as_json:
         from vnuma.codec import tenant_to_dict

@@ -22,6 +22,7 @@ from vnuma.codec.checks import (
     list_of,
     take,
 )
+from vnuma.placement.kept import kept_document
 from vnuma.placement.model import (
     Affinity,
     AntiAffinity,
@@ -83,7 +84,10 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
     ``llc`` (``[{"cache", "ways"}]``) and ``mem_bw`` (``[{"domain", "cap"}]``) only when it holds them;
     a cold tier is the last entry of ``cells``, with ``"vcpus": []`` and ``"cold": true``, and
     ``"cold_tier"`` says what it was chosen under (both only when it has one); ``"dedicated_vcpus"``
-    (sorted) only under cpu policy ``mixed``, whose cells list their pins first, then their float set."""
+    (sorted) only under cpu policy ``mixed``, whose cells list their pins first, then their float set;
+    ``"request"``: the request the VM keeps, as asked (:func:`vnuma.placement.asks.as_asked`: every option of
+    ``vnuma place`` by name, the body ``POST /v1/place`` takes; ``"reconstructed": true`` when vnuma rebuilt it
+    from where the VM was)."""
     slices: dict[str, Any] = {}
     if p.llc:
         slices["llc"] = [{"cache": i, "ways": w} for i, w in p.llc]
@@ -97,6 +101,9 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         slices["nic_affinity"] = p.nic_affinity.value.lower()
         slices["nics_per_gpu"] = p.nics_per_gpu
         slices["nic_function"] = p.nic_function.value
+    request = kept_document(p)
+    if request is not None:
+        slices["request"] = request
     return {
         "vm": p.vm,
         "tenant": p.tenant,
@@ -166,7 +173,14 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         nics_per_gpu=take(d, "nics_per_gpu", at, as_bool, False),
         nic_function=take(d, "nic_function", at, _NIC_FUNCTION, NicFunction.PF.value),
         dedicated_vcpus=frozenset(take(d, "dedicated_vcpus", at, as_ints, [])),
+        request=_opt_mapping(get_key(d, "request", at, None), at.key("request")),
     )
+
+
+def _opt_mapping(value: object, at: At) -> Mapping[str, Any] | None:
+    """An object or null (a request kept as stored, read when a move asks it:
+    :func:`vnuma.placement.kept.kept_request`)."""
+    return None if value is None else as_mapping(value, at)
 
 
 def _level(value: object, at: At) -> Level | None:

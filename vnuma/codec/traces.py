@@ -7,28 +7,24 @@ state, so a host is written as it is now: the placeable CPUs no VM holds
 the cell's pool), the GPUs no VM holds; reserved CPUs are left out. With
 ``with_vms`` the hosts are written whole instead and every VM becomes one of
 the first requests (in VM name order), so a replay re-places them before
-whatever follows. What version 1 cannot say is simplified and listed in the
-description: a VM with guest cells of different sizes is written with
-``numa_nodes`` null (auto), GPUs without a NUMA node are left out, and VM
-policies the format lacks (memory modes, emulator threads, groups) are dropped.
+whatever follows, each as the request it keeps, as it was asked
+(:func:`vnuma.sources.tracerequests.request_keys`: version 1's keys, then
+every option that differs from its default). GPUs without a NUMA node are
+left out (noted).
 
 Memory-only cells are written with ``cpus`` empty and their pages still free
 (a cold tier's claims taken off); the host's HMAT as ``hmat``. A cell that has
 CPUs but none free to write (all held, reserved or in a shared pool) is written
 with ``cpus`` empty too, so in the trace it looks memory-only: its pages are written none free
 (no trace request could use them, and no cold tier may) and its HMAT rows as
-an initiator are left out. A VM's cold tier becomes ``cold_memory_mib``
-(rounded up to a whole MiB, noted) and ``cold_tier``.
+an initiator are left out.
 
 GPUs and NICs are written with their place in the PCIe tree when the
 inventory knows it (``root_complex``, ``bridges``; a bare address
 otherwise), a NIC with its SR-IOV virtual functions as ``vfs`` (a count when
 their addresses are the ones a trace numbers, else the list); a VF is never
 a NIC of its own there. As it is now, a NIC a VM holds, or one of whose VFs
-a VM holds, is left out (its free VFs with it, noted). A VM holding NICs
-asks them again as the placement records them: ``nics`` (``per-gpu`` or the
-count it holds), ``nic_affinity``, ``nic_function``; one from before the
-record asks its count within ``sys``, ``vf`` if it holds a VF (noted).
+a VM holds, is left out (its free VFs with it, noted).
 """
 
 from __future__ import annotations
@@ -36,10 +32,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from vnuma.placement.kept import kept_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
-from vnuma.placement.model import CpuPolicy, Placement, Tenant
+from vnuma.placement.model import Placement, Tenant
 from vnuma.sources.trace import vf_addresses
+from vnuma.sources.tracerequests import request_keys
 from vnuma.topology import KIB_PER_MIB, PAGE_4K, Cell, DeviceKind, Host, PciDevice
 from vnuma.topology.hmat import nested
 
@@ -53,25 +51,15 @@ def trace_document(
     names = {h.name for h in hosts}
     mine = [p for p in placements if p.host in names]
     fleet = Fleet(hosts, () if with_vms else mine, tenants)
-    devices = {(h.name, d.address): d for h in hosts for d in h.devices}
-    requests = [_request(p, devices) for p in sorted(mine, key=lambda p: p.vm)] if with_vms else []
-    unrecorded = sum(1 for p in mine if _nics_of(p) and p.nic_affinity is None) if with_vms else 0
-    uneven = sum(1 for p in mine if _uneven(p)) if with_vms else 0
-    rounded = sum(1 for p in mine if p.cold_kib % KIB_PER_MIB) if with_vms else 0
+    requests = [request_keys(kept_request(p)) for p in sorted(mine, key=lambda p: p.vm)] if with_vms else []
     loose = sum(1 for h in hosts for d in h.devices if d.kind is DeviceKind.GPU and d.numa_node is None)
     notes = [f"{len(hosts)} host(s)"]
     notes.append(f"{len(requests)} VM(s) as the first requests" if with_vms else f"as they are now ({len(mine)} VM(s))")
-    if uneven:
-        notes.append(f"{uneven} VM(s) with guest cells of different sizes written as auto")
-    if rounded:
-        notes.append(f"{rounded} VM(s) with cold memory not a whole MiB rounded up")
     if loose:
         notes.append(f"{loose} GPU(s) without a NUMA node left out")
     loose_nics = sum(1 for h in hosts for d in h.devices if _is_pf_nic(d) and d.numa_node is None)
     if loose_nics:
         notes.append(f"{loose_nics} NIC(s) without a NUMA node left out")
-    if unrecorded:
-        notes.append(f"{unrecorded} VM(s) holding NICs without a record of how they were asked: their count within sys")
     written = [_host(fleet.state(h.name), h) for h in sorted(hosts, key=lambda h: h.name)]
     emptied = sum(n for _, n, _ in written)
     if emptied:
@@ -172,48 +160,3 @@ def _device(d: PciDevice) -> str | dict[str, Any]:
             numbered = False
         doc["vfs"] = len(d.vfs) if numbered else list(d.vfs)
     return doc
-
-
-def _nics_of(p: Placement) -> int:
-    return sum(1 for d in p.devices if d.kind is DeviceKind.NIC)
-
-
-def _uneven(p: Placement) -> bool:
-    """Guest cells of different sizes (version 1 has no way to say so)."""
-    return len({(len(c.vcpus), c.memory_kib) for c in p.cells}) > 1
-
-
-def _nic_keys(p: Placement, gpus: int, devices: dict[tuple[str, str], PciDevice]) -> dict[str, Any]:
-    """The request keys that ask a VM's NICs again (none without NICs or GPUs: a trace's NICs go with GPUs)."""
-    held = _nics_of(p)
-    if not held or not gpus:
-        return {}
-    if p.nic_affinity is None:  # from before the placement recorded how: what it holds, at any level
-        vf = any(
-            (dev := devices.get((p.host, d.address))) is not None and dev.pf is not None
-            for d in p.devices if d.kind is DeviceKind.NIC
-        )
-        return {"nics": held, "nic_affinity": "sys", "nic_function": "vf" if vf else "pf"}
-    return {
-        "nics": "per-gpu" if p.nics_per_gpu else held,
-        "nic_affinity": p.nic_affinity.value.lower(),
-        "nic_function": str(p.nic_function),
-    }
-
-
-def _request(p: Placement, devices: dict[tuple[str, str], PciDevice]) -> dict[str, Any]:
-    gpus = sum(1 for d in p.devices if d.kind is DeviceKind.GPU)
-    return {
-        "tenant": p.tenant,
-        "name": p.vm,
-        "vcpus": p.vcpus,
-        "memory_mib": p.memory_kib // KIB_PER_MIB,
-        "numa_nodes": None if _uneven(p) else p.numa_nodes,
-        "cpu_policy": str(p.cpu_policy),
-        "thread_policy": str(p.thread_policy),
-        "page_size_kib": p.cells[0].page_size_kib if p.cells else None,
-        "gpus": gpus,
-        **_nic_keys(p, gpus, devices),
-        **({"cold_memory_mib": -(-p.cold_kib // KIB_PER_MIB), "cold_tier": str(p.cold_tier)} if p.cold else {}),
-        **({"dedicated_vcpus": sorted(p.dedicated_vcpus)} if p.cpu_policy is CpuPolicy.MIXED else {}),
-    }

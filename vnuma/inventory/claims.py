@@ -35,7 +35,9 @@ class ClaimRows:
 
 
 def encode_placement(p: Placement) -> str:
-    """The ``vms.placement`` column's text for a placement."""
+    """The ``vms.placement`` column's text for a placement (which keeps its VM's request: every move asks it
+    again)."""
+    assert p.request is not None, f"placement of VM {p.vm!r} keeps no request"
     return json.dumps(placement_to_dict(p), separators=(",", ":"))
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from vnuma.codec import placement_from_dict, placement_to_dict
@@ -108,8 +109,16 @@ def open_run(session: Session, objective: str, options: dict[str, Any], steps: S
         status=RunStatus.RUNNING.value, unfinished=True, objective=objective,
         options=json.dumps(options, sort_keys=True),
     )
-    session.add(run)
-    session.flush()
+    try:
+        with session.begin_nested():  # another command may open its run between the check above and here
+            session.add(run)
+            session.flush()
+    except IntegrityError:
+        winner = _unfinished_row(session)
+        if winner is None:
+            raise ConflictError("another rebalance run was opened at the same moment",
+                                hint="run the command again") from None
+        raise run_unfinished(winner.id, RunStatus(winner.status)) from None
     session.add_all(
         RebalanceStep(
             run_id=run.id, seq=i, vm=s.vm, kind=s.kind, status=StepStatus.PENDING.value, reason=s.reason,

@@ -108,4 +108,5 @@ def build_placement(fit: HostFit, req: VmRequest) -> Placement:
         nic_function=req.nic_function if req.wants_nics else NicFunction.PF,
         partitions=pick_partitions(hs, tuple(fit.cells), req) if req.partition is not None else (),
         dedicated_vcpus=req.dedicated_vcpus if mixed else frozenset(),
+        request=req,
     )

@@ -57,7 +57,6 @@ from vnuma.placement.prefilter import Assessment, assess, stages
 from vnuma.placement.quota import check_quota
 from vnuma.placement.refusal import summarize
 from vnuma.placement.request import resolve_size, size_candidates, validate_request
-from vnuma.placement.resctrl import with_tenant_slices
 from vnuma.placement.result import PlacementResult, Rejection
 from vnuma.placement.scorers import total_scores
 
@@ -97,7 +96,6 @@ def place(
     if clash is not None:
         raise GroupModeError(clash, hint=MODE_HINT)
     tenant = fleet.tenant(request.tenant)
-    request = with_tenant_slices(request, tenant)
     quotas = tenant.max_vcpus is not None or tenant.max_gpus is not None
     if quotas:
         least = request.vcpus if request.vcpus is not None else (request.numa_nodes or 1)

@@ -12,6 +12,7 @@ never changes the ledger or remembers anything on it.
 
 from __future__ import annotations
 
+from vnuma.placement.asks import shape_key
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import VmRequest
 from vnuma.placement.objectives import Strategy
@@ -65,40 +66,11 @@ class RefusalMemory:
 
 
 def _key(request: VmRequest, fleet: Fleet, strategy: Strategy) -> object:
+    """Two requests of one key differ in size only (:func:`vnuma.placement.asks.shape_key`: every field of
+    the request but its name and sizes), under one strategy (and, for gpu-first, one state of the fleet's
+    GPUs)."""
     gpu_epoch = fleet.gpu_epoch if strategy is Strategy.GPU_FIRST else -1
-    return (
-        request.tenant,
-        request.isolation,
-        request.cpu_policy,
-        request.thread_policy,
-        request.numa_nodes,
-        request.memory_modes,
-        request.cell_vcpus,
-        request.cell_memory_kib,
-        request.cell_gpus,
-        request.page_size_kib,
-        request.gpu_affinity,
-        request.emulator_threads,
-        request.avoid_hosts,
-        request.avoid_cells,
-        request.group,
-        request.anti_affinity,
-        request.affinity,
-        request.host,
-        strategy,
-        request.gpus > 0,
-        gpu_epoch,
-        request.nics,
-        request.nics_per_gpu,
-        request.nic_affinity,
-        request.nic_function,
-        request.llc_ways,
-        request.llc_kib,
-        request.mem_bw,
-        request.cold_memory_kib,
-        request.cold_tier,
-        request.partition,
-    )
+    return shape_key(request), strategy, request.gpus > 0, gpu_epoch
 
 
 def _bigger(request: VmRequest, vcpus: int, memory: int, gpus: int, strategy: Strategy) -> bool:

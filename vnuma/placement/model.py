@@ -6,8 +6,10 @@ the inventory stores them as claims, the renderer turns them into XML.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from vnuma.placement.partitionmodel import PartitionAsk, PartitionAssignment
 from vnuma.topology import DeviceKind
@@ -327,6 +329,11 @@ class Placement:
     """The GPU partitions it holds (vGPU or MIG instances), in the order asked."""
     dedicated_vcpus: frozenset[int] = frozenset()
     """Under ``mixed``: the vCPUs pinned 1:1 (see :func:`mixed_split` for how a cell lists their pCPUs)."""
+    request: VmRequest | Mapping[str, Any] | None = field(default=None, compare=False)
+    """The request the VM keeps, as asked: every move asks it again (:func:`vnuma.placement.kept.kept_request`).
+    The engine's own request object for a placement it made (a move keeps the one its VM had), or the stored
+    document (:func:`vnuma.placement.asks.as_asked`'s form, read when a move asks it); None only for a placement
+    built by hand."""
     # Worked out once from the fields above (the ledger and admission read them many times).
     dedicated_pcpus: frozenset[int] = field(init=False, repr=False, compare=False)
     """pCPUs this VM holds exclusively (vCPU pins and an isolated emulator pCPU)."""

@@ -38,7 +38,6 @@ from vnuma.placement.model import (
     ThreadPolicy,
     VmRequest,
 )
-from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
 from vnuma.topology import PAGE_4K, count_of, format_size_kib
 
 MAX_VCPUS = 4096
@@ -159,20 +158,6 @@ def request_problem(request: VmRequest) -> str | None:
 
 
 MAX_PARTITIONS = 64
-
-
-def parse_partition(kind: PartitionKind, text: str) -> PartitionAsk:
-    """``TYPE[:N]`` / ``PROFILE[:N]`` (``--vgpu``, ``--mig``, a trace's ``vgpu``/``mig``) as an ask.
-
-    Raises:
-        InvalidInputError: an empty name or a count that is not a whole number.
-    """
-    name, sep, count = text.strip().rpartition(":")
-    if not sep:
-        name, count = count, "1"
-    if not name.strip() or not count.strip().isdigit():
-        raise InvalidInputError(f"bad --{kind.value} {text!r}: expected NAME or NAME:COUNT (e.g. 3g.40gb:2)")
-    return PartitionAsk(kind, name.strip(), int(count))
 
 
 def _partition_problem(request: VmRequest) -> str | None:

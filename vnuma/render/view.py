@@ -11,6 +11,8 @@ import uuid
 from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
+from vnuma.placement.asks import asked_changes
+from vnuma.placement.kept import kept_request
 from vnuma.placement.model import MAX_IOTHREADS, CellAssignment, CpuPolicy, MemoryMode, Placement, mixed_split
 from vnuma.placement.pins import iothread_pins, vcpu_pins
 from vnuma.render.cputopology import Topology, guest_topology, host_sockets, topology_of
@@ -167,6 +169,10 @@ class DomainView:
     interconnects: tuple[Interconnect, ...] = ()
     """The guest HMAT (:mod:`vnuma.render.tiers`); empty when the host publishes none."""
     meta_cold: tuple[MetaCell, ...] = ()
+    meta_request: tuple[tuple[str, str], ...] = ()
+    """The request the VM keeps, as asked: (option with dashes, value as text) for each option that differs
+    from its default, its tenant, name and size whatever they are (:func:`vnuma.placement.asks.asked_changes`);
+    none for a placement that keeps none."""
     """The cold guest cell in vnuma's metadata (none or one)."""
     meta_dedicated_vcpus: str = ""
     """A ``mixed`` VM's dedicated vCPUs in vnuma's metadata ("" for the other policies)."""
@@ -264,6 +270,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         tune=tune_of(host, placement),
         interconnects=interconnects(host, every),
         meta_cold=tuple(_meta_cell(c) for c in placement.cold),
+        meta_request=_meta_request(placement),
     )
 
 
@@ -361,3 +368,13 @@ def _meta_cell(cell: CellAssignment) -> MetaCell:
         memory_kib=str(cell.memory_kib),
         page_size_kib=str(cell.page_size_kib),
     )
+
+
+_META_KEPT = frozenset({"tenant", "name", "vcpus", "memory", "gpus"})
+
+
+def _meta_request(placement: Placement) -> tuple[tuple[str, str], ...]:
+    if placement.request is None:
+        return ()
+    return tuple((k.replace("_", "-"), str(v)) for k, v in asked_changes(kept_request(placement), _META_KEPT).items()
+                 if v is not None)

@@ -13,15 +13,30 @@ vnuma's metadata says the VM was placed with ``auto``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from vnuma.errors import InvalidInputError
+from vnuma.placement.asks import as_asked
 from vnuma.placement.iommu import companions
-from vnuma.placement.model import CellAssignment, CpuPolicy, DeviceAssignment, MemoryMode, Placement, ThreadPolicy
+from vnuma.placement.kept import RECONSTRUCTED, kept_request
+from vnuma.placement.model import (
+    CellAssignment,
+    CpuPolicy,
+    DeviceAssignment,
+    EmulatorThreads,
+    MemoryMode,
+    PartitionAsk,
+    Placement,
+    ThreadPolicy,
+    VmRequest,
+)
 from vnuma.placement.pins import emulator_pins, vcpu_pins
 from vnuma.services.names import check_name
 from vnuma.sources.domainxml import Domain, GuestCell
 from vnuma.topology import PAGE_4K, DeviceKind, Host, format_cpuset
+from vnuma.topology.pcie import Level
 from vnuma.topology.resctrl import l3_banks
 
 PINS, SHAPE = "pins", "shape"
@@ -173,7 +188,7 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
     assignments = tuple(a for a in every if a not in cold)
     mark = d.mark
     thread = mark.thread_policy if mark is not None and mark.thread_policy in set(ThreadPolicy) else "prefer"
-    return Placement(
+    found = Placement(
         vm=d.name, tenant=tenant, host=host.name, cells=assignments,
         emulator_pcpus=tuple(sorted(d.emulatorpin or ())),
         devices=_devices(d, host, assignments), cpu_policy=policy,
@@ -181,6 +196,46 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
         numa_nodes=None if mark is not None and mark.numa_nodes == "auto" else len(assignments),
         llc=_ways(d, host), mem_bw=d.bandwidth, cold=cold,
         dedicated_vcpus=mark.dedicated_vcpus if mark is not None and policy is CpuPolicy.MIXED else frozenset(),
+    )
+    if mark is not None and mark.request is not None:
+        kept: Mapping[str, Any] = {**mark.request, "name": d.name, "tenant": tenant}
+        kept_request(replace(found, request=kept))  # a request that cannot be read refuses the adoption
+    else:
+        kept = {**as_asked(reconstructed(found)), RECONSTRUCTED: True}
+    return replace(found, request=kept)
+
+
+def reconstructed(p: Placement) -> VmRequest:
+    """The request a VM's placement amounts to, for a domain whose metadata keeps none (rendered before vnuma
+    kept requests, or by another tool): its size, guest shape (the cell count it has, unless placed with
+    ``auto``; cells of different sizes each their own), policies, page size, memory modes, slices, cold tier,
+    NICs as recorded and GPU partitions; GPUs ``required``. Marked reconstructed where it is kept."""
+    pins = {x for c in p.cells for x in c.pcpus}
+    modes = p.memory_modes
+    cells = sorted(p.cells, key=lambda c: c.guest_cell)
+    sizes = [(len(c.vcpus), c.memory_kib) for c in cells]
+    own = len(set(sizes)) > 1
+    gpus = [d for d in p.devices if d.kind is DeviceKind.GPU]
+    nics = sum(1 for d in p.devices if d.kind is DeviceKind.NIC and d.peer_of is None)
+    first = p.partitions[0] if p.partitions else None
+    return VmRequest(
+        name=p.vm, tenant=p.tenant, vcpus=p.vcpus, memory_kib=p.memory_kib, gpus=len(gpus),
+        numa_nodes=p.numa_nodes if len(set(modes)) == 1 and not own else len(modes),
+        cell_vcpus=tuple(v for v, _ in sizes) if own else None,
+        cell_memory_kib=tuple(m for _, m in sizes) if own else None,
+        cell_gpus=tuple(sum(1 for d in gpus if d.guest_cell == c.guest_cell) for c in cells) if own and gpus else None,
+        memory_modes=modes[:1] if len(set(modes)) == 1 else modes,
+        iothreads=p.iothreads, iothread_policy=p.iothread_policy, group=p.group, anti_affinity=p.anti_affinity,
+        affinity=p.affinity, cpu_policy=p.cpu_policy, thread_policy=p.thread_policy,
+        page_size_kib=p.cells[0].page_size_kib if p.cells else None,
+        emulator_threads=EmulatorThreads.ISOLATE if set(p.emulator_pcpus) - pins else EmulatorThreads.SHARE,
+        llc_ways=max((w for _i, w in p.llc), default=None), mem_bw=max((c for _i, c in p.mem_bw), default=None),
+        cold_memory_kib=p.cold_kib, cold_tier=p.cold_tier,
+        nics=0 if p.nics_per_gpu or p.nic_affinity is None else nics,
+        nics_per_gpu=p.nics_per_gpu and p.nic_affinity is not None, nic_affinity=p.nic_affinity or Level.PXB,
+        nic_function=p.nic_function,
+        partition=None if first is None else PartitionAsk(first.kind, first.name, len(p.partitions)),
+        dedicated_vcpus=p.dedicated_vcpus,
     )
 
 

@@ -27,12 +27,12 @@ from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.engine import place
 from vnuma.placement.fill import fill
+from vnuma.placement.kept import for_tenant
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, Placement
 from vnuma.placement.objectives import Strategy
 from vnuma.placement.refusal import summarize
 from vnuma.placement.request import validate_request
-from vnuma.placement.resctrl import with_tenant_slices
 from vnuma.placement.result import Rejection
 from vnuma.services import Settings
 from vnuma.services.progress import SILENT, Progress
@@ -95,7 +95,7 @@ def capacity(
                                         or snap.tenants[owner].max_gpus is not None)
     one = requests[0]
     if len(requests) == 1 and one.vcpus is not None and one.memory_kib is not None and not quotas:
-        req = with_tenant_slices(replace(one, tenant=owner, host=host, isolation=isolation), fleet.tenant(owner))
+        req = for_tenant(replace(one, tenant=owner, host=host), fleet.tenant(owner))
         validate_request(req, fleet)
         hosts = [fleet.state(host)] if host is not None else list(fleet.states)
         filled = fill(req, fleet, strategy, hosts, count, name="capacity-{}")
@@ -106,9 +106,8 @@ def capacity(
         return CapacityReport(tuple(shapes), tuple(placed), _stops(filled.stops), stopped)
     while count is None or len(placed) < count:
         i = len(placed)
-        req = replace(
-            requests[i % len(requests)], name=f"capacity-{i + 1}", tenant=owner, host=host, isolation=isolation
-        )
+        req = for_tenant(replace(requests[i % len(requests)], name=f"capacity-{i + 1}", tenant=owner, host=host),
+                         fleet.tenant(owner))
         try:
             chosen = place(req, fleet, strategy, explain=False).chosen
         except ConflictError as err:  # the tenant's quota, refused before any host is looked at

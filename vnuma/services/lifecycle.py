@@ -1,10 +1,10 @@
 """``vnuma vm repin`` and ``vnuma vm migrate``: one VM re-fitted on its host or on another, as a one-move plan.
 
 The new placement is the engine's, on the fleet as the inventory holds it
-with the VM itself left out, from the VM's own request (:func:`request_of`:
-its size, policies, page size and guest shape; a VM placed with ``auto``
-may change its cell count). GPUs are asked on the VM's cells first, then
-anywhere on the host (``preferred``) when that finds nothing. The plan is
+with the VM itself left out, from the VM's own request as it was asked
+(:func:`vnuma.placement.kept.move_request`: its size, policies, page size,
+guest shape and GPU affinity; a VM placed with ``auto`` may change its cell
+count). The plan is
 carried out by the journaled rebalance run (:mod:`.rebalance_apply`): the
 claims move in one transaction, then libvirt changes, so a failure leaves
 the old or the new placement claimed, never both or neither, for
@@ -18,11 +18,11 @@ from dataclasses import replace
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
 from vnuma.inventory.reading import Snapshot, open_reader
 from vnuma.placement.engine import no_placement, place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Objective, Strategy
-from vnuma.placement.rebalance.base import Plan, is_movable, make_move, refit_affinities, request_of
-from vnuma.placement.result import PlacementResult
+from vnuma.placement.rebalance.base import Plan, is_movable, make_move
 from vnuma.services import Settings
 from vnuma.topology import DeviceKind, format_cpuset
 
@@ -101,15 +101,11 @@ def _refit(snap: Snapshot, p: Placement, host: str, avoid: frozenset[tuple[str, 
     fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
     fleet.remove(p.vm)
     isolation = snap.tenants[str(p.tenant)].isolation  # a tenant with VMs cannot be removed
-    first: PlacementResult | None = None
-    for affinity in refit_affinities(p):
-        req: VmRequest = replace(request_of(p, isolation, affinity), host=host, avoid_cells=avoid)
-        result = place(req, fleet, Strategy.PACK, explain=True)
-        if result.chosen is not None:
-            return result.chosen
-        first = first or result
-    assert first is not None
-    refused = no_placement(p.vm, first)
+    req: VmRequest = replace(move_request(p, isolation), host=host, avoid_cells=avoid)
+    result = place(req, fleet, Strategy.PACK, explain=True)
+    if result.chosen is not None:
+        return result.chosen
+    refused = no_placement(p.vm, result)
     refused.hint = refused.hint or f"see each cell's free pCPUs, memory and devices: vnuma stats --host {host}"
     raise refused
 

@@ -25,6 +25,7 @@ from typing import Protocol
 from vnuma.errors import ConflictError, NoPlacementError, NotFoundError, VnumaError
 from vnuma.inventory.placer import Placer, open_placer
 from vnuma.placement.engine import no_placement, place
+from vnuma.placement.kept import for_tenant
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, Tenant, VmRequest
 from vnuma.placement.objectives import Strategy
@@ -73,7 +74,8 @@ class Cold:
 
 
 def _named(request: VmRequest, tenants: Mapping[str, Tenant], fleet: Fleet) -> VmRequest:
-    """The request with its tenant's isolation and a name (``TENANT-vmN`` when none was given)."""
+    """The request as its tenant completes it (:func:`vnuma.placement.kept.for_tenant`), with a name
+    (``TENANT-vmN`` when none was given)."""
     assert request.tenant is not None
     tenant = tenants.get(request.tenant)
     if tenant is None:
@@ -87,7 +89,7 @@ def _named(request: VmRequest, tenants: Mapping[str, Tenant], fleet: Fleet) -> V
     check_name(name, "VM")
     if fleet.placement(name) is not None:
         raise ConflictError(f"VM {name!r} already exists", hint=f"vnuma vm show {name}")
-    return replace(request, name=name, isolation=tenant.isolation)
+    return for_tenant(replace(request, name=name), tenant)
 
 
 def decided(fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool) -> PlacementResult:

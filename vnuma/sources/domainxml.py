@@ -21,7 +21,9 @@ no entities, no DTD, bounded numbers and cpusets. Any malformed part is an
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lxml import etree
 
@@ -85,6 +87,10 @@ class VnumaMark:
     numa_nodes: str = ""
     dedicated_vcpus: frozenset[int] = frozenset()
     """A ``mixed`` VM's dedicated vCPUs (``<vnuma:dedicated vcpus>``; empty when absent)."""
+    request: Mapping[str, Any] | None = None
+    """The request the VM keeps, as asked (``<vnuma:request>``: an attribute per option that differs from its
+    default, named with dashes, its value as text; None when absent: a domain rendered before vnuma kept
+    requests, or by another tool)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,5 +310,17 @@ def _mark(root: etree._Element, what: str) -> VnumaMark | None:
     return VnumaMark(
         text("tenant"), text("vm"), text("host"), text("cpu-policy", False), text("thread-policy", False),
         text("numa-nodes", False),
-        ids,
+        ids, _request(found, what),
     )
+
+
+def _request(found: etree._Element, what: str) -> Mapping[str, Any] | None:
+    """``<vnuma:request>``: the options vnuma wrote there, by name (read when a move asks them)."""
+    child = found.find(f"{{{VNUMA_NS}}}request")
+    if child is None:
+        return None
+    options = {str(k).replace("-", "_"): one_line(str(v)) for k, v in child.attrib.items()}
+    if any(len(v) > _MAX_TEXT_CHARS for v in options.values()):
+        raise InvalidInputError(f"{element_where(what, child)}: vnuma metadata <vnuma:request> holds a value longer "
+                                f"than {_MAX_TEXT_CHARS} characters")
+    return options

@@ -45,9 +45,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vnuma.errors import InvalidInputError
+from vnuma.placement.model import VmRequest
 from vnuma.sources.migprofiles import geometry_from_dict
 from vnuma.sources.tracekeys import At
-from vnuma.sources.tracerequests import TraceRequest, parse_request
+from vnuma.sources.tracerequests import parse_request
 from vnuma.topology import KIB_PER_MIB, Cell, Cpu, DeviceKind, Host, MdevType, PagePool, PciDevice, Source
 from vnuma.topology.hmat import NO_HMAT, hmat_from_json
 from vnuma.topology.hostcheck import check_host
@@ -67,7 +68,7 @@ class Trace:
 
     scenario: str
     hosts: tuple[Host, ...]
-    requests: tuple[TraceRequest, ...]
+    requests: tuple[VmRequest, ...]
 
 
 def load_trace(data: bytes, what: str) -> Trace:

@@ -1,153 +1,142 @@
-"""A trace's requests (``requests[i]`` of ``numa-placement-trace`` version 1): :class:`TraceRequest` and its
-parser (format: ``docs/traces.md``).
+"""A trace's requests (``requests[i]`` of ``numa-placement-trace`` version 1), read into the engine's
+:class:`~vnuma.placement.model.VmRequest` and written back from one (format: ``docs/traces.md``).
 
-Pure: no I/O.
+Pure: no I/O. The keys are the request's options (:data:`vnuma.placement.asks.ASKS`), each under its own
+name with the value ``POST /v1/place`` takes, except where version 1 of the format has a key of its own:
+``memory_mib`` (or, for a size that is not whole MiB, ``memory``), ``page_size_kib`` (null: large),
+``numa_nodes`` (null: auto), ``cold_memory_mib`` (or ``cold_memory``) and ``dedicated_vcpus`` (a list of
+ids). Version 1's keys are required (``tenant``, ``name``, ``vcpus``, the memory, ``numa_nodes``,
+``cpu_policy``, ``thread_policy``, ``page_size_kib``, ``gpus``), every other one optional. A request the
+engine would refuse by its own numbers (:func:`vnuma.placement.request.request_problem`) is refused here,
+naming it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from vnuma.errors import InvalidInputError
-from vnuma.placement.model import ColdTier, CpuPolicy, NicFunction, ThreadPolicy
-from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
-from vnuma.placement.request import MAX_NICS, parse_partition
+from vnuma.placement.asks import ASKS, Ask, Form, request_from, written_default
+from vnuma.placement.asktexts import PAGE_WORDS, vcpu_list
+from vnuma.placement.model import VmRequest
+from vnuma.placement.request import request_problem
 from vnuma.sources.tracekeys import At
-from vnuma.topology.pcie import Level
+from vnuma.topology import KIB_PER_MIB, format_cpuset, parse_size_kib
 
 PAGE_SIZES = (4, 2048, 1048576)
-PER_GPU = "per-gpu"
+REQUIRED = ("tenant", "name", "vcpus", "memory", "numa_nodes", "cpu_policy", "thread_policy", "page_size", "gpus")
+"""The options version 1 of the format requires (by option name)."""
 
 
-@dataclass(frozen=True, slots=True)
-class TraceRequest:
-    """One VM request of a trace, as written there (memory in MiB)."""
-
-    tenant: str
-    name: str
-    vcpus: int
-    memory_mib: int
-    numa_nodes: int | None
-    cpu_policy: CpuPolicy
-    thread_policy: ThreadPolicy
-    page_size_kib: int | None
-    gpus: int
-    cold_memory_mib: int = 0
-    """Memory of the cold tier (a guest cell with no vCPUs on a host memory-only cell); 0: none."""
-    cold_tier: ColdTier = ColdTier.ANY
-    """Which memory-only cells may back it: ``any`` capacity tier, or ``cxl`` cells only."""
-    nics: int = 0
-    """NICs asked as a count (0 with ``nics_per_gpu``, or when none are asked)."""
-    nics_per_gpu: bool = False
-    """One NIC per GPU (``nics: "per-gpu"``)."""
-    nic_affinity: Level = Level.PXB
-    """The worst PCIe level a NIC may be at from its GPU (``pix`` .. ``sys``)."""
-    nic_function: NicFunction = NicFunction.PF
-    """Whole NICs (``pf``) or SR-IOV virtual functions (``vf``)."""
-    partition: PartitionAsk | None = None
-    """vGPU or MIG instances instead of whole GPUs (``vgpu``/``mig``); None: none."""
-    dedicated_vcpus: frozenset[int] = frozenset()
-    """Under cpu policy ``mixed``: the vCPUs pinned 1:1 (``dedicated_vcpus``, a list of ids; absent: none)."""
-
-    @property
-    def wants_nics(self) -> bool:
-        return self.nics_per_gpu or self.nics > 0
+def _mib(raw: dict[str, Any], key: str, at: At, low: int) -> Any:
+    """A size written in whole MiB under the format's ``*_mib`` key (0 of an optional one: none)."""
+    value = at.count(raw, key, low)
+    return f"{value}MiB" if value else None
 
 
+def _page(raw: dict[str, Any], key: str, at: At, _low: int) -> Any:
+    value = at.get(raw, key, int, nullable=True)
+    if value is not None and value not in PAGE_SIZES:
+        raise at.key(key).fail(f"expected null or one of {', '.join(map(str, PAGE_SIZES))}")
+    return PAGE_WORDS[value]
 
-def parse_request(raw: object, at: At) -> TraceRequest:
+
+def _nodes(raw: dict[str, Any], key: str, at: At, _low: int) -> Any:
+    value = at.count(raw, key, 1, nullable=True)
+    return "auto" if value is None else value
+
+
+def _vcpu_ids(raw: dict[str, Any], key: str, at: At, _low: int) -> Any:
+    value = raw[key]
+    if not isinstance(value, list) or not all(type(v) is int and v >= 0 for v in value):
+        raise at.key(key).fail("expected a list of vCPU ids")
+    return format_cpuset(value) if value else None
+
+
+def _page_size_kib(text: Any) -> Any:
+    return {v: k for k, v in PAGE_WORDS.items()}[text]
+
+
+Reader = Callable[[dict[str, Any], str, At, int], Any]
+_OWN_KEYS: dict[str, tuple[Reader, Callable[[Any], Any]]] = {
+    "memory": (_mib, lambda text: parse_size_kib(text) // KIB_PER_MIB),
+    "cold_memory": (_mib, lambda text: parse_size_kib(text) // KIB_PER_MIB),
+    "page_size": (_page, _page_size_kib),
+    "numa_nodes": (_nodes, lambda value: None if value == "auto" else value),
+    "dedicated_vcpus": (_vcpu_ids, lambda text: sorted(vcpu_list(text)) if text else []),
+}
+"""Options version 1 writes its own way: (read the trace's value, write the option's value)."""
+_LEAST = {"vcpus": 1, "memory": 1, "cold_memory": 0}
+"""The least a number of version 1 may be (``vcpus`` and ``memory_mib`` 1, an optional ``cold_memory_mib`` 0)."""
+
+
+def _value(ask: Ask, raw: dict[str, Any], key: str, at: At) -> Any:
+    """A trace value of an option written the way ``POST /v1/place`` takes it."""
+    form = ask.form
+    if form is Form.COUNT:
+        return at.count(raw, key, 0)
+    if form is Form.NUMBER:
+        return at.count(raw, key, _LEAST[ask.name]) if ask.name in _LEAST else at.get(raw, key, int, nullable=True)
+    if form is Form.NICS:
+        value = raw[key]
+        if value != "per-gpu" and type(value) is not int:
+            got = "null" if value is None else repr(value) if isinstance(value, str) else type(value).__name__
+            raise at.key(key).fail(f"expected an integer or 'per-gpu', got {got}")
+        return value
+    if form is Form.CHOICE:
+        value = at.get(raw, key, str, nullable=ask.default is None)
+        if value is not None and value not in ask.words:
+            raise at.key(key).fail(f"expected one of {', '.join(ask.words)}, got {value!r}")
+        return value
+    return at.get(raw, key, str, nullable=True)
+
+
+def parse_request(raw: object, at: At) -> VmRequest:
+    """A trace's request as the engine's (its tenant's isolation is the caller's to add).
+
+    Raises:
+        InvalidInputError: a missing key of version 1, a value of the wrong kind, a request the engine
+            would refuse by its own numbers; each naming the key path and the request.
+    """
     if not isinstance(raw, dict):
         raise at.fail("expected an object")
     name = at.get(raw, "name", str)
     at = at.noting(f"request {name!r}")  # every later problem names the request
-    page = at.get(raw, "page_size_kib", int, nullable=True)
-    if page is not None and page not in PAGE_SIZES:
-        raise at.key("page_size_kib").fail(f"expected null or one of {', '.join(map(str, PAGE_SIZES))}")
-    # Both optional (absent: no cold tier); when present, of the right type (null is refused).
-    cold = at.count(raw, "cold_memory_mib", 0) if "cold_memory_mib" in raw else 0
-    tier = at.get(raw, "cold_tier", str) if "cold_tier" in raw else None
-    gpus = at.count(raw, "gpus", 0)
-    # NICs: all three optional (absent: none, pxb, pf); when present, of the right type (null is refused).
-    nics, per_gpu = _nics(raw, at)
-    affinity = at.get(raw, "nic_affinity", str) if "nic_affinity" in raw else None
-    function = at.get(raw, "nic_function", str) if "nic_function" in raw else None
-    if (per_gpu or nics) and not gpus:
-        raise at.key("nics").fail("NICs are placed within a PCIe level of the VM's GPUs: the request asks for no GPU")
-    partition = _partition(raw, at, gpus)
-    return TraceRequest(
-        tenant=at.get(raw, "tenant", str),
-        name=name,
-        vcpus=at.count(raw, "vcpus", 1),
-        memory_mib=at.count(raw, "memory_mib", 1),
-        numa_nodes=at.count(raw, "numa_nodes", 1, nullable=True),
-        cpu_policy=_enum(CpuPolicy, at.get(raw, "cpu_policy", str), at.key("cpu_policy")),
-        thread_policy=_enum(ThreadPolicy, at.get(raw, "thread_policy", str), at.key("thread_policy")),
-        page_size_kib=page,
-        gpus=gpus,
-        cold_memory_mib=cold,
-        cold_tier=ColdTier.ANY if tier is None else _enum(ColdTier, tier, at.key("cold_tier")),
-        nics=nics,
-        nics_per_gpu=per_gpu,
-        nic_affinity=Level.PXB if affinity is None else _level(affinity, at.key("nic_affinity")),
-        nic_function=NicFunction.PF if function is None else _enum(NicFunction, function, at.key("nic_function")),
-        partition=partition,
-        dedicated_vcpus=_vcpu_ids(raw, at),
-    )
-
-
-def _vcpu_ids(raw: Mapping[str, Any], at: At) -> frozenset[int]:
-    """``dedicated_vcpus``: a list of vCPU ids (absent: none; whether they suit the policy is the engine's check)."""
-    if "dedicated_vcpus" not in raw:
-        return frozenset()
-    value = raw["dedicated_vcpus"]
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise at.key("dedicated_vcpus").fail("expected a list of vCPU ids")
-    return frozenset(value)
-
-
-def _partition(raw: Mapping[str, Any], at: At, gpus: int) -> PartitionAsk | None:
-    """``vgpu`` or ``mig`` (``NAME[:COUNT]``); absent: None."""
-    asked = [k for k in PartitionKind if k.value in raw]
-    if not asked:
-        return None
-    if len(asked) > 1 or gpus:
-        raise at.fail("a request asks whole GPUs (gpus), vgpu or mig: one of them")
-    kind = asked[0]
+    values: dict[str, Any] = {}
+    for ask in ASKS:
+        key, own = ask.trace or ask.name, _OWN_KEYS.get(ask.name)
+        if ask.trace and key not in raw and ask.name in raw:
+            key, own = ask.name, None  # a size that is not whole MiB, written as the option's text
+        if key not in raw:
+            if ask.name in REQUIRED:
+                raise at.fail(f"missing key {key!r}")
+            continue
+        values[ask.name] = own[0](raw, key, at, _LEAST.get(ask.name, 0)) if own else _value(ask, raw, key, at)
     try:
-        return parse_partition(kind, at.get(raw, kind.value, str))
+        req = request_from(values)
     except InvalidInputError as err:
-        raise at.key(kind.value).fail(str(err)) from None
+        raise at.fail(str(err)) from None
+    problem = request_problem(req)
+    if problem is not None:
+        raise at.fail(problem)
+    return req
 
 
-def _nics(raw: Mapping[str, Any], at: At) -> tuple[int, bool]:
-    """``nics``: (count, per GPU); absent: (0, False)."""
-    if "nics" not in raw:
-        return 0, False
-    value = raw["nics"]
-    if value == PER_GPU:
-        return 0, True
-    if type(value) is not int:
-        got = "null" if value is None else repr(value) if isinstance(value, str) else type(value).__name__
-        raise at.key("nics").fail(f"expected an integer or {PER_GPU!r}, got {got}")
-    if not 0 <= value <= MAX_NICS:
-        raise at.key("nics").fail(f"must be 0 to {MAX_NICS}, got {value}")
-    return value, False
+def request_keys(req: VmRequest) -> dict[str, Any]:
+    """``req`` as a trace's request: version 1's keys, then every option that differs from its default."""
+    out: dict[str, Any] = {}
+    for ask in ASKS:
+        value = ask.write(req)
+        if ask.name not in REQUIRED and value == written_default(ask):
+            continue
+        own = _OWN_KEYS.get(ask.name)
+        if own is None:
+            out[ask.name] = value
+        elif own[0] is _mib and value is not None and parse_size_kib(value) % KIB_PER_MIB:
+            out[ask.name] = value  # not whole MiB: the option's own text
+        else:
+            out[ask.trace or ask.name] = own[1](value)
+    return out
 
 
-def _level(value: str, at: At) -> Level:
-    """A PCIe level as the format writes it: lowercase (``pix`` .. ``sys``)."""
-    names = [level.value.lower() for level in Level]
-    if value not in names:
-        raise at.fail(f"expected one of {', '.join(names)}, got {value!r}")
-    return Level(value.upper())
-
-
-def _enum(
-    kind: type[CpuPolicy] | type[ThreadPolicy] | type[ColdTier] | type[NicFunction], value: str, at: At
-) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        raise at.fail(f"expected one of {', '.join(k.value for k in kind)}, got {value!r}") from None

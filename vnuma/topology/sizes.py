@@ -63,6 +63,15 @@ def format_size_kib(kib: int) -> str:
     return f"{kib} KiB"
 
 
+def exact_size(kib: int) -> str:
+    """A size as an option writes it, exactly and without a space: the largest unit that divides it (``64GiB``,
+    ``1536MiB``, ``6KiB``); :func:`parse_size_kib` reads it back. A stored request writes its sizes so."""
+    for unit, factor in _UNITS:
+        if kib % factor == 0:
+            return f"{kib // factor}{unit}"
+    return f"{kib}KiB"
+
+
 def shape_text(vcpus: int | None, memory_kib: int | None, gpus: int, page_size_kib: int | None = None) -> str:
     """A VM's size in words: ``16 vCPUs, 64 GiB, 1 GPU`` (a missing size: ``sized by its GPUs``); with
     ``page_size_kib``, the pages its memory is in: ``16 vCPUs, 48 GiB of 4 KiB pages, 1 GPU``."""

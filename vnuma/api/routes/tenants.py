@@ -32,13 +32,13 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
 
     @app.post("/v1/tenants", summary="vnuma tenant create", status_code=201)
     def tenant_create(body: TenantCreateBody, token: Caller, request: Request) -> dict[str, Any]:
+        from vnuma.placement.asktexts import check_slice
         from vnuma.placement.model import Tenant
-        from vnuma.services.requests import parse_slice
         from vnuma.services.tenants import create_tenant
 
         def run() -> dict[str, Any]:
             auth.allow(token, auth.ADMIN, "create tenants")
-            llc_kib = parse_slice(body.llc, body.llc_ways, body.mem_bw)
+            llc_kib = check_slice(body.llc, body.llc_ways, body.mem_bw)
             tenant = Tenant(
                 body.name, body.isolation, body.max_vcpus, body.max_gpus, llc_kib, body.llc_ways, body.mem_bw
             )

@@ -23,22 +23,16 @@ def routes(app: FastAPI, settings: Settings, change: Change, warm: WarmFleet) ->
     @app.post("/v1/place", summary="vnuma place")
     def place(body: PlaceBody, token: Caller, request: Request) -> JSONResponse:
         from vnuma.codec import placement_to_dict
+        from vnuma.placement.asks import BY_NAME
         from vnuma.placement.objectives import Strategy
         from vnuma.services.placing import place_vm, require_chosen
         from vnuma.services.requests import place_request
-        from vnuma.topology.pcie import Level
 
         def run() -> JSONResponse:
             auth.allow(token, auth.OPERATE, "place VMs")
-            tenant = auth.acting_for(token, body.tenant)
-            options = body.model_dump(exclude={
-                "tenant", "strategy", "dry_run", "explain", "nics", "page_size", "numa_nodes", "nic_affinity"
-            })
-            vm = place_request(
-                **options, tenant=tenant, page_size=body.page_size or settings.page_size,
-                numa_nodes=str(body.numa_nodes), nic_affinity=Level(body.nic_affinity.upper()),
-                nics=body.nics if isinstance(body.nics, int) else 0, nics_per_gpu=body.nics == "per-gpu",
-            )
+            asked = body.model_dump(include=set(BY_NAME), mode="json")
+            asked["tenant"] = auth.acting_for(token, body.tenant)
+            vm = place_request(asked, page_size_default=settings.page_size)
             strategy = body.strategy or Strategy(settings.strategy)
             vm, result = place_vm(settings, vm, strategy, dry_run=body.dry_run, explain=body.explain, view=warm)
             chosen = require_chosen(vm, result)

@@ -9,9 +9,10 @@ construction: replaying the moves in order (remove the VM, add its new
 placement) never needs capacity that is not free at that step. Only VMs
 whose devices are all GPUs and recorded NICs move (:func:`is_movable`); each VM moves at most
 once per plan in ``room``, and a greedy step may move a VM again only if
-that gains again. A move keeps the guest shape the VM asked for
-(:func:`request_of`): a VM placed with ``numa_nodes`` N keeps N guest cells
-of the same size; only one placed with ``auto`` may change its cell count.
+that gains again. A move asks the VM's own request again, as it was asked
+(:func:`vnuma.placement.kept.move_request`): a VM placed with ``numa_nodes`` N
+keeps N guest cells of the sizes it asked; only one placed with ``auto`` may
+change its cell count; its GPUs go where its ``--gpu-affinity`` lets them.
 
 Objectives (lower is better; ``Plan.before``/``after`` are their values):
 
@@ -23,8 +24,7 @@ Objectives (lower is better; ``Plan.before``/``after`` are their values):
   than the level its NICs were asked within. Greedy:
   each step tries only the VMs with a positive cost, highest cost first, as
   a re-pin on their own host and, on a multi-host fleet, wherever the engine
-  puts them (GPUs ``required``, then ``preferred`` if that finds nothing),
-  and keeps the move that lowers the total most (ties: less memory to
+  puts them, and keeps the move that lowers the total most (ties: less memory to
   migrate, so a re-pin beats a migration, then VM name); a VM whose cost is
   below the best gain found is not tried (a move gains at most its VM's
   cost). Work: at most ``max_moves`` x 4C engine calls for C VMs with a
@@ -163,7 +163,7 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.model import VmRequest
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.bandwidth import plan_bandwidth
-from vnuma.placement.rebalance.base import FleetState, Move, Plan, VmLoad, is_movable, move_cost_kib, request_of
+from vnuma.placement.rebalance.base import FleetState, Move, Plan, VmLoad, is_movable, move_cost_kib
 from vnuma.placement.rebalance.drain import plan_drain
 from vnuma.placement.rebalance.fragmentation import plan_fragmentation
 from vnuma.placement.rebalance.joint import plan_joint
@@ -189,7 +189,6 @@ __all__ = [
     "is_movable",
     "move_cost_kib",
     "plan_moves",
-    "request_of",
 ]
 
 

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from fractions import Fraction
 
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement
 from vnuma.placement.objectives import Objective
-from vnuma.placement.rebalance.base import Move, Plan, VmLoad, is_movable, make_move, refit_affinities, request_of
+from vnuma.placement.rebalance.base import Move, Plan, VmLoad, is_movable, make_move
 from vnuma.placement.rebalance.search import Search, greedy
 from vnuma.placement.resctrl import cell_domains, domains_of
 from vnuma.topology import Host
@@ -118,12 +119,10 @@ def _targets(
     for h in [p.host, *others[:OTHER_HOSTS]]:
         cells = cell_domains(search.fleet.host(h))
         hot = {(h, c) for c, ids in cells.items() if any(loads[(h, i)] >= share for i in ids)}
-        for affinity in refit_affinities(p):
-            req = request_of(p, search.iso(p.tenant), affinity)
-            new = search.refit(p, replace(req, host=h, avoid_hosts=avoid, avoid_cells=frozenset(hot)))
-            if new is not None:
-                found.append(new)
-                break
+        req = move_request(p, search.iso(p.tenant))
+        new = search.refit(p, replace(req, host=h, avoid_hosts=avoid, avoid_cells=frozenset(hot)))
+        if new is not None:
+            found.append(new)
     return found
 
 

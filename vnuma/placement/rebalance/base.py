@@ -7,13 +7,11 @@ re-exported by :mod:`vnuma.placement.rebalance`); the apply step builds on them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from vnuma.placement.model import EmulatorThreads, GpuAffinity, Isolation, Placement, VmRequest
+from vnuma.placement.model import Isolation, Placement
 from vnuma.placement.objectives import Objective
-from vnuma.placement.partitionmodel import PartitionAsk
 from vnuma.topology import DeviceKind, Host
-from vnuma.topology.pcie import Level
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,74 +75,6 @@ class Plan:
         assert not (self.optimal and self.gap is not None and self.gap > 0 and self.after != 0)
 
 
-def request_of(p: Placement, isolation: Isolation, affinity: GpuAffinity = GpuAffinity.REQUIRED) -> VmRequest:
-    """The request that re-places a VM with its size, guest shape, policies, page size and memory modes:
-    the cell count stays what the VM asked for (left to the engine only for a VM placed with ``auto``
-    whose cells share one memory mode; cells with different modes keep their count), and guest cells
-    of different sizes keep each its own size and GPU count; a cache slice keeps its ways, a bandwidth cap
-    its value, a cold tier its size and tier, NICs their ask (level, per GPU or count, function), GPU
-    partitions their kind, type or profile and count."""
-    pins = {x for c in p.cells for x in c.pcpus}
-    modes = p.memory_modes
-    uniform = len(set(modes)) == 1
-    cells = sorted(p.cells, key=lambda c: c.guest_cell)
-    sizes = [(len(c.vcpus), c.memory_kib) for c in cells]
-    own = len(set(sizes)) > 1  # guest cells of their own sizes: kept cell by cell, GPUs too
-    gpus = sum(1 for d in p.devices if d.kind is DeviceKind.GPU)
-    nics = sum(1 for d in p.devices if d.kind is DeviceKind.NIC and d.peer_of is None)
-    per_cell_gpus = tuple(
-        sum(1 for d in p.devices if d.kind is DeviceKind.GPU and d.guest_cell == c.guest_cell) for c in cells
-    )
-    return VmRequest(
-        name=p.vm,
-        tenant=p.tenant,
-        vcpus=p.vcpus,
-        memory_kib=p.memory_kib,
-        gpus=gpus,
-        numa_nodes=p.numa_nodes if uniform and not own else len(modes),
-        cell_vcpus=tuple(v for v, _ in sizes) if own else None,
-        cell_memory_kib=tuple(m for _, m in sizes) if own else None,
-        cell_gpus=per_cell_gpus if own and gpus else None,
-        memory_modes=modes[:1] if uniform else modes,
-        iothreads=p.iothreads,
-        iothread_policy=p.iothread_policy,
-        group=p.group,
-        anti_affinity=p.anti_affinity,
-        affinity=p.affinity,
-        cpu_policy=p.cpu_policy,
-        thread_policy=p.thread_policy,
-        page_size_kib=p.cells[0].page_size_kib,
-        gpu_affinity=affinity,
-        emulator_threads=EmulatorThreads.ISOLATE if set(p.emulator_pcpus) - pins else EmulatorThreads.SHARE,
-        isolation=isolation,
-        llc_ways=max((w for _i, w in p.llc), default=None),
-        mem_bw=max((c for _i, c in p.mem_bw), default=None),
-        cold_memory_kib=p.cold_kib,
-        cold_tier=p.cold_tier,
-        nics=0 if p.nics_per_gpu or p.nic_affinity is None else nics,
-        nics_per_gpu=p.nics_per_gpu and p.nic_affinity is not None,
-        nic_affinity=p.nic_affinity or Level.PXB,
-        nic_function=p.nic_function,
-        partition=_partitions_of(p),
-        dedicated_vcpus=p.dedicated_vcpus,
-    )
-
-
-def _partitions_of(p: Placement) -> PartitionAsk | None:
-    """The ask a VM's GPU partitions answer (one kind and one type or profile per VM), None without any."""
-    if not p.partitions:
-        return None
-    first = p.partitions[0]
-    return PartitionAsk(first.kind, first.name, len(p.partitions))
-
-
-def refit_affinities(p: Placement) -> tuple[GpuAffinity, ...]:
-    """The GPU affinities a re-fit of ``p`` tries in turn: its GPUs on its own cells, then (a VM with GPUs)
-    anywhere on the host."""
-    has_gpus = any(d.kind is DeviceKind.GPU for d in p.devices)
-    return (GpuAffinity.REQUIRED, GpuAffinity.PREFERRED) if has_gpus else (GpuAffinity.REQUIRED,)
-
-
 def is_movable(p: Placement) -> bool:
     """The moves re-place GPUs, NICs whose ask the placement records (``nic_affinity``) and the IOMMU-group
     companions that follow them; a VM holding any other device (or NICs placed before vnuma recorded how
@@ -164,5 +94,7 @@ def move_cost_kib(old: Placement, new: Placement) -> int:
 
 
 def make_move(old: Placement, new: Placement, reason: str) -> Move:
-    """The move that takes ``old`` to ``new``, with its migration cost."""
-    return Move(old.vm, old.host, old.host_cells, new.host, new.host_cells, reason, move_cost_kib(old, new), new)
+    """The move that takes ``old`` to ``new``, with its migration cost; the VM keeps the request it had (the
+    engine's answer carries the request of this move, confined to where it looked)."""
+    kept = replace(new, request=old.request)
+    return Move(old.vm, old.host, old.host_cells, new.host, new.host_cells, reason, move_cost_kib(old, new), kept)

@@ -10,9 +10,10 @@ from dataclasses import replace
 
 from vnuma.placement.engine import best_reason, place
 from vnuma.placement.groups import GroupIndex, affinity_words, group_hosts
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Objective, Strategy
-from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, request_of
+from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move
 from vnuma.placement.rebalance.search import Deadline, Search
 from vnuma.topology import count_of
 
@@ -87,7 +88,7 @@ def fit_together(
     why = ""
     for _ in range(GROUP_HOSTS if len(unit) > 1 else 1):
         placed, why = try_unit(search, unit, lambda m, target, off=tried: replace(
-            request_of(m, search.iso(m.tenant)), avoid_hosts=off, host=target), explain=explain)
+            move_request(m, search.iso(m.tenant)), avoid_hosts=off, host=target), explain=explain)
         target = placed[0][1].host if placed else None
         if len(placed) == len(unit):
             return placed, "", tried | {placed[0][1].host}

@@ -5,10 +5,11 @@ Pure: no I/O. Definition and work bound: see :mod:`vnuma.placement.rebalance`.
 
 from __future__ import annotations
 
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.model import Placement
 from vnuma.placement.objectives import Objective
-from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, refit_affinities, request_of
+from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move
 from vnuma.placement.rebalance.search import Search, greedy
 
 CANDIDATES = 32
@@ -65,10 +66,8 @@ def _targets(search: Search, p: Placement) -> list[Placement]:
     multi-host fleet, with its host blocked; ``pack`` prefers partly used cells, which is what fills them."""
     found: list[Placement] = []
     for blocked in (frozenset(p.host_cells), None) if len(search.on_host) > 1 else (frozenset(p.host_cells),):
-        for affinity in refit_affinities(p):
-            new = search.replace_vm(p, request_of(p, search.iso(p.tenant), affinity), blocked)
-            if new is not None:
-                found.append(new)
-                break
+        new = search.replace_vm(p, move_request(p, search.iso(p.tenant)), blocked)
+        if new is not None:
+            found.append(new)
     return found
 

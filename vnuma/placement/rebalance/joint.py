@@ -52,6 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from vnuma.errors import NoRoomError
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import (
@@ -67,7 +68,7 @@ from vnuma.placement.rebalance.assign import (
     solve,
     undo,
 )
-from vnuma.placement.rebalance.base import Move, Plan, request_of
+from vnuma.placement.rebalance.base import Move, Plan
 from vnuma.placement.rebalance.fragmentation import host_value, plan_fragmentation
 from vnuma.placement.rebalance.locality import locality_cost, plan_locality
 from vnuma.placement.rebalance.picks import candidates_of, modelled
@@ -151,7 +152,7 @@ def plan_joint(search: Search, objective: Objective, max_moves: int, time_limit_
             break
         targets = {vm: candidates[vm][r].placement for vm, r in solved.chosen.items() if r}
         moves, failed = replay(search, order, targets, _reason(search, objective, goal.words),
-                               lambda p: request_of(p, search.iso(p.tenant)))
+                               lambda p: move_request(p, search.iso(p.tenant)))
         touched = {h for m in moves for h in (m.from_host, m.to_host)}
         after = before + sum(goal.value(search, h) for h in touched)
         undo(search, moves, original)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement
 from vnuma.placement.nics import nic_pairs
 from vnuma.placement.objectives import Objective
-from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, refit_affinities, request_of
+from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move
 from vnuma.placement.rebalance.search import Search, greedy
 from vnuma.topology import DeviceKind
 
@@ -51,14 +52,11 @@ def _best_move(search: Search) -> tuple[int, Move] | None:
 
 
 def _targets(search: Search, p: Placement) -> list[Placement]:
-    """A re-pin on the VM's host and, on a multi-host fleet, the engine's free choice; for each, GPUs
-    ``required`` first, ``preferred`` only when ``required`` finds nothing."""
+    """A re-pin on the VM's host and, on a multi-host fleet, the engine's free choice (the VM's own request:
+    GPUs where its ``--gpu-affinity`` lets them go)."""
     found: list[Placement] = []
     for host in (p.host, None) if len(search.on_host) > 1 else (p.host,):
-        for affinity in refit_affinities(p):
-            req = replace(request_of(p, search.iso(p.tenant), affinity), host=host)
-            new = search.replace_vm(p, req, frozenset())
-            if new is not None:
-                found.append(new)
-                break
+        new = search.replace_vm(p, replace(move_request(p, search.iso(p.tenant)), host=host), frozenset())
+        if new is not None:
+            found.append(new)
     return found

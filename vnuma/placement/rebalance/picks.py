@@ -12,10 +12,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import Candidate, stay, usage
-from vnuma.placement.rebalance.base import Plan, is_movable, refit_affinities, request_of
+from vnuma.placement.rebalance.base import Plan, is_movable
 from vnuma.placement.rebalance.fragmentation import partly_used
 from vnuma.placement.rebalance.locality import locality_cost
 from vnuma.placement.rebalance.search import Search
@@ -73,22 +74,18 @@ def candidates_of(
     found, add = collector(search, p)
     add(last)
     helpers = [q.vm for q in order if q.host == p.host and q.vm not in goal and q.vm != p.vm]
-    for affinity in refit_affinities(p):
-        req = request_of(p, search.iso(p.tenant), affinity)
-        here = replace(req, host=p.host)
-        before = len(found)
+    req = move_request(p, search.iso(p.tenant))
+    here = replace(req, host=p.host)
+    add(search.refit(p, here))
+    add(search.replace_vm(p, here, frozenset(p.host_cells)))
+    if objective is Objective.SPREAD_TENANTS:  # onto cells none of its tenant's other VMs there use
+        theirs = {c for q in search.placements_on(p.host) if q.tenant == p.tenant and q.vm != p.vm
+                  for c in q.host_cells}
+        here = replace(here, avoid_cells=here.avoid_cells | {(p.host, c) for c in theirs})
         add(search.refit(p, here))
-        add(search.replace_vm(p, here, frozenset(p.host_cells)))
-        if objective is Objective.SPREAD_TENANTS:  # onto cells none of its tenant's other VMs there use
-            theirs = {c for q in search.placements_on(p.host) if q.tenant == p.tenant and q.vm != p.vm
-                      for c in q.host_cells}
-            here = replace(here, avoid_cells=here.avoid_cells | {(p.host, c) for c in theirs})
-            add(search.refit(p, here))
-        if p.vm in goal and helpers and objective is not Objective.FRAGMENTATION:
-            add(_refit_without(search, helpers, p, here))
-        add_other_hosts(search, p, req, OTHER_HOSTS, add)
-        if len(found) > before:
-            break
+    if p.vm in goal and helpers and objective is not Objective.FRAGMENTATION:
+        add(_refit_without(search, helpers, p, here))
+    add_other_hosts(search, p, req, OTHER_HOSTS, add)
     return found
 
 

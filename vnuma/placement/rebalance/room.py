@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import CpuPolicy, GpuAffinity, Placement, VmRequest
 from vnuma.placement.objectives import Objective
-from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, request_of
+from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move
 from vnuma.placement.rebalance.search import Deadline, Search
 from vnuma.topology import DeviceKind, shape_text
 
@@ -164,7 +165,7 @@ def _candidates(search: Search, want: VmRequest, left: int, moved: set[str]) -> 
     for p in sorted(movable, key=lambda q: (q.memory_kib, q.vcpus, q.vm)):
         if not could_fit(search, want, host, left - 1, moved | {p.vm}, freed=p):
             continue
-        req = request_of(p, search.iso(p.tenant))
+        req = move_request(p, search.iso(p.tenant))
         repin = search.replace_vm(p, replace(req, host=host), frozenset(p.host_cells))
         away = search.replace_vm(p, req, None) if len(search.on_host) > 1 else None
         if repin is not None:

@@ -49,6 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Objective, Strategy
 from vnuma.placement.rebalance.assign import (
@@ -65,7 +66,7 @@ from vnuma.placement.rebalance.assign import (
     undo,
     usage,
 )
-from vnuma.placement.rebalance.base import Move, Plan, is_movable, refit_affinities, request_of
+from vnuma.placement.rebalance.base import Move, Plan, is_movable
 from vnuma.placement.rebalance.picks import add_other_hosts, collector
 from vnuma.placement.rebalance.room import fewest_departures, plan_room, room_reason
 from vnuma.placement.rebalance.search import Deadline, Search
@@ -135,7 +136,7 @@ def _solve(
         shape = candidates[SHAPE][solved.chosen[SHAPE]].placement
         targets = {vm: candidates[vm][r].placement for vm, r in solved.chosen.items() if r and vm != SHAPE}
         moves, failed = replay(search, order, targets, lambda old, new: room_reason(want, old, new),
-                               lambda p: request_of(p, search.iso(str(p.tenant))))
+                               lambda p: move_request(p, search.iso(str(p.tenant))))
         made = not failed and confined(search, None, shape, want) is not None
         undo(search, moves, original)
         if made or round_ == ROUNDS - 1:
@@ -219,13 +220,9 @@ def _vm_candidates(search: Search, p: Placement, shapes: list[Candidate], last: 
     found, add = collector(search, p)
     add(last)
     cell_sets = sorted({s.placement.host_cells for s in shapes if s.placement.host == p.host})
-    for affinity in refit_affinities(p):
-        req = request_of(p, search.iso(str(p.tenant)), affinity)
-        before = len(found)
-        for cells in cell_sets:
-            if set(cells) & set(p.host_cells):
-                add(search.replace_vm(p, replace(req, host=p.host), frozenset(cells)))
-        add_other_hosts(search, p, req, OTHER_HOSTS, add)
-        if len(found) > before:
-            break
+    req = move_request(p, search.iso(str(p.tenant)))
+    for cells in cell_sets:
+        if set(cells) & set(p.host_cells):
+            add(search.replace_vm(p, replace(req, host=p.host), frozenset(cells)))
+    add_other_hosts(search, p, req, OTHER_HOSTS, add)
     return found

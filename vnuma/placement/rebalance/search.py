@@ -11,10 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from vnuma.placement.engine import place
+from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import IoThreadPolicy, Isolation, Placement, VmRequest
 from vnuma.placement.objectives import Objective, Strategy
-from vnuma.placement.rebalance.base import FleetState, Move, Plan, VmLoad, request_of
+from vnuma.placement.rebalance.base import FleetState, Move, Plan, VmLoad
 
 
 class Deadline(Exception):
@@ -83,7 +84,7 @@ class Search:
         """Guest cells the engine gives ``p`` alone on an empty host of its shape: with its GPUs on its
         cells when that fits there, else without GPUs (its cell count when nothing fits)."""
         shape = self.fleet.state(p.host).shape
-        alone = replace(request_of(p, Isolation.CORE), tenant=None, host=None)
+        alone = replace(move_request(p, Isolation.CORE), tenant=None, host=None)
         for req in (alone, _without_gpus(alone)) if alone.gpus else (alone,):
             key = (id(shape), req)
             if key not in self._fewest:

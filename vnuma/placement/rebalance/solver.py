@@ -41,10 +41,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.assign import Candidate, Choice, Key, cut_for, replay, room_for, solve, undo, usage
-from vnuma.placement.rebalance.base import Move, Plan, make_move, request_of
+from vnuma.placement.rebalance.base import Move, Plan, make_move
 from vnuma.placement.rebalance.drain import fit_together, largest_first, plan_drain, together, try_unit, why_not
 from vnuma.placement.rebalance.search import Deadline, Search
 
@@ -193,14 +194,14 @@ def _replay(
     singles = sorted((units[vm][0] for vm in chosen if len(units[vm]) == 1), key=largest_first)
     targets = {p.vm: candidates[p.vm][chosen[p.vm]].placement for p in singles}
     placed_singles, still = replay(search, singles, targets, lambda _p, _n: reason,
-                                   lambda p: request_of(p, search.iso(str(p.tenant))))
+                                   lambda p: move_request(p, search.iso(str(p.tenant))))
     return moves + placed_singles, failed + [p.vm for p in still]
 
 
 def _confined(search: Search, m: Placement, target: Placement) -> VmRequest:
     """``m``'s request held to ``target``'s host and cells."""
     cells = {c.id for c in search.fleet.state(target.host).cells} - set(target.host_cells)
-    req = request_of(m, search.iso(str(m.tenant)))
+    req = move_request(m, search.iso(str(m.tenant)))
     return replace(req, host=target.host, avoid_cells=req.avoid_cells | {(target.host, c) for c in cells})
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+from vnuma.placement.kept import move_request
 from vnuma.placement.model import Placement
 from vnuma.placement.objectives import Objective
-from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move, request_of
+from vnuma.placement.rebalance.base import Move, Plan, is_movable, make_move
 from vnuma.placement.rebalance.search import Search, greedy
 
 Group = tuple[str, str]  # (tenant, host)
@@ -75,7 +76,7 @@ def _targets(search: Search, p: Placement, vms: list[Placement]) -> list[Placeme
     """A re-pin onto cells none of the tenant's other VMs on the host use, and the engine's choice on
     another host."""
     theirs = frozenset(c for q in vms if q.vm != p.vm for c in q.host_cells)
-    req = request_of(p, search.iso(p.tenant))
+    req = move_request(p, search.iso(p.tenant))
     found = [search.replace_vm(p, replace(req, host=p.host), theirs)]
     if len(search.on_host) > 1:
         found.append(search.replace_vm(p, req, None))
