@@ -58,15 +58,16 @@ def render_options(
 
 def render_vm(settings: Settings, vm: str, options: RenderOptions, template: Path | None) -> str:
     """The validated domain XML of a placed VM."""
-    placement, _state, host = _load(open_inventory(settings.db_url), vm)
+    with open_inventory(settings.db_url) as inventory:
+        placement, _state, host = _load(inventory, vm)
     return render_domain(host, placement, options=options, template=template, templates_dir=settings.templates_dir)
 
 
 def guest_view_of(settings: Settings, vm: str) -> GuestView:
     """What the VM's guest sees (:mod:`vnuma.render.guestview`), rendered with the options it was applied with."""
-    inventory = open_inventory(settings.db_url)
-    placement, _state, host = _load(inventory, vm)
-    options, _template = rendering_of(inventory.get_rendering(vm))
+    with open_inventory(settings.db_url) as inventory:
+        placement, _state, host = _load(inventory, vm)
+        options, _template = rendering_of(inventory.get_rendering(vm))
     return build_view(host, placement, options).guest
 
 
@@ -138,39 +139,39 @@ def apply_vm(
     ``dry_run`` changes nothing: it returns a unified diff between the XML
     libvirt holds for the domain (inactive definition) and the rendered one.
     """
-    inventory = open_inventory(settings.db_url)
-    placement, state, host = _load(inventory, vm)
-    hv = hypervisor_of(inventory, host)
-    try:
-        xml = render_domain(
-            host, placement, options=with_identity(options, vm, hv), template=template,
-            templates_dir=settings.templates_dir,
-        )
-        if dry_run:
-            current = hv.domain_xml(vm, inactive=True) or ""
-            diff = "".join(
-                difflib.unified_diff(
-                    current.splitlines(True), xml.splitlines(True),
-                    f"{host.uri} {vm} (libvirt)" if current else "(not defined)", f"{vm} (rendered)",
+    with open_inventory(settings.db_url) as inventory:
+        placement, state, host = _load(inventory, vm)
+        hv = hypervisor_of(inventory, host)
+        try:
+            xml = render_domain(
+                host, placement, options=with_identity(options, vm, hv), template=template,
+                templates_dir=settings.templates_dir,
+            )
+            if dry_run:
+                current = hv.domain_xml(vm, inactive=True) or ""
+                diff = "".join(
+                    difflib.unified_diff(
+                        current.splitlines(True), xml.splitlines(True),
+                        f"{host.uri} {vm} (libvirt)" if current else "(not defined)", f"{vm} (rendered)",
+                    )
                 )
-            )
-            return Applied(xml, state, diff)
-        if hv.domain_state(vm) is DomainState.RUNNING:
-            raise ConflictError(
-                f"VM {vm!r} is running on {host.name}; its definition cannot be replaced while it runs",
-                hint=f"vnuma vm stop {vm} first",
-            )
-        notes = tuple(create_mdevs(hv, placement))
-        hv.define(xml)
-        inventory.record_defined(vm, rendering_doc(options, template))
-        state = DEFINED
-        if start:
-            hv.start(vm)
-            inventory.set_vm_state(vm, RUNNING)
-            state = RUNNING
-        return Applied(xml, state, notes=notes)
-    finally:
-        hv.close()
+                return Applied(xml, state, diff)
+            if hv.domain_state(vm) is DomainState.RUNNING:
+                raise ConflictError(
+                    f"VM {vm!r} is running on {host.name}; its definition cannot be replaced while it runs",
+                    hint=f"vnuma vm stop {vm} first",
+                )
+            notes = tuple(create_mdevs(hv, placement))
+            hv.define(xml)
+            inventory.record_defined(vm, rendering_doc(options, template))
+            state = DEFINED
+            if start:
+                hv.start(vm)
+                inventory.set_vm_state(vm, RUNNING)
+                state = RUNNING
+            return Applied(xml, state, notes=notes)
+        finally:
+            hv.close()
 
 
 def start_vm(settings: Settings, vm: str) -> str:
@@ -207,35 +208,35 @@ def undefine_vm(settings: Settings, vm: str) -> tuple[str, list[str]]:
 
 def _change_domain(settings: Settings, vm: str, change: Callable[[Hypervisor, Placement], None], state: str) -> str:
     """``change`` the VM's domain on its host's libvirt, then record ``state`` (returned)."""
-    inventory = open_inventory(settings.db_url)
-    placement, _state, host = _load(inventory, vm)
-    hv = hypervisor_of(inventory, host)
-    try:
-        change(hv, placement)
-    finally:
-        hv.close()
-    inventory.set_vm_state(vm, state)
+    with open_inventory(settings.db_url) as inventory:
+        placement, _state, host = _load(inventory, vm)
+        hv = hypervisor_of(inventory, host)
+        try:
+            change(hv, placement)
+        finally:
+            hv.close()
+        inventory.set_vm_state(vm, state)
     return state
 
 
 def release_vm(settings: Settings, vm: str, *, undefine: bool) -> list[str]:
     """Free the VM's claims; refused while libvirt still holds its domain unless ``undefine`` (then it is
     undefined and its vGPU devices removed first). Returns notes on devices the driver cannot remove."""
-    inventory = open_inventory(settings.db_url)
-    placement, state, host = _load(inventory, vm)
-    notes: list[str] = []
-    if state != PLACED and host.uri:
-        hv = hypervisor_of(inventory, host)
-        try:
-            if hv.domain_state(vm) is not DomainState.MISSING:
-                if not undefine:
-                    raise ConflictError(
-                        f"VM {vm!r} is still defined on {host.name}",
-                        hint=f"vnuma vm release {vm} --undefine (stops and undefines it first)",
-                    )
-                hv.undefine(vm)
-            notes = remove_mdevs(hv, placement)
-        finally:
-            hv.close()
-    inventory.release(vm)
+    with open_inventory(settings.db_url) as inventory:
+        placement, state, host = _load(inventory, vm)
+        notes: list[str] = []
+        if state != PLACED and host.uri:
+            hv = hypervisor_of(inventory, host)
+            try:
+                if hv.domain_state(vm) is not DomainState.MISSING:
+                    if not undefine:
+                        raise ConflictError(
+                            f"VM {vm!r} is still defined on {host.name}",
+                            hint=f"vnuma vm release {vm} --undefine (stops and undefines it first)",
+                        )
+                    hv.undefine(vm)
+                notes = remove_mdevs(hv, placement)
+            finally:
+                hv.close()
+        inventory.release(vm)
     return notes
