@@ -247,6 +247,12 @@ BAD_TRACES = [
     ),
     ("duplicate-host", _trace(hosts=[{"name": "h", "cells": [_cell()]}] * 2), "duplicate host name 'h'"),
     ("bad-host-name", _trace(hosts=[{"name": "x$(id)", "cells": [_cell()]}]), "hosts[0].name: bad host name 'x$(id)'"),
+    ("bad-request-name", _trace(requests=[_request(name="<vm>")]), "requests[0].name: bad VM name '<vm>'"),
+    (
+        "bad-tenant-name",
+        _trace(requests=[_request(tenant="a b")]),
+        "requests[0].tenant: bad tenant name 'a b': 1-63 characters",
+    ),
     ("zero-vcpus", _trace(requests=[_request(vcpus=0)]), "requests[0].vcpus: must be 1 or more"),
     (
         "numa-nodes-key-missing",

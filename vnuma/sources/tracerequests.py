@@ -23,6 +23,7 @@ from vnuma.placement.model import VmRequest
 from vnuma.placement.request import request_problem
 from vnuma.sources.tracekeys import At
 from vnuma.topology import KIB_PER_MIB, format_cpuset, parse_size_kib
+from vnuma.topology.names import name_problem
 
 PAGE_SIZES = (4, 2048, 1048576)
 REQUIRED = ("tenant", "name", "vcpus", "memory", "numa_nodes", "cpu_policy", "thread_policy", "page_size", "gpus")
@@ -102,6 +103,9 @@ def parse_request(raw: object, at: At) -> VmRequest:
     if not isinstance(raw, dict):
         raise at.fail("expected an object")
     name = at.get(raw, "name", str)
+    problem = name_problem(name, "VM")
+    if problem is not None:
+        raise at.key("name").fail(problem)
     at = at.noting(f"request {name!r}")  # every later problem names the request
     values: dict[str, Any] = {}
     for ask in ASKS:
@@ -113,6 +117,9 @@ def parse_request(raw: object, at: At) -> VmRequest:
                 raise at.fail(f"missing key {key!r}")
             continue
         values[ask.name] = own[0](raw, key, at, _LEAST.get(ask.name, 0)) if own else _value(ask, raw, key, at)
+    problem = name_problem(values["tenant"], "tenant")
+    if problem is not None:
+        raise at.key("tenant").fail(problem)
     try:
         req = request_from(values)
     except InvalidInputError as err:
