@@ -95,6 +95,7 @@ def test_a_vm_gets_the_grace_cpus_and_the_gpu_and_its_memory_stays_off_the_gpus_
     before = dump(gh.db)
     cold = gh("place", "t", "--vcpus", "4", "--memory", "4GiB", "--cold-memory", "16GiB")
     assert cold.exit_code == 5 and "cold memory" in cold.stderr and "Traceback" not in cold.stderr
+    assert "unknown" not in cold.stderr  # the empty nodes serve nothing and are named in no refusal
     # Nor as the memory of a VM the CPU node's pages cannot hold (96 GiB of 4 KiB pages there, 96 more
     # on the GPU's node).
     big = gh("place", "t", "--vcpus", "8", "--memory", "120GiB", "--page-size", "4K")

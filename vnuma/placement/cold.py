@@ -44,19 +44,19 @@ class ColdCell:
 
 
 def cold_cells(host: Host) -> tuple[ColdCell, ...]:
-    """The host's memory-only cells, by id."""
+    """The host's memory-only cells that hold memory, by id: an empty node (no memory yet, one the kernel keeps
+    for memory that may come, such as a GH200's nodes for MIG) serves nothing and is named in no refusal."""
     kinds = cell_kinds(host)
     bandwidth, latency = nested(host.hmat.bandwidth_kib_s), nested(host.hmat.latency_ns)
     cpu_cells = [c for c in host.cells if c.cpus]
     local = max((bandwidth.get(c.id, {}).get(c.id, 0) for c in cpu_cells), default=0)
     out = []
     for cell in sorted(host.cells, key=lambda c: c.id):
-        if not cell.memory_only:
+        if not cell.memory_only or cell.empty:
             continue
         kind = kinds[cell.id]
         rated = {c.id: row[cell.id] for c in cpu_cells if cell.id in (row := bandwidth.get(c.id, {}))}
         slower = bool(rated) and local > 0 and max(rated.values()) < local
-        # An empty node (no memory yet: one the kernel keeps for memory that may come) serves nothing.
         capacity = cell.memory_kib > 0 and not cell.gpu_memory and (
             kind in ("cxl", "unknown") or (kind == "dram" and slower)
         )

@@ -129,6 +129,12 @@ class Cell:
         return not self.cpus
 
     @property
+    def empty(self) -> bool:
+        """True for a node with no CPUs, no memory and no pages: one the kernel keeps for memory that may come
+        (a Grace Hopper GPU's nodes kept for MIG). Kept as it is; it serves nothing."""
+        return not self.cpus and self.memory_kib <= 0 and not any(p.count > 0 for p in self.pages)
+
+    @property
     def gpu_memory(self) -> bool:
         """True for a GPU's own node (a GPU named, or hwloc's subtype ``GPUMemory`` without one).
 
