@@ -52,6 +52,8 @@ def test_host_show_gives_the_hbm_node_as_the_gpus_memory(gh: Cli) -> None:
     text = gh.ok("host", "show", "gh").stdout
     cells = _rows(text, "cells")
     assert "0-71" in cells["0"] and "480 GiB" in cells["0"]
+    # The host's total is what guests can have: the Grace memory, not the GPU's own.
+    assert {h["name"]: h["memory_kib"] for h in gh.ok("host", "list", "--json").json()} == {"gh": 480 * GIB}
     assert f"(GPU memory of {GPU})" in cells["1"] and "96 GiB" in cells["1"]
     assert f"└─ {GPU}  gpu 0x10de:0x2342  cell 0  memory: node 1, 96 GiB" in text
     tiers = _rows(text, "memory tiers (0 is the fastest; kind from hwloc, else from HMAT, else unknown for "

@@ -23,7 +23,8 @@ app.command("refresh")(refresh)
 def list_(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
     """List hosts with their size and whether they take placements (cordoned hosts do not).
 
-    JSON: [{"name", "uri", "source", "cells", "cpus", "gpus", "memory_kib", "cordoned"}].
+    JSON: [{"name", "uri", "source", "cells", "cpus", "gpus", "memory_kib", "cordoned"}]. The memory is
+    what guests can have: a GPU's own memory node (Grace Hopper) is not counted.
 
     Example: vnuma host list --json
     """

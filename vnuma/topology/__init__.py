@@ -282,8 +282,8 @@ class Host:
 
     @property
     def memory_kib(self) -> int:
-        """Total memory over all cells."""
-        return sum(c.memory_kib for c in self.cells)
+        """Total memory over all cells but the GPUs' own (:attr:`Cell.gpu_memory`: never guest memory)."""
+        return sum(c.memory_kib for c in self.cells if not c.gpu_memory)
 
     def cell(self, cell_id: int) -> Cell:
         """The cell with id ``cell_id``; KeyError if absent (a caller bug)."""
