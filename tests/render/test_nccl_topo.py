@@ -21,10 +21,13 @@ from vnuma.placement.model import DeviceAssignment, Placement, VmRequest
 from vnuma.render.nccltopo import nccl_topology
 from vnuma.render.pcie import PcieLayout
 from vnuma.render.view import RenderOptions, build_view
+from vnuma.sources.nvsmitopo import parse_topo_matrix, with_nvlinks
 from vnuma.topology import PAGE_4K, DeviceKind, Host
+from vnuma.topology.nvlink import nvlink_count
 from vnuma.topology.pcie import Level, pcie_level
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "nccl"
+TOPO_M = Path(__file__).resolve().parent.parent / "data" / "nvidia-smi" / "dgx-like-topo-m.txt"
 KNOWN = {d.address: d for d in DGX.devices}
 GPUS = sorted(a for a, d in KNOWN.items() if d.kind is DeviceKind.GPU)
 NICS = sorted(a for a, d in KNOWN.items() if d.kind is DeviceKind.NIC)
@@ -35,6 +38,11 @@ def _placed(host: Host, **asks: object) -> Placement:
     chosen = place(VmRequest("vm1", "acme", vcpus, 4 << 20, page_size_kib=PAGE_4K, **asks), Fleet([host])).chosen
     assert chosen is not None
     return chosen
+
+
+def _linked(host: Host) -> Host:
+    """``host`` (the DGX-like one) with the NVLinks its saved ``nvidia-smi topo -m`` shows."""
+    return with_nvlinks(host, parse_topo_matrix(TOPO_M.read_text(), TOPO_M.name), TOPO_M.name)
 
 
 def _topology(host: Host, placement: Placement) -> str:
@@ -51,11 +59,17 @@ SCENARIOS = {
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_the_topology_matches_its_golden_file_and_nccl_reads_it(name: str, update_golden: bool) -> None:
-    host = _dgx("dgx")
+    host = _linked(_dgx("dgx"))
     text = _topology(host, _placed(host, **SCENARIOS[name]))
     assert_golden(text, GOLDEN / f"{name}.xml", update_golden)
     system = read_topology(text)
     assert [int(g.attrs["dev"]) for g in system.iter("gpu")] == list(range(4))
+    assert system.iter("nvlink")  # the host's NVLinks between the VM's GPUs
+
+
+def test_without_nvlink_facts_the_file_names_none() -> None:
+    host = _dgx("dgx")
+    assert "<nvlink" not in _topology(host, _placed(host, gpus=4))
 
 
 def test_nccls_reader_refuses_what_nccl_refuses() -> None:
@@ -75,6 +89,7 @@ def test_a_vm_without_gpus_has_no_topology() -> None:
         _topology(host, no_gpu)
 
 
+LINKED = _linked(DGX)
 BASE = _placed(_dgx("dgx"), gpus=2, numa_nodes=2, vcpus=8)
 GUEST_CELL = {c.host_cell: c.guest_cell for c in BASE.cells}
 
@@ -121,8 +136,8 @@ def _guest_class(a: tuple[str, str | None, int], b: tuple[str, str | None, int])
        st.lists(st.sampled_from(NICS), max_size=6, unique=True))
 def test_every_pair_reads_in_the_file_as_it_is_on_the_host(gpus: list[str], nics: list[str]) -> None:
     placement = replace(BASE, devices=tuple(_assignment(a) for a in sorted(gpus + nics)))
-    view = build_view(DGX, placement, RenderOptions())
-    text = nccl_topology(DGX, placement, view)
+    view = build_view(LINKED, placement, RenderOptions())
+    text = nccl_topology(LINKED, placement, view)
     read_topology(text)
     guest = {h.address: h.guest_address for h in view.pcie.hostdevs}
     classes = _file_classes(text, view.pcie)
@@ -131,6 +146,10 @@ def test_every_pair_reads_in_the_file_as_it_is_on_the_host(gpus: list[str], nics
         for b in gpus + nics:
             if a < b:
                 assert _guest_class(classes[guest[a]], classes[guest[b]]) == _host_class(a, b), (a, b)
+    links = {(p.getparent().getparent().get("busid"), p.get("target")): int(p.get("count"))
+             for p in etree.fromstring(text.encode()).iter("nvlink")}
+    assert links == {(guest[a], guest[b]): nvlink_count(LINKED.nvlinks, a, b) for a in gpus for b in gpus
+                     if nvlink_count(LINKED.nvlinks, a, b)}
     gpu_order = [guest[a] for a in sorted(gpus)]
     devs = {p.get("busid"): int(p.find("gpu").get("dev"))
             for p in etree.fromstring(text.encode()).iter("pci") if p.find("gpu") is not None}

@@ -29,6 +29,19 @@ StrictOpt = Annotated[
                  "recording the rest and listing what was left out."),
 ]
 
+NvidiaSmiTopoOpt = Annotated[
+    Path | None,
+    typer.Option("--nvidia-smi-topo", metavar="FILE",
+                 help="`nvidia-smi topo -m` output saved on the host: the NVLinks between its GPUs."),
+]
+
+
+def _topo_m(path: Path | None) -> tuple[str, bytes] | None:
+    """The saved ``nvidia-smi topo -m`` file, read (None when not given)."""
+    from vnuma.services.files import read_input
+
+    return (str(path), read_input(path, "nvidia-smi topo -m")) if path is not None else None
+
 
 def add(
     ctx: typer.Context,
@@ -98,6 +111,7 @@ def import_(
         typer.Option("--nodedev", help="`virsh nodedev-dumpxml` output (repeatable; a file may hold many)."),
     ] = None,
     hwloc: Annotated[Path | None, typer.Option("--hwloc", help="`lstopo --of xml` output.")] = None,
+    nvidia_smi_topo: NvidiaSmiTopoOpt = None,
     strict: StrictOpt = False,
     as_json: output.JsonOpt = False,
 ) -> None:
@@ -113,6 +127,11 @@ def import_(
     show`; --strict refuses such a host instead (exit 4, nothing recorded).
     JSON: as `host add --json`, with "left_out": [{"what", "why"}].
 
+    --nvidia-smi-topo FILE adds the NVLinks between the host's GPUs that
+    saved `nvidia-smi topo -m` text shows (GPUi is the i-th GPU by PCI
+    address); text from another host (another GPU count, a GPU on another
+    NUMA node or PCIe level) is refused naming the GPUs (exit 4).
+
     Example: vnuma host import old-box --capabilities caps.xml --nodedev gpus.xml
     """
     from vnuma.codec import imported_summary
@@ -120,10 +139,13 @@ def import_(
 
     documents = read_documents(capabilities, nodedev or [], hwloc)
     client = remote(ctx)
+    if client and nvidia_smi_topo is not None:
+        raise typer.BadParameter("--nvidia-smi-topo is read where the inventory is, not through --server")
     if client:
         _print_added(client.import_host(name, *documents, strict), as_json)
         return
-    _print_added(imported_summary(import_host(settings(ctx), name, *documents, strict=strict)), as_json)
+    imported = import_host(settings(ctx), name, *documents, strict=strict, nvidia_smi_topo=_topo_m(nvidia_smi_topo))
+    _print_added(imported_summary(imported), as_json)
 
 
 def _print_added(summary: dict[str, Any], as_json: bool) -> None:
@@ -148,6 +170,7 @@ def refresh(
     ] = False,
     jobs: JobsOpt = 8,
     strict: StrictOpt = False,
+    nvidia_smi_topo: NvidiaSmiTopoOpt = None,
     as_json: output.JsonOpt = False,
 ) -> None:
     """Rediscover a host (or --all) through its libvirt URI and report what changed.
@@ -155,12 +178,16 @@ def refresh(
     A host added with --demo or --capabilities FILE is read the same way
     again. What the new read leaves out is listed on stderr, as `host add`
     does, and kept for `host show`; --strict refuses such a read (exit 4,
-    nothing changed). JSON: {"name", "changed", "changes", "left_out"}.
+    nothing changed). NVLinks recorded with --nvidia-smi-topo are kept while
+    the GPUs they name remain; --nvidia-smi-topo FILE records them anew (as
+    `host import` reads it). JSON: {"name", "changed", "changes", "left_out"}.
 
     Example: vnuma host refresh --all --jobs 16 --json
     """
     if all_hosts and remote(ctx):
         raise typer.BadParameter("--all runs where the inventory is, not through --server")
+    if nvidia_smi_topo is not None and (all_hosts or remote(ctx)):
+        raise typer.BadParameter("--nvidia-smi-topo refreshes one host by NAME, where the inventory is")
     if all_hosts:
         from vnuma.services.discovery import refresh_all
 
@@ -179,7 +206,7 @@ def refresh(
     if client:
         doc = client.refresh_host(name, strict)
     else:
-        done = refresh_host(settings(ctx), name, capabilities, strict=strict)
+        done = refresh_host(settings(ctx), name, capabilities, strict=strict, nvidia_smi_topo=_topo_m(nvidia_smi_topo))
         doc = {"name": name, "changed": bool(done.changes), "changes": list(done.changes),
                "left_out": left_out_to_list(done.left_out)}
     output.echo_left_out([i.line() for i in left_out_from_list(doc.get("left_out"))])

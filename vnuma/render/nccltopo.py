@@ -42,6 +42,7 @@ from vnuma.render.guestview import GuestDevice
 from vnuma.render.pcie import DOWNSTREAM, PcieLayout
 from vnuma.render.view import DomainView
 from vnuma.topology import DeviceKind, Host, PciDevice, PciLink
+from vnuma.topology.nvlink import nvlink_count
 
 NCCL_ARCH = {"x86_64": "x86_64", "aarch64": "arm64", "ppc64le": "ppc64", "ppc64": "ppc64"}
 """libvirt's guest arch -> NCCL's ``arch`` (``kvDictCpuArch``)."""
@@ -94,14 +95,14 @@ def nccl_topology(host: Host, placement: Placement, domain: DomainView) -> str:
     nodes = [(str(n.id), _cpumask(n.vcpus)) for n in domain.guest.nodes]
     if any(d.guest.node is None for d in devs):
         nodes.append(("-1", None))
-    nic_names = _nic_names(devs)
+    nic_names, links = _nic_names(devs), _nvlinks(host, devs)
     for numaid, mask in nodes:
         cpu = etree.SubElement(system, "cpu", numaid=numaid)
         if mask is not None:
             cpu.set("affinity", mask)
         cpu.set("arch", arch)
         mine = [d for d in devs if str(d.guest.node if d.guest.node is not None else -1) == numaid]
-        _children(cpu, sorted(mine, key=lambda d: d.guest.guest_address), host, nic_names)
+        _children(cpu, sorted(mine, key=lambda d: d.guest.guest_address), host, nic_names, links)
     etree.indent(system, space="  ")
     return etree.tostring(system, encoding="unicode") + "\n"
 
@@ -117,22 +118,41 @@ def _switches(pcie: PcieLayout) -> dict[str, str]:
     return out
 
 
-def _children(parent: etree._Element, devs: list[_Dev], host: Host, names: Mapping[str, str]) -> None:
+def _children(
+    parent: etree._Element, devs: list[_Dev], host: Host, names: Mapping[str, str],
+    nvlinks: Mapping[str, list[tuple[str, int]]],
+) -> None:
     """The ``<pci>`` elements of ``devs`` (in guest order) below ``parent``, a switch's devices in its ``<pci>``."""
     done: set[str] = set()
     for dev in devs:
         if dev.switch is None:
-            _device(parent, dev, names)
+            _device(parent, dev, names, nvlinks)
         elif dev.switch not in done:
             done.add(dev.switch)
             group = [d for d in devs if d.switch == dev.switch]
             switch = etree.SubElement(parent, "pci", busid=dev.switch, **{"class": "0x060400"})
             _link(switch, _uplink(host, [d.host for d in group]))
             for member in group:
-                _device(switch, member, names)
+                _device(switch, member, names, nvlinks)
 
 
-def _device(parent: etree._Element, dev: _Dev, names: Mapping[str, str]) -> None:
+def _nvlinks(host: Host, devs: Iterable[_Dev]) -> dict[str, list[tuple[str, int]]]:
+    """Guest bus id of each whole GPU -> (peer's guest bus id, NVLinks) for the VM's GPUs the host links it to,
+    in guest order (a GPU partition has no NVLink of its own)."""
+    whole = sorted((d for d in devs if d.guest.kind == DeviceKind.GPU.value and d.host is not None),
+                   key=lambda d: d.guest.guest_address)
+    return {
+        a.guest.guest_address: [
+            (b.guest.guest_address, n) for b in whole
+            if b is not a and (n := nvlink_count(host.nvlinks, a.guest.address, b.guest.address))
+        ]
+        for a in whole
+    }
+
+
+def _device(
+    parent: etree._Element, dev: _Dev, names: Mapping[str, str], nvlinks: Mapping[str, list[tuple[str, int]]],
+) -> None:
     g, h = dev.guest, dev.host
     gpu = g.cuda_index is not None
     cls = f"0x{h.pci_class:06x}" if h is not None and h.pci_class is not None else (GPU_CLASS if gpu else NIC_CLASS)
@@ -147,6 +167,8 @@ def _device(parent: etree._Element, dev: _Dev, names: Mapping[str, str]) -> None
         if sm is not None:
             el.set("sm", str(sm))
         el.set("gdr", "1")
+        for target, count in nvlinks.get(g.guest_address, ()):
+            etree.SubElement(el, "nvlink", target=target, count=str(count), tclass=GPU_CLASS)
         return
     net = etree.SubElement(etree.SubElement(pci, "nic"), "net", name=names[g.guest_address])
     net.set("dev", str(sorted(names).index(g.guest_address)))
