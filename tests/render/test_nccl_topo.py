@@ -154,3 +154,14 @@ def test_every_pair_reads_in_the_file_as_it_is_on_the_host(gpus: list[str], nics
     devs = {p.get("busid"): int(p.find("gpu").get("dev"))
             for p in etree.fromstring(text.encode()).iter("pci") if p.find("gpu") is not None}
     assert [devs[g] for g in gpu_order] == sorted(devs.values())  # NCCL's order is the guest's PCI order
+
+
+def test_a_virtual_function_reads_its_physical_functions_link() -> None:
+    from tests.render.scenarios import BY_NAME
+
+    scenario = BY_NAME["nic-vf-per-gpu"]
+    text = _topology(scenario.host, scenario.placement)
+    read_topology(text)
+    nets = [p for p in etree.fromstring(text.encode()).iter("pci") if p.find("nic") is not None]
+    assert nets and all(p.get("link_speed") == "32.0 GT/s PCIe" and p.get("link_width") == "16" for p in nets)
+    assert {n.get("speed") for n in etree.fromstring(text.encode()).iter("net")} == {"504128"}

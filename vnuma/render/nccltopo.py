@@ -69,6 +69,8 @@ class _Dev:
     host: PciDevice | None
     switch: str | None
     """The guest bus id of the mirrored switch's upstream port it sits behind, None on a root port of its own."""
+    link: PciLink | None
+    """Its host PCIe link; an SR-IOV virtual function's is its physical function's (the VF has none of its own)."""
 
 
 def nccl_topology(host: Host, placement: Placement, domain: DomainView) -> str:
@@ -80,11 +82,14 @@ def nccl_topology(host: Host, placement: Placement, domain: DomainView) -> str:
     by_address = {d.address: d for d in host.devices}
     parent_gpu = {p.uuid: p.gpu for p in placement.partitions}
     switches = _switches(domain.pcie)
-    devs = [
-        _Dev(g, by_address.get(parent_gpu.get(g.address, g.address)), switches.get(g.guest_address))
-        for g in domain.guest.devices
-        if g.cuda_index is not None or g.kind == DeviceKind.NIC.value
-    ]
+    devs = []
+    for g in domain.guest.devices:
+        if g.cuda_index is None and g.kind != DeviceKind.NIC.value:
+            continue
+        h = by_address.get(parent_gpu.get(g.address, g.address))
+        pf = by_address.get(h.pf) if h is not None and h.pf is not None else None
+        link = h.link if h is not None and h.link is not None else (pf.link if pf is not None else None)
+        devs.append(_Dev(g, h, switches.get(g.guest_address), link))
     if not any(d.guest.cuda_index is not None for d in devs):
         raise InvalidInputError(
             f"VM {placement.vm!r} has no GPU: an NCCL topology describes GPUs",
@@ -160,7 +165,7 @@ def _device(
     if h is not None:
         pci.set("vendor", h.vendor_id)
         pci.set("device", h.product_id)
-    _link(pci, h.link if h is not None else None)
+    _link(pci, dev.link)
     if gpu:
         el = etree.SubElement(pci, "gpu", dev=str(g.cuda_index), rank=str(g.cuda_index))
         sm = SM_BY_PCI_ID.get(f"{h.vendor_id}:{h.product_id}") if h is not None else None
@@ -172,7 +177,7 @@ def _device(
         return
     net = etree.SubElement(etree.SubElement(pci, "nic"), "net", name=names[g.guest_address])
     net.set("dev", str(sorted(names).index(g.guest_address)))
-    net.set("speed", str(_mbps(h.link if h is not None else None)))
+    net.set("speed", str(_mbps(dev.link)))
     net.set("port", "1")
     net.set("gdr", "1" if h is not None and h.vendor_id == MELLANOX else "0")
 
