@@ -31,7 +31,8 @@ def test_another_hosts_text_is_refused_and_nothing_recorded(cli: Cli) -> None:
                       4, "it shows 8 GPUs, the host has 16 (0000:13:00.0")
 
 
-def test_refresh_records_new_links_and_keeps_them_after(cli: Cli, tmp_path: Path) -> None:
+def _demo_topo(cli: Cli, tmp_path: Path) -> Path:
+    """`nvidia-smi topo -m` text of the demo host (its PCIe levels), GPU0 and GPU1 NVLinked 4 times."""
     cli.ok("host", "add", "a", "--demo")
     matrix = cli.ok("host", "show", "a", "--json").json()["gpu_matrix"]
     rows = [list(r) for r in matrix["rows"]]
@@ -40,9 +41,20 @@ def test_refresh_records_new_links_and_keeps_them_after(cli: Cli, tmp_path: Path
     labels = [f"GPU{i}" for i in range(len(rows))]
     lines = [f"{label}\t" + "\t".join(" X " if c == "X" else c for c in row)
              for label, row in zip(labels, rows, strict=True)]
-    text = "\t" + "\t".join(labels) + "\n" + "\n".join(lines) + "\n"
     saved = tmp_path / "topo.txt"
-    saved.write_text(text)
+    saved.write_text("\t" + "\t".join(labels) + "\n" + "\n".join(lines) + "\n")
+    return saved
+
+
+def test_add_records_the_links_with_the_discovered_host(cli: Cli, tmp_path: Path) -> None:
+    saved = _demo_topo(cli, tmp_path)
+    cli.ok("host", "add", "b", "--demo", "--nvidia-smi-topo", str(saved))
+    assert cli.ok("host", "show", "b", "--json").json()["gpu_matrix"]["rows"][0][1] == "NV4"
+    assert cli("host", "add", "--from-file", str(saved), "--nvidia-smi-topo", str(saved)).exit_code == 2
+
+
+def test_refresh_records_new_links_and_keeps_them_after(cli: Cli, tmp_path: Path) -> None:
+    saved = _demo_topo(cli, tmp_path)
     done = cli.ok("host", "refresh", "a", "--nvidia-smi-topo", str(saved), "--json").json()
     assert done["changes"] == ["NVLinks: 0 -> 1 linked GPU pairs"]
     assert cli.ok("host", "refresh", "a", "--json").json()["changes"] == []

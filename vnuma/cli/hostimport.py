@@ -64,6 +64,7 @@ def add(
     ] = None,
     jobs: JobsOpt = 8,
     strict: StrictOpt = False,
+    nvidia_smi_topo: NvidiaSmiTopoOpt = None,
     as_json: output.JsonOpt = False,
 ) -> None:
     """Discover a host's NUMA topology and PCI devices through libvirt and record it (or many: --from-file).
@@ -72,12 +73,15 @@ def add(
     hugepage pools larger than their cell...) are left out: one `warning:`
     line each on stderr, kept for `host show`; --strict refuses the host
     instead. JSON: {"name", "uri", "source", "cells", "cpus", "gpus",
-    "memory_kib", "cordoned", "left_out": [{"what", "why"}]}.
+    "memory_kib", "cordoned", "left_out": [{"what", "why"}]}. --nvidia-smi-topo
+    FILE records the NVLinks between its GPUs, as `host import` reads them.
 
     Example: vnuma host add gpu-node-1 --uri qemu+ssh://root@gpu-node-1/system
     """
     if from_file is not None and remote(ctx):
         raise typer.BadParameter("--from-file runs where the inventory is, not through --server")
+    if nvidia_smi_topo is not None and (from_file is not None or remote(ctx)):
+        raise typer.BadParameter("--nvidia-smi-topo goes with one host by NAME, where the inventory is")
     if from_file is not None:
         from vnuma.services.discovery import add_from_file
 
@@ -97,7 +101,9 @@ def add(
                                      "named on your command line")
         _print_added(client.add_host(name, uri, demo, strict), as_json)
         return
-    _print_added(imported_summary(add_host(settings(ctx), name, uri, capabilities, demo, strict=strict)), as_json)
+    added = add_host(settings(ctx), name, uri, capabilities, demo, strict=strict,
+                     nvidia_smi_topo=_topo_m(nvidia_smi_topo))
+    _print_added(imported_summary(added), as_json)
 
 
 def import_(

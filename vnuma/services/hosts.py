@@ -145,11 +145,12 @@ def read_documents(
 
 def add_host(
     settings: Settings, name: str | None, uri: str | None, capabilities: Path | None, demo: bool, *,
-    strict: bool = False,
+    strict: bool = False, nvidia_smi_topo: Document | None = None,
 ) -> Imported:
     """Discover a host through libvirt and record it with the parts left out (``--demo``, or its URI
     ``test:///vnuma-demo`` without ``capabilities``: the shipped demo host; ``strict``: refuse a host with
-    parts left out, recording nothing).
+    parts left out, recording nothing; ``nvidia_smi_topo``: the NVLinks its saved text shows, as
+    :func:`import_host` reads them).
 
     ``--demo`` and ``capabilities`` are recorded as the host's topology
     override, so that a refresh reads the topology the same way. Without a
@@ -182,6 +183,8 @@ def add_host(
     with open_registrar(settings.db_url) as registrar:
         _ensure_absent(registrar, name)
         imported = accepted(discover(name, uri, capabilities), strict, str(capabilities or uri))
+        if nvidia_smi_topo is not None:
+            imported = replace(imported, host=_linked(imported.host, nvidia_smi_topo))
         registrar.add_host(imported.host, override, imported.left_out)
     return imported
 
