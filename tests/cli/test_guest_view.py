@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import Cli, refused_unchanged
 from tests.render.nccl_reader import Node, read_topology
 
@@ -78,12 +80,13 @@ def test_nccl_topo_of_a_vm_without_gpus_is_exit_4_and_writes_nothing(cli: Cli, t
     assert cli("vm", "guest-view", "cpu-only", "--out", str(out)).exit_code == 2
 
 
-def test_nccl_topo_loads_neither_the_orm_nor_the_engine_nor_jinja(cli: Cli) -> None:
+@pytest.mark.parametrize("shown", ["--nccl-topo", "--json"])
+def test_guest_view_loads_neither_the_orm_nor_the_engine_nor_jinja(cli: Cli, shown: str) -> None:
     """What keeps the command quick as a whole process: it reads through sqlite3 (vnuma.inventory.reading)."""
     _placed(cli)
     code = (
         "import runpy, sys\n"
-        f"sys.argv = ['vnuma', '--db', {str(cli.db)!r}, 'vm', 'guest-view', 'v', '--nccl-topo']\n"
+        f"sys.argv = ['vnuma', '--db', {str(cli.db)!r}, 'vm', 'guest-view', 'v', {shown!r}]\n"
         "try:\n    runpy.run_module('vnuma.cli', run_name='__main__')\n"
         "except SystemExit as exit:\n    assert not exit.code, exit.code\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic', 'numpy', 'jinja2'))\n"
@@ -91,4 +94,5 @@ def test_nccl_topo_loads_neither_the_orm_nor_the_engine_nor_jinja(cli: Cli) -> N
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip() == "[]" and proc.stdout.startswith('<system version="1">')
+    assert proc.stderr.strip() == "[]" and proc.stdout.startswith('<system version="1">' if shown == "--nccl-topo"
+                                                                  else "{")

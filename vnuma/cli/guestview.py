@@ -48,7 +48,7 @@ def guest_view(
         _nccl_topo(ctx, vm, nccl_topo, as_json, out)
         return
     from vnuma.render.guestview import as_dict
-    from vnuma.services.applying import guest_view_of
+    from vnuma.services.guestfiles import guest_view_of
     from vnuma.topology import format_size_kib
 
     client = remote(ctx)

@@ -18,12 +18,11 @@ from vnuma.inventory import open_inventory
 from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement
 from vnuma.render.domain import render_domain
-from vnuma.render.guestview import GuestView
-from vnuma.render.view import RenderOptions, build_view
+from vnuma.render.view import RenderOptions
 from vnuma.services import Settings
 from vnuma.services.hypervisors import open_hypervisor
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
-from vnuma.services.renderings import rendering_doc, rendering_of
+from vnuma.services.renderings import rendering_doc
 from vnuma.topology import Host
 
 PLACED, DEFINED, RUNNING, STOPPED = "placed", "defined", "running", "stopped"
@@ -61,14 +60,6 @@ def render_vm(settings: Settings, vm: str, options: RenderOptions, template: Pat
     """The validated domain XML of a placed VM."""
     placement, _state, host = _load(open_inventory(settings.db_url), vm)
     return render_domain(host, placement, options=options, template=template, templates_dir=settings.templates_dir)
-
-
-def guest_view_of(settings: Settings, vm: str) -> GuestView:
-    """What the VM's guest sees (:mod:`vnuma.render.guestview`), rendered with the options it was applied with."""
-    inventory = open_inventory(settings.db_url)
-    placement, _state, host = _load(inventory, vm)
-    options, _template = rendering_of(inventory.get_rendering(vm))
-    return build_view(host, placement, options).guest
 
 
 def with_identity(options: RenderOptions, vm: str, *holders: Hypervisor) -> RenderOptions:
