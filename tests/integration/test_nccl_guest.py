@@ -2,8 +2,8 @@
 
 The guest boots as in ``test_guest_view.py`` (Debian's kernel, a busybox
 initramfs, QEMU TCG, each ``<hostdev>`` an emulated virtio-rng at its guest
-address), here under libvirt's embedded QEMU driver (``qemu:///embed``: the
-driver in this process, no daemon). The initramfs carries the topology file;
+address), here under libvirt's embedded QEMU driver (the ``embedded`` fixture:
+the driver in this process, no daemon). The initramfs carries the topology file;
 its init script walks it and, for every ``<pci busid>``, checks in sysfs that
 the function exists, that a device's ``numa_node`` is its ``<cpu numaid>``,
 and that the device hangs where NCCL reads it: two levels below the
@@ -19,12 +19,9 @@ mirrored switches and NVLinks.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,34 +71,6 @@ poweroff -f
 """
 
 
-@pytest.fixture
-def embed(tmp_path: Path) -> Iterator[Any]:
-    """libvirt's QEMU driver embedded in this process (its event loop in a thread)."""
-    libvirt = pytest.importorskip("libvirt")
-    assert shutil.which("qemu-system-x86_64"), "the QEMU driver needs qemu-system-x86_64"
-    libvirt.virEventRegisterDefaultImpl()
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.is_set():
-            libvirt.virEventRunDefaultImpl()
-
-    root = tmp_path / "embed"
-    (root / "etc").mkdir(parents=True)
-    # No virtlogd (a daemon): QEMU writes its log file itself; it runs as this test's user, which owns the
-    # files it reads (kernel, initramfs, console), with no security driver relabelling them.
-    (root / "etc" / "qemu.conf").write_text(
-        'stdio_handler = "file"\nuser = "+0"\ngroup = "+0"\nsecurity_driver = "none"\n'
-        if os.geteuid() == 0 else 'stdio_handler = "file"\n'
-    )
-    conn = libvirt.open(f"qemu:///embed?root={root}")
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    yield conn
-    stop.set()
-    conn.close()
-
-
 def _embeddable(xml: str) -> str:
     """The bootable domain without host bindings (the embedded driver, like this machine, has no host cells
     to bind to; they are checked elsewhere)."""
@@ -113,7 +82,7 @@ def _embeddable(xml: str) -> str:
     return etree.tostring(root, encoding="unicode")
 
 
-def test_every_busid_and_numaid_of_the_topology_is_the_guests(embed: Any, tmp_path: Path) -> None:
+def test_every_busid_and_numaid_of_the_topology_is_the_guests(embedded: Any, tmp_path: Path) -> None:
     if not KERNEL.is_file():
         pytest.fail(f"no guest kernel at {KERNEL}: scripts/setup --test fetches Debian's kernel package")
     cli = Cli(tmp_path / "inventory.db")
@@ -135,7 +104,7 @@ def test_every_busid_and_numaid_of_the_topology_is_the_guests(embed: Any, tmp_pa
     (extra / "nccl-topo.xml").write_text(topo)
     shutil.copy(_initramfs(tmp_path, INIT, extra), boot / "initrd.cpio")
     console = boot / "console.log"
-    dom = embed.createXML(_embeddable(_bootable(xml, boot, console)), 0)
+    dom = embedded.createXML(_embeddable(_bootable(xml, boot, console)), 0)
     try:
         deadline = time.monotonic() + 300
         while "VNUMA-END" not in (console.read_text(errors="replace") if console.exists() else ""):
