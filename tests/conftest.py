@@ -107,3 +107,34 @@ def conn() -> Iterator[Any]:
     if stock is not None and TEST_DRIVER_STOCK not in {d.name() for d in c.listAllDomains()}:
         c.defineXML(stock).create()
     c.close()
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """libvirt's QEMU driver embedded in this process (``qemu:///embed?root=DIR``, no daemon), its event loop
+    running in a thread. One per process: libvirt opens the embedded driver at one root only. QEMU logs to a
+    file itself (no virtlogd) and, run by root, runs as root with no security driver relabelling the files it
+    reads (kernels, initramfs, console files of the guest-boot tests)."""
+    import shutil
+    import threading
+
+    libvirt = pytest.importorskip("libvirt")
+    assert shutil.which("qemu-system-x86_64"), "the QEMU driver needs qemu-system-x86_64 (.ci/run installs it)"
+    root = tmp_path_factory.mktemp("embed")
+    (root / "etc").mkdir()
+    conf = 'stdio_handler = "file"\n'
+    if os.geteuid() == 0:
+        conf += 'user = "+0"\ngroup = "+0"\nsecurity_driver = "none"\n'
+    (root / "etc" / "qemu.conf").write_text(conf)
+    libvirt.virEventRegisterDefaultImpl()  # the embedded driver needs an event loop registered, once
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            libvirt.virEventRunDefaultImpl()
+
+    conn = libvirt.open(f"qemu:///embed?root={root}")
+    threading.Thread(target=loop, daemon=True).start()
+    yield conn
+    stop.set()
+    conn.close()

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from tests.cli.conftest import Cli, refused_unchanged
+from tests.render.nccl_reader import Node, read_topology
 
 
 def _placed(cli: Cli) -> dict:
@@ -40,3 +47,52 @@ def test_guest_view_text_names_nodes_devices_and_launch_lines(cli: Cli) -> None:
 def test_guest_view_of_an_unknown_vm_is_exit_3_and_changes_nothing(cli: Cli) -> None:
     _placed(cli)
     refused_unchanged(cli, ["vm", "guest-view", "nope"], 3, "'nope'")
+
+
+def test_nccl_topo_names_the_guests_gpus_at_their_guest_addresses(cli: Cli, tmp_path: Path) -> None:
+    _placed(cli)
+    view = cli.ok("vm", "guest-view", "v", "--json").json()
+    text = cli.ok("vm", "guest-view", "v", "--nccl-topo").stdout
+    system = read_topology(text)
+    gpus = {g.parent.attrs["busid"]: int(g.attrs["dev"]) for g in system.iter("gpu") if g.parent is not None}
+    assert gpus == {d["guest_address"]: d["cuda_index"] for d in view["devices"] if d["cuda_index"] is not None}
+    numaids = {g.parent.attrs["busid"]: _cpu_of(g) for g in system.iter("gpu") if g.parent is not None}
+    assert numaids == {d["guest_address"]: str(d["node"]) for d in view["devices"] if d["cuda_index"] is not None}
+    out = tmp_path / "topo.xml"
+    res = cli.ok("vm", "guest-view", "v", "--nccl-topo", "--out", str(out))
+    assert res.stdout == "" and out.read_text() == text and str(out) in res.stderr
+
+
+def _cpu_of(node: Node) -> str:
+    while node.name != "cpu":
+        assert node.parent is not None
+        node = node.parent
+    return node.attrs["numaid"]
+
+
+def test_nccl_topo_of_a_vm_without_gpus_is_exit_4_and_writes_nothing(cli: Cli, tmp_path: Path) -> None:
+    cli.ok("host", "add", "a", "--demo")
+    cli.ok("tenant", "create", "x")
+    cli.ok("place", "x", "--vcpus", "2", "--memory", "2GiB", "--name", "cpu-only")
+    out = tmp_path / "topo.xml"
+    refused_unchanged(cli, ["vm", "guest-view", "cpu-only", "--nccl-topo", "--out", str(out)], 4, "has no GPU")
+    assert not out.exists()
+    assert cli("vm", "guest-view", "cpu-only", "--out", str(out)).exit_code == 2
+
+
+@pytest.mark.parametrize("shown", ["--nccl-topo", "--json"])
+def test_guest_view_loads_neither_the_orm_nor_the_engine_nor_jinja(cli: Cli, shown: str) -> None:
+    """What keeps the command quick as a whole process: it reads through sqlite3 (vnuma.inventory.reading)."""
+    _placed(cli)
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['vnuma', '--db', {str(cli.db)!r}, 'vm', 'guest-view', 'v', {shown!r}]\n"
+        "try:\n    runpy.run_module('vnuma.cli', run_name='__main__')\n"
+        "except SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic', 'numpy', 'jinja2'))\n"
+        "print(heavy, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "[]" and proc.stdout.startswith('<system version="1">' if shown == "--nccl-topo"
+                                                                  else "{")

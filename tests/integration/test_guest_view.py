@@ -57,15 +57,18 @@ poweroff -f
 """
 
 
-def _initramfs(where: Path) -> Path:
+def _initramfs(where: Path, init: str = INIT, files: Path | None = None) -> Path:
+    """A busybox initramfs whose ``/init`` is ``init``, with the files of directory ``files`` at its root."""
     root = where / "initramfs"
     (root / "bin").mkdir(parents=True)
-    for d in ("proc", "sys", "dev"):
+    for d in ("proc", "sys", "dev", "tmp"):
         (root / d).mkdir()
     busybox = shutil.which("busybox")
     assert busybox, "busybox-static is not installed (scripts/setup --test installs it)"
     shutil.copy(busybox, root / "bin" / "busybox")
-    (root / "init").write_text(INIT)
+    for f in files.iterdir() if files is not None else ():
+        shutil.copy(f, root / f.name)
+    (root / "init").write_text(init)
     (root / "init").chmod(0o755)
     names = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
     archive = subprocess.run(

@@ -1,24 +1,11 @@
-"""The real QEMU driver without a daemon: libvirt's embedded driver (``qemu:///embed?root=DIR``), which turns
-a domain into the QEMU command line it would run (``domainXMLToNative``)."""
+"""The real QEMU driver without a daemon (the ``embedded`` fixture of tests/conftest.py) turns a domain into the
+QEMU command line it would run (``domainXMLToNative``)."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from lxml import etree
-
-
-@pytest.fixture(scope="session")
-def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    libvirt = pytest.importorskip("libvirt")
-    assert shutil.which("qemu-system-x86_64"), "the QEMU driver needs qemu-system-x86_64 (.ci/run installs it)"
-    libvirt.virEventRegisterDefaultImpl()  # the embedded driver needs an event loop registered, once
-    conn = libvirt.open(f"qemu:///embed?root={tmp_path_factory.mktemp('embed')}")
-    yield conn
-    conn.close()
 
 
 def qemu_argv(conn: Any, xml: str) -> str:

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
 from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import VmArg
 from vnuma.cli.placing import vm_app
 
+NcclTopoOpt = Annotated[
+    bool,
+    typer.Option("--nccl-topo", help="Print the guest's NCCL topology file (NCCL_TOPO_FILE) instead: guest bus ids, "
+                 "the host's links, nodes and NVLinks."),
+]
+OutOpt = Annotated[
+    Path | None, typer.Option("--out", metavar="FILE", help="With --nccl-topo: write the file here, not to stdout."),
+]
+
 
 @vm_app.command("guest-view")
-def guest_view(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -> None:
+def guest_view(
+    ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False, nccl_topo: NcclTopoOpt = False,
+    out: OutOpt = None,
+) -> None:
     """Show the VM's guest NUMA nodes, where its devices sit in the guest, and a launch line per device.
 
     Node and CPU numbers are the guest's own (`/sys/devices/system/node`);
@@ -23,10 +38,17 @@ def guest_view(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -
     [{"address", "kind", "node", "guest_address", "cuda_index", "launch"}]};
     a VM of cpu policy mixed adds "cpu_policy", "dedicated_vcpus" (and per node).
 
+    --nccl-topo prints the NCCL topology file of the guest instead (a VM
+    without GPUs: exit 4); hand it to NCCL inside the guest with
+    NCCL_TOPO_FILE=PATH.
+
     Example: vnuma vm guest-view tenant-a-vm1 --json
     """
+    if nccl_topo or out is not None:
+        _nccl_topo(ctx, vm, nccl_topo, as_json, out)
+        return
     from vnuma.render.guestview import as_dict
-    from vnuma.services.applying import guest_view_of
+    from vnuma.services.guestfiles import guest_view_of
     from vnuma.topology import format_size_kib
 
     client = remote(ctx)
@@ -65,6 +87,25 @@ def guest_view(ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False) -
                 for d in view["devices"]
             ],
         )
+
+
+def _nccl_topo(ctx: typer.Context, vm: str, nccl_topo: bool, as_json: bool, out: Path | None) -> None:
+    if not nccl_topo:
+        raise typer.BadParameter("--out goes with --nccl-topo")
+    if as_json:
+        raise typer.BadParameter("--nccl-topo prints XML; drop --json")
+    if remote(ctx):
+        raise typer.BadParameter("--nccl-topo runs where the inventory is, not through --server")
+    from vnuma.services.guestfiles import nccl_topology_of
+
+    text = nccl_topology_of(settings(ctx), vm)
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    from vnuma.services.files import write_output
+
+    write_output(out, text, "NCCL topology")
+    typer.echo(f"NCCL topology of VM {vm} written to {out}", err=True)
 
 
 def _cpulist(cpus: list[int]) -> str:

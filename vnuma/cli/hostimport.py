@@ -29,6 +29,19 @@ StrictOpt = Annotated[
                  "recording the rest and listing what was left out."),
 ]
 
+NvidiaSmiTopoOpt = Annotated[
+    Path | None,
+    typer.Option("--nvidia-smi-topo", metavar="FILE",
+                 help="`nvidia-smi topo -m` output saved on the host: the NVLinks between its GPUs."),
+]
+
+
+def _topo_m(path: Path | None) -> tuple[str, bytes] | None:
+    """The saved ``nvidia-smi topo -m`` file, read (None when not given)."""
+    from vnuma.services.files import read_input
+
+    return (str(path), read_input(path, "nvidia-smi topo -m")) if path is not None else None
+
 
 def add(
     ctx: typer.Context,
@@ -51,6 +64,7 @@ def add(
     ] = None,
     jobs: JobsOpt = 8,
     strict: StrictOpt = False,
+    nvidia_smi_topo: NvidiaSmiTopoOpt = None,
     as_json: output.JsonOpt = False,
 ) -> None:
     """Discover a host's NUMA topology and PCI devices through libvirt and record it (or many: --from-file).
@@ -59,12 +73,15 @@ def add(
     hugepage pools larger than their cell...) are left out: one `warning:`
     line each on stderr, kept for `host show`; --strict refuses the host
     instead. JSON: {"name", "uri", "source", "cells", "cpus", "gpus",
-    "memory_kib", "cordoned", "left_out": [{"what", "why"}]}.
+    "memory_kib", "cordoned", "left_out": [{"what", "why"}]}. --nvidia-smi-topo
+    FILE records the NVLinks between its GPUs, as `host import` reads them.
 
     Example: vnuma host add gpu-node-1 --uri qemu+ssh://root@gpu-node-1/system
     """
     if from_file is not None and remote(ctx):
         raise typer.BadParameter("--from-file runs where the inventory is, not through --server")
+    if nvidia_smi_topo is not None and (from_file is not None or remote(ctx)):
+        raise typer.BadParameter("--nvidia-smi-topo goes with one host by NAME, where the inventory is")
     if from_file is not None:
         from vnuma.services.discovery import add_from_file
 
@@ -84,7 +101,9 @@ def add(
                                      "named on your command line")
         _print_added(client.add_host(name, uri, demo, strict), as_json)
         return
-    _print_added(imported_summary(add_host(settings(ctx), name, uri, capabilities, demo, strict=strict)), as_json)
+    added = add_host(settings(ctx), name, uri, capabilities, demo, strict=strict,
+                     nvidia_smi_topo=_topo_m(nvidia_smi_topo))
+    _print_added(imported_summary(added), as_json)
 
 
 def import_(
@@ -98,6 +117,7 @@ def import_(
         typer.Option("--nodedev", help="`virsh nodedev-dumpxml` output (repeatable; a file may hold many)."),
     ] = None,
     hwloc: Annotated[Path | None, typer.Option("--hwloc", help="`lstopo --of xml` output.")] = None,
+    nvidia_smi_topo: NvidiaSmiTopoOpt = None,
     strict: StrictOpt = False,
     as_json: output.JsonOpt = False,
 ) -> None:
@@ -113,6 +133,11 @@ def import_(
     show`; --strict refuses such a host instead (exit 4, nothing recorded).
     JSON: as `host add --json`, with "left_out": [{"what", "why"}].
 
+    --nvidia-smi-topo FILE adds the NVLinks between the host's GPUs that
+    saved `nvidia-smi topo -m` text shows (GPUi is the i-th GPU by PCI
+    address); text from another host (another GPU count, a GPU on another
+    NUMA node or PCIe level) is refused naming the GPUs (exit 4).
+
     Example: vnuma host import old-box --capabilities caps.xml --nodedev gpus.xml
     """
     from vnuma.codec import imported_summary
@@ -120,10 +145,13 @@ def import_(
 
     documents = read_documents(capabilities, nodedev or [], hwloc)
     client = remote(ctx)
+    if client and nvidia_smi_topo is not None:
+        raise typer.BadParameter("--nvidia-smi-topo is read where the inventory is, not through --server")
     if client:
         _print_added(client.import_host(name, *documents, strict), as_json)
         return
-    _print_added(imported_summary(import_host(settings(ctx), name, *documents, strict=strict)), as_json)
+    imported = import_host(settings(ctx), name, *documents, strict=strict, nvidia_smi_topo=_topo_m(nvidia_smi_topo))
+    _print_added(imported_summary(imported), as_json)
 
 
 def _print_added(summary: dict[str, Any], as_json: bool) -> None:
@@ -148,6 +176,7 @@ def refresh(
     ] = False,
     jobs: JobsOpt = 8,
     strict: StrictOpt = False,
+    nvidia_smi_topo: NvidiaSmiTopoOpt = None,
     as_json: output.JsonOpt = False,
 ) -> None:
     """Rediscover a host (or --all) through its libvirt URI and report what changed.
@@ -155,12 +184,16 @@ def refresh(
     A host added with --demo or --capabilities FILE is read the same way
     again. What the new read leaves out is listed on stderr, as `host add`
     does, and kept for `host show`; --strict refuses such a read (exit 4,
-    nothing changed). JSON: {"name", "changed", "changes", "left_out"}.
+    nothing changed). NVLinks recorded with --nvidia-smi-topo are kept while
+    the GPUs they name remain; --nvidia-smi-topo FILE records them anew (as
+    `host import` reads it). JSON: {"name", "changed", "changes", "left_out"}.
 
     Example: vnuma host refresh --all --jobs 16 --json
     """
     if all_hosts and remote(ctx):
         raise typer.BadParameter("--all runs where the inventory is, not through --server")
+    if nvidia_smi_topo is not None and (all_hosts or remote(ctx)):
+        raise typer.BadParameter("--nvidia-smi-topo refreshes one host by NAME, where the inventory is")
     if all_hosts:
         from vnuma.services.discovery import refresh_all
 
@@ -179,7 +212,7 @@ def refresh(
     if client:
         doc = client.refresh_host(name, strict)
     else:
-        done = refresh_host(settings(ctx), name, capabilities, strict=strict)
+        done = refresh_host(settings(ctx), name, capabilities, strict=strict, nvidia_smi_topo=_topo_m(nvidia_smi_topo))
         doc = {"name": name, "changed": bool(done.changes), "changes": list(done.changes),
                "left_out": left_out_to_list(done.left_out)}
     output.echo_left_out([i.line() for i in left_out_from_list(doc.get("left_out"))])

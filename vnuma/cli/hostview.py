@@ -182,8 +182,10 @@ def _scaled(value: int | None, scale: int) -> str:
 
 
 def pcie_tables(host: Host) -> None:
-    """The device tree by root complex and the GPU x NIC level matrix (when the host has both)."""
+    """The device tree by root complex, the GPU x NIC level matrix (when the host has both) and the GPU x GPU
+    matrix (two GPUs or more)."""
     from vnuma.report.pcietree import level_table, tree_lines
+    from vnuma.topology.pcie import gpu_matrix
 
     lines = tree_lines(host)
     if lines:
@@ -193,6 +195,22 @@ def pcie_tables(host: Host) -> None:
         output.echo_table(
             "GPU x NIC (PIX one switch, PXB bridges, PHB host bridge, NODE same cell, SYS other cell)", *table
         )
+    gpus, rows = gpu_matrix(host)
+    if len(gpus) > 1:
+        output.echo_table(
+            "GPU x GPU, as nvidia-smi topo -m (NV# bonded NVLinks, else the PCIe level)",
+            ["GPU", "ADDRESS", *(f"GPU{i}" for i in range(len(gpus))), "CPU AFFINITY", "NUMA AFFINITY"],
+            [(f"GPU{i}", address, *row, *_affinity(host, address)) for i, (address, row) in enumerate(zip(gpus, rows,
+                                                                                                        strict=True))],
+        )
+
+
+def _affinity(host: Host, gpu: str) -> tuple[str, str]:
+    """The CPUs and NUMA node of a GPU's cell, as nvidia-smi's affinity columns ("-" without one)."""
+    node = next(d.numa_node for d in host.devices if d.address == gpu)
+    if node is None:
+        return "-", "-"
+    return format_cpuset(host.cell(node).cpu_ids) or "-", str(node)
 
 
 def resctrl_tables(host: Host, classes: Classes | None) -> None:

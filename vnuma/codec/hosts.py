@@ -46,6 +46,7 @@ from vnuma.topology import (
 )
 from vnuma.topology.hmat import NO_HMAT
 from vnuma.topology.hostcheck import check_host
+from vnuma.topology.nvlink import NvLink
 from vnuma.topology.partitions import GpuUse, HeldPartition, MigPartition, Partition, mig_partitions, vgpu_partitions
 from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, ResctrlPolicy
 from vnuma.topology.tiers import cell_kinds, cell_tiers
@@ -87,6 +88,7 @@ def host_to_dict(
         "mdevs": [{"uuid": m.uuid, "type": m.type, "parent": m.parent, "iommu_group": m.iommu_group}
                   for m in host.mdevs],
         "gpu_profiles": [profile_document(g) for g in host.gpu_profiles],
+        "nvlinks": [{"a": n.a, "b": n.b, "count": n.count} for n in host.nvlinks],
     }
 
 
@@ -190,6 +192,7 @@ def host_from_dict(d: Mapping[str, Any]) -> Host:
         hmat=hmat_from_dict(d["hmat"], at.key("hmat")) if d.get("hmat") is not None else NO_HMAT,
         resctrl=resctrl_from_dict(d["resctrl"], at.key("resctrl")) if d.get("resctrl") is not None else NO_RESCTRL,
         mdevs=take(d, "mdevs", at, _MDEVS, []),
+        nvlinks=take(d, "nvlinks", at, _NVLINKS, []),
         gpu_profiles=tuple(
             geometry_from_dict(g, f"{at.doc}: gpu_profiles[{i}]")
             for i, g in enumerate(take(d, "gpu_profiles", at, as_list, []))
@@ -366,6 +369,15 @@ def _mdev_from_dict(value: object, parent: At, i: int) -> Mdev:
 
 
 _MDEVS = list_of(_mdev_from_dict)
+
+
+def _nvlink_from_dict(value: object, parent: At, i: int) -> NvLink:
+    at = parent.index(i)
+    d = as_mapping(value, at)
+    return NvLink(a=take(d, "a", at, as_str), b=take(d, "b", at, as_str), count=take(d, "count", at, as_int))
+
+
+_NVLINKS = list_of(_nvlink_from_dict)
 
 
 def summary_text(summary: Mapping[str, Any]) -> str:

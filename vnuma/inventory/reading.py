@@ -11,11 +11,12 @@ one. Each read is one transaction.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vnuma.errors import not_in_inventory
+from vnuma.errors import InventoryError, not_in_inventory
 from vnuma.inventory import embedded
 from vnuma.inventory.access import OverAccess, open_access
 from vnuma.inventory.claims import decode_placement
@@ -51,6 +52,7 @@ VMS = (
 )
 VM_FILTERS = {"tenant": "t.name = :tenant", "host": "h.name = :host"}
 VM = "SELECT name, placement, state FROM vms WHERE name = :name"
+RENDERING = "SELECT rendering FROM vms WHERE name = :name"
 STATES = "SELECT name, state FROM vms ORDER BY name"
 NAMES = {  # names starting with :prefix (LIKE, with % _ and \\ escaped), for shell completion
     kind: f"SELECT name FROM {table} WHERE name LIKE :prefix ESCAPE '\\' ORDER BY name LIMIT 500"
@@ -177,6 +179,23 @@ def get_vm(x: Executor, name: str) -> tuple[Placement, VmState]:
     return decode_placement(str(row[0]), row[1]), VmState(row[2])
 
 
+def decode_rendering(name: str, doc: str | None) -> dict[str, Any] | None:
+    """The ``vms.rendering`` text of VM ``name``: how `vnuma apply` last rendered it, None if never applied.
+
+    Raises:
+        InventoryError: a text that is not a JSON object.
+    """
+    if doc is None:
+        return None
+    try:
+        value = json.loads(doc)
+    except ValueError as err:
+        raise InventoryError(f"inventory: stored rendering of VM {name!r} is unreadable: {err}") from err
+    if not isinstance(value, dict):
+        raise InventoryError(f"inventory: stored rendering of VM {name!r} is not an object")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class FleetView:
     """Hosts, placements and tenants (the engine's snapshot) and each VM's state, as one transaction saw them."""
@@ -214,6 +233,14 @@ class Reader(OverAccess):
         """See :func:`get_vm`."""
         with self._access.begin(False) as x:
             return get_vm(x, name)
+
+    def rendered_vm(self, name: str) -> tuple[Placement, Host, dict[str, Any] | None]:
+        """A VM's placement, its host and how its domain was last rendered (:func:`decode_rendering`), in one
+        transaction (NotFoundError if unknown)."""
+        with self._access.begin(False) as x:
+            placement, _state = get_vm(x, name)
+            row = x.one(RENDERING, {"name": name})
+            return placement, read_host(x, placement.host), decode_rendering(name, row[0] if row else None)
 
     def snapshot(self) -> Snapshot:
         """Tenants, hosts and placements, read in one transaction (what a placement decides on)."""

@@ -4,7 +4,7 @@ The ``hosts.topology`` column holds ``codec.host_to_dict(host)`` without the
 keys that have columns of their own (``name``, ``uri``, ``source``,
 ``reserved_cpus``, ``cordoned``, ``resctrl_policy``) or come from other tables
 (``gpu_profiles``), and without ``resctrl`` when the host has
-none, ``hmat`` when it publishes none and ``mdevs`` when it has none (so texts written before vnuma read
+none, ``hmat`` when it publishes none, ``mdevs`` and ``nvlinks`` when it has none (so texts written before vnuma read
 them stay what they are).
 Hosts of one hardware model therefore store the same text, and
 :class:`ShapeDecoder` parses and checks each distinct text once:
@@ -27,6 +27,7 @@ from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.topology import Cell, Host, Mdev, PciDevice, Source, format_cpuset, gc_paused, parse_cpuset
 from vnuma.topology.hmat import Hmat
 from vnuma.topology.leftout import LeftOut
+from vnuma.topology.nvlink import NvLink
 from vnuma.topology.resctrl import Resctrl, parse_policy
 
 _OWN_COLUMNS = ("name", "uri", "source", "reserved_cpus", "cordoned", "resctrl_policy")
@@ -49,6 +50,8 @@ def encode_topology(host: Host) -> str:
         del doc["hmat"]
     if not doc["mdevs"]:
         del doc["mdevs"]
+    if not doc["nvlinks"]:
+        del doc["nvlinks"]
     return json.dumps(doc, separators=(",", ":"))
 
 
@@ -101,8 +104,12 @@ def assemble_hosts(rows: Iterable[HostRowTuple], text_of: Callable[[str], str]) 
     return hosts
 
 
-_Parts = tuple[tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int], Resctrl, Hmat, tuple[Mdev, ...]]
-_Shape = tuple[tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int], Resctrl, Hmat, tuple[Mdev, ...]]
+_Parts = tuple[
+    tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int], Resctrl, Hmat, tuple[Mdev, ...], tuple[NvLink, ...]
+]
+_Shape = tuple[
+    tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int], Resctrl, Hmat, tuple[Mdev, ...], tuple[NvLink, ...]
+]
 
 
 class ShapeDecoder:
@@ -131,11 +138,12 @@ class ShapeDecoder:
                 parts = self._parts[(topology, source, reserved_cpuset)] = self._decode_parts(
                     name, topology, source, reserved_cpuset
                 )
-            cells, devices, kind, reserved, resctrl, hmat, mdevs = parts
+            cells, devices, kind, reserved, resctrl, hmat, mdevs, nvlinks = parts
             policy = _POLICIES.get(resctrl_policy)
             if policy is None:
                 policy = _POLICIES.setdefault(resctrl_policy, parse_policy(resctrl_policy))
-            return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl, hmat, policy, mdevs)
+            return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl, hmat, policy, mdevs,
+                        nvlinks=nvlinks)
         except (ValueError, TypeError, InvalidInputError) as err:
             raise InventoryError(
                 f"inventory: stored topology of host {name!r} is unreadable: {err}",
@@ -148,12 +156,12 @@ class ShapeDecoder:
         shape = self._shapes.get(topology)
         if shape is None:
             shape = self._shapes[topology] = self._decode(name, topology)
-        cells, devices, cpu_ids, resctrl, hmat, mdevs = shape
+        cells, devices, cpu_ids, resctrl, hmat, mdevs, nvlinks = shape
         reserved = parse_cpuset(reserved_cpuset)
         stray = reserved - cpu_ids
         if stray:
             raise InvalidInputError(f"reserved CPU(s) {format_cpuset(stray)} do not exist")
-        return cells, devices, Source(source), reserved, resctrl, hmat, mdevs
+        return cells, devices, Source(source), reserved, resctrl, hmat, mdevs, nvlinks
 
     @staticmethod
     def _decode(name: str, topology: str) -> _Shape:
@@ -161,7 +169,7 @@ class ShapeDecoder:
         if not isinstance(doc, dict):
             raise InvalidInputError("not a JSON object")
         base = host_from_dict({**doc, "name": name})
-        return base.cells, base.devices, base.cpu_ids, base.resctrl, base.hmat, base.mdevs
+        return base.cells, base.devices, base.cpu_ids, base.resctrl, base.hmat, base.mdevs, base.nvlinks
 
 
 

@@ -12,11 +12,12 @@ from typing import Any
 from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 
-from vnuma.errors import InvalidInputError, InventoryError
+from vnuma.errors import InvalidInputError
 from vnuma.inventory import hosts
 from vnuma.inventory.claimtables import CpuClaim, DeviceClaim, PageClaim, PartitionClaim, ResctrlClaim
 from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import VmRow
+from vnuma.inventory.reading import decode_rendering
 from vnuma.inventory.schema import VmState
 
 _LIST_HINT = "see `vnuma vm list`"
@@ -60,13 +61,4 @@ def record_defined(session: Session, name: str, rendering: dict[str, Any]) -> No
 
 def get_rendering(session: Session, name: str) -> dict[str, Any] | None:
     """How the VM's domain was last rendered by `vnuma apply`, None if never applied."""
-    doc = _vm_row(session, name).rendering
-    if doc is None:
-        return None
-    try:
-        value = json.loads(doc)
-    except ValueError as err:
-        raise InventoryError(f"inventory: stored rendering of VM {name!r} is unreadable: {err}") from err
-    if not isinstance(value, dict):
-        raise InventoryError(f"inventory: stored rendering of VM {name!r} is not an object")
-    return value
+    return decode_rendering(name, _vm_row(session, name).rendering)

@@ -80,6 +80,8 @@ class RootPort:
     bus: str
     slot: str
     model: str = ROOT_PORT
+    guest_address: str = ""
+    """Where the guest finds the port itself (``dddd:bb:ss.f``; :class:`Hostdev` says how buses are numbered)."""
 
     @property
     def model_name(self) -> str:
@@ -229,12 +231,13 @@ class _Builder:
         self.ports: list[RootPort] = []
         self.hostdevs: list[Hostdev] = []
 
-    def _port(self, model: str, bus: str, slot: int) -> str:
+    def _port(self, model: str, bus: str, slot: int, guest_bus: int) -> str:
         index = str(self.index)
         self.index += 1
         chassis, port = ("", "") if model == UPSTREAM else (index, f"0x{slot * 8:x}" if model == ROOT_PORT else
                                                                f"0x{slot:x}")
-        self.ports.append(RootPort(index, chassis, port, _hex2(int(bus)), _hex2(slot), model))
+        guest = f"0000:{guest_bus:02x}:{slot:02x}.0"
+        self.ports.append(RootPort(index, chassis, port, _hex2(int(bus)), _hex2(slot), model, guest))
         return index
 
     def _device(self, dev: Item, port: str, guest_bus: int) -> None:
@@ -249,15 +252,16 @@ class _Builder:
         self.expanders.append(Expander(index, str(bus_nr), node, _hex2(slot)))
         guest_bus = bus_nr
         for slot_no, group in enumerate(groups):
-            root = self._port(ROOT_PORT, index, slot_no)
+            root = self._port(ROOT_PORT, index, slot_no, bus_nr)
             guest_bus += 1
             if len(group) == 1:
                 self._device(group[0], root, guest_bus)
                 continue
-            upstream = self._port(UPSTREAM, root, 0)
+            upstream = self._port(UPSTREAM, root, 0, guest_bus)
             guest_bus += 1
+            switch_bus = guest_bus
             for down_slot, dev in enumerate(group):
-                down = self._port(DOWNSTREAM, upstream, down_slot)
+                down = self._port(DOWNSTREAM, upstream, down_slot, switch_bus)
                 guest_bus += 1
                 self._device(dev, down, guest_bus)
 

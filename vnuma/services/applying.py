@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from vnuma.errors import ConflictError, InvalidInputError, InventoryError
+from vnuma.errors import ConflictError, InvalidInputError
 from vnuma.hypervisor.base import DomainState, Hypervisor
 from vnuma.inventory import open_inventory
 from vnuma.inventory.repo import Inventory
 from vnuma.placement.model import Placement
 from vnuma.render.domain import render_domain
-from vnuma.render.guestview import GuestView
-from vnuma.render.view import RenderOptions, build_view
+from vnuma.render.view import RenderOptions
 from vnuma.services import Settings
 from vnuma.services.hypervisors import open_hypervisor
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
+from vnuma.services.renderings import rendering_doc
 from vnuma.topology import Host
 
 PLACED, DEFINED, RUNNING, STOPPED = "placed", "defined", "running", "stopped"
@@ -61,34 +61,6 @@ def render_vm(settings: Settings, vm: str, options: RenderOptions, template: Pat
     with open_inventory(settings.db_url) as inventory:
         placement, _state, host = _load(inventory, vm)
     return render_domain(host, placement, options=options, template=template, templates_dir=settings.templates_dir)
-
-
-def guest_view_of(settings: Settings, vm: str) -> GuestView:
-    """What the VM's guest sees (:mod:`vnuma.render.guestview`), rendered with the options it was applied with."""
-    with open_inventory(settings.db_url) as inventory:
-        placement, _state, host = _load(inventory, vm)
-        options, _template = rendering_of(inventory.get_rendering(vm))
-    return build_view(host, placement, options).guest
-
-
-def rendering_doc(options: RenderOptions, template: Path | None) -> dict[str, object]:
-    """What the inventory records of how a domain was rendered."""
-    return {"options": asdict(options), "template": str(template) if template is not None else None}
-
-
-def rendering_of(doc: dict[str, object] | None) -> tuple[RenderOptions, Path | None]:
-    """Render options and template back from :func:`rendering_doc` (defaults when never applied).
-
-    Raises:
-        InventoryError: a stored document this vnuma cannot read.
-    """
-    if doc is None:
-        return RenderOptions(), None
-    raw, template = doc.get("options"), doc.get("template")
-    names = {f.name for f in fields(RenderOptions)}
-    if not isinstance(raw, dict) or not set(raw) <= names or not isinstance(template, str | None):
-        raise InventoryError(f"inventory: stored rendering {doc!r} is unreadable")
-    return RenderOptions(**raw), Path(template) if template is not None else None
 
 
 def with_identity(options: RenderOptions, vm: str, *holders: Hypervisor) -> RenderOptions:

@@ -25,3 +25,17 @@ def read_input(path: Path, what: str) -> bytes:
         raise InvalidInputError(f"{path}: is a directory, expected a {what} file") from err
     except OSError as err:
         raise InvalidInputError(f"{path}: cannot read {what} file: {err.strerror}") from err
+
+
+def write_output(path: Path, text: str, what: str) -> None:
+    """Write ``text`` to the file an operator named (replacing it).
+
+    Raises:
+        InvalidInputError: the file cannot be written (a missing directory, no permission, a directory).
+    """
+    try:
+        path.write_text(text, encoding="utf-8")
+    except IsADirectoryError as err:
+        raise InvalidInputError(f"{path}: is a directory, expected a {what} file") from err
+    except OSError as err:
+        raise InvalidInputError(f"{path}: cannot write {what} file: {err.strerror}") from err

@@ -27,7 +27,8 @@ from vnuma.sources.demo import DEMO_OVERRIDE, DEMO_URI, demo_capabilities_path
 from vnuma.sources.gpunodes import with_gpu_nodes
 from vnuma.sources.hwloc import read_hwloc
 from vnuma.sources.nodedev import NodeDevices, read_nodedevs, with_parent_bridges
-from vnuma.topology import Host, Source, format_cpuset, format_size_kib
+from vnuma.sources.nvsmitopo import parse_topo_matrix, with_nvlinks
+from vnuma.topology import DeviceKind, Host, Source, format_cpuset, format_size_kib
 from vnuma.topology.leftout import Imported, LeftOut, refusal, usable
 from vnuma.topology.resctrl import Resctrl
 
@@ -144,11 +145,12 @@ def read_documents(
 
 def add_host(
     settings: Settings, name: str | None, uri: str | None, capabilities: Path | None, demo: bool, *,
-    strict: bool = False,
+    strict: bool = False, nvidia_smi_topo: Document | None = None,
 ) -> Imported:
     """Discover a host through libvirt and record it with the parts left out (``--demo``, or its URI
     ``test:///vnuma-demo`` without ``capabilities``: the shipped demo host; ``strict``: refuse a host with
-    parts left out, recording nothing).
+    parts left out, recording nothing; ``nvidia_smi_topo``: the NVLinks its saved text shows, as
+    :func:`import_host` reads them).
 
     ``--demo`` and ``capabilities`` are recorded as the host's topology
     override, so that a refresh reads the topology the same way. Without a
@@ -181,6 +183,8 @@ def add_host(
     with open_registrar(settings.db_url) as registrar:
         _ensure_absent(registrar, name)
         imported = accepted(discover(name, uri, capabilities), strict, str(capabilities or uri))
+        if nvidia_smi_topo is not None:
+            imported = replace(imported, host=_linked(imported.host, nvidia_smi_topo))
         registrar.add_host(imported.host, override, imported.left_out)
     return imported
 
@@ -221,19 +225,29 @@ def refresh_source(name: str, uri: str, override: str | None) -> tuple[str, Path
 
 def import_host(
     settings: Settings, name: str, capabilities: Document | None, nodedevs: Sequence[Document],
-    hwloc: Document | None, *, strict: bool = False,
+    hwloc: Document | None, *, strict: bool = False, nvidia_smi_topo: Document | None = None,
 ) -> Imported:
     """Parse the documents (``host import``'s files, read by the caller) and record the host with the parts
-    left out (``strict``: refuse a host with parts left out, recording nothing; see :func:`accepted`)."""
+    left out (``strict``: refuse a host with parts left out, recording nothing; see :func:`accepted`), with the
+    NVLinks saved ``nvidia-smi topo -m`` text shows (:func:`vnuma.sources.nvsmitopo.with_nvlinks`: refused,
+    recording nothing, when it is another host's)."""
     check_name(name, "host")
     with open_registrar(settings.db_url) as registrar:
         _ensure_absent(registrar, name)
         imported = import_documents(name, capabilities, nodedevs, hwloc)
+        if nvidia_smi_topo is not None:
+            imported = replace(imported, host=_linked(imported.host, nvidia_smi_topo))
         document = hwloc or capabilities
         assert document is not None  # import_documents refuses neither
         imported = accepted(imported, strict, document[0])
         registrar.add_host(imported.host, left_out=imported.left_out)
     return imported
+
+
+def _linked(host: Host, nvidia_smi_topo: Document) -> Host:
+    """``host`` with the NVLinks saved ``nvidia-smi topo -m`` text shows (InvalidInputError: another host's)."""
+    source, text = nvidia_smi_topo[0], nvidia_smi_topo[1].decode("utf-8", "replace")
+    return with_nvlinks(host, parse_topo_matrix(text, source), source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +259,10 @@ class Refresh:
     left_out: tuple[LeftOut, ...] = ()
 
 
-def refresh_host(settings: Settings, name: str | None, capabilities: Path | None, *, strict: bool = False) -> Refresh:
+def refresh_host(
+    settings: Settings, name: str | None, capabilities: Path | None, *, strict: bool = False,
+    nvidia_smi_topo: Document | None = None,
+) -> Refresh:
     """Rediscover a libvirt host and report what changed (topology and devices); ``strict``: refuse a read
     with parts left out, changing nothing.
 
@@ -275,6 +292,8 @@ def refresh_host(settings: Settings, name: str | None, capabilities: Path | None
             override = _file_override(capabilities)
             uri, source = old.uri, capabilities
         imported = accepted(discover(name, uri, source), strict, str(source or uri))
+        if nvidia_smi_topo is not None:
+            imported = replace(imported, host=_linked(imported.host, nvidia_smi_topo))
         return record_refresh(inventory, old, imported, override, recorded)
 
 
@@ -285,12 +304,16 @@ def record_refresh(
     when it leaves out other parts than the inventory says.
 
     ``override`` is where ``discovered`` was read, ``recorded`` the override
-    the inventory held; the reserved CPUs are kept.
+    the inventory held; the reserved CPUs are kept, and so are the NVLinks
+    (libvirt cannot see them) unless ``discovered`` brings its own or a GPU
+    they name is gone.
 
     Raises:
         ConflictError: the new topology drops CPUs, pages or devices that VMs hold.
     """
-    fresh = replace(discovered.host, reserved_cpus=old.reserved_cpus)
+    gpus = {d.address for d in discovered.host.devices_of(DeviceKind.GPU)}
+    kept = old.nvlinks if all(n.a in gpus and n.b in gpus for n in old.nvlinks) else ()
+    fresh = replace(discovered.host, reserved_cpus=old.reserved_cpus, nvlinks=discovered.host.nvlinks or kept)
     changes = tuple(diff_hosts(old, fresh))
     if changes or override != recorded or discovered.left_out != inventory.left_out(old.name):
         inventory.replace_host(fresh, override, discovered.left_out)
@@ -338,6 +361,8 @@ def diff_hosts(old: Host, new: Host) -> list[str]:
             out.append(f"cell {cid}: GPU memory of {a.gpu or '-'} -> {b.gpu or '-'}")
     if old.hmat != new.hmat:
         out.append("HMAT latency/bandwidth figures changed")
+    if old.nvlinks != new.nvlinks:
+        out.append(f"NVLinks: {len(old.nvlinks)} -> {len(new.nvlinks)} linked GPU pairs")
     out.extend(_resctrl_changes(old.resctrl, new.resctrl))
     return out
 

@@ -25,8 +25,9 @@ def host_summaries(settings: Settings) -> list[dict[str, Any]]:
 def host_document(settings: Settings, name: str) -> tuple[Host, dict[str, Any]]:
     """One host and its ``host show --json`` document: its topology, each GPU's mode and free partitions as
     its VMs' claims leave them (:func:`vnuma.placement.partitions.host_gpu_use`), the resctrl classes of
-    service their slices leave (:func:`vnuma.placement.resctrl.classes`) and ``left_out``, the parts its import
-    left out (``[{"what", "why"}]``), read in one transaction.
+    service their slices leave (:func:`vnuma.placement.resctrl.classes`), ``left_out``, the parts its import
+    left out (``[{"what", "why"}]``), and ``gpu_matrix``, ``{"gpus": [address], "rows": [[cell]]}`` as
+    ``nvidia-smi topo -m`` prints it (:func:`vnuma.topology.pcie.gpu_matrix`), read in one transaction.
 
     Raises:
         NotFoundError: unknown host.
@@ -35,11 +36,14 @@ def host_document(settings: Settings, name: str) -> tuple[Host, dict[str, Any]]:
     from vnuma.inventory.reading import open_reader
     from vnuma.placement.partitionchoice import host_gpu_use
     from vnuma.placement.resctrl import ResctrlUse
+    from vnuma.topology.pcie import gpu_matrix
 
     with open_reader(settings.db_url) as reader:
         host, placements, tenants, left_out = reader.shown_host(name)
     doc = host_to_dict(host, host_gpu_use(host, placements, tenants.values()), ResctrlUse.of(placements))
-    return host, {**doc, "left_out": left_out_to_list(left_out)}
+    gpus, rows = gpu_matrix(host)
+    matrix = {"gpus": list(gpus), "rows": [list(r) for r in rows]}
+    return host, {**doc, "left_out": left_out_to_list(left_out), "gpu_matrix": matrix}
 
 
 def remove_host(settings: Settings, name: str) -> None:

@@ -37,11 +37,12 @@ from vnuma.placement.pins import emulator_pins, vcpu_pins
 from vnuma.placement.rebalance import Plan
 from vnuma.render.domain import render_domain
 from vnuma.services import Settings, failpoints
-from vnuma.services.applying import hypervisor_of, rendering_of, with_identity
+from vnuma.services.applying import hypervisor_of, with_identity
 from vnuma.services.hypervisors import is_embedded, same_hypervisor
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
 from vnuma.services.movekinds import CLAIMS, LIVE, MIGRATE, MOVE, MOVE_RESTART, REDEFINE, RESTART, move_kind, observed
 from vnuma.services.permits import Permits
+from vnuma.services.renderings import rendering_of
 from vnuma.topology import Host
 
 INTERRUPTED = "interrupted"

@@ -17,6 +17,7 @@ from enum import StrEnum
 from vnuma.errors import InvalidInputError
 from vnuma.topology.hmat import NO_HMAT, Hmat
 from vnuma.topology.mig import MigGeometry
+from vnuma.topology.nvlink import NvLink
 from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, Resctrl, ResctrlPolicy
 from vnuma.topology.sizes import count_of as count_of
 from vnuma.topology.sizes import format_size_kib as format_size_kib
@@ -274,6 +275,8 @@ class Host:
     gpu_profiles: tuple[MigGeometry, ...] = ()
     """The MIG geometries the inventory keeps for the models of this host's GPUs
     (:func:`vnuma.topology.partitions.with_gpu_profiles`); not part of the stored topology."""
+    nvlinks: tuple[NvLink, ...] = ()
+    """NVLinks between its GPUs (:mod:`vnuma.topology.nvlink`), empty when none are known."""
 
     @property
     def cpu_ids(self) -> frozenset[int]:

@@ -1,4 +1,5 @@
-"""Whether a host's topology holds together: ids, siblings, distances, devices, reserved CPUs, resctrl, HMAT.
+"""Whether a host's topology holds together: ids, siblings, distances, devices, reserved CPUs, resctrl, HMAT,
+NVLinks.
 
 Pure: no I/O. Every reader of a topology (capabilities and hwloc files, traces, the inventory's documents)
 asks :func:`check_host` before a host is used.
@@ -7,8 +8,9 @@ asks :func:`check_host` before a host is used.
 from __future__ import annotations
 
 from vnuma.errors import InvalidInputError
-from vnuma.topology import Host, format_cpuset
+from vnuma.topology import DeviceKind, Host, format_cpuset
 from vnuma.topology.hmat import hmat_problem
+from vnuma.topology.nvlink import nvlinks_problem
 from vnuma.topology.resctrl import resctrl_problem
 
 
@@ -69,6 +71,9 @@ def check_host(host: Host) -> Host:
     if problem is not None:
         raise InvalidInputError(f"{where}: resctrl {problem}")
     problem = hmat_problem(host.hmat, frozenset(cell_ids))
+    if problem is not None:
+        raise InvalidInputError(f"{where}: {problem}")
+    problem = nvlinks_problem(host.nvlinks, frozenset(d.address for d in host.devices_of(DeviceKind.GPU)))
     if problem is not None:
         raise InvalidInputError(f"{where}: {problem}")
     return host

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from vnuma.topology import PciDevice
+from vnuma.topology import DeviceKind, Host, PciDevice
+from vnuma.topology.nvlink import nvlink_count
 
 
 class Level(StrEnum):
@@ -55,3 +56,16 @@ def pcie_level(a: PciDevice, b: PciDevice) -> Level | None:
     if a.numa_node != b.numa_node:
         return Level.SYS
     return Level.NODE if known_rc else None
+
+
+def gpu_matrix(host: Host) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """The host's GPUs (by address) and the GPU x GPU matrix ``nvidia-smi topo -m`` prints: ``X`` on the
+    diagonal, ``NV#`` where the GPUs are NVLinked (:attr:`Host.nvlinks`), else their PCIe level (``?`` where the
+    facts cannot tell). GPUs in address order, as NVML numbers them."""
+    gpus = host.devices_of(DeviceKind.GPU)
+    rows = tuple(
+        tuple("X" if a is b else (f"NV{n}" if (n := nvlink_count(host.nvlinks, a.address, b.address))
+                                  else str(pcie_level(a, b) or "?")) for b in gpus)
+        for a in gpus
+    )
+    return tuple(g.address for g in gpus), rows

@@ -63,7 +63,7 @@ def routes(app: FastAPI, settings: Settings, change: Change, warm: WarmFleet) ->
     @app.get("/v1/vms/{name}/guest-view", summary="vnuma vm guest-view")
     def vm_guest_view(name: str, token: Caller) -> dict[str, Any]:
         from vnuma.render.guestview import as_dict
-        from vnuma.services.applying import guest_view_of
+        from vnuma.services.guestfiles import guest_view_of
         from vnuma.services.queries import get_vm
 
         auth.allow(token, auth.SCOPED_READ, "read VMs")
