@@ -69,7 +69,8 @@ class DomainTotal:
     top: tuple[tuple[str, int], ...]
 
 
-def _counters(stats: Mapping[str, object]) -> dict[int, tuple[int, int]]:
+def counters(stats: Mapping[str, object]) -> dict[int, tuple[int, int]]:
+    """(local, total) bytes per L3 domain, summed over the domain's MBM monitors (cumulative counters)."""
     sums: dict[int, tuple[int, int]] = {}
     for monitor in parse_memory_bandwidth(stats):
         for n in monitor.nodes:
@@ -84,7 +85,7 @@ def rate(
     """The VM's rates between two samples of its stats; None when neither sample has a monitor."""
     if interval_s <= 0:
         raise ValueError("the interval between samples must be positive")
-    first, second = _counters(before), _counters(after)
+    first, second = counters(before), counters(after)
     occupancy: Counter[int] = Counter()
     for monitor in parse_cache_occupancy(after):
         for bank, size in monitor.banks:
