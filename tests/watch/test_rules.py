@@ -51,7 +51,7 @@ def test_capped_is_a_capped_vm_at_its_cap_of_the_domain_peak() -> None:
 
 
 def test_cell_drift_is_more_missing_on_the_host_than_the_threshold() -> None:
-    fig = figures(None, Reading("h1", 1.0, {}, {0: {4: 0}, 1: {4: 1000}}), {}, {0: {4: 300_000}, 1: {4: 1000}})
+    fig = figures(None, Reading("h1", 1.0, {}, {0: {4: 0}, 1: {4: 1000}}), {}, {0: {4: 2_000_000}, 1: {4: 1000}})
     got = {s.cell: s.true for s in signals(fig, {}, T, {})}
     assert got == {0: True, 1: False}
 

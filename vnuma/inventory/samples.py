@@ -40,9 +40,10 @@ _INSERT = (
 )
 
 
-def record_samples(x: Executor, samples: Iterable[Sample]) -> list[str]:
+def record_samples(x: Executor, samples: Iterable[Sample], *, audited: bool = True) -> list[str]:
     """Keep each sample as its VM's last, replacing the one before; a VM (or host) that left the inventory
-    meanwhile is skipped. The VMs whose sample was kept, in order."""
+    meanwhile is skipped. The VMs whose sample was kept, in order; ``audited``: one audit entry naming them
+    (``vnuma watch`` keeps each round's samples unaudited: its detections are what it audits)."""
     kept: list[str] = []
     for s in samples:
         ids = x.one(_IDS, {"vm": s.vm, "host": s.host})
@@ -55,7 +56,7 @@ def record_samples(x: Executor, samples: Iterable[Sample]) -> list[str]:
             "domains": json.dumps([list(d) for d in s.domains]), "llc": json.dumps([list(c) for c in s.llc]),
         })
         kept.append(s.vm)
-    if kept:
+    if kept and audited:
         audit.record(x, "bandwidth-sample", vm=kept)
     return kept
 

@@ -6,6 +6,8 @@ free pages); :func:`figures` compares it with the host's previous reading:
 
 * rates are counter differences over the real time between the two readings
   (``at``, seconds), never over the nominal interval;
+* a VM without memory-bandwidth or cache monitors (no resctrl monitoring) still has
+  its CPU use, with no traffic (and is listed in ``unmonitored``);
 * a counter that went down (MBM bytes or ``cpu.time``: the domain restarted, its
   monitor was re-created) gives that VM no figures this round, never a negative
   rate; a VM in one reading only gives none either;
@@ -145,7 +147,7 @@ def figures(
     """
     if previous is not None and current.at <= previous.at:
         raise ClockError(
-            f"host {current.host}: reading at {current.at:g} is not later than the one before ({previous.at:g}): "
+            f"host {current.host}: reading at {current.at:.15g} is not later than the one before ({previous.at:.15g}): "
             "the clock went backwards",
             hint="readings of a host must come in time order; check the host's clock (NTP)")
     mine = {name: p for name, p in placements.items() if p.host == current.host}
@@ -162,11 +164,14 @@ def figures(
                 resets.append(name)
                 continue
             r = rate(mine[name], before, after, elapsed)
+            used = _cpu(before, after, elapsed)
             if r is None:
                 unmonitored.append(name)
-                continue
+                if used is None:
+                    continue
+                r = VmRate(name, current.host, mine[name].tenant or "", (), ())
             rates.append(r)
-            cpu[name] = _cpu(before, after, elapsed)
+            cpu[name] = used
     assessed, domains = assess(rates, mine)
     cells = cell_figures(inventory_free, current.free) if current.free is not None else ()
     return RoundFigures(

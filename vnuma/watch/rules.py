@@ -56,7 +56,7 @@ class Thresholds:
     n: int = 5
     m: int = 3
     noisy_load: float = 0.5
-    cell_drift_kib: int = 1024 * 1024
+    cell_drift_kib: int = 4 * 1024 * 1024
     history_s: int = 3600
     minutes_days: int = 7
     limits: Limits = Limits()
