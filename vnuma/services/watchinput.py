@@ -14,17 +14,21 @@ domains and one ``getFreePages`` over its cells, on a bounded pool of threads.
 A host that fails answers with its reason; one that has not answered by the
 round's deadline is left to finish in the background (no second call is
 started on it meanwhile) and counts as not answering: no host waits for
-another.
+another. The workers are daemon threads, so a call that never returns (a
+host that accepts and never answers) does not keep the process from ending.
 """
 
 from __future__ import annotations
 
+import queue
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from vnuma.errors import HypervisorError, InvalidInputError, VnumaError
 from vnuma.hypervisor.base import Hypervisor
@@ -80,6 +84,34 @@ def recorded_rounds(directory: Path) -> list[Reading]:
     ]
 
 
+class _Workers:
+    """At most ``count`` calls at once, on daemon threads started as they are first needed."""
+
+    def __init__(self, count: int) -> None:
+        self.count = max(1, count)
+        self.jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+
+    def _work(self) -> None:
+        while True:
+            future, call = self.jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(call())
+            except BaseException as err:  # handed to the waiting round, which decides
+                future.set_exception(err)
+
+    def submit(self, call: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.jobs.put((future, call))
+        if len(self.threads) < self.count:
+            thread = threading.Thread(target=self._work, name=f"vnuma-watch-{len(self.threads)}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        return future
+
+
 @dataclass(slots=True)
 class LiveReader:
     """Reads hosts concurrently (at most ``workers`` at once), keeping one connection per host."""
@@ -87,7 +119,7 @@ class LiveReader:
     db_url: str
     workers: int = 16
     clock: Callable[[], float] = time.time
-    _pool: ThreadPoolExecutor | None = None
+    _pool: _Workers | None = None
     _conns: dict[str, Hypervisor] = field(default_factory=dict)
     _busy: dict[str, Future[Reading]] = field(default_factory=dict)
 
@@ -111,14 +143,15 @@ class LiveReader:
     ) -> dict[str, Reading | str]:
         """Per host (name -> URI, cell ids, page sizes): its reading, or why there is none."""
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="vnuma-watch")
+            self._pool = _Workers(self.workers)
         out: dict[str, Reading | str] = {}
         started: dict[str, Future[Reading]] = {}
         for host, (uri, cells, sizes) in sorted(hosts.items()):
             if host in self._busy and not self._busy[host].done():
                 out[host] = "still answering the previous round's call"
                 continue
-            started[host] = self._busy[host] = self._pool.submit(self._read, host, uri, cells, sizes)
+            started[host] = self._busy[host] = self._pool.submit(
+                lambda h=host, u=uri, c=cells, z=sizes: self._read(h, u, c, z))
         wait(started.values(), timeout=deadline_s)
         for host, future in started.items():
             if not future.done():
@@ -134,9 +167,8 @@ class LiveReader:
         return out
 
     def close(self) -> None:
-        """Close every connection; calls still running are left to end (their threads are not joined)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-        for hv in self._conns.values():
-            hv.close()
+        """Close the connections no call is using; calls still running are left to end (daemon threads)."""
+        for host, hv in list(self._conns.items()):
+            if host not in self._busy or self._busy[host].done():
+                hv.close()
         self._conns.clear()
