@@ -28,7 +28,8 @@ STALE_ROUNDS = 3
 
 @dataclass(slots=True)
 class Summary:
-    """What a watch did: rounds written and skipped (an unknown host, a clock that went backwards), events opened and closed, hosts stale at the end."""
+    """What a watch did: rounds written and skipped (an unknown host, a clock that went backwards), events
+    opened and closed, hosts stale at the end."""
 
     rounds: int = 0
     refused: int = 0
