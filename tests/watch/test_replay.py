@@ -158,3 +158,32 @@ def test_thresholds_from_the_file_change_what_is_detected(fleet: Cli, tmp_path: 
     fleet.ok("watch", "--domstats-dir", str(FLEET))
     # One sample opens and one clears; the drift (9 GiB) is under 16 GiB; b2's 60 % remote under tenant-b's 70 %.
     assert _events(fleet) == [("noisy", "b1", None, at(5), at(15))]
+
+
+def test_the_history_prints_and_draws_per_vm_and_per_domain(fleet: Cli, tmp_path: Path) -> None:
+    fleet.ok("watch", "--domstats-dir", str(FLEET))
+    doc = fleet.ok("stats", "--bandwidth", "--since", "2026-12-06", "--json").json()
+    assert [(s["vm"], s["host"], len(s["points"])) for s in doc["vms"]] == [
+        ("a1", "rdt", 29), ("a2", "rdt", 28), ("b1", "rdt", 29), ("b2", "rdt", 29), ("c1", "rdt2", 17)]
+    b2 = doc["vms"][3]["points"]
+    assert (b2[18]["remote_share"], b2[19]["remote_share"]) == (0.05, 0.6)  # samples 19 and 20
+    assert b2[19] == {"at": at(20), "mean": False, "local_mb_s": 1200.0, "remote_mb_s": 1800.0,
+                      "remote_share": 0.6, "llc_bytes": 3_145_728, "cpu": 1.5}
+    assert [(s["host"], s["domain"], max(p["total_mb_s"] for p in s["points"])) for s in doc["domains"]] == [
+        ("rdt", 0, 7020.0), ("rdt", 1, 3000.0), ("rdt2", 0, 200.0)]
+    picture = tmp_path / "b2.svg"
+    res = fleet.ok("stats", "--bandwidth", "--since", "2026-12-06", "--vm", "b2", "--svg", str(picture))
+    assert f"{at(20)}  1200.0" in res.stdout.replace("       ", "  ")
+    svg = picture.read_text()
+    assert "VM b2 on rdt" in svg and "VM b1" not in svg and svg.count("<path") + svg.count("<polyline") >= 2
+    whole = tmp_path / "all.svg"
+    fleet.ok("stats", "--bandwidth", "--since", "2026-12-06", "--svg", str(whole))
+    assert "host rdt L3 domain 1" in whole.read_text()
+
+
+def test_history_bad_input(fleet: Cli) -> None:
+    assert fleet("stats", "--since", "1h").exit_code == 2
+    gone = fleet("stats", "--bandwidth", "--since", "1h", "--vm", "a1")
+    assert gone.exit_code == 3 and "VM 'a1' has no sample in the watch's history" in gone.stderr
+    bad = fleet("stats", "--bandwidth", "--since", "yesterday")
+    assert bad.exit_code == 4 and "bad --since 'yesterday'" in bad.stderr
