@@ -47,9 +47,10 @@ def watch(
     in k of the last n samples and clear it after m quiet samples
     (thresholds: the [watch] table of the configuration file, see
     docs/watch.md). Events are listed by `vnuma events` and written to the
-    audit log. Each host's round is one transaction: raw samples for the
-    history window (1h), one-minute means for 7 days; each VM's last sample
-    also feeds `vnuma rebalance --objective bandwidth`.
+    audit log. Each round is one transaction (a replayed file is one host's
+    round): raw samples for the history window (1h), one-minute means for 7
+    days; each VM's last sample also feeds `vnuma rebalance --objective
+    bandwidth`.
 
     --domstats-dir replays recorded rounds without libvirt, one round per
     file in time order, rates over the recorded times; every file is checked

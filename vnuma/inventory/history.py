@@ -1,9 +1,9 @@
 """``vnuma watch``'s history: its samples with bounded retention, and its events (SQL text on any
 :class:`Executor`, SQLite and PostgreSQL alike).
 
-A round of one host is written by :func:`write_round` inside its caller's one
-transaction: its samples, the events it opens and closes (each also an audit
-log entry), then the retention: raw samples older than the raw window (cut at
+A round is written inside its caller's one transaction: per host
+:func:`write_round` (its samples, the events it opens and closes, each also an
+audit log entry), then :func:`prune`, the retention: raw samples older than the raw window (cut at
 a whole minute) become one-minute means per subject and are deleted, and
 means older than their days are deleted. A killed writer leaves the round
 whole or absent, never half: the transaction is the round.
@@ -90,11 +90,11 @@ def _params(row: HistoryRow) -> dict[str, Any]:
 
 def write_round(
     x: Executor, reading: tuple[str, int, Mapping[str, Any]], rows: Iterable[HistoryRow], opened: Sequence[Opened],
-    closed: Sequence[tuple[int, int]], *, now_ms: int, raw_s: int, minutes_days: int,
+    closed: Sequence[tuple[int, int]],
 ) -> list[int]:
-    """Write a round: the host's reading (host, at ms, stats by VM) replacing its last, the samples, the events
-    opened and closed (``closed``: (event id, at ms)), and the retention as of ``now_ms``; the ids of the
-    opened events, in order."""
+    """Write a host's round: its reading (host, at ms, stats by VM) replacing its last, the samples, the events
+    opened and closed (``closed``: (event id, at ms)); the ids of the opened events, in order. The caller then
+    applies the retention (:func:`prune`) in the same transaction."""
     host, at_ms, domains = reading
     x.run("DELETE FROM watch_readings WHERE host = :host", {"host": host})
     x.run("INSERT INTO watch_readings (host, at_ms, domains) VALUES (:host, :at, :domains)",
@@ -112,7 +112,6 @@ def write_round(
         rule, host, vm, cell = x.one("SELECT rule, host, vm, cell FROM watch_events WHERE id = :id",
                                      {"id": event_id}) or (None, None, None, None)
         audit.record(x, "watch-event-closed", event=event_id, rule=rule, host=host, vm=vm, cell=cell)
-    prune(x, now_ms, raw_s, minutes_days)
     return ids
 
 

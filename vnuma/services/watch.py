@@ -2,8 +2,9 @@
 
 Per host reading (:mod:`.watchinput`): the pure figures and rules
 (:mod:`vnuma.watch`) against the host's previous reading and the inventory's
-view (placements, each cell's free pages), the hysteresis steps, then **one
-transaction** writing the round: its samples (a ``round`` mark, each VM, each
+view (placements, each cell's free pages), the hysteresis steps; then **one
+transaction** writes the round (every host read in it; a replayed file is a
+round of its host): per host its samples (a ``round`` mark, each VM, each
 L3 domain, each cell), the events opened and closed (each in the audit log),
 each VM's last sample for ``rebalance --objective bandwidth``, and the
 retention. The in-memory state (tracks, peaks, open events, the previous
@@ -69,6 +70,22 @@ class RoundResult:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    """A host's round, decided and ready to write: what the transaction writes and the state it moves to."""
+
+    reading: Reading
+    fig: RoundFigures
+    result: RoundResult
+    peaks: dict[tuple[str, int], int]
+    tracks: dict[tuple[str, str, str, int], Track]
+    rows: list[HistoryRow]
+    opened: list[tuple[str, str, str, int]]
+    closed: list[tuple[str, str, str, int]]
+    at_ms: int
+    kept: dict[str, dict[str, object]]
+
+
 def iso(at: float) -> str:
     """``at`` (Unix seconds) as an ISO time, UTC."""
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
@@ -131,7 +148,7 @@ class Watch:
         with self._access.begin(False) as x:
             opened = history.open_events(x)
             flags = history.recent_flags(x, max(self.t.n, self.t.m))
-            self.peaks = history.peaks(x)
+            self.peaks: dict[tuple[str, int], int] = history.peaks(x)
             kept = history.last_readings(x)
         self.last = {host: at for host, (at, _) in kept.items()}
         self.previous = {host: Reading(host, at / 1000, stats) for host, (at, stats) in kept.items()}
@@ -156,19 +173,42 @@ class Watch:
     def close(self) -> None:
         self._access.close()
 
-    def run_round(self, reading: Reading) -> RoundResult:
-        """One host's round (see the module docstring); a reading that cannot be used is a note."""
-        result = RoundResult(reading.host, reading.at, False)
+    def run_round(self, readings: Sequence[Reading]) -> list[RoundResult]:
+        """One round of the hosts of ``readings`` (see the module docstring), written in one transaction; a
+        reading that cannot be used is a note, and the others are written."""
+        results: list[RoundResult] = []
+        ready: list[_Ready] = []
+        for reading in readings:
+            result = RoundResult(reading.host, reading.at, False)
+            results.append(result)
+            prepared = self._prepare(reading, result)
+            if prepared is not None:
+                ready.append(prepared)
+        if not ready:
+            return results
+        with self._access.begin(True) as x:
+            ids = []
+            for r in ready:
+                new = [Opened(*self._subject(k), r.at_ms, self._evidence(x, k, r.rows)) for k in r.opened]
+                ids.append(history.write_round(x, (r.result.host, r.at_ms, r.kept), r.rows, new,
+                                               [(self.events[k], r.at_ms) for k in r.closed]))
+                record_samples(x, self._samples(r.fig), audited=False)
+            history.prune(x, max(r.at_ms for r in ready), self.t.history_s, self.t.minutes_days)
+        for r, opened_ids in zip(ready, ids, strict=True):
+            self._commit(r, opened_ids)
+        return results
+
+    def _prepare(self, reading: Reading, result: RoundResult) -> _Ready | None:
         if reading.host not in self.hosts:
             if ("", reading.host) not in self.reported:
                 self.reported.add(("", reading.host))
                 result.notes.append(f"host {reading.host} is not in the inventory: its readings are skipped")
-            return result
+            return None
         try:
             fig = self._figures(reading)
         except ClockError as err:
             result.notes.append(str(err))
-            return result
+            return None
         for vm in fig.unknown:
             if (reading.host, vm) not in self.reported:
                 self.reported.add((reading.host, vm))
@@ -179,28 +219,25 @@ class Watch:
         peaks = peaks_with(self.peaks, (fig,))
         verdicts = signals(fig, self.placements, self.t, peaks)
         tracks, changes = self._steps(verdicts)
-        rows = rows_of(fig, verdicts)
-        opened = [k for k, c in changes if c == "open" and k not in self.events]
-        closed = [k for k, c in changes if c == "close" and k in self.events]
-        at_ms = round(fig.at * 1000)
-        kept = {vm: dict(stats) for vm, stats in reading.domains.items() if vm in self.placements}
-        with self._access.begin(True) as x:
-            new = [Opened(*self._subject(k), at_ms, self._evidence(x, k, rows)) for k in opened]
-            ids = history.write_round(
-                x, (reading.host, at_ms, kept), rows, new, [(self.events[k], at_ms) for k in closed],
-                now_ms=at_ms, raw_s=self.t.history_s, minutes_days=self.t.minutes_days)
-            record_samples(x, self._samples(fig), audited=False)
-        self.tracks.update(tracks)
-        self.peaks = peaks
-        self.previous[reading.host] = reading
-        self.last[reading.host] = at_ms
-        for key in closed:
-            result.changes.append(Change("closed", self.events.pop(key), *self._subject(key)))
-        for key, event_id in zip(opened, ids, strict=True):
+        return _Ready(
+            reading, fig, result, {k: v for k, v in peaks.items() if k[0] == reading.host}, tracks,
+            rows_of(fig, verdicts), [k for k, c in changes if c == "open" and k not in self.events],
+            [k for k, c in changes if c == "close" and k in self.events], round(fig.at * 1000),
+            {vm: dict(stats) for vm, stats in reading.domains.items() if vm in self.placements},
+        )
+
+    def _commit(self, r: _Ready, opened_ids: list[int]) -> None:
+        """Move the state on once the round is written."""
+        self.tracks.update(r.tracks)
+        self.peaks.update(r.peaks)
+        self.previous[r.result.host] = r.reading
+        self.last[r.result.host] = r.at_ms
+        for key in r.closed:
+            r.result.changes.append(Change("closed", self.events.pop(key), *self._subject(key)))
+        for key, event_id in zip(r.opened, opened_ids, strict=True):
             self.events[key] = event_id
-            result.changes.append(Change("opened", event_id, *self._subject(key)))
-        result.written = True
-        return result
+            r.result.changes.append(Change("opened", event_id, *self._subject(key)))
+        r.result.written = True
 
     def _figures(self, reading: Reading) -> RoundFigures:
         previous = self.previous.get(reading.host)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vnuma.errors import InventoryError
 from vnuma.services import Settings
 from vnuma.services.watch import RoundResult, Watch, iso
 from vnuma.services.watchinput import LiveReader, recorded_rounds
@@ -123,7 +124,7 @@ def replay(
         noted: set[tuple[str, str]] = set()
         for reading in readings:
             _notes(reading, noted, warn)
-            result = watch.run_round(reading)
+            (result,) = watch.run_round([reading])
             _account(result, summary, say, warn)
             if result.written:
                 stale.answered(reading.host, reading.at)
@@ -156,15 +157,22 @@ def live(
             targets = {name: (h.uri, sorted(c.id for c in h.cells), sorted({p.size_kib for c in h.cells
                                                                             for p in c.pages} | {4}))
                        for name, h in watch.hosts.items() if h.uri}
+            readings = []
             for host, got in reader.read(targets, deadline_s=interval_s).items():
                 if isinstance(got, str):
                     stale.failed(host, got)
                     continue
                 _notes(got, noted, warn)
-                result = watch.run_round(got)
+                readings.append(got)
+            try:
+                results = watch.run_round(readings)
+            except InventoryError as err:  # a busy or unreachable inventory: this round is lost, not the loop
+                warn(f"round not written: {err}")
+                results = []
+            for result in results:
                 _account(result, summary, say, warn)
                 if result.written:
-                    stale.answered(host, got.at)
+                    stale.answered(result.host, result.at)
             stale.tick(time.time())
             done += 1
             if once or (rounds is not None and done >= rounds):
