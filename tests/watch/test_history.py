@@ -15,7 +15,7 @@ STEP_MS = 10_000
 def _round(x, at_ms: int, total: int) -> None:  # type: ignore[no-untyped-def]
     rows = [HistoryRow(at_ms, "round", "h1"), HistoryRow(at_ms, "vm", "h1", "v", -1, total // 2, total, 4096, 1.0),
             HistoryRow(at_ms, "domain", "h1", "", 0, None, total, 4096)]
-    history.write_round(x, ("h1", at_ms, {"v": {"cpu.time": at_ms}}), rows, [], [])
+    history.write_round(x, [("h1", at_ms, {"v": {"cpu.time": at_ms}})], rows, [], [])
     history.prune(x, at_ms, RAW_S, DAYS)
 
 
@@ -55,11 +55,11 @@ def test_events_open_close_and_list_with_their_evidence(url: str) -> None:
     with open_access(url) as access:
         with access.begin(True) as x:
             (first,) = history.write_round(
-                x, ("h1", 1000, {}), [HistoryRow(1000, "round", "h1")],
+                x, [("h1", 1000, {})], [HistoryRow(1000, "round", "h1")],
                 [Opened("remote", "h1", "v", None, 1000, [{"at": "t", "remote_share": 0.6}])], [])
-            history.write_round(x, ("h1", 2000, {}), [], [Opened("cell-drift", "h1", None, 1, 2000, [])], [])
+            history.write_round(x, [("h1", 2000, {})], [], [Opened("cell-drift", "h1", None, 1, 2000, [])], [])
         with access.begin(True) as x:
-            history.write_round(x, ("h1", 3000, {}), [], [], [(first, 3000)])
+            history.write_round(x, [("h1", 3000, {})], [], [], [(first, 3000)])
         with access.begin(False) as x:
             every = history.events(x)
             still = history.open_events(x)

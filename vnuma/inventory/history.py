@@ -1,9 +1,9 @@
 """``vnuma watch``'s history: its samples with bounded retention, and its events (SQL text on any
 :class:`Executor`, SQLite and PostgreSQL alike).
 
-A round is written inside its caller's one transaction: per host
-:func:`write_round` (its samples, the events it opens and closes, each also an
-audit log entry), then :func:`prune`, the retention: raw samples older than the raw window (cut at
+A round is written inside its caller's one transaction: :func:`write_round`
+(every host's samples and last reading, the events the round opens and
+closes, each also an audit log entry), then :func:`prune`, the retention: raw samples older than the raw window (cut at
 a whole minute) become one-minute means per subject and are deleted, and
 means older than their days are deleted. A killed writer leaves the round
 whole or absent, never half: the transaction is the round.
@@ -89,16 +89,17 @@ def _params(row: HistoryRow) -> dict[str, Any]:
 
 
 def write_round(
-    x: Executor, reading: tuple[str, int, Mapping[str, Any]], rows: Iterable[HistoryRow], opened: Sequence[Opened],
-    closed: Sequence[tuple[int, int]],
+    x: Executor, readings: Sequence[tuple[str, int, Mapping[str, Any]]], rows: Iterable[HistoryRow],
+    opened: Sequence[Opened], closed: Sequence[tuple[int, int]],
 ) -> list[int]:
-    """Write a host's round: its reading (host, at ms, stats by VM) replacing its last, the samples, the events
-    opened and closed (``closed``: (event id, at ms)); the ids of the opened events, in order. The caller then
-    applies the retention (:func:`prune`) in the same transaction."""
-    host, at_ms, domains = reading
-    x.run("DELETE FROM watch_readings WHERE host = :host", {"host": host})
-    x.run("INSERT INTO watch_readings (host, at_ms, domains) VALUES (:host, :at, :domains)",
-          {"host": host, "at": at_ms, "domains": json.dumps(domains, separators=(",", ":"))})
+    """Write a round: each host's reading (host, at ms, stats by VM) replacing its last, the samples, the
+    events opened and closed (``closed``: (event id, at ms)); the ids of the opened events, in order. A few
+    statements whatever the number of hosts; the caller then applies the retention (:func:`prune`) in the
+    same transaction."""
+    x.many("DELETE FROM watch_readings WHERE host = :host", [{"host": host} for host, _, _ in readings])
+    x.many("INSERT INTO watch_readings (host, at_ms, domains) VALUES (:host, :at, :domains)",
+           [{"host": host, "at": at_ms, "domains": json.dumps(domains, separators=(",", ":"))}
+            for host, at_ms, domains in readings])
     x.many(_INSERT, [_params(r) for r in rows])
     ids = []
     for e in opened:

@@ -166,6 +166,9 @@ class Watch:
         with self._access.begin(False) as x:
             snap = fleet_view(x).snapshot
         self.placements = {p.vm: p for p in snap.placements}
+        self.on_host: dict[str, dict[str, Placement]] = {}
+        for p in snap.placements:
+            self.on_host.setdefault(p.host, {})[p.vm] = p
         self.hosts = {h.name: h for h in snap.hosts if self._only is None or h.name in self._only}
         self.free = _free(list(self.hosts.values()), [p for p in snap.placements if p.host in self.hosts],
                           snap.tenants)
@@ -187,15 +190,14 @@ class Watch:
         if not ready:
             return results
         with self._access.begin(True) as x:
-            ids = []
-            for r in ready:
-                new = [Opened(*self._subject(k), r.at_ms, self._evidence(x, k, r.rows)) for k in r.opened]
-                ids.append(history.write_round(x, (r.result.host, r.at_ms, r.kept), r.rows, new,
-                                               [(self.events[k], r.at_ms) for k in r.closed]))
-                record_samples(x, self._samples(r.fig), audited=False)
+            new = [Opened(*self._subject(k), r.at_ms, self._evidence(x, k, r.rows)) for r in ready for k in r.opened]
+            ids = iter(history.write_round(
+                x, [(r.result.host, r.at_ms, r.kept) for r in ready], [row for r in ready for row in r.rows], new,
+                [(self.events[k], r.at_ms) for r in ready for k in r.closed]))
+            record_samples(x, [s for r in ready for s in self._samples(r.fig)], audited=False)
             history.prune(x, max(r.at_ms for r in ready), self.t.history_s, self.t.minutes_days)
-        for r, opened_ids in zip(ready, ids, strict=True):
-            self._commit(r, opened_ids)
+        for r in ready:
+            self._commit(r, [next(ids) for _ in r.opened])
         return results
 
     def _prepare(self, reading: Reading, result: RoundResult) -> _Ready | None:
@@ -244,7 +246,7 @@ class Watch:
         if previous is not None and reading.at <= previous.at:
             raise ClockError(f"host {reading.host}: reading at {iso(reading.at)} is not later than the last one "
                              f"({iso(previous.at)}): the clock went backwards; nothing written for this round")
-        return figures(previous, reading, self.placements, self.free.get(reading.host, {}))
+        return figures(previous, reading, self.on_host.get(reading.host, {}), self.free.get(reading.host, {}))
 
     def _steps(self, verdicts: list[Signal]) -> tuple[dict[Key, Track], list[tuple[Key, str]]]:
         tracks: dict[Key, Track] = {}

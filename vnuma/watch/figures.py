@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from vnuma.errors import InvalidInputError
 from vnuma.placement.model import Placement
-from vnuma.watch.bandwidth import DomainTotal, VmRate, assess, counters, rate
+from vnuma.watch.bandwidth import DomainTotal, VmRate, assess, counters, rate_of
 
 Stats = Mapping[str, Mapping[str, object]]
 FreePages = Mapping[int, Mapping[int, int]]
@@ -105,8 +105,10 @@ class RoundFigures:
     unmonitored: tuple[str, ...]
 
 
-def _went_down(before: Mapping[str, object], after: Mapping[str, object]) -> bool:
-    first, second = counters(before), counters(after)
+def _went_down(
+    first: Mapping[int, tuple[int, int]], second: Mapping[int, tuple[int, int]], before: Mapping[str, object],
+    after: Mapping[str, object],
+) -> bool:
     if any(second[d][0] < first[d][0] or second[d][1] < first[d][1] for d in second.keys() & first.keys()):
         return True
     t0, t1 = before.get("cpu.time"), after.get("cpu.time")
@@ -150,7 +152,7 @@ def figures(
             f"host {current.host}: reading at {current.at:.15g} is not later than the one before ({previous.at:.15g}): "
             "the clock went backwards",
             hint="readings of a host must come in time order; check the host's clock (NTP)")
-    mine = {name: p for name, p in placements.items() if p.host == current.host}
+    mine = {name: p for name, p in placements.items() if p.host == current.host}  # the host's own, or all
     unknown = tuple(sorted(set(current.domains) - set(mine)))
     elapsed = current.at - previous.at if previous is not None else None
     rates: list[VmRate] = []
@@ -160,10 +162,11 @@ def figures(
     if previous is not None and elapsed is not None:
         for name in sorted(set(current.domains) & set(previous.domains) & set(mine)):
             before, after = previous.domains[name], current.domains[name]
-            if _went_down(before, after):
+            first, second = counters(before), counters(after)
+            if _went_down(first, second, before, after):
                 resets.append(name)
                 continue
-            r = rate(mine[name], before, after, elapsed)
+            r = rate_of(mine[name], first, second, after, elapsed)
             used = _cpu(before, after, elapsed)
             if r is None:
                 unmonitored.append(name)
