@@ -52,6 +52,11 @@ def _ids(x: Executor, table: str, names: set[str]) -> dict[str, int]:
     return out
 
 
+def _json(items: tuple[tuple[int, ...], ...]) -> str:
+    """``json.dumps`` of a tuple of int tuples, as it writes them (``[[0, 1, 2]]``), without its per-call cost."""
+    return "[" + ", ".join("[" + ", ".join(map(str, item)) + "]" for item in items) + "]"
+
+
 def record_samples(x: Executor, samples: Iterable[Sample], *, audited: bool = True) -> list[str]:
     """Keep each sample as its VM's last, replacing the one before; a VM (or host) that left the inventory
     meanwhile is skipped. The VMs whose sample was kept, in order; ``audited``: one audit entry naming them
@@ -62,7 +67,7 @@ def record_samples(x: Executor, samples: Iterable[Sample], *, audited: bool = Tr
     hosts = _ids(x, "hosts", {s.host for s in samples})
     rows = [
         {"vm_id": vms[s.vm], "host_id": hosts[s.host], "taken_at": s.taken_at, "interval_ms": s.interval_ms,
-         "domains": json.dumps([list(d) for d in s.domains]), "llc": json.dumps([list(c) for c in s.llc])}
+         "domains": _json(s.domains), "llc": _json(s.llc)}
         for s in samples if s.vm in vms and s.host in hosts
     ]
     x.many(_DELETE, [{"vm_id": r["vm_id"]} for r in rows])

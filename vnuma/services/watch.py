@@ -20,6 +20,7 @@ goes on.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -77,13 +78,13 @@ class _Ready:
     reading: Reading
     fig: RoundFigures
     result: RoundResult
-    peaks: dict[tuple[str, int], int]
+    peaks: dict[int, int]
     tracks: dict[tuple[str, str, str, int], Track]
     rows: list[HistoryRow]
     opened: list[tuple[str, str, str, int]]
     closed: list[tuple[str, str, str, int]]
     at_ms: int
-    kept: dict[str, dict[str, object]]
+    kept: dict[str, Any]
 
 
 def iso(at: float) -> str:
@@ -148,7 +149,9 @@ class Watch:
         with self._access.begin(False) as x:
             opened = history.open_events(x)
             flags = history.recent_flags(x, max(self.t.n, self.t.m))
-            self.peaks: dict[tuple[str, int], int] = history.peaks(x)
+            self.peaks: dict[str, dict[int, int]] = {}
+            for (host, domain), peak in history.peaks(x).items():
+                self.peaks.setdefault(host, {})[domain] = peak
             kept = history.last_readings(x)
         self.last = {host: at for host, (at, _) in kept.items()}
         self.previous = {host: Reading(host, at / 1000, stats) for host, (at, stats) in kept.items()}
@@ -179,6 +182,15 @@ class Watch:
     def run_round(self, readings: Sequence[Reading]) -> list[RoundResult]:
         """One round of the hosts of ``readings`` (see the module docstring), written in one transaction; a
         reading that cannot be used is a note, and the others are written."""
+        collecting = gc.isenabled()
+        gc.disable()  # the round's many small objects live until it is written: no cycle scans of the fleet
+        try:
+            return self._round(readings)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _round(self, readings: Sequence[Reading]) -> list[RoundResult]:
         results: list[RoundResult] = []
         ready: list[_Ready] = []
         for reading in readings:
@@ -218,20 +230,20 @@ class Watch:
                                     "not measured")
         for vm in fig.resets:
             result.notes.append(f"host {reading.host}: VM {vm}'s counters went down (restarted): no rate this round")
-        peaks = peaks_with(self.peaks, (fig,))
+        peaks = peaks_with({(reading.host, d): v for d, v in self.peaks.get(reading.host, {}).items()}, (fig,))
         verdicts = signals(fig, self.placements, self.t, peaks)
         tracks, changes = self._steps(verdicts)
         return _Ready(
-            reading, fig, result, {k: v for k, v in peaks.items() if k[0] == reading.host}, tracks,
+            reading, fig, result, {d: v for (_, d), v in peaks.items()}, tracks,
             rows_of(fig, verdicts), [k for k, c in changes if c == "open" and k not in self.events],
             [k for k, c in changes if c == "close" and k in self.events], round(fig.at * 1000),
-            {vm: dict(stats) for vm, stats in reading.domains.items() if vm in self.placements},
+            {vm: stats for vm, stats in reading.domains.items() if vm in self.placements},
         )
 
     def _commit(self, r: _Ready, opened_ids: list[int]) -> None:
         """Move the state on once the round is written."""
         self.tracks.update(r.tracks)
-        self.peaks.update(r.peaks)
+        self.peaks[r.result.host] = r.peaks
         self.previous[r.result.host] = r.reading
         self.last[r.result.host] = r.at_ms
         for key in r.closed:

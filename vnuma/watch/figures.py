@@ -27,7 +27,7 @@ free pages); :func:`figures` compares it with the host's previous reading:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vnuma.errors import InvalidInputError
 from vnuma.placement.model import Placement
@@ -50,6 +50,16 @@ class Reading:
     at: float
     domains: Stats
     free: FreePages | None = None
+    parsed: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict, repr=False)
+    """Each domain's MBM counters once read (:func:`counters`): a reading is the current one of a round and the
+    previous one of the next, and is parsed once."""
+
+    def counters_of(self, name: str) -> dict[int, tuple[int, int]]:
+        """:func:`counters` of domain ``name``'s stats, read once."""
+        found = self.parsed.get(name)
+        if found is None:
+            found = self.parsed[name] = counters(self.domains[name])
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +172,7 @@ def figures(
     if previous is not None and elapsed is not None:
         for name in sorted(set(current.domains) & set(previous.domains) & set(mine)):
             before, after = previous.domains[name], current.domains[name]
-            first, second = counters(before), counters(after)
+            first, second = previous.counters_of(name), current.counters_of(name)
             if _went_down(first, second, before, after):
                 resets.append(name)
                 continue
