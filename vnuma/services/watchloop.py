@@ -10,12 +10,13 @@ answers again.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vnuma.errors import InventoryError
+from vnuma.errors import InventoryError, VnumaError
 from vnuma.services import Settings
 from vnuma.services.watch import RoundResult, Watch, iso
 from vnuma.services.watchinput import LiveReader, recorded_rounds
@@ -136,10 +137,10 @@ def replay(
 
 def live(
     settings: Settings, t: Thresholds, hosts: Sequence[str] | None, interval_s: float, once: bool,
-    say: Say, warn: Say, *, sleep: Callable[[float], None] = time.sleep, rounds: int | None = None,
+    say: Say, warn: Say, *, stop: threading.Event | None = None,
 ) -> Summary:
-    """Read every host (of ``hosts``) each ``interval_s`` until interrupted (one round: ``once``; ``rounds``:
-    that many, for tests and benchmarks).
+    """Read every host (of ``hosts``) each ``interval_s`` until interrupted, or ``stop`` is set (one round:
+    ``once``).
 
     Raises:
         NotFoundError: a host of ``hosts`` that the inventory does not hold.
@@ -149,7 +150,6 @@ def live(
     summary = Summary()
     stale = _Staleness(interval_s, warn, summary)
     noted: set[tuple[str, str]] = set()
-    done = 0
     try:
         while True:
             started = time.monotonic()
@@ -174,10 +174,25 @@ def live(
                 if result.written:
                     stale.answered(result.host, result.at)
             stale.tick(time.time())
-            done += 1
-            if once or (rounds is not None and done >= rounds):
+            wait = max(0.0, interval_s - (time.monotonic() - started))
+            if once or (stop.wait(wait) if stop is not None else time.sleep(wait)):
                 return summary
-            sleep(max(0.0, interval_s - (time.monotonic() - started)))
     finally:
         reader.close()
         watch.close()
+
+
+def watch_in_background(settings: Settings, t: Thresholds, interval_s: float, say: Say) -> Callable[[], None]:
+    """Run :func:`live` over every host on a daemon thread (``vnuma serve --watch``), each line it says and
+    warns through ``say``; the function that stops it after its current round. A round the loop cannot
+    survive (the inventory gone) ends the thread with one line."""
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            live(settings, t, None, interval_s, False, say, lambda line: say(f"warning: {line}"), stop=stop)
+        except VnumaError as err:
+            say(f"error: the watch stopped: {err}")
+
+    threading.Thread(target=run, name="vnuma-watch-loop", daemon=True).start()
+    return stop.set
