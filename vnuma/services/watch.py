@@ -87,6 +87,11 @@ class _Ready:
     kept: dict[str, Any]
 
 
+def _counted(stats: Any) -> dict[str, object]:
+    """What the next round's rates need of a domain's stats (its counters), as a host's last reading keeps it."""
+    return {k: v for k, v in stats.items() if k == "cpu.time" or k.startswith("memory.bandwidth.monitor.")}
+
+
 def iso(at: float) -> str:
     """``at`` (Unix seconds) as an ISO time, UTC."""
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
@@ -237,7 +242,7 @@ class Watch:
             reading, fig, result, {d: v for (_, d), v in peaks.items()}, tracks,
             rows_of(fig, verdicts), [k for k, c in changes if c == "open" and k not in self.events],
             [k for k, c in changes if c == "close" and k in self.events], round(fig.at * 1000),
-            {vm: stats for vm, stats in reading.domains.items() if vm in self.placements},
+            {vm: _counted(stats) for vm, stats in reading.domains.items() if vm in self.placements},
         )
 
     def _commit(self, r: _Ready, opened_ids: list[int]) -> None:
