@@ -146,6 +146,7 @@ class Watch:
         self._access: Access = open_access(settings.db_url)
         self._only = set(hosts) if hosts else None
         self.reported: set[tuple[str, str]] = set()
+        self._mark: int | None = None
         self.refresh()
         unknown = sorted((self._only or set()) - set(self.hosts))
         if unknown:
@@ -170,9 +171,14 @@ class Watch:
                 self.tracks[key] = rebuilt([rule in f.split(",") for f in seq], key in self.events, self.t)
 
     def refresh(self) -> None:
-        """Read the inventory's placements, hosts and cells' free pages again."""
+        """Read the inventory's placements, hosts and cells' free pages again, when it changed since they were
+        read (the audit log grew: every change writes an entry)."""
         with self._access.begin(False) as x:
+            mark = history.change_mark(x)
+            if mark == self._mark:
+                return
             snap = fleet_view(x).snapshot
+        self._mark = mark
         self.placements = {p.vm: p for p in snap.placements}
         self.on_host: dict[str, dict[str, Placement]] = {}
         for p in snap.placements:
