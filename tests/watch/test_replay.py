@@ -187,3 +187,17 @@ def test_history_bad_input(fleet: Cli) -> None:
     assert gone.exit_code == 3 and "VM 'a1' has no sample in the watch's history" in gone.stderr
     bad = fleet("stats", "--bandwidth", "--since", "yesterday")
     assert bad.exit_code == 4 and "bad --since 'yesterday'" in bad.stderr
+
+
+@pytest.mark.postgres
+def test_the_replay_and_a_restart_on_postgresql(pg_url: str, tmp_path: Path) -> None:
+    from tests.watch.conftest import make_fleet
+
+    cli = Cli(pg_url)  # type: ignore[arg-type]
+    cli.ok("db", "upgrade")
+    make_fleet(cli)
+    cli.ok("watch", "--domstats-dir", str(copy_rounds(tmp_path / "first", lambda s: s <= 15)))
+    cli.ok("watch", "--domstats-dir", str(copy_rounds(tmp_path / "rest", lambda s: s > 15)))
+    assert _events(cli) == EXPECTED
+    doc = cli.ok("stats", "--bandwidth", "--since", "2026-12-06", "--vm", "b2", "--json").json()
+    assert len(doc["vms"][0]["points"]) == 29
