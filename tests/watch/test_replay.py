@@ -201,3 +201,12 @@ def test_the_replay_and_a_restart_on_postgresql(pg_url: str, tmp_path: Path) -> 
     assert _events(cli) == EXPECTED
     doc = cli.ok("stats", "--bandwidth", "--since", "2026-12-06", "--vm", "b2", "--json").json()
     assert len(doc["vms"][0]["points"]) == 29
+
+
+def test_an_open_event_of_a_vm_that_left_closes_with_its_hosts_next_round(fleet: Cli, tmp_path: Path) -> None:
+    fleet.ok("watch", "--domstats-dir", str(copy_rounds(tmp_path / "first", lambda s: s <= 25)))
+    assert _events(fleet)[-1] == ("remote", "b2", None, at(22), None)
+    fleet.ok("vm", "release", "b2")
+    res = fleet.ok("watch", "--domstats-dir", str(copy_rounds(tmp_path / "rest", lambda s: s == 26)))
+    assert "event 3 closed: remote VM b2 on host rdt" in res.stdout
+    assert _events(fleet)[-1] == ("remote", "b2", None, at(22), at(26))

@@ -247,9 +247,16 @@ class Watch:
         return _Ready(
             reading, fig, result, {d: v for (_, d), v in peaks.items()}, tracks,
             rows_of(fig, verdicts), [k for k, c in changes if c == "open" and k not in self.events],
-            [k for k, c in changes if c == "close" and k in self.events], round(fig.at * 1000),
+            [k for k, c in changes if c == "close" and k in self.events] + self._left(reading.host),
+            round(fig.at * 1000),
             {vm: _counted(stats) for vm, stats in reading.domains.items() if vm in self.placements},
         )
+
+    def _left(self, host: str) -> list[Key]:
+        """The open events of VMs no longer on ``host`` in the inventory (released, moved): closed with the
+        host's round, as nothing will sample them there again."""
+        here = self.on_host.get(host, {})
+        return [k for k in self.events if k[1] == host and k[2] and k[2] not in here]
 
     def _commit(self, r: _Ready, opened_ids: list[int]) -> None:
         """Move the state on once the round is written."""
