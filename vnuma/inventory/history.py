@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from vnuma.inventory import audit
@@ -84,8 +85,11 @@ _CLOSE = "UPDATE watch_events SET closed_ms = :at WHERE id = :id AND closed_ms I
 _EVENT_COLUMNS = "id, rule, host, vm, cell, opened_ms, closed_ms, evidence"
 
 
+_VALUES = attrgetter(*_COLUMNS)
+
+
 def _params(row: HistoryRow) -> dict[str, Any]:
-    return {c: getattr(row, c) for c in _COLUMNS}
+    return dict(zip(_COLUMNS, _VALUES(row), strict=True))
 
 
 def write_round(

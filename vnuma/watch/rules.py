@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from vnuma.placement.model import Placement
 from vnuma.watch.figures import RoundFigures
@@ -94,14 +93,13 @@ def inconsistency(t: Thresholds) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Signal:
-    """One rule on one subject in one sample: true or not, and the figures that say so."""
+    """One rule on one subject in one sample: true or not (the sample itself, stored, is the evidence)."""
 
     rule: str
     host: str
     vm: str | None
     cell: int | None
     true: bool
-    evidence: Mapping[str, Any]
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -128,21 +126,15 @@ def signals(
     loaded = {d for d, total in totals.items() if total and total >= t.noisy_load * peaks.get((fig.host, d), 0)}
     for v in fig.vms:
         limits = t.of(v.rate.tenant)
-        base = {"local_mb_s": round(v.rate.local_bps / 1e6, 1), "total_mb_s": round(v.rate.total_bps / 1e6, 1)}
-        noisy_on = sorted(set(v.rate.noisy) & loaded)
-        out.append(Signal("noisy", fig.host, v.vm, None, bool(noisy_on), {**base, "domains": noisy_on}))
+        out.append(Signal("noisy", fig.host, v.vm, None, not loaded.isdisjoint(v.rate.noisy)))
         share = v.remote_share
-        out.append(Signal("remote", fig.host, v.vm, None, share is not None and share > limits.remote_share,
-                          {**base, "remote_share": None if share is None else round(share, 3)}))
+        out.append(Signal("remote", fig.host, v.vm, None, share is not None and share > limits.remote_share))
         caps = placements[v.vm].mem_bw
         if caps:
             on = {d.domain: d.total_bps for d in v.rate.domains}
             peak = {d: peaks.get((fig.host, d), 0) for d, _ in caps}
-            at_cap = sorted(d for d, cap in caps if peak[d] and on.get(d, 0) >= limits.capped * cap / 100 * peak[d])
-            out.append(Signal("capped", fig.host, v.vm, None, bool(at_cap),
-                              {**base, "domains": at_cap, "caps": [list(c) for c in caps]}))
+            at_cap = any(peak[d] and on.get(d, 0) >= limits.capped * cap / 100 * peak[d] for d, cap in caps)
+            out.append(Signal("capped", fig.host, v.vm, None, at_cap))
     for c in fig.cells:
-        out.append(Signal("cell-drift", fig.host, None, c.cell, c.drift_kib > t.cell_drift_kib,
-                          {"inventory_free_kib": c.inventory_free_kib, "host_free_kib": c.host_free_kib,
-                           "drift_kib": c.drift_kib}))
+        out.append(Signal("cell-drift", fig.host, None, c.cell, c.drift_kib > t.cell_drift_kib))
     return out
