@@ -170,12 +170,12 @@ class Watch:
                 key = (rule, host, subject, item)
                 self.tracks[key] = rebuilt([rule in f.split(",") for f in seq], key in self.events, self.t)
 
-    def refresh(self) -> None:
+    def refresh(self, *, force: bool = False) -> None:
         """Read the inventory's placements, hosts and cells' free pages again, when it changed since they were
-        read (the audit log grew: every change writes an entry)."""
+        read (the audit log grew: every change writes an entry), or ``force``."""
         with self._access.begin(False) as x:
             mark = history.change_mark(x)
-            if mark == self._mark:
+            if mark == self._mark and not force:
                 return
             snap = fleet_view(x).snapshot
         self._mark = mark
