@@ -176,13 +176,6 @@ def peaks(x: Executor) -> dict[tuple[str, int], int]:
     return {(str(h), int(i)): int(m or 0) for h, i, m in rows}
 
 
-def change_mark(x: Executor) -> int:
-    """The audit log's last entry id: every change to the inventory writes one, so an unchanged mark means an
-    unchanged inventory."""
-    row = x.one("SELECT COALESCE(MAX(id), 0) FROM audit_log")
-    return int(row[0]) if row else 0
-
-
 def last_readings(x: Executor) -> dict[str, tuple[int, dict[str, dict[str, object]]]]:
     """Each host's last reading written: when (ms), and its VMs' stats by name."""
     return {str(h): (int(at), json.loads(str(d))) for h, at, d in x.rows(

@@ -20,7 +20,6 @@ goes on.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,11 +31,12 @@ from vnuma.inventory.access import Access, open_access
 from vnuma.inventory.history import HistoryRow, Opened
 from vnuma.inventory.reading import fleet_view
 from vnuma.inventory.samples import Sample, record_samples
+from vnuma.inventory.warm import read_marks
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement
 from vnuma.report.usage import cell_use
 from vnuma.services import Settings
-from vnuma.topology import Host
+from vnuma.topology import Host, gc_paused
 from vnuma.watch.figures import ClockError, Reading, RoundFigures, figures
 from vnuma.watch.hysteresis import Track, rebuilt, step
 from vnuma.watch.rules import RULES, Signal, Thresholds, peaks_with, signals
@@ -146,7 +146,7 @@ class Watch:
         self._access: Access = open_access(settings.db_url)
         self._only = set(hosts) if hosts else None
         self.reported: set[tuple[str, str]] = set()
-        self._mark: int | None = None
+        self._mark: dict[str, tuple[int, int]] | None = None
         self.refresh()
         unknown = sorted((self._only or set()) - set(self.hosts))
         if unknown:
@@ -171,10 +171,10 @@ class Watch:
                 self.tracks[key] = rebuilt([rule in f.split(",") for f in seq], key in self.events, self.t)
 
     def refresh(self, *, force: bool = False) -> None:
-        """Read the inventory's placements, hosts and cells' free pages again, when it changed since they were
-        read (the audit log grew: every change writes an entry), or ``force``."""
+        """Read the inventory's placements, hosts and cells' free pages again, when a host or its VMs changed
+        since they were read (a host's generation moved, as for a serving process's warm ledger), or ``force``."""
         with self._access.begin(False) as x:
-            mark = history.change_mark(x)
+            mark = read_marks(x)
             if mark == self._mark and not force:
                 return
             snap = fleet_view(x).snapshot
@@ -193,13 +193,8 @@ class Watch:
     def run_round(self, readings: Sequence[Reading]) -> list[RoundResult]:
         """One round of the hosts of ``readings`` (see the module docstring), written in one transaction; a
         reading that cannot be used is a note, and the others are written."""
-        collecting = gc.isenabled()
-        gc.disable()  # the round's many small objects live until it is written: no cycle scans of the fleet
-        try:
+        with gc_paused():  # the round's many small objects live until it is written: no cycle scans of the fleet
             return self._round(readings)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _round(self, readings: Sequence[Reading]) -> list[RoundResult]:
         results: list[RoundResult] = []
