@@ -24,23 +24,19 @@ reads or writes anything.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import fields
 from types import MappingProxyType
 from typing import Any
 
 from vnuma.errors import ConfigError, InvalidInputError
+from vnuma.services.audit import parse_age
 from vnuma.services.config import Config
 from vnuma.topology.sizes import parse_size_kib
 from vnuma.watch.rules import RANGES, Limits, Thresholds, inconsistency
 
 _LIMITS = {f.name for f in fields(Limits)}
 _TOP = {"k", "n", "m", "noisy_load", "cell_drift", "history", "minutes_days", *_LIMITS, "tenants"}
-
-
-_TIME = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>s|m|h)?$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, None: 1}
 
 
 def _number(where: str, key: str, raw: object, whole: bool) -> float:
@@ -112,7 +108,7 @@ def _size(where: str, raw: object) -> int:
 
 
 def _time(where: str, raw: object) -> int:
-    found = _TIME.match(raw.strip().lower()) if isinstance(raw, str) else None
-    if found is None:
+    age = parse_age(raw) if isinstance(raw, str) else None
+    if age is None:
         raise ConfigError(f"{where}history: expected a time such as \"1h\" or \"30m\", got {raw!r}")
-    return round(float(found["n"]) * _UNITS[found["unit"]])
+    return round(age.total_seconds())
