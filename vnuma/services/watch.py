@@ -37,7 +37,7 @@ from vnuma.placement.model import Placement
 from vnuma.report.usage import cell_use
 from vnuma.services import Settings
 from vnuma.topology import Host, gc_paused
-from vnuma.watch.figures import ClockError, Reading, RoundFigures, figures
+from vnuma.watch.figures import ClockError, Reading, RoundFigures, figures, remote
 from vnuma.watch.hysteresis import Track, rebuilt, step
 from vnuma.watch.rules import RULES, Signal, Thresholds, peaks_with, signals
 
@@ -124,14 +124,19 @@ def rows_of(fig: RoundFigures, verdicts: Iterable[Signal]) -> list[HistoryRow]:
     return rows
 
 
+def vm_point(row: HistoryRow) -> dict[str, Any]:
+    """A VM's stored sample as events and the history print it (MB/s: 10^6 bytes/s)."""
+    local = row.local_bps or 0
+    far, share = remote(local, row.total_bps or 0)
+    return {"local_mb_s": round(local / 1e6, 1), "remote_mb_s": round(far / 1e6, 1),
+            "remote_share": None if share is None else round(share, 3), "llc_bytes": row.llc_bytes, "cpu": row.cpu}
+
+
 def evidence(row: HistoryRow) -> dict[str, Any]:
     """A sample as an event's evidence keeps it."""
     out: dict[str, Any] = {"at": iso(row.at_ms / 1000)}
     if row.kind == "vm":
-        total, local = row.total_bps or 0, row.local_bps or 0
-        out |= {"local_mb_s": round(local / 1e6, 1), "remote_mb_s": round(max(total - local, 0) / 1e6, 1),
-                "remote_share": round(max(total - local, 0) / total, 3) if total else None,
-                "llc_bytes": row.llc_bytes, "cpu": row.cpu}
+        out |= vm_point(row)
     else:
         out |= {"host_free_kib": row.free_kib, "drift_kib": row.drift_kib}
     return out | {"rules": [r for r in row.flags.split(",") if r]}

@@ -16,7 +16,7 @@ from vnuma.inventory.access import open_access
 from vnuma.report.timeseries import LOCAL, REMOTE, TOTAL, Chart, Line, history_svg
 from vnuma.services import Settings
 from vnuma.services.audit import parse_since
-from vnuma.services.watch import iso
+from vnuma.services.watch import iso, vm_point
 
 
 def _mb(bps: int | None) -> float:
@@ -39,11 +39,7 @@ def bandwidth_history(settings: Settings, since: str, vm: str | None = None) -> 
     for r in rows:
         point: dict[str, Any] = {"at": iso(r.at_ms / 1000), "mean": r.minute}
         if r.kind == "vm":
-            total, local = r.total_bps or 0, r.local_bps or 0
-            vms[(r.subject, r.host)].append(point | {
-                "local_mb_s": _mb(local), "remote_mb_s": _mb(max(total - local, 0)),
-                "remote_share": round(max(total - local, 0) / total, 3) if total else None,
-                "llc_bytes": r.llc_bytes, "cpu": r.cpu})
+            vms[(r.subject, r.host)].append(point | vm_point(r))
         else:
             domains[(r.host, r.item)].append(point | {"total_mb_s": _mb(r.total_bps), "llc_bytes": r.llc_bytes})
     if vm is not None and not vms:

@@ -37,6 +37,13 @@ Stats = Mapping[str, Mapping[str, object]]
 FreePages = Mapping[int, Mapping[int, int]]
 
 
+def remote(local_bps: int, total_bps: int) -> tuple[int, float | None]:
+    """Remote bytes/s (total − local: the traffic that left the L3 domain's own memory controller, never below
+    zero) and their share of the total (None at no traffic)."""
+    far = max(total_bps - local_bps, 0)
+    return far, (far / total_bps if total_bps else None)
+
+
 class ClockError(InvalidInputError):
     """A reading not later than the one before it on the same host (the clock went backwards)."""
 
@@ -75,12 +82,11 @@ class VmFigures:
 
     @property
     def remote_bps(self) -> int:
-        return max(self.rate.total_bps - self.rate.local_bps, 0)
+        return remote(self.rate.local_bps, self.rate.total_bps)[0]
 
     @property
     def remote_share(self) -> float | None:
-        total = self.rate.total_bps
-        return self.remote_bps / total if total else None
+        return remote(self.rate.local_bps, self.rate.total_bps)[1]
 
     @property
     def llc_bytes(self) -> int:
