@@ -140,7 +140,7 @@ def test_the_walk_finds_the_hints_it_should() -> None:
     assert "e.g. --interval 2s" in texts  # a keyword argument
     assert any("rebalance --resume" in t for t in texts)  # a module constant
     assert len(HINTS) > 40
-    assert reached["vnuma.services.bandwidth:parse_interval"] == {("stats",)}
+    assert reached["vnuma.services.bandwidth:parse_interval"] == {("stats",), ("watch",), ("serve",)}
     assert ("vm", "migrate") in reached["vnuma.services.movekinds:move_kind"]
 
 

@@ -91,6 +91,8 @@ OPENING = {
     ("reconcile",): ["reconcile"],
     ("render",): ["render", "vm1"],
     ("stats",): ["stats"],
+    ("watch",): ["watch", "--once"],
+    ("events",): ["events"],
     ("capacity",): ["capacity", "vcpus=1,memory=1GiB"],
     ("trace", "export"): ["trace", "export"],
     ("tenant", "create"): ["tenant", "create", "acme"],

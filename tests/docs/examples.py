@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ STAND_INS = {
     "lgip.txt": "tests/data/nvidia-smi/h100-sxm5-80gb-lgip.txt",  # `nvidia-smi mig -lgip` and `-lgipp`
     "lgipp.txt": "tests/data/nvidia-smi/h100-sxm5-80gb-lgipp.txt",
     "my-domain.xml.j2": "tests/data/templates/disk-and-network.xml.j2",  # an operator template
+    "recorded": "tests/data/watch/fleet",  # a directory of recorded rounds for `vnuma watch --domstats-dir`
 }
 
 _SHELL = re.compile(r"[|&;<>()$`*?]")  # shell syntax: run the line under bash
@@ -243,7 +245,10 @@ SYBIL = Sybil(parsers=[_Blocks(), _Directives()], path=str(REPO), patterns=["REA
 def run_page(path: Path, home: Path) -> Outcome:
     """Run every example of ``path`` in order in ``home`` (a fresh directory); raises at the first failure."""
     for name, source in STAND_INS.items():
-        (home / name).write_bytes((REPO / source).read_bytes())
+        if (REPO / source).is_dir():
+            shutil.copytree(REPO / source, home / name)
+        else:
+            (home / name).write_bytes((REPO / source).read_bytes())
     bin_dir = home / ".bin"
     bin_dir.mkdir()
     (bin_dir / "vnuma").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m vnuma.cli "$@"\n')

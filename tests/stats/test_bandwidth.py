@@ -20,9 +20,9 @@ from tests.cli.conftest import REPO, Cli
 from tests.dbdump import dump
 from vnuma.errors import InvalidInputError
 from vnuma.placement.model import Placement
-from vnuma.report.bandwidth import assess, rate
 from vnuma.sources.domstats import parse_domstats
 from vnuma.sources.mbm import parse_cache_occupancy
+from vnuma.watch.bandwidth import assess, rate
 
 CAPS = REPO / "tests" / "data" / "capabilities"
 RECORDED = REPO / "tests" / "data" / "domstats"

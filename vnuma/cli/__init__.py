@@ -319,6 +319,8 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "render": ("vnuma.cli.applying", "render", None),
     "apply": ("vnuma.cli.applying", "apply", None),
     "stats": ("vnuma.cli.stats", "stats", None),
+    "watch": ("vnuma.cli.watching", "watch", None),
+    "events": ("vnuma.cli.watching", "events", None),
     "capacity": ("vnuma.cli.capacity", "capacity", None),
     "rebalance": ("vnuma.cli.rebalancing", "rebalance", None),
     "reconcile": ("vnuma.cli.reconciling", "reconcile", None),

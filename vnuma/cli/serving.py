@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -34,6 +34,12 @@ def serve(
     ssl_keyfile: Annotated[
         Path | None, typer.Option("--ssl-keyfile", exists=True, dir_okay=False, help="Serve HTTPS: its key.")
     ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Also run `vnuma watch` (every host, --act off) inside the service.")
+    ] = False,
+    interval: Annotated[
+        str, typer.Option("--interval", metavar="TIME", help="With --watch: time between rounds (10s, 1m).")
+    ] = "10s",
 ) -> None:
     """Serve the inventory over HTTP: the CLI's commands and JSON under /v1, for bearer tokens.
 
@@ -60,6 +66,12 @@ def serve(
     line on stderr says where it listens, on which inventory and with how
     many workers; an address that cannot be bound is exit 9.
 
+    --watch runs the `vnuma watch` loop (every host, measuring and
+    detecting, --act off) on a thread of the serving process, every
+    --interval; its events and warnings go to stderr, its thresholds
+    come from the [watch] table of the configuration file (checked before
+    serving).
+
     Example: vnuma --db /var/lib/vnuma/inventory.db serve --listen 0.0.0.0:8750 --workers 4
     """
     import os
@@ -74,6 +86,7 @@ def serve(
         raise typer.BadParameter("give both --ssl-certfile and --ssl-keyfile, or neither")
     chosen = settings(ctx)
     check_serving(chosen)
+    start_watch = _watching(ctx, chosen, interval) if watch else None
     os.environ[HANDOFF] = handoff(chosen, max_body=max_body, rate=rate_limit, burst=burst)
     config = uvicorn.Config(
         "vnuma.api.serving:from_handoff", factory=True, host=host, port=port, workers=workers,
@@ -85,5 +98,28 @@ def serve(
     scheme = "https" if ssl_certfile else "http"
     banner = (f"vnuma serve: listening on {scheme}://{where(host, port)}, inventory {db_status(chosen)['url']}, "
               f"{workers} worker{'s' * (workers != 1)}")
-    if not serve(config, sock, banner):
+    stop_watch = start_watch() if start_watch is not None else None
+    served = serve(config, sock, banner)
+    if stop_watch is not None:
+        stop_watch()
+    if not served:
         raise typer.Exit(1)  # uvicorn said why (the application did not start)
+
+
+def _watching(ctx: typer.Context, chosen: Any, interval: str) -> Any:
+    """``serve --watch``'s interval and thresholds, checked now; the function that starts its loop (once the
+    address is bound) and returns the one that stops it."""
+    import sys
+
+    from vnuma.cli import config
+    from vnuma.services.bandwidth import parse_interval
+    from vnuma.services.watchconfig import thresholds
+    from vnuma.services.watchloop import watch_in_background
+
+    seconds = parse_interval(interval)
+    t = thresholds(config(ctx))
+
+    def say(line: str) -> None:
+        print(f"vnuma watch: {line}", file=sys.stderr, flush=True)
+
+    return lambda: watch_in_background(chosen, t, seconds, say)

@@ -30,6 +30,15 @@ def stats(
                      help="With --bandwidth, twice: saved `virsh domstats --memory --cpu-total` outputs to read "
                           "instead of libvirt, --interval apart."),
     ] = None,
+    vm_option: Annotated[
+        str | None, typer.Option("--vm", metavar="VM", help="Only this VM (as the VM argument).")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", metavar="TIME",
+                     help="With --bandwidth: the history `vnuma watch` kept from this time (1h, 30m, 2026-12-07T08:00) "
+                          "instead of measuring."),
+    ] = None,
 ) -> None:
     """Show per-cell use, fragmentation and per-VM locality.
 
@@ -86,6 +95,16 @@ def stats(
     "domains": [{"host", "domain", "total_mb_s", "llc_bytes", "vms",
     "top": [{"vm", "total_mb_s"}]}], "warnings": [TEXT]}.
 
+    --bandwidth --since TIME prints the history `vnuma watch` kept instead
+    (raw samples, then one-minute means): per VM its samples, local and
+    remote MB/s and remote share at the last one and the highest; per L3
+    domain its total; with a VM, each of its points. --svg/--png draw it: a
+    time-series chart per VM (local and remote MB/s) and per L3 domain
+    (total). JSON: {"since", "vms": [{"vm", "host", "points": [{"at",
+    "mean", "local_mb_s", "remote_mb_s", "remote_share", "llc_bytes",
+    "cpu"}]}], "domains": [{"host", "domain", "points": [{"at", "mean",
+    "total_mb_s", "llc_bytes"}]}]}.
+
     Example: vnuma stats --svg fleet.svg
 
     Example: vnuma stats --host h1 --bandwidth --interval 5s
@@ -93,6 +112,17 @@ def stats(
     from vnuma.services.stats import collect
 
     client = remote(ctx)
+    if vm_option is not None:
+        if vm is not None and vm != vm_option:
+            raise typer.BadParameter(f"two VMs: {vm} and --vm {vm_option}", param_hint="--vm")
+        vm = vm_option
+    if since is not None:
+        if not bandwidth:
+            raise typer.BadParameter("--since goes with --bandwidth: the watch's history", param_hint="--since")
+        if client:
+            raise typer.BadParameter("the history is read where the inventory is, not through --server")
+        _history(ctx, vm, since, as_json, svg, png)
+        return
     if bandwidth or domstats:
         _bandwidth(ctx, vm, host, as_json, interval, domstats or [], client)
         return
@@ -153,6 +183,40 @@ def _bandwidth(
              ", ".join(f"{t['vm']} {t['total_mb_s']:.1f}" for t in d["top"]) or "-")
             for d in doc["domains"]
         ],
+    )
+
+
+def _history(ctx: typer.Context, vm: str | None, since: str, as_json: bool, svg: Path | None,
+             png: Path | None) -> None:
+    from vnuma.services.watchhistory import bandwidth_history, history_picture
+
+    doc = bandwidth_history(settings(ctx), since, vm)
+    output.write_pictures(lambda: history_picture(doc), svg, png)
+    if as_json:
+        output.echo_json(doc)
+        return
+    if vm is not None:
+        for s in doc["vms"]:
+            output.echo_table(
+                f"VM {s['vm']} on {s['host']} since {doc['since']}",
+                ["AT", "LOCAL MB/S", "REMOTE MB/S", "REMOTE", "LLC", "CPU"],
+                [(p["at"] + (" (1-min mean)" if p["mean"] else ""), p["local_mb_s"], p["remote_mb_s"],
+                  _share(p["remote_share"]), _size((p["llc_bytes"] or 0) // 1024),
+                  "-" if p["cpu"] is None else f"{p['cpu']:.2f}") for p in s["points"]],
+            )
+        return
+    output.echo_table(
+        f"memory bandwidth per VM since {doc['since']}",
+        ["VM", "HOST", "SAMPLES", "LAST", "LOCAL MB/S", "REMOTE MB/S", "REMOTE", "HIGHEST TOTAL MB/S"],
+        [(s["vm"], s["host"], len(s["points"]), s["points"][-1]["at"], s["points"][-1]["local_mb_s"],
+          s["points"][-1]["remote_mb_s"], _share(s["points"][-1]["remote_share"]),
+          max(round(p["local_mb_s"] + p["remote_mb_s"], 1) for p in s["points"])) for s in doc["vms"]],
+    )
+    output.echo_table(
+        "per L3 domain",
+        ["HOST", "L3", "SAMPLES", "LAST TOTAL MB/S", "HIGHEST TOTAL MB/S"],
+        [(s["host"], s["domain"], len(s["points"]), s["points"][-1]["total_mb_s"],
+          max(p["total_mb_s"] for p in s["points"])) for s in doc["domains"]],
     )
 
 

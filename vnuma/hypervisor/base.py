@@ -93,6 +93,16 @@ class Hypervisor(Protocol):
         cache-occupancy monitors among them), read in one call, by name; domains that are gone are left out."""
         ...
 
+    def running_stats(self) -> dict[str, dict[str, object]]:
+        """Every running domain's ``VIR_DOMAIN_STATS_MEMORY`` and ``CPU_TOTAL`` stats, read in one call, by
+        name (what ``vnuma watch`` reads of a host each round)."""
+        ...
+
+    def free_pages(self, cells: list[int], sizes_kib: list[int]) -> dict[int, dict[int, int]]:
+        """Free pages of each page size (KiB) on each host cell, read in one call (``getFreePages``; the
+        system page size's count is the cell's free memory)."""
+        ...
+
     def domain_names(self) -> list[str]:
         """Names of every domain libvirt holds (persistent or transient, running or not), sorted."""
         ...

@@ -253,6 +253,23 @@ class LibvirtHypervisor:
         records = self._call("reading domain stats", lambda: self._conn.domainListGetStats(doms, flags))
         return {dom.name(): dict(stats) for dom, stats in records}
 
+    def running_stats(self) -> dict[str, dict[str, object]]:
+        """One getAllDomainStats(VIR_DOMAIN_STATS_MEMORY | VIR_DOMAIN_STATS_CPU_TOTAL) over the running
+        domains, by name (a driver without those stats, as the test driver, gives each an empty dict)."""
+        lv = self._lv
+        flags = lv.VIR_DOMAIN_STATS_MEMORY | lv.VIR_DOMAIN_STATS_CPU_TOTAL
+        records = self._call("reading domain stats",
+                             lambda: self._conn.getAllDomainStats(flags, lv.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE))
+        return {dom.name(): dict(stats) for dom, stats in records}
+
+    def free_pages(self, cells: list[int], sizes_kib: list[int]) -> dict[int, dict[int, int]]:
+        """One getFreePages over the cells from the lowest to the highest of ``cells``; only ``cells`` kept."""
+        if not cells or not sizes_kib:
+            return {}
+        first, count = min(cells), max(cells) - min(cells) + 1
+        found = self._call("reading free pages", lambda: self._conn.getFreePages(sizes_kib, first, count, 0))
+        return {int(c): {int(s): int(n) for s, n in pages.items()} for c, pages in found.items() if c in cells}
+
     def domain_names(self) -> list[str]:
         """Names of every domain, sorted."""
         with self._calling("listing domains"):

@@ -34,6 +34,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     MetaData,
@@ -298,3 +299,58 @@ class GpuProfile(Base):
     pci_ids: Mapped[str] = mapped_column(Text)
     document: Mapped[str] = mapped_column(Text)
     imported_at: Mapped[str] = mapped_column(String(40))
+
+
+class WatchSample(Base):
+    """One sample of ``vnuma watch`` (:mod:`.history`): a VM's rates (``kind`` ``vm``, ``item`` -1), an L3
+    domain's totals (``domain``, ``item`` its id), a host cell's free memory and drift (``cell``), or the mark
+    that a host's round was written (``round``); raw (``minute`` false, kept for the raw window) or a one-minute
+    mean (kept for days). ``flags``: the rules true in this sample (raw only); ``cpu``: cores busy."""
+
+    __tablename__ = "watch_samples"
+    __table_args__ = (
+        Index("ix_watch_samples_subject", "kind", "host", "subject", "item", "at_ms"),
+        Index("ix_watch_samples_minute_at", "minute", "at_ms"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at_ms: Mapped[int] = mapped_column(BigInteger)
+    minute: Mapped[bool]
+    kind: Mapped[str] = mapped_column(String(8))
+    host: Mapped[str] = mapped_column(String(255))
+    subject: Mapped[str] = mapped_column(String(255))
+    item: Mapped[int]
+    local_bps: Mapped[int | None] = mapped_column(BigInteger)
+    total_bps: Mapped[int | None] = mapped_column(BigInteger)
+    llc_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    cpu: Mapped[float | None] = mapped_column(Float)
+    free_kib: Mapped[int | None] = mapped_column(BigInteger)
+    drift_kib: Mapped[int | None] = mapped_column(BigInteger)
+    flags: Mapped[str] = mapped_column(String(64))
+
+
+class WatchEvent(Base):
+    """A detection of ``vnuma watch``: its rule, subject (a VM, or a host cell), when it opened and closed
+    (NULL: open), and its evidence (JSON: the samples that opened it)."""
+
+    __tablename__ = "watch_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    rule: Mapped[str] = mapped_column(String(16))
+    host: Mapped[str] = mapped_column(String(255))
+    vm: Mapped[str | None] = mapped_column(String(255), index=True)
+    cell: Mapped[int | None]
+    opened_ms: Mapped[int] = mapped_column(BigInteger, index=True)
+    closed_ms: Mapped[int | None] = mapped_column(BigInteger)
+    evidence: Mapped[str] = mapped_column(Text)
+
+
+class WatchReading(Base):
+    """Each host's last reading as ``vnuma watch`` used it (``domains``: JSON, the stats of the inventory's VMs
+    by name), so that a restarted watch has rates from its first round."""
+
+    __tablename__ = "watch_readings"
+
+    host: Mapped[str] = mapped_column(String(255), primary_key=True)
+    at_ms: Mapped[int] = mapped_column(BigInteger)
+    domains: Mapped[str] = mapped_column(Text)

@@ -53,6 +53,11 @@ def _rows(rows: list[Row]) -> dict[str, Row]:
     return {str(r[0]): tuple(r[1:]) for r in rows}
 
 
+def read_marks(x: Executor) -> dict[str, Mark]:
+    """Every host's mark (equal marks: unchanged hosts and VMs; ``vnuma watch`` reads its view again on a change)."""
+    return _marks(x.rows(MARKS))
+
+
 def read_changes(x: Executor, known: Mapping[str, Mark]) -> Changes:
     """The marks and tenants, and the row and placements of each host whose mark is not the ``known`` one."""
     marks_rows, tenants, profiles = x.batch([(MARKS, None), (TENANTS, None), (PROFILES, None)])

@@ -63,6 +63,12 @@ _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
+def parse_age(text: str) -> timedelta | None:
+    """An age or duration written ``30s``, ``30m``, ``2h``, ``7d``, ``1w``; None when ``text`` is not one."""
+    m = _RELATIVE.match(text.strip())
+    return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))}) if m else None
+
+
 def parse_since(text: str, now: datetime | None = None, option: str = "--since") -> datetime:
     """``--since``: an ISO date or time (``2026-12-01``, ``2026-12-01T08:00``, UTC unless it says), or an age
     (``30m``, ``2h``, ``7d``, ``1w``).
@@ -71,9 +77,9 @@ def parse_since(text: str, now: datetime | None = None, option: str = "--since")
         InvalidInputError: anything else.
     """
     now = now or datetime.now(UTC)
-    m = _RELATIVE.match(text.strip())
-    if m:
-        return now - timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+    age = parse_age(text)
+    if age is not None:
+        return now - age
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:

@@ -4,7 +4,7 @@ Reads every selected host's running VMs' resctrl monitors through libvirt twice,
 apart (one ``domainListGetStats`` per host and reading; the rate's divisor is the time that
 really passed between a host's two readings), or from two saved ``virsh domstats --memory
 --cpu-total`` outputs (``recorded``: the VMs they name, ``interval_s`` apart). Figures:
-:mod:`vnuma.report.bandwidth`. Each measured VM's sample replaces its previous one in the
+:mod:`vnuma.watch.bandwidth`. Each measured VM's sample replaces its previous one in the
 inventory (one transaction), for ``vnuma rebalance --objective bandwidth``. A host whose
 libvirt cannot be read, and VMs without monitors, are warnings; so are, for saved readings, VMs in one
 reading only, and readings holding none of the VMs asked about (nothing measured).
@@ -25,12 +25,12 @@ from vnuma.inventory.reading import open_reader
 from vnuma.inventory.samples import Sample, read_samples, record_samples
 from vnuma.placement.model import Placement
 from vnuma.placement.rebalance.base import VmLoad
-from vnuma.report.bandwidth import DomainTotal, VmRate, assess, rate
 from vnuma.services import Settings
 from vnuma.services.hypervisors import open_hypervisor
 from vnuma.services.stats import select
 from vnuma.sources.domstats import parse_domstats
 from vnuma.topology import Host
+from vnuma.watch.bandwidth import DomainTotal, VmRate, assess, rate
 
 Stats = dict[str, dict[str, object]]
 

@@ -5,7 +5,8 @@ Where the file is: ``$VNUMA_CONFIG`` when set (it must then exist), else
 when that exists; no file is fine. What wins: a command-line option, then
 the environment variable, then the file, then the built-in default — the one
 rule :func:`load` applies to every key, and the one ``vnuma config show``
-prints. The file holds top-level keys only::
+prints. The file holds top-level keys (and the ``[watch]`` table of ``vnuma watch``, read by
+:mod:`vnuma.services.watchconfig`)::
 
     database = "/var/lib/vnuma/inventory.db"   # or a SQLAlchemy URL
     libvirt_uri = "qemu+ssh://root@{host}/system"
@@ -33,6 +34,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from vnuma.errors import ConfigError
 
@@ -100,6 +102,9 @@ KEYS: dict[str, Key] = {
 """The keys the file accepts (``database`` None: ``$XDG_DATA_HOME/vnuma/inventory.db``; ``memnode_mode``
 None: each VM's own modes; ``templates`` None: only the shipped ones)."""
 
+SECTIONS = ("watch",)
+"""The tables the file may hold, checked by their own readers (``[watch]``: :mod:`vnuma.services.watchconfig`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Value:
@@ -118,6 +123,8 @@ class Config:
     file: Path | None
     warnings: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    sections: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The file's tables that other readers check (``[watch]``: :mod:`vnuma.services.watchconfig`)."""
 
     def __getitem__(self, key: str) -> str | None:
         return self.values[key].value
@@ -152,7 +159,7 @@ def load(env: Mapping[str, str], options: Mapping[str, str | None] | None = None
             ``VNUMA_CONFIG`` that names no file.
     """
     path, explicit = config_path(env)
-    found, warnings = _read(path, explicit)
+    found, warnings, sections = _read(path, explicit)
     values: dict[str, Value] = {}
     for key, spec in KEYS.items():
         option = (options or {}).get(key)
@@ -164,17 +171,17 @@ def load(env: Mapping[str, str], options: Mapping[str, str | None] | None = None
             values[key] = Value(found[key], "file", str(path))
         else:
             values[key] = Value(spec.default, "default")
-    return Config(values, path if found or path.is_file() else None, tuple(warnings), env)
+    return Config(values, path if found or path.is_file() else None, tuple(warnings), env, sections)
 
 
-def _read(path: Path, explicit: bool) -> tuple[dict[str, str], list[str]]:
+def _read(path: Path, explicit: bool) -> tuple[dict[str, str], list[str], dict[str, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"{path}: no such configuration file (VNUMA_CONFIG)",
                               hint="unset VNUMA_CONFIG or point it at a file") from None
-        return {}, []
+        return {}, [], {}
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
         raise ConfigError(f"{path}: cannot read the configuration file: {reason}") from None
@@ -184,8 +191,14 @@ def _read(path: Path, explicit: bool) -> tuple[dict[str, str], list[str]]:
         raise ConfigError(_syntax_error(path, text, str(err)), hint="the file is TOML: key = \"value\"") from None
     found: dict[str, str] = {}
     warnings: list[str] = []
+    sections: dict[str, Any] = {}
     for key, raw in doc.items():
         place = f"{path}: line {_line_of(text, key)}: "
+        if key in SECTIONS:
+            if not isinstance(raw, dict):
+                raise ConfigError(f"{place}{key}: expected a table", hint=f"write it as a [{key}] table")
+            sections[key] = raw
+            continue
         if key not in KEYS:
             warnings.append(f"{place}unknown key {key!r}, ignored (keys: {', '.join(KEYS)})")
             continue
@@ -196,7 +209,7 @@ def _read(path: Path, explicit: bool) -> tuple[dict[str, str], list[str]]:
         if KEYS[key].path and "://" not in value:
             value = str((path.parent / os.path.expanduser(value)).absolute())
         found[key] = value
-    return found, warnings
+    return found, warnings, sections
 
 
 def _line_of(text: str, key: str) -> int | str:

@@ -15,7 +15,7 @@ part of the domain's traffic exceeds its share: one tenant's VMs cannot crowd ou
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -69,7 +69,8 @@ class DomainTotal:
     top: tuple[tuple[str, int], ...]
 
 
-def _counters(stats: Mapping[str, object]) -> dict[int, tuple[int, int]]:
+def counters(stats: Mapping[str, object]) -> dict[int, tuple[int, int]]:
+    """(local, total) bytes per L3 domain, summed over the domain's MBM monitors (cumulative counters)."""
     sums: dict[int, tuple[int, int]] = {}
     for monitor in parse_memory_bandwidth(stats):
         for n in monitor.nodes:
@@ -82,13 +83,21 @@ def rate(
     placement: Placement, before: Mapping[str, object], after: Mapping[str, object], interval_s: float
 ) -> VmRate | None:
     """The VM's rates between two samples of its stats; None when neither sample has a monitor."""
+    return rate_of(placement, counters(before), counters(after), after, interval_s)
+
+
+def rate_of(
+    placement: Placement, first: Mapping[int, tuple[int, int]], second: Mapping[int, tuple[int, int]],
+    after: Mapping[str, object], interval_s: float,
+) -> VmRate | None:
+    """:func:`rate` from the two samples' :func:`counters` (read once by a caller that needs them too) and
+    the second sample's stats (its cache occupancy)."""
     if interval_s <= 0:
         raise ValueError("the interval between samples must be positive")
-    first, second = _counters(before), _counters(after)
-    occupancy: Counter[int] = Counter()
+    occupancy: dict[int, int] = {}
     for monitor in parse_cache_occupancy(after):
         for bank, size in monitor.banks:
-            occupancy[bank] += size
+            occupancy[bank] = occupancy.get(bank, 0) + size
     if not second and not occupancy:
         return None
     domains = []
@@ -103,8 +112,10 @@ def rate(
 def _shares(rates: list[VmRate], caps: Mapping[tuple[str, int], int], domain: int) -> dict[str, float]:
     """Each VM's entitled part of one domain (see the module docstring)."""
     users = [r for r in rates if any(d.domain == domain and d.total_bps for d in r.domains)]
-    tenants = {r.tenant for r in users}
-    per_tenant = Counter(r.tenant for r in users)
+    per_tenant: dict[str, int] = {}
+    for r in users:
+        per_tenant[r.tenant] = per_tenant.get(r.tenant, 0) + 1
+    tenants = per_tenant.keys()
     return {
         r.vm: caps[(r.vm, domain)] / 100 if (r.vm, domain) in caps else 1 / len(tenants) / per_tenant[r.tenant]
         for r in users
