@@ -50,6 +50,10 @@ def serve(
     them. `vnuma
     --server URL` runs the CLI's commands through a service. Errors are
     application/problem+json with the CLI's message, hint and exit code.
+    GET /metrics: the fleet's figures and the service's own in the
+    Prometheus text format, for clients from the metrics_allow addresses
+    (configuration; default this machine) without a token, else for
+    reader, operator and admin tokens.
 
     Roles (vnuma token create): reader reads; operator also places,
     releases and moves VMs (repin, migrate, rebalance runs); tenant places,

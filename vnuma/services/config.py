@@ -14,6 +14,7 @@ prints. The file holds top-level keys only::
     domain_type = "kvm"
     memnode_mode = "restrictive"
     templates = "/etc/vnuma/templates"
+    metrics_allow = "127.0.0.0/8, ::1, 10.20.0.0/16"
 
 Relative paths in the file (``database``, ``templates``) are relative to the
 file's directory. ``libvirt_uri`` is the URI ``host add NAME`` uses without
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vnuma.errors import ConfigError
+from vnuma.services import METRICS_ALLOW
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
@@ -78,6 +80,13 @@ def _text(value: str) -> str:
     return value
 
 
+def _networks(value: str) -> str:
+    from vnuma.services.metrics import networks
+
+    networks(value)
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Key:
     """One setting: its environment variable, built-in default, check, and whether it is a path."""
@@ -96,9 +105,11 @@ KEYS: dict[str, Key] = {
     "domain_type": Key("VNUMA_DOMAIN_TYPE", "kvm", _choice("kvm", "qemu")),
     "memnode_mode": Key("VNUMA_MEMNODE_MODE", None, _memnode_mode),
     "templates": Key("VNUMA_TEMPLATES", None, _text, path=True),
+    "metrics_allow": Key("VNUMA_METRICS_ALLOW", METRICS_ALLOW, _networks),
 }
 """The keys the file accepts (``database`` None: ``$XDG_DATA_HOME/vnuma/inventory.db``; ``memnode_mode``
-None: each VM's own modes; ``templates`` None: only the shipped ones)."""
+None: each VM's own modes; ``templates`` None: only the shipped ones; ``metrics_allow``: who reads
+``vnuma serve``'s ``/metrics`` without a token, :data:`vnuma.services.METRICS_ALLOW` by default)."""
 
 
 @dataclass(frozen=True, slots=True)
