@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -250,3 +251,25 @@ def test_metrics_from_another_address_need_a_fleet_reading_token(guarded: Servic
     for name in ("watch", "ops", "root"):
         got = guarded.as_(name).get("/metrics")
         assert got.status_code == 200 and "vnuma_cell_pcpus_free" in got.text
+
+
+def test_every_worker_answers_with_all_workers_requests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # where serve keeps the workers' shared figures
+    cli = Cli(tmp_path / "inventory.db")
+    tokens = prepared(cli)
+    log = tmp_path / "serve.log"
+    base, proc = start(str(cli.db), log, "--workers", "2")
+    svc = Service(cli, base, tokens, proc, log)
+    try:
+        headers = {"Authorization": f"Bearer {tokens['watch']}"}
+        for _ in range(20):  # a connection each: the workers share them out
+            assert httpx.get(f"{base}/v1/vms", headers=headers, timeout=60).status_code == 200
+        for _ in range(6):
+            counts = named(parse(httpx.get(f"{base}/metrics", timeout=60).text), "vnuma_api_requests_total")
+            assert counts[(("method", "GET"), ("route", "/v1/vms"), ("status", "200"))] == 20
+        assert [p.name[:14] for p in scratch.iterdir()] == ["vnuma-metrics-"]
+    finally:
+        svc.close()
+    assert not list(scratch.iterdir())  # removed when serving ended

@@ -70,7 +70,7 @@ def serve(
 
     import uvicorn
 
-    from vnuma.api.serving import HANDOFF, handoff, listening_socket, parse_listen, serve, where
+    from vnuma.api.serving import HANDOFF, handoff, listening_socket, parse_listen, serve, shared_metrics, where
     from vnuma.services.queries import check_serving, db_status
 
     host, port = parse_listen(listen)
@@ -89,5 +89,7 @@ def serve(
     scheme = "https" if ssl_certfile else "http"
     banner = (f"vnuma serve: listening on {scheme}://{where(host, port)}, inventory {db_status(chosen)['url']}, "
               f"{workers} worker{'s' * (workers != 1)}")
-    if not serve(config, sock, banner):
+    with shared_metrics(workers):
+        served = serve(config, sock, banner)
+    if not served:
         raise typer.Exit(1)  # uvicorn said why (the application did not start)
