@@ -273,3 +273,39 @@ def test_every_worker_answers_with_all_workers_requests(tmp_path: Path, monkeypa
     finally:
         svc.close()
     assert not list(scratch.iterdir())  # removed when serving ended
+
+
+def test_the_figures_are_the_same_on_sqlite_and_postgresql(url: str) -> None:
+    from tests.builders import make_host
+    from vnuma.errors import NoPlacementError
+    from vnuma.inventory import open_inventory
+    from vnuma.inventory.db import upgrade
+    from vnuma.inventory.samples import Sample, record_samples
+    from vnuma.placement.model import Isolation, Tenant, VmRequest
+    from vnuma.placement.objectives import Strategy
+    from vnuma.services import Settings, audit
+    from vnuma.services.metrics import read_figures
+    from vnuma.services.placing import place_vm, require_chosen
+    from vnuma.topology import KIB_PER_GIB
+
+    upgrade(url)
+    settings = Settings(db_url=url)
+    with open_inventory(url) as inv:
+        inv.add_host(make_host("h1", cells=2, cores_per_cell=4, smt=2))
+        inv.add_tenant(Tenant("acme", Isolation.CORE))
+    chosen = place_vm(settings, VmRequest("v1", "acme", 2, 2 * KIB_PER_GIB), Strategy.PACK, dry_run=False)[1].chosen
+    assert chosen is not None
+    big = VmRequest("v2", "acme", 64, 2 * KIB_PER_GIB)
+    with pytest.raises(NoPlacementError) as refused:
+        require_chosen(big, place_vm(settings, big, Strategy.PACK, dry_run=False)[1])
+    audit.log_outcome(settings, "refused", str(refused.value), {"tenant": "acme"}, cause=refused.value)
+    with open_access(url) as access, access.begin(True) as x:
+        record_samples(x, [Sample("v1", "h1", "2026-12-07T03:00:00+00:00", 2000, ((0, 700, 1000),), ((0, 4096),))])
+    got = read_figures(settings, AuditTally())
+    assert (got.claims, got.refusals, got.moves) == (1, {"cell-cpus": 1}, {})
+    (vm,) = got.vms
+    assert (vm.vm, vm.tenant, vm.host, vm.state, vm.local_bps, vm.remote_bps, vm.llc_bytes) == (
+        "v1", "acme", "h1", "placed", 700, 300, 4096)
+    assert vm.sampled_at == datetime(2026, 12, 7, 3, tzinfo=UTC).timestamp()
+    (cell,) = [c for c in got.cells if c.cell == chosen.cells[0].host_cell]
+    assert cell.pcpus_free == cell.pcpus - len(chosen.cells[0].pcpus)
