@@ -20,7 +20,7 @@ from vnuma.api.app import create_app
 from vnuma.api.metrics import Readers
 from vnuma.inventory.access import open_access
 from vnuma.services import make_settings
-from vnuma.services.metrics import SETTLE_S, AuditTally
+from vnuma.services.metrics import SETTLE_S, AuditTally, Kept
 
 CAPS = REPO / "tests" / "data" / "capabilities"
 RECORDED = REPO / "tests" / "data" / "domstats"
@@ -301,7 +301,7 @@ def test_the_figures_are_the_same_on_sqlite_and_postgresql(url: str) -> None:
     audit.log_outcome(settings, "refused", str(refused.value), {"tenant": "acme"}, cause=refused.value)
     with open_access(url) as access, access.begin(True) as x:
         record_samples(x, [Sample("v1", "h1", "2026-12-07T03:00:00+00:00", 2000, ((0, 700, 1000),), ((0, 4096),))])
-    got = read_figures(settings, AuditTally())
+    got = read_figures(settings, Kept())
     assert (got.claims, got.refusals, got.moves) == (1, {"cell-cpus": 1}, {})
     (vm,) = got.vms
     assert (vm.vm, vm.tenant, vm.host, vm.state, vm.local_bps, vm.remote_bps, vm.llc_bytes) == (

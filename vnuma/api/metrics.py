@@ -39,7 +39,7 @@ from vnuma.api import auth
 from vnuma.api.limits import App, Message, Receive, Scope, Send
 from vnuma.errors import VnumaError
 from vnuma.services import Settings
-from vnuma.services.metrics import AuditTally, FleetFigures, networks, read_figures
+from vnuma.services.metrics import FleetFigures, Kept, networks, read_figures
 
 disable_created_metrics()  # no `_created` series: counters and histograms are read with rate()
 
@@ -151,12 +151,12 @@ class InventoryCollector(Collector):
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.tally = AuditTally()
+        self.kept = Kept()
 
     def collect(self) -> Iterator[Metric]:
         start = time.perf_counter()
         try:
-            figures: FleetFigures | None = read_figures(self.settings, self.tally)
+            figures: FleetFigures | None = read_figures(self.settings, self.kept)
         except VnumaError:
             figures = None
         if figures is not None:

@@ -1,5 +1,5 @@
 """What the fleet has done, counted from what the inventory keeps: placements and refusals (the audit log),
-moves (the rebalance journal). SQL text on any :class:`Executor`.
+moves (the rebalance journal); and each VM's state. SQL text on any :class:`Executor`.
 
 These counts are the inventory's, not a process's: every process that reads them (each ``vnuma serve``
 replica and worker, before and after a restart) gets the same figures. The audit log only grows, so it is
@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from vnuma.inventory.executor import Executor
+from vnuma.inventory.reading import STATES
 
 _CLAIM = '%"op": "claim"%'  # how audit.record writes a claim's change (json.dumps, sort_keys, default separators)
 _ROWS = (
@@ -57,3 +58,8 @@ def settled_id(x: Executor, after: int, before: str) -> int:
 def moves_by_objective(x: Executor) -> dict[str, int]:
     """Journaled moves carried out (finished, including those undone later), by the objective of their run."""
     return {str(objective): int(n) for objective, n in x.rows(_MOVES)}
+
+
+def vm_states(x: Executor) -> dict[str, str]:
+    """Every VM's state, by name (without decoding placements)."""
+    return {str(name): str(state) for name, state in x.rows(STATES)}

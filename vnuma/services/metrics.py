@@ -14,6 +14,9 @@ service) reports the same values:
   (:func:`vnuma.placement.resctrl.classes`); whether it is cordoned;
 * per fleet: claims and placement refusals by the check that refused the closest host (the audit log, read
   after the last id already counted: :class:`AuditTally`), journaled moves by objective.
+
+Hosts, cells and placements come from a ledger kept between scrapes (:class:`Kept`), the rest from one
+transaction after it: a change between the two shows at the next scrape.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from vnuma.inventory import tallies
 from vnuma.inventory.access import open_access
 from vnuma.inventory.executor import Executor
-from vnuma.inventory.reading import fleet_view
+from vnuma.inventory.placer import open_placer
 from vnuma.inventory.samples import Sample, read_samples
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.partitionchoice import gpu_use
@@ -35,6 +38,7 @@ from vnuma.placement.partitions import gpu_offers
 from vnuma.placement.resctrl import classes
 from vnuma.report.usage import cell_use
 from vnuma.services import Settings
+from vnuma.services.warm import WarmFleet
 from vnuma.topology import DeviceKind, Host
 
 SETTLE_S = 600.0
@@ -184,26 +188,37 @@ def _host(fleet: Fleet, host: Host) -> tuple[HostFigures, list[CellFigures]]:
     return figures, cells
 
 
-def read_figures(settings: Settings, tally: AuditTally, now: datetime | None = None) -> FleetFigures:
-    """The fleet's figures as one transaction sees them (``tally`` keeps the audit counts between calls).
+class Kept:
+    """What one process keeps between scrapes: the fleet's ledger, refreshed by host generation as a serving
+    process's placements refresh theirs (:class:`~vnuma.services.warm.WarmFleet`: only hosts that changed are
+    read again), and the audit tally."""
+
+    def __init__(self) -> None:
+        self.warm = WarmFleet()
+        self.tally = AuditTally()
+
+
+def read_figures(settings: Settings, kept: Kept, now: datetime | None = None) -> FleetFigures:
+    """The fleet's figures: hosts, cells and placements from ``kept``'s ledger brought up to date, then VM
+    states, samples and counts in one transaction.
 
     Raises:
         InventoryError: the inventory cannot be read.
     """
     now = now or datetime.now(UTC)
-    with open_access(settings.db_url) as access, access.begin(False) as x:
-        view = fleet_view(x)
-        samples = read_samples(x)
-        claims, refusals = tally.read(x, now)
-        moves = tallies.moves_by_objective(x)
-    snap = view.snapshot
-    fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
     hosts: list[HostFigures] = []
     cells: list[CellFigures] = []
-    for host in snap.hosts:
-        h, c = _host(fleet, host)
-        hosts.append(h)
-        cells += c
-    vms = tuple(_vm(p.vm, p.tenant or "", p.host, str(view.states.get(p.vm, "")), samples.get(p.vm))
-                for p in snap.placements)
+    with open_placer(settings.db_url) as placer, kept.warm.viewing(placer, attempt=0) as (fleet, _tenants):
+        for name in fleet.host_names():
+            h, c = _host(fleet, fleet.host(name))
+            hosts.append(h)
+            cells += c
+        placements = fleet.placements()
+    with open_access(settings.db_url) as access, access.begin(False) as x:
+        states = tallies.vm_states(x)
+        samples = read_samples(x)
+        claims, refusals = kept.tally.read(x, now)
+        moves = tallies.moves_by_objective(x)
+    vms = tuple(_vm(p.vm, p.tenant or "", p.host, states.get(p.vm, ""), samples.get(p.vm))
+                for p in placements if p.vm in states)
     return FleetFigures(tuple(hosts), tuple(cells), vms, claims, refusals, moves)
