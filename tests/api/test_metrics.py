@@ -76,6 +76,15 @@ def scrape(client: TestClient) -> Samples:
     return parse(got.text)
 
 
+def test_the_answer_is_gzipped_when_asked(local: TestClient) -> None:
+    plain = local.get("/metrics", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+    zipped = local.get("/metrics", headers={"Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip" and zipped.headers["vary"] == "Accept-Encoding"
+    assert int(zipped.headers["content-length"]) < len(plain.content) / 2
+    assert named(parse(zipped.text), "vnuma_cell_pcpus_free") == named(parse(plain.text), "vnuma_cell_pcpus_free")
+
+
 def test_a_vms_bandwidth_is_its_stored_sample(rdt: Cli, local: TestClient) -> None:
     with sqlite3.connect(rdt.db) as conn:
         stored = {vm: json.loads(domains) for vm, domains in conn.execute(

@@ -17,6 +17,7 @@ To export one more figure of the inventory: add its field to :class:`vnuma.servi
 
 from __future__ import annotations
 
+import gzip
 import ipaddress
 import os
 import time
@@ -239,7 +240,12 @@ def install(app: FastAPI, settings: Settings) -> None:
     @app.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
     def metrics(request: Request) -> Response:
         readers.check(request)
-        return Response(generate_latest(_registry(request.app)), media_type=CONTENT_TYPE_LATEST)
+        body = generate_latest(_registry(request.app))
+        if "gzip" not in request.headers.get("accept-encoding", "").lower():
+            return Response(body, media_type=CONTENT_TYPE_LATEST)
+        # Prometheus asks for gzip: a tenth of the bytes; level 1 costs ~5 ms per MiB (10,000 hosts: 28 MiB).
+        return Response(gzip.compress(body, compresslevel=1), media_type=CONTENT_TYPE_LATEST,
+                        headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
 
     app.add_middleware(Timing, metrics=api)
 
