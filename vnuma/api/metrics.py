@@ -40,7 +40,8 @@ from vnuma.api import auth
 from vnuma.api.limits import App, Message, Receive, Scope, Send
 from vnuma.errors import VnumaError
 from vnuma.services import Settings
-from vnuma.services.metrics import FleetFigures, Kept, networks, read_figures
+from vnuma.services.config import METRICS_ALLOW, networks
+from vnuma.services.metrics import FleetFigures, Kept, read_figures
 
 disable_created_metrics()  # no `_created` series: counters and histograms are read with rate()
 
@@ -52,8 +53,8 @@ UNMATCHED = "(unmatched)"
 class Readers:
     """Who may read ``/metrics``: the allowed networks without a token, else a fleet-reading token."""
 
-    def __init__(self, allow: str) -> None:
-        self.networks = networks(allow)
+    def __init__(self, allow: str | None) -> None:
+        self.networks = networks(allow if allow is not None else METRICS_ALLOW)
 
     def address_allowed(self, host: str | None) -> bool:
         """Whether a client at ``host`` (an IP address; anything else is not) may read without a token."""

@@ -17,10 +17,6 @@ if TYPE_CHECKING:
     from vnuma.services.config import Config
 
 
-METRICS_ALLOW = "127.0.0.0/8, ::1"
-"""Who may read ``vnuma serve``'s ``/metrics`` without a token by default: this machine only."""
-
-
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Resolved configuration (:mod:`vnuma.services.config`): the inventory URL, an operator templates
@@ -33,7 +29,8 @@ class Settings:
     page_size: str = "large"
     domain_type: str = "kvm"
     memnode_mode: str | None = None
-    metrics_allow: str = METRICS_ALLOW
+    metrics_allow: str | None = None
+    """Who reads ``vnuma serve``'s ``/metrics`` without a token (None: :data:`.config.METRICS_ALLOW`)."""
     warnings: tuple[str, ...] = ()
 
 
@@ -74,6 +71,6 @@ def make_settings(
         page_size=config["page_size"] or "large",
         domain_type=config["domain_type"] or "kvm",
         memnode_mode=config["memnode_mode"],
-        metrics_allow=config["metrics_allow"] or METRICS_ALLOW,
+        metrics_allow=config["metrics_allow"],
         warnings=config.warnings,
     )

@@ -28,6 +28,7 @@ reads it once), as for every service.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -36,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vnuma.errors import ConfigError
-from vnuma.services import METRICS_ALLOW
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
@@ -80,9 +80,31 @@ def _text(value: str) -> str:
     return value
 
 
-def _networks(value: str) -> str:
-    from vnuma.services.metrics import networks
+METRICS_ALLOW = "127.0.0.0/8, ::1"
+"""Who may read ``vnuma serve``'s ``/metrics`` without a token by default: this machine only."""
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def networks(text: str) -> tuple[Network, ...]:
+    """A ``metrics_allow`` value: comma-separated CIDRs or addresses, or ``none`` (no network).
+
+    Raises:
+        ValueError: an item that is neither (its message says what to use).
+    """
+    if text.strip().lower() == "none":
+        return ()
+    out = []
+    for item in (i.strip() for i in text.split(",")):
+        try:
+            out.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ValueError(f"{item!r} is no address or CIDR: give CIDRs or addresses, comma-separated, "
+                             "or none") from None
+    return tuple(out)
+
+
+def _networks(value: str) -> str:
     networks(value)
     return value
 
@@ -109,7 +131,7 @@ KEYS: dict[str, Key] = {
 }
 """The keys the file accepts (``database`` None: ``$XDG_DATA_HOME/vnuma/inventory.db``; ``memnode_mode``
 None: each VM's own modes; ``templates`` None: only the shipped ones; ``metrics_allow``: who reads
-``vnuma serve``'s ``/metrics`` without a token, :data:`vnuma.services.METRICS_ALLOW` by default)."""
+``vnuma serve``'s ``/metrics`` without a token, :data:`METRICS_ALLOW` by default)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,6 @@ transaction after it: a change between the two shows at the next scrape.
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -44,27 +43,6 @@ from vnuma.topology import DeviceKind, Host
 SETTLE_S = 600.0
 """Audit rows younger than this are counted afresh at every scrape, not folded into the kept totals: a row
 whose transaction commits late (or a writer whose clock is behind) is still counted once it shows."""
-
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-def networks(text: str) -> tuple[Network, ...]:
-    """The ``metrics_allow`` setting: comma-separated CIDRs or addresses, or ``none`` (no network).
-
-    Raises:
-        ValueError: an item that is neither (its message says what to use).
-    """
-    if text.strip().lower() == "none":
-        return ()
-    out = []
-    for item in (i.strip() for i in text.split(",")):
-        try:
-            out.append(ipaddress.ip_network(item, strict=False))
-        except ValueError:
-            raise ValueError(f"{item!r} is no address or CIDR: give CIDRs or addresses, comma-separated, "
-                             "or none") from None
-    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
