@@ -318,3 +318,9 @@ def test_the_figures_are_the_same_on_sqlite_and_postgresql(url: str) -> None:
     assert vm.sampled_at == datetime(2026, 12, 7, 3, tzinfo=UTC).timestamp()
     (cell,) = [c for c in got.cells if c.cell == chosen.cells[0].host_cell]
     assert cell.pcpus_free == cell.pcpus - len(chosen.cells[0].pcpus)
+    with open_inventory(url) as inv:
+        inv.add_host(make_host("h2", cells=2, cores_per_cell=4, smt=2))
+    with open_access(url) as access, access.begin(True) as x:  # a sample taken where the VM is not (it moved)
+        record_samples(x, [Sample("v1", "h2", "2026-12-07T03:01:00+00:00", 2000, ((0, 1, 2),), ((0, 1),))])
+    (vm,) = read_figures(settings, Kept()).vms
+    assert (vm.host, vm.local_bps, vm.remote_bps, vm.remote_ratio, vm.llc_bytes) == ("h1", None, None, None, None)
