@@ -49,7 +49,7 @@ def test_file_then_env_then_option_decide_each_commands_default(cli: Cli, conf: 
     assert shown["memnode_mode"] == {"value": None, "source": "default", "file": None}
     assert shown["database"]["source"] == "option" and shown["database"]["value"] == str(cli.db)
     assert set(shown) == {"database", "libvirt_uri", "strategy", "page_size", "domain_type", "memnode_mode",
-                          "templates"}
+                          "templates", "metrics_allow"}
 
 
 def test_the_configured_database_is_relative_to_the_file_and_must_exist(tmp_path: Path,

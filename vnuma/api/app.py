@@ -35,6 +35,7 @@ API_VERSION = "1"
 
 def create_app(settings: Settings, options: ServeOptions | None = None) -> FastAPI:
     """The application serving the inventory of ``settings``."""
+    from vnuma.api import metrics
     from vnuma.api.routes import fleet, hosts, moves, tenants, tokens, vms
 
     options = options or ServeOptions()
@@ -53,6 +54,7 @@ def create_app(settings: Settings, options: ServeOptions | None = None) -> FastA
     moves.routes(app, settings, change)
     tokens.routes(app, settings, change)
     app.add_middleware(BodyLimit, limit=options.max_body)
+    metrics.install(app, settings)
     return app
 
 

@@ -78,7 +78,7 @@ def changes(settings: Settings) -> Change:
         except VnumaError as err:
             outcome = "failed" if isinstance(err, (HypervisorError, InventoryError)) else "refused"
             audit.log_outcome(settings, outcome, " ".join(str(err).split("\n")),
-                              {k: v for k, v in subjects.items() if v})
+                              {k: v for k, v in subjects.items() if v}, cause=err)
             raise
         finally:
             audit.end()

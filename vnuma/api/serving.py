@@ -16,6 +16,9 @@ import os
 import re
 import socket
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from vnuma.api.app import ServeOptions, create_app
+from vnuma.api.metrics import MULTIPROCESS
 from vnuma.errors import ConflictError, InvalidInputError
 from vnuma.services import Settings
 
@@ -90,6 +94,22 @@ def serve(config: Any, sock: socket.socket, banner: str) -> bool:
     except KeyboardInterrupt:
         return True
     return bool(server.started)
+
+
+@contextmanager
+def shared_metrics(workers: int) -> Iterator[None]:
+    """With several workers, each one's request counts and latencies go to files in a temporary directory
+    that every worker's ``/metrics`` reads (prometheus_client's multiprocess mode, ``PROMETHEUS_MULTIPROC_DIR``:
+    the workers inherit it), removed when serving ends; a directory the operator set is used as it is."""
+    if workers < 2 or os.environ.get(MULTIPROCESS):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="vnuma-metrics-") as directory:
+        os.environ[MULTIPROCESS] = directory
+        try:
+            yield
+        finally:
+            os.environ.pop(MULTIPROCESS, None)
 
 
 def from_handoff() -> FastAPI:

@@ -62,7 +62,7 @@ class _Group(TyperGroup):
             message = " ".join(str(err).split("\n"))
             _complain(f"error: {message}" + (f"\nhint: {err.hint}" if err.hint else ""))
             failed = isinstance(err, (HypervisorError, InventoryError))
-            _log_outcome(ctx, "failed" if failed else "refused", message)
+            _log_outcome(ctx, "failed" if failed else "refused", message, err)
             raise typer.Exit(err.exit_code) from err
         except (typer.Exit, typer.Abort, typer.TyperException, SystemExit):
             # Usage errors (a badly typed option) surface while a sub-command
@@ -166,8 +166,9 @@ def remote(ctx: typer.Context) -> Any:
     return root.obj["client"]
 
 
-def _log_outcome(ctx: typer.Context, outcome: str, error: str) -> None:
-    """Log a refused or failed invocation of a command that changes the inventory (best effort)."""
+def _log_outcome(ctx: typer.Context, outcome: str, error: str, cause: VnumaError | None = None) -> None:
+    """Log a refused or failed invocation of a command that changes the inventory (best effort); ``cause``: the
+    error, when there is one."""
     path = tuple(_PARAMS.get("path", ()))
     params = _PARAMS.get("params", {})
     argv = ctx.meta.get("vnuma_argv", sys.argv[1:])
@@ -184,7 +185,8 @@ def _log_outcome(ctx: typer.Context, outcome: str, error: str) -> None:
     try:
         from vnuma.services import audit
 
-        audit.log_outcome(settings(ctx), outcome, error, {k: v for k, v in subjects.items() if isinstance(v, str)})
+        audit.log_outcome(settings(ctx), outcome, error, {k: v for k, v in subjects.items() if isinstance(v, str)},
+                          cause=cause)
     except VnumaError:
         pass  # no inventory to log into (a bad --db, a broken configuration): nothing was changed there
 

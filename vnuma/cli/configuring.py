@@ -22,7 +22,8 @@ def show(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
     over the file ($VNUMA_CONFIG, else $XDG_CONFIG_HOME/vnuma/config.toml),
     which wins over the built-in default. The file holds top-level TOML keys:
     database, libvirt_uri ({host} is the host's name), strategy, page_size,
-    domain_type, memnode_mode, templates; an unknown key is a warning.
+    domain_type, memnode_mode, templates, metrics_allow (who reads vnuma
+    serve's /metrics without a token); an unknown key is a warning.
     Here only --db is an option; the others are options of the commands that
     use them (place --strategy, render --domain-type...).
 

@@ -56,6 +56,10 @@ def serve(
     them. `vnuma
     --server URL` runs the CLI's commands through a service. Errors are
     application/problem+json with the CLI's message, hint and exit code.
+    GET /metrics: the fleet's figures and the service's own in the
+    Prometheus text format, for clients from the metrics_allow addresses
+    (configuration; default this machine) without a token, else for
+    reader, operator and admin tokens.
 
     Roles (vnuma token create): reader reads; operator also places,
     releases and moves VMs (repin, migrate, rebalance runs); tenant places,
@@ -78,7 +82,7 @@ def serve(
 
     import uvicorn
 
-    from vnuma.api.serving import HANDOFF, handoff, listening_socket, parse_listen, serve, where
+    from vnuma.api.serving import HANDOFF, handoff, listening_socket, parse_listen, serve, shared_metrics, where
     from vnuma.services.queries import check_serving, db_status
 
     host, port = parse_listen(listen)
@@ -99,7 +103,8 @@ def serve(
     banner = (f"vnuma serve: listening on {scheme}://{where(host, port)}, inventory {db_status(chosen)['url']}, "
               f"{workers} worker{'s' * (workers != 1)}")
     stop_watch = start_watch() if start_watch is not None else None
-    served = serve(config, sock, banner)
+    with shared_metrics(workers):
+        served = serve(config, sock, banner)
     if stop_watch is not None:
         stop_watch()
     if not served:

@@ -29,6 +29,8 @@ class Settings:
     page_size: str = "large"
     domain_type: str = "kvm"
     memnode_mode: str | None = None
+    metrics_allow: str | None = None
+    """Who reads ``vnuma serve``'s ``/metrics`` without a token (None: :data:`.config.METRICS_ALLOW`)."""
     warnings: tuple[str, ...] = ()
 
 
@@ -69,5 +71,6 @@ def make_settings(
         page_size=config["page_size"] or "large",
         domain_type=config["domain_type"] or "kvm",
         memnode_mode=config["memnode_mode"],
+        metrics_allow=config["metrics_allow"],
         warnings=config.warnings,
     )

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from vnuma.errors import InvalidInputError, VnumaError
+from vnuma.errors import InvalidInputError, NoPlacementError, VnumaError
 from vnuma.inventory import audit
 from vnuma.inventory.access import open_access
 from vnuma.inventory.db import missing_sqlite_file
@@ -46,17 +46,35 @@ def end() -> None:
     audit.end_invocation()
 
 
-def log_outcome(settings: Settings, outcome: str, error: str, subjects: Mapping[str, str | None]) -> None:
+def log_outcome(
+    settings: Settings, outcome: str, error: str, subjects: Mapping[str, str | None], *,
+    cause: BaseException | None = None,
+) -> None:
     """Record that the invocation was ``refused`` or ``failed``; quietly nothing when the inventory cannot
     be written (it is unreachable, missing, or its schema is not this vnuma's: then it changed nothing
-    either)."""
+    either). A placement no host takes (``cause``) is logged with the check that refused the host that came
+    closest (:func:`refused_by`), which ``/metrics`` counts refusals by."""
     if missing_sqlite_file(settings.db_url) is not None:
         return
+    check = refused_by(cause)
+    if check is not None:
+        subjects = {**subjects, "check": check}
     try:
         with open_access(settings.db_url) as access, access.begin(True) as x:
             audit.record_outcome(x, outcome, error, subjects)
     except VnumaError:
         pass
+
+
+def refused_by(err: BaseException | None) -> str | None:
+    """The check that refused the host that came closest, for a VM no host takes (a
+    :class:`~vnuma.errors.NoPlacementError` carrying its rejections); else None."""
+    if not isinstance(err, NoPlacementError) or not err.rejections:
+        return None
+    from vnuma.placement.refusal import summarize
+
+    closest = summarize(err.rejections).closest
+    return closest.check if closest is not None else None
 
 
 _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")

@@ -15,6 +15,7 @@ prints. The file holds top-level keys (and the ``[watch]`` table of ``vnuma watc
     domain_type = "kvm"
     memnode_mode = "restrictive"
     templates = "/etc/vnuma/templates"
+    metrics_allow = "127.0.0.0/8, ::1, 10.20.0.0/16"
 
 Relative paths in the file (``database``, ``templates``) are relative to the
 file's directory. ``libvirt_uri`` is the URI ``host add NAME`` uses without
@@ -28,6 +29,7 @@ reads it once), as for every service.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -80,6 +82,35 @@ def _text(value: str) -> str:
     return value
 
 
+METRICS_ALLOW = "127.0.0.0/8, ::1"
+"""Who may read ``vnuma serve``'s ``/metrics`` without a token by default: this machine only."""
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def networks(text: str) -> tuple[Network, ...]:
+    """A ``metrics_allow`` value: comma-separated CIDRs or addresses, or ``none`` (no network).
+
+    Raises:
+        ValueError: an item that is neither (its message says what to use).
+    """
+    if text.strip().lower() == "none":
+        return ()
+    out = []
+    for item in (i.strip() for i in text.split(",")):
+        try:
+            out.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ValueError(f"{item!r} is no address or CIDR: give CIDRs or addresses, comma-separated, "
+                             "or none") from None
+    return tuple(out)
+
+
+def _networks(value: str) -> str:
+    networks(value)
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Key:
     """One setting: its environment variable, built-in default, check, and whether it is a path."""
@@ -98,9 +129,11 @@ KEYS: dict[str, Key] = {
     "domain_type": Key("VNUMA_DOMAIN_TYPE", "kvm", _choice("kvm", "qemu")),
     "memnode_mode": Key("VNUMA_MEMNODE_MODE", None, _memnode_mode),
     "templates": Key("VNUMA_TEMPLATES", None, _text, path=True),
+    "metrics_allow": Key("VNUMA_METRICS_ALLOW", METRICS_ALLOW, _networks),
 }
 """The keys the file accepts (``database`` None: ``$XDG_DATA_HOME/vnuma/inventory.db``; ``memnode_mode``
-None: each VM's own modes; ``templates`` None: only the shipped ones)."""
+None: each VM's own modes; ``templates`` None: only the shipped ones; ``metrics_allow``: who reads
+``vnuma serve``'s ``/metrics`` without a token, :data:`METRICS_ALLOW` by default)."""
 
 SECTIONS = ("watch",)
 """The tables the file may hold, checked by their own readers (``[watch]``: :mod:`vnuma.services.watchconfig`)."""
