@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.conftest import Service, prepared, start
 from tests.cli.conftest import REPO, Cli
+from tests.watch.conftest import FLEET, make_fleet
 from vnuma.api.app import create_app
 from vnuma.api.metrics import Readers
 from vnuma.inventory.access import open_access
@@ -324,3 +325,15 @@ def test_the_figures_are_the_same_on_sqlite_and_postgresql(url: str) -> None:
         record_samples(x, [Sample("v1", "h2", "2026-12-07T03:01:00+00:00", 2000, ((0, 1, 2),), ((0, 1),))])
     (vm,) = read_figures(settings, Kept()).vms
     assert (vm.host, vm.local_bps, vm.remote_bps, vm.remote_ratio, vm.llc_bytes) == ("h1", None, None, None, None)
+
+
+def test_the_watchs_open_events_are_exported_one_series_each(tmp_path: Path) -> None:
+    fleet = make_fleet(Cli(tmp_path / "inventory.db"))
+    with TestClient(create_app(make_settings(str(fleet.db), {})), client=("127.0.0.1", 50002)) as client:
+        assert named(scrape(client), "vnuma_events_active") == {}
+        fleet.ok("watch", "--domstats-dir", str(FLEET))  # opens 3 events and closes 2 (tests/watch/test_replay.py)
+        opened = {(e["rule"], e["host"], e["vm"]) for e in fleet.ok("events", "--json").json() if not e["closed_at"]}
+        assert opened == {("remote", "rdt", "b2")}
+        assert named(scrape(client), "vnuma_events_active") == {
+            (("cell", ""), ("host", "rdt"), ("rule", "remote"), ("vm", "b2")): 1.0,
+        }

@@ -141,8 +141,14 @@ def _fleet_families(f: FleetFigures) -> Iterator[Metric]:
                     ["objective"], (([o], n) for o, n in sorted(f.moves.items())), counter=True)
 
 
+def _event_families(f: FleetFigures) -> Iterator[Metric]:
+    yield _labelled("vnuma_events_active", "1 per open event of the watch (vnuma events): its rule, host, and the "
+                    "VM or cell it names (empty when it names none).", ["rule", "host", "vm", "cell"],
+                    (([e.rule, e.host, e.vm or "", "" if e.cell is None else str(e.cell)], 1) for e in f.events))
+
+
 FAMILIES: tuple[Callable[[FleetFigures], Iterable[Metric]], ...] = (
-    _vm_families, _cell_families, _host_families, _fleet_families,
+    _vm_families, _cell_families, _host_families, _fleet_families, _event_families,
 )
 """What the inventory's figures are exported as; one more gauge is one more function here."""
 

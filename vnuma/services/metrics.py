@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from vnuma.inventory import tallies
 from vnuma.inventory.access import open_access
 from vnuma.inventory.executor import Executor
+from vnuma.inventory.history import Event, open_events
 from vnuma.inventory.placer import open_placer
 from vnuma.inventory.samples import Sample, read_samples
 from vnuma.placement.ledger.fleet import Fleet
@@ -102,6 +103,8 @@ class FleetFigures:
     claims: int
     refusals: dict[str, int]
     moves: dict[str, int]
+    events: tuple[Event, ...] = ()
+    """The watch's open events (:mod:`vnuma.inventory.history`)."""
 
 
 class AuditTally:
@@ -197,6 +200,7 @@ def read_figures(settings: Settings, kept: Kept, now: datetime | None = None) ->
         samples = read_samples(x)
         claims, refusals = kept.tally.read(x, now)
         moves = tallies.moves_by_objective(x)
+        events = tuple(open_events(x))
     vms = tuple(_vm(p.vm, p.tenant or "", p.host, states.get(p.vm, ""), samples.get(p.vm))
                 for p in placements if p.vm in states)
-    return FleetFigures(tuple(hosts), tuple(cells), vms, claims, refusals, moves)
+    return FleetFigures(tuple(hosts), tuple(cells), vms, claims, refusals, moves, events)
