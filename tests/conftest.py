@@ -32,6 +32,14 @@ def _no_site_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: py
         monkeypatch.delenv(var, raising=False)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use the ``embedded`` QEMU driver run last: once a process has opened ``qemu:///embed``,
+    libvirt hands that process's later ``qemu:///system`` connections to the embedded driver (which refuses
+    them: "Missing URI parameter 'root'"), so the real-daemon tests must come first. The order is otherwise
+    kept."""
+    items.sort(key=lambda item: "embedded" in getattr(item, "fixturenames", ()))
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite golden files from the renderer")
 

@@ -117,7 +117,8 @@ def parse_request(raw: object, at: At) -> VmRequest:
                 raise at.fail(f"missing key {key!r}")
             continue
         values[ask.name] = own[0](raw, key, at, _LEAST.get(ask.name, 0)) if own else _value(ask, raw, key, at)
-    problem = name_problem(values["tenant"], "tenant")
+    tenant = values["tenant"]  # null: a request of no tenant, as before names were checked
+    problem = name_problem(tenant, "tenant") if isinstance(tenant, str) else None
     if problem is not None:
         raise at.key("tenant").fail(problem)
     try:
