@@ -1,0 +1,140 @@
+"""`vnuma watch --act propose|apply` and `vnuma events apply ID` on the recorded fleet (tests/data/watch/fleet):
+events become moves within the budget, carried out as journaled rebalance runs, every move withheld said why."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli.conftest import Cli
+from tests.dbdump import dump
+from tests.watch.conftest import FLEET, at
+
+NOISY_B1 = ("L3 domain 0 of rdt carries 7020 MB/s, share 3660 MB/s; b1 measured 6000 MB/s at "
+            f"{at(7)}; to cells [1]; excess 3360 -> 2640 MB/s")
+
+
+def _actions(cli: Cli) -> list[tuple[Any, ...]]:
+    return [(e["id"], a["id"], a["status"], a["vm"], a["at"], a["reason"])
+            for e in cli.ok("events", "--json").json() for a in e["actions"]]
+
+
+def _cells(cli: Cli, vm: str) -> tuple[str, list[int]]:
+    doc = cli.ok("vm", "show", vm, "--json").json()
+    return doc["host"], [c["host_cell"] for c in doc["cells"]]
+
+
+def _runs(db: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT id, status, unfinished, options FROM rebalance_runs ORDER BY id").fetchall()
+
+
+def test_propose_keeps_a_move_per_event_and_the_reason_of_every_move_withheld(fleet: Cli) -> None:
+    res = fleet.ok("watch", "--domstats-dir", str(FLEET))
+    assert "proposal 1 for event 1 (noisy VM b1): re-pin b1 to rdt cells 1 (bandwidth)" in res.stdout
+    assert res.stdout.splitlines()[-1] == ("watch: 48 rounds written over 2 hosts, 3 events opened, 2 closed; "
+                                           "1 moves proposed, 0 applied, 2 withheld; stale: rdt2")
+    assert _actions(fleet) == [
+        (1, 1, "proposed", "b1", at(7), NOISY_B1),
+        (2, 2, "withheld", None, at(10), "cell-drift: memory used outside vnuma; no move of a VM remedies it"),
+        # b2 turned memory-bound: no re-pin on rdt helps, and the fleet's bandwidth plan would migrate b1
+        (3, 3, "withheld", "b2", at(22), "migrate b1 to rdt2 cells 0 (bandwidth): no re-pin on rdt helps; "
+                                          "migrating b1 to rdt2 needs --allow-migrate"),
+    ]
+    assert _cells(fleet, "b1") == ("rdt", [0])  # proposing moves nothing
+    assert _runs(fleet.db) == []
+    table = fleet.ok("events").stdout
+    assert "ACTION  EVENT  AT" in table and "proposed  b1  rdt:0 -> rdt:1" in table
+
+
+def test_events_apply_carries_a_proposal_out_as_a_journaled_run(fleet: Cli) -> None:
+    fleet.ok("watch", "--domstats-dir", str(FLEET))
+    res = fleet.ok("events", "apply", "1")
+    assert res.stdout.splitlines() == ["step 1: b1 (claims) done", "proposal 1: rebalance run 1 done"]
+    assert _cells(fleet, "b1") == ("rdt", [1])
+    ((run, status, unfinished, options),) = _runs(fleet.db)
+    assert (run, status, unfinished) == (1, "done", None) and '"proposal": 1' in options
+    assert fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]["status"] == "applied"
+    assert fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]["run"] == 1
+
+
+def test_events_apply_of_an_unknown_applied_or_withheld_proposal_is_refused(fleet: Cli) -> None:
+    fleet.ok("watch", "--domstats-dir", str(FLEET))
+    before = dump(fleet.db)
+    res = fleet("events", "apply", "42")
+    assert (res.exit_code, res.stderr.splitlines()[0]) == (3, "error: proposal 42 is not in the inventory")
+    res = fleet("events", "apply", "2")
+    assert res.exit_code == 9
+    assert res.stderr.splitlines()[0] == ("error: proposal 2 is a move withheld, not proposed: cell-drift: memory "
+                                          "used outside vnuma; no move of a VM remedies it")
+    res = fleet("events", "apply")
+    assert res.exit_code == 2
+    assert dump(fleet.db) == before
+    fleet.ok("events", "apply", "1")
+    res = fleet("events", "apply", "1")
+    assert res.exit_code == 9
+    assert res.stderr.splitlines()[0] == "error: proposal 1 was already carried out: rebalance run 1 (done)"
+    assert len(_runs(fleet.db)) == 1
+
+
+def test_act_apply_moves_within_the_budget_and_the_cooldown_stops_the_move_back(fleet: Cli) -> None:
+    res = fleet.ok("watch", "--domstats-dir", str(FLEET), "--act", "apply", "--allow-migrate")
+    lines = res.stdout.splitlines()
+    assert lines[1:3] == ["proposal 1 for event 1 (noisy VM b1): re-pin b1 to rdt cells 1 (bandwidth)",
+                          "proposal 1 applied: rebalance run 1 done"]
+    assert _cells(fleet, "b1") == ("rdt", [1])
+    # b2 turns memory-bound at sample 20: the bandwidth plan would now move b1 back; its cooldown withholds it
+    cooldown = f"VM b1 is in its cooldown after a move, until {at(7 + 360)} (cooldown in the [watch] table)"
+    assert _actions(fleet)[-1] == (3, 3, "withheld", "b2", at(22), f"re-pin b1 to rdt cells 0 (bandwidth): {cooldown}")
+    assert [r[:3] for r in _runs(fleet.db)] == [(1, "done", None)]
+    assert lines[-1].endswith("; 1 moves proposed, 1 applied, 2 withheld; stale: rdt2")
+
+
+def test_a_tenant_that_opted_out_and_a_cordoned_host_are_never_moved(fleet: Cli) -> None:
+    assert fleet.ok("tenant", "update", "tenant-b", "--no-auto-move").stdout == (
+        "updated tenant tenant-b: automatic moves on -> off\n")
+    fleet.ok("watch", "--domstats-dir", str(FLEET), "--act", "apply", "--allow-migrate")
+    opted = "tenant tenant-b opted out of automatic moves (vnuma tenant update tenant-b --auto-move)"
+    assert [a[2:4] + a[5:] for a in _actions(fleet) if a[3]] == [("withheld", "b1", opted),
+                                                                  ("withheld", "b2", opted)]
+    assert _runs(fleet.db) == []
+
+
+def test_nothing_moves_on_a_cordoned_host(fleet: Cli) -> None:
+    fleet.ok("host", "cordon", "rdt")
+    fleet.ok("watch", "--domstats-dir", str(FLEET), "--act", "apply", "--allow-migrate")
+    assert {a[5] for a in _actions(fleet) if a[3]} == {"host rdt is cordoned: nothing moves on it"}
+    assert _runs(fleet.db) == []
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ("moves_per_host_hour = -1", "moves_per_host_hour: -1 is out of range (0 to 1000)"),
+    ("moves_per_hour = 2.5", "moves_per_hour: expected a whole number, got 2.5"),
+    ('cooldown = "10s"', "cooldown_s: '10s' is out of range (60 to 604800)"),
+    ("cooldown = 5", "cooldown: expected a time"),
+], ids=["host", "fleet", "cooldown-range", "cooldown-type"])
+def test_bad_budget_limits_are_one_clear_error_and_nothing_is_written(
+    fleet: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str, message: str,
+) -> None:
+    config = tmp_path / "vnuma.toml"
+    config.write_text(f"[watch]\n{table}\n")
+    monkeypatch.setenv("VNUMA_CONFIG", str(config))
+    before = dump(fleet.db)
+    for args in (("watch", "--domstats-dir", str(FLEET), "--act", "apply"), ("events", "apply", "1")):
+        res = fleet(*args)
+        assert res.exit_code == 4 and res.stderr.startswith(f"error: {config}: [watch] ") and message in res.stderr
+        assert len(res.stderr.splitlines()) <= 2
+    assert dump(fleet.db) == before
+
+
+def test_the_budget_in_the_file_limits_the_moves(fleet: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "vnuma.toml"
+    config.write_text("[watch]\nmoves_per_host_hour = 0\n")
+    monkeypatch.setenv("VNUMA_CONFIG", str(config))
+    fleet.ok("watch", "--domstats-dir", str(FLEET), "--act", "apply")
+    assert _actions(fleet)[0][2:] == ("withheld", "b1", at(7), "host rdt: 0 moves in the last hour, the most "
+                                      "allowed (moves_per_host_hour in the [watch] table)")
+    assert _cells(fleet, "b1") == ("rdt", [0])
