@@ -3,6 +3,8 @@ the moves it admits never exceed the limits."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,7 +48,7 @@ def test_the_moves_admitted_never_exceed_the_budget(budget: Budget, stream: list
         assert budget.allow_migrate or ask.to_host in (None, ask.host)
     for vm in VMS:
         times = [c.at_s for c, _ in done if c.vm == vm]
-        assert all(b - a >= budget.cooldown_s for a, b in zip(times, times[1:], strict=False))
+        assert all(b - a >= budget.cooldown_s for a, b in pairwise(times))
 
 
 def test_every_vm_noisy_at_once_moves_no_more_than_the_budget() -> None:
