@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import Cli
+from tests.concurrency.consistency import inconsistencies
 from tests.dbdump import dump
 from tests.watch.conftest import FLEET, at
 
@@ -138,3 +139,30 @@ def test_the_budget_in_the_file_limits_the_moves(fleet: Cli, tmp_path: Path, mon
     assert _actions(fleet)[0][2:] == ("withheld", "b1", at(7), "host rdt: 0 moves in the last hour, the most "
                                       "allowed (moves_per_host_hour in the [watch] table)")
     assert _cells(fleet, "b1") == ("rdt", [0])
+
+
+@pytest.mark.parametrize("point", ["run-opened", "step-started", "libvirt-done"])
+@pytest.mark.parametrize("finish", ["--resume", "--abort"])
+def test_act_apply_killed_mid_run_leaves_a_run_that_resume_or_abort_finishes(
+    fleet: Cli, point: str, finish: str,
+) -> None:
+    res = fleet.process("watch", "--domstats-dir", str(FLEET), "--act", "apply", env={"VNUMA_FAILPOINT": point})
+    assert res.exit_code == -9, res.stderr
+    ((run, _, unfinished, options),) = _runs(fleet.db)
+    assert unfinished and '"proposal": 1' in options
+    assert fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]["status"] == "unfinished"
+    fleet.ok("rebalance", finish)
+    assert inconsistencies(f"sqlite:///{fleet.db}") == []
+    assert [r[:3] for r in _runs(fleet.db)] == [(run, "done" if finish == "--resume" else "aborted", None)]
+    assert _cells(fleet, "b1") == ("rdt", [1] if finish == "--resume" else [0])
+    action = fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]
+    assert (action["status"], action["run"]) == ("applied" if finish == "--resume" else "aborted", run)
+
+
+def test_act_apply_killed_before_its_run_began_leaves_the_proposal_to_apply(fleet: Cli) -> None:
+    res = fleet.process("watch", "--domstats-dir", str(FLEET), "--act", "apply", env={"VNUMA_FAILPOINT": "run-planned"})
+    assert res.exit_code == -9, res.stderr
+    assert _runs(fleet.db) == []
+    assert fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]["status"] == "proposed"
+    fleet.ok("events", "apply", "1")
+    assert _cells(fleet, "b1") == ("rdt", [1])
