@@ -81,15 +81,16 @@ def test_events_apply_of_an_unknown_applied_or_withheld_proposal_is_refused(flee
     assert len(_runs(fleet.db)) == 1
 
 
-def test_act_apply_moves_within_the_budget_and_the_cooldown_stops_the_move_back(fleet: Cli) -> None:
+def test_act_apply_moves_within_the_budget_and_never_moves_back(fleet: Cli) -> None:
     res = fleet.ok("watch", "--domstats-dir", str(FLEET), "--act", "apply", "--allow-migrate")
     lines = res.stdout.splitlines()
     assert lines[1:3] == ["proposal 1 for event 1 (noisy VM b1): re-pin b1 to rdt cells 1 (bandwidth)",
                           "proposal 1 applied: rebalance run 1 done"]
     assert _cells(fleet, "b1") == ("rdt", [1])
-    # b2 turns memory-bound at sample 20: the bandwidth plan would now move b1 back; its cooldown withholds it
-    cooldown = f"VM b1 is in its cooldown after a move, until {at(7 + 360)} (cooldown in the [watch] table)"
-    assert _actions(fleet)[-1] == (3, 3, "withheld", "b2", at(22), f"re-pin b1 to rdt cells 0 (bandwidth): {cooldown}")
+    # b2 turns memory-bound at sample 20: the bandwidth plan would now move b1 back to the cells it left
+    back = (f"b1 would go back to rdt cells 0, which it left at {at(7)}: no swap back within no_return in the "
+            "[watch] table")
+    assert _actions(fleet)[-1] == (3, 3, "withheld", "b2", at(22), f"re-pin b1 to rdt cells 0 (bandwidth): {back}")
     assert [r[:3] for r in _runs(fleet.db)] == [(1, "done", None)]
     assert lines[-1].endswith("; 1 moves proposed, 1 applied, 2 withheld; stale: rdt2")
 
@@ -102,6 +103,9 @@ def test_a_tenant_that_opted_out_and_a_cordoned_host_are_never_moved(fleet: Cli)
     assert [a[2:4] + a[5:] for a in _actions(fleet) if a[3]] == [("withheld", "b1", opted),
                                                                   ("withheld", "b2", opted)]
     assert _runs(fleet.db) == []
+    doc = fleet.ok("tenant", "update", "tenant-b", "--auto-move", "--json").json()
+    assert (doc["auto_move"], doc["before"]["auto_move"]) == (True, False)
+    assert fleet("tenant", "update", "nobody", "--no-auto-move").exit_code == 3
 
 
 def test_nothing_moves_on_a_cordoned_host(fleet: Cli) -> None:

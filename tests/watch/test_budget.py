@@ -15,15 +15,17 @@ VMS = tuple(f"vm{i}" for i in range(8))
 
 asks = st.lists(
     st.tuples(
-        st.sampled_from(VMS), st.sampled_from(HOSTS), st.sampled_from((None, *HOSTS)),
+        st.sampled_from(VMS[:4]), st.sampled_from(HOSTS), st.sampled_from((None, *HOSTS)),
         st.integers(0, 900),  # seconds since the ask before: bursts and lulls
-        st.booleans(),  # the tenant opted out
-        st.frozensets(st.sampled_from(HOSTS), max_size=1),  # the cordoned hosts
+        st.integers(0, 9).map(lambda k: k == 0),  # the tenant opted out (now and then)
+        st.sampled_from((frozenset(),) * 6 + tuple(frozenset({h}) for h in HOSTS)),  # the cordoned hosts
+        st.sampled_from(((0,), (1,), (0, 1))),  # the cells it leaves
+        st.sampled_from(((0,), (1,), (0, 1))),  # the cells it goes to
     ),
-    max_size=150,
+    min_size=10, max_size=150,
 )
-budgets = st.builds(Budget, st.integers(0, 4), st.integers(0, 8), st.integers(60, 2 * HOUR_S), st.booleans(),
-                    st.booleans())
+budgets = st.builds(Budget, st.integers(0, 4), st.integers(0, 8), st.integers(60, 2 * HOUR_S),
+                    st.integers(0, 4 * HOUR_S), st.booleans(), st.booleans())
 
 
 @settings(max_examples=300, deadline=None)
@@ -31,12 +33,12 @@ budgets = st.builds(Budget, st.integers(0, 4), st.integers(0, 8), st.integers(60
 def test_the_moves_admitted_never_exceed_the_budget(budget: Budget, stream: list[tuple]) -> None:
     done: list[tuple[Counted, Ask]] = []
     at = 1_800_000_000.0
-    for vm, host, to_host, gap, opted_out, cordoned in stream:
+    for vm, host, to_host, gap, opted_out, cordoned, cells, to_cells in stream:
         at += gap
-        ask = Ask(vm, "t", host, to_host, at, cordoned, opted_out)
+        ask = Ask(vm, "t", host, to_host, at, cordoned, opted_out, to_cells)
         reason = withheld(budget, ask, [c for c, _ in done])
         if reason is None:
-            done.append((Counted(vm, host, at), ask))
+            done.append((Counted(vm, host, at, cells), ask))
         else:
             assert reason  # every move withheld says why
     for c, ask in done:
@@ -46,6 +48,8 @@ def test_the_moves_admitted_never_exceed_the_budget(budget: Budget, stream: list
         assert not ask.opted_out
         assert not {ask.host, ask.to_host} & ask.cordoned
         assert budget.allow_migrate or ask.to_host in (None, ask.host)
+        assert not any(d.vm == c.vm and (d.host, d.left) == (ask.to_host, ask.to_cells)
+                       and c.at_s - budget.return_s < d.at_s <= c.at_s for d, _ in done if d is not c)
     for vm in VMS:
         times = [c.at_s for c, _ in done if c.vm == vm]
         assert all(b - a >= budget.cooldown_s for a, b in pairwise(times))

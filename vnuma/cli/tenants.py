@@ -117,19 +117,17 @@ def update(
         given = {k: v for k, v in (("llc", llc), ("llc_ways", llc_ways), ("mem_bw", mem_bw)) if v is not None}
         old, new = client.update_tenant(name, isolation, {k: v for k, v in quotas.items() if v is not KEEP}, given)
     else:
+        only_moves = auto_move is not None and isolation is None and not slices and all(
+            v is KEEP for v in quotas.values())
+        if not only_moves:  # first: a refused change writes nothing, the opt-out included
+            old, new = update_tenant(settings(ctx), name, isolation=isolation, **quotas, slices=slices)
         if auto_move is not None:
             from vnuma.services.watchact import set_auto_move
 
-            moves = (set_auto_move(settings(ctx), name, auto_move), auto_move)
-        only_moves = moves is not None and isolation is None and not slices and all(
-            v is KEEP for v in quotas.values())
-        if only_moves:
-            from vnuma.inventory.reading import open_reader
-
-            with open_reader(settings(ctx).db_url) as reader:
-                old = new = reader.snapshot().tenants[name]
-        else:
-            old, new = update_tenant(settings(ctx), name, isolation=isolation, **quotas, slices=slices)
+            was, tenant = set_auto_move(settings(ctx), name, auto_move)
+            moves = (was, auto_move)
+            if only_moves:
+                old = new = tenant
     if as_json:
         from vnuma.codec import tenant_to_dict
 

@@ -90,12 +90,13 @@ def of_events(x: Executor, event_ids: Iterable[int]) -> dict[int, list[Decision]
     return out
 
 
-def counted(x: Executor, since_ms: int) -> list[tuple[int, str, str, int]]:
+def counted(x: Executor, since_ms: int) -> list[tuple[int, str, str, int, dict[str, Any] | None]]:
     """The moves the budget counts from ``since_ms`` on: every decision not withheld, as (id, VM, host it
-    leaves, at ms)."""
-    rows = x.rows("SELECT id, vm, host, at_ms FROM watch_proposals WHERE status <> :w AND at_ms >= :since",
-                  {"w": WITHHELD, "since": since_ms})
-    return [(int(i), str(vm), str(host), int(at)) for i, vm, host, at in rows]
+    leaves, at ms, the move), by time."""
+    rows = x.rows("SELECT id, vm, host, at_ms, move FROM watch_proposals WHERE status <> :w AND at_ms >= :since "
+                  "ORDER BY at_ms, id", {"w": WITHHELD, "since": since_ms})
+    return [(int(i), str(vm), str(host), int(at), None if m is None else json.loads(str(m)))
+            for i, vm, host, at, m in rows]
 
 
 def runs(x: Executor) -> dict[int, tuple[int, str]]:

@@ -14,7 +14,7 @@ decision, kept in the inventory (:mod:`vnuma.inventory.history_proposals`) with 
 A move that may go is *proposed* (``--act propose``; ``vnuma events apply ID`` carries it out later) or
 carried out at once (``--act apply``) as a journaled rebalance run naming the proposal
 (:func:`vnuma.services.rebalance_apply.apply_plan`: ``vnuma rebalance --resume|--abort`` as for any run). A
-move withheld is kept with its reason, once per reason: an event keeps being decided, round after round,
+move withheld is kept with its reason, once per reason and event: an event keeps being decided, round after round,
 until a move is proposed for it or it closes, and a new reason is kept again. A ``cell-drift`` event names
 memory used outside vnuma: no move of a VM remedies it, and that is said once.
 """
@@ -29,6 +29,7 @@ from vnuma.codec import placement_from_dict, placement_to_dict
 from vnuma.errors import ConflictError, NotFoundError, VnumaError
 from vnuma.inventory import history_proposals as decisions
 from vnuma.inventory.access import open_access
+from vnuma.placement.model import Tenant
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance import Move, Plan
 from vnuma.services import Settings
@@ -62,9 +63,11 @@ class Fleet:
     opted_out: frozenset[str]
     hosts: int
 
-    def ask(self, vm: str, host: str, to_host: str | None, at_s: float) -> Ask:
+    def ask(self, vm: str, host: str, at_s: float, move: Mapping[str, Any] | None = None) -> Ask:
+        """The budget's question for ``vm`` leaving ``host`` at ``at_s`` (``move``: as planned, or None)."""
         tenant = self.tenant.get(vm)
-        return Ask(vm, tenant, host, to_host, at_s, self.cordoned, tenant in self.opted_out)
+        return Ask(vm, tenant, host, None if move is None else move["to_host"], at_s, self.cordoned,
+                   tenant in self.opted_out, None if move is None else tuple(move["to_cells"]))
 
 
 def move_doc(objective: Objective, move: Move) -> dict[str, Any]:
@@ -83,8 +86,9 @@ def plan_of(doc: Mapping[str, Any]) -> Plan:
 
 def counted(x: Any, at_s: float, budget: Budget, but: int | None = None) -> list[Counted]:
     """The moves the budget counts at ``at_s`` (every one but the proposal ``but``)."""
-    since = round((at_s - max(HOUR_S, budget.cooldown_s)) * 1000)
-    return [Counted(vm, host, at / 1000) for i, vm, host, at in decisions.counted(x, since) if i != but]
+    since = round((at_s - max(HOUR_S, budget.cooldown_s, budget.return_s)) * 1000)
+    return [Counted(vm, host, at / 1000, tuple(move["from_cells"]) if move else ())
+            for i, vm, host, at, move in decisions.counted(x, since) if i != but]
 
 
 def words(move: Mapping[str, Any]) -> str:
@@ -116,35 +120,34 @@ class Actor:
             past = before.get(event_id, [])
             if past and past[-1].status != decisions.WITHHELD:
                 continue
-            last = past[-1].reason if past else None
-            moved |= self._decide(key, event_id, fleet, at_s, last)
+            moved |= self._decide(key, event_id, fleet, at_s, {d.reason for d in past})
         return moved
 
-    def _decide(self, key: Key, event_id: int, fleet: Fleet, at_s: float, last: str | None) -> bool:
+    def _decide(self, key: Key, event_id: int, fleet: Fleet, at_s: float, kept: set[str]) -> bool:
         rule, host, vm, _cell = key
         if rule not in OBJECTIVES:
-            self._withhold(event_id, at_s, host, None, NO_MOVE, last)
+            self._withhold(event_id, at_s, host, None, NO_MOVE, kept)
             return False
         with self._access.begin(False) as x:
-            reason = withheld(self.budget, fleet.ask(vm, host, None, at_s), counted(x, at_s, self.budget))
+            reason = withheld(self.budget, fleet.ask(vm, host, at_s), counted(x, at_s, self.budget))
         if reason is not None:
-            self._withhold(event_id, at_s, host, vm, reason, last)
+            self._withhold(event_id, at_s, host, vm, reason, kept)
             return False
         found = self._plan(rule, host, fleet.hosts > 1)
         if isinstance(found, str):
-            self._withhold(event_id, at_s, host, vm, found, last)
+            self._withhold(event_id, at_s, host, vm, found, kept)
             return False
         objective, move = found
         doc = move_doc(objective, move)
         with self._access.begin(True) as x:
-            reason = withheld(self.budget, fleet.ask(move.vm, move.from_host, move.to_host, at_s),
+            reason = withheld(self.budget, fleet.ask(move.vm, move.from_host, at_s, doc),
                               counted(x, at_s, self.budget))
             if reason is None:
                 proposal = decisions.record(x, event_id, round(at_s * 1000), decisions.PROPOSED, move.from_host,
                                             move.reason, vm=move.vm, to_host=move.to_host,
                                             objective=str(objective), move=doc)
         if reason is not None:
-            self._withhold(event_id, at_s, host, vm, f"{words(doc)}: {reason}", last)
+            self._withhold(event_id, at_s, host, vm, f"{words(doc)}: {reason}", kept)
             return False
         self.proposed += 1
         self.say(f"proposal {proposal} for event {event_id} ({rule} VM {vm}): {words(doc)}")
@@ -160,8 +163,9 @@ class Actor:
         return True
 
     def _withhold(self, event_id: int, at_s: float, host: str, vm: str | None, reason: str,
-                  last: str | None) -> None:
-        if reason == last:
+                  kept: set[str]) -> None:
+        """Keep a move withheld, once per reason per event."""
+        if reason in kept:
             return
         with self._access.begin(True) as x:
             decisions.record(x, event_id, round(at_s * 1000), decisions.WITHHELD, host, reason, vm=vm)
@@ -212,7 +216,7 @@ def carry_out(settings: Settings, proposal_id: int, budget: Budget, at_s: float,
         fleet = fleet or read_fleet(settings)
         move = found.move
         with access.begin(True) as x:
-            reason = withheld(budget, fleet.ask(move["vm"], move["from_host"], move["to_host"], at_s),
+            reason = withheld(budget, fleet.ask(move["vm"], move["from_host"], at_s, move),
                               counted(x, at_s, budget, but=proposal_id))
             if reason is None:
                 decisions.mark_applying(x, proposal_id, round(at_s * 1000))
@@ -242,15 +246,18 @@ def with_permits(budget: Budget, allow_migrate: bool, allow_restart: bool) -> Bu
     return replace(budget, allow_migrate=allow_migrate, allow_restart=allow_restart)
 
 
-def set_auto_move(settings: Settings, tenant: str, on: bool) -> bool:
+def set_auto_move(settings: Settings, tenant: str, on: bool) -> tuple[bool, Tenant]:
     """Let the watch move ``tenant``'s VMs or not (``tenant update T --auto-move|--no-auto-move``); what it
-    was.
+    was, and the tenant.
 
     Raises:
         NotFoundError: no such tenant.
     """
+    from vnuma.inventory.reading import open_reader
+
     with open_access(settings.db_url) as access, access.begin(True) as x:
         was = decisions.set_auto_move(x, tenant, on)
     if was is None:
         raise NotFoundError(f"tenant {tenant!r} is not in the inventory", hint="see `vnuma tenant list`")
-    return was
+    with open_reader(settings.db_url) as reader:
+        return was, reader.snapshot().tenants[tenant]

@@ -15,6 +15,7 @@
     moves_per_host_hour = 2   # acting: at most this many moves leave a host in an hour
     moves_per_hour = 10       # ... and this many on the whole fleet
     cooldown = "1h"           # a VM moved is not moved again within this time
+    no_return = "24h"         # ... nor back to the cells it left within this time
 
     [watch.tenants.acme]   # a tenant's own remote_share and capped
     remote_share = 0.5
@@ -42,7 +43,7 @@ from vnuma.watch.rules import RANGES, Limits, Thresholds, inconsistency
 _LIMITS = {f.name for f in fields(Limits)}
 _BUDGET = {"moves_per_host_hour": "host_hour", "moves_per_hour": "fleet_hour"}
 _TOP = {"k", "n", "m", "noisy_load", "cell_drift", "history", "minutes_days", *_LIMITS, "tenants", *_BUDGET,
-        "cooldown"}
+        "cooldown", "no_return"}
 
 
 def _number(where: str, key: str, raw: object, whole: bool) -> float:
@@ -110,9 +111,9 @@ def _budget(where: str, table: Mapping[str, Any]) -> Budget:
     for key, name in _BUDGET.items():
         if key in table:
             values[name] = int(_checked(where, key, _number(where, key, table[key], True), table[key]))
-    if "cooldown" in table:
-        values["cooldown_s"] = int(_checked(where, "cooldown_s", _time(where, table["cooldown"], "cooldown"),
-                                            table["cooldown"]))
+    for key, name in (("cooldown", "cooldown_s"), ("no_return", "return_s")):
+        if key in table:
+            values[name] = int(_checked(where, f"{key}_s", _time(where, table[key], key), table[key]))
     return replace(Budget(), **values)
 
 

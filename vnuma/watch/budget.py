@@ -9,6 +9,8 @@ budget holds whatever the events: however many VMs are noisy at once, a move is 
 * neither the host it leaves nor the one it goes to is cordoned;
 * it stays on its host (a re-pin), or migration was allowed (``--allow-migrate``) — the planners are asked
   for a re-pin first, so a migration is only proposed where no re-pin helps;
+* it does not take the VM back to the cells it left by a move within ``return_s`` (``no_return``, a day by
+  default): two VMs whose loads alternate are moved apart once, never swapped back and forth;
 * the VM has not been moved (or proposed for a move) within the cooldown;
 * fewer than ``host_hour`` moves left its host, and fewer than ``fleet_hour`` moves were made on the whole
   fleet, in the hour before.
@@ -30,29 +32,32 @@ HOUR_S = 3600
 @dataclass(frozen=True, slots=True)
 class Budget:
     """The operator's limits (the ``[watch]`` table: ``moves_per_host_hour``, ``moves_per_hour``,
-    ``cooldown``) and the permits of the command that acts (``--allow-migrate``, ``--allow-restart``)."""
+    ``cooldown``, ``no_return``) and the permits of the command that acts (``--allow-migrate``, ``--allow-restart``)."""
 
     host_hour: int = 2
     fleet_hour: int = 10
     cooldown_s: int = 3600
+    return_s: int = 86400
     allow_migrate: bool = False
     allow_restart: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Counted:
-    """A move that counts against the budget: the VM, the host it leaves, when (Unix seconds)."""
+    """A move that counts against the budget: the VM, the host it leaves, when (Unix seconds), and the cells
+    it left there."""
 
     vm: str
     host: str
     at_s: float
+    left: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Ask:
     """A move asked for: ``vm`` of ``tenant`` from ``host`` to ``to_host`` (None: not planned yet, a
-    re-pin assumed) at ``at_s``; ``cordoned``: the fleet's cordoned hosts; ``opted_out``: the tenant does
-    not want automatic moves."""
+    re-pin assumed; ``to_cells``: its cells there) at ``at_s``; ``cordoned``: the fleet's cordoned hosts;
+    ``opted_out``: the tenant does not want automatic moves."""
 
     vm: str
     tenant: str | None
@@ -61,6 +66,7 @@ class Ask:
     at_s: float
     cordoned: frozenset[str] = frozenset()
     opted_out: bool = False
+    to_cells: tuple[int, ...] | None = None
 
 
 def withheld(budget: Budget, ask: Ask, counted: Iterable[Counted]) -> str | None:
@@ -73,6 +79,12 @@ def withheld(budget: Budget, ask: Ask, counted: Iterable[Counted]) -> str | None
             return f"host {host} is cordoned: nothing moves on it"
     if ask.to_host is not None and ask.to_host != ask.host and not budget.allow_migrate:
         return f"no re-pin on {ask.host} helps; migrating {ask.vm} to {ask.to_host} needs --allow-migrate"
+    back = [c for c in counted if c.vm == ask.vm and (c.host, c.left) == (ask.to_host, ask.to_cells)
+            and ask.at_s - budget.return_s < c.at_s <= ask.at_s]
+    if back:
+        when = datetime.fromtimestamp(back[-1].at_s, UTC).isoformat(timespec="seconds")
+        return (f"{ask.vm} would go back to {ask.to_host} cells {','.join(map(str, back[-1].left))}, which it left "
+                f"at {when}: no swap back within no_return in the [watch] table")
     hour = [c for c in counted if ask.at_s - HOUR_S < c.at_s <= ask.at_s]
     last = max((c.at_s for c in counted if c.vm == ask.vm and c.at_s <= ask.at_s), default=None)
     if last is not None and ask.at_s - last < budget.cooldown_s:

@@ -81,9 +81,11 @@ RANGES: dict[str, tuple[float, float]] = {
     "moves_per_host_hour": (0, 1000),
     "moves_per_hour": (0, 100_000),
     "cooldown_s": (60, 7 * 86400),
+    "no_return_s": (0, 30 * 86400),
 }
 """Each threshold's allowed range, inclusive (``cell_drift_kib`` and ``history_s`` are written as a size and a
-time in the file, ``cooldown_s`` as a time: ``cooldown``); the last three are the acting budget
+time in the file, ``cooldown_s`` and ``no_return_s`` as times: ``cooldown``, ``no_return``); the last four
+are the acting budget
 (:class:`vnuma.watch.budget.Budget`)."""
 
 
