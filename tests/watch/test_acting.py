@@ -170,3 +170,20 @@ def test_act_apply_killed_before_its_run_began_leaves_the_proposal_to_apply(flee
     assert fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]["status"] == "proposed"
     fleet.ok("events", "apply", "1")
     assert _cells(fleet, "b1") == ("rdt", [1])
+
+
+@pytest.mark.postgres
+def test_propose_opt_out_and_events_apply_on_postgresql(pg_url: str) -> None:
+    from tests.watch.conftest import make_fleet
+
+    cli = Cli(pg_url)  # type: ignore[arg-type]
+    cli.ok("db", "upgrade")
+    make_fleet(cli)
+    cli.ok("tenant", "update", "tenant-a", "--no-auto-move")
+    cli.ok("watch", "--domstats-dir", str(FLEET), "--act", "propose", "--allow-migrate")
+    assert [a[2:4] for a in _actions(cli)] == [("proposed", "b1"), ("withheld", None), ("withheld", "b2")]
+    cli.ok("events", "apply", "1")
+    assert _cells(cli, "b1") == ("rdt", [1])
+    action = cli.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]
+    assert (action["status"], action["run"]) == ("applied", 1)
+    assert cli("events", "apply", "1").exit_code == 9
