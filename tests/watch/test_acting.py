@@ -12,7 +12,7 @@ import pytest
 from tests.cli.conftest import Cli
 from tests.concurrency.consistency import inconsistencies
 from tests.dbdump import dump
-from tests.watch.conftest import FLEET, at
+from tests.watch.conftest import FLEET, at, copy_rounds
 
 NOISY_B1 = ("L3 domain 0 of rdt carries 7020 MB/s, share 3660 MB/s; b1 measured 6000 MB/s at "
             f"{at(7)}; to cells [1]; excess 3360 -> 2640 MB/s")
@@ -100,8 +100,10 @@ def test_a_tenant_that_opted_out_and_a_cordoned_host_are_never_moved(fleet: Cli)
         "updated tenant tenant-b: automatic moves on -> off\n")
     fleet.ok("watch", "--domstats-dir", str(FLEET), "--act", "apply", "--allow-migrate")
     opted = "tenant tenant-b opted out of automatic moves (vnuma tenant update tenant-b --auto-move)"
-    assert [a[2:4] + a[5:] for a in _actions(fleet) if a[3]] == [("withheld", "b1", opted),
-                                                                  ("withheld", "b2", opted)]
+    # b1's re-pin is planned, then withheld; for b2 the plans only ever move b1, tenant-b's too
+    assert [a[2:4] + a[5:] for a in _actions(fleet) if a[3]] == [
+        ("withheld", "b1", f"re-pin b1 to rdt cells 1 (bandwidth): {opted}"),
+        ("withheld", "b2", f"migrate b1 to rdt2 cells 0 (bandwidth): {opted}")]
     assert _runs(fleet.db) == []
     doc = fleet.ok("tenant", "update", "tenant-b", "--auto-move", "--json").json()
     assert (doc["auto_move"], doc["before"]["auto_move"]) == (True, False)
@@ -161,6 +163,29 @@ def test_act_apply_killed_mid_run_leaves_a_run_that_resume_or_abort_finishes(
     assert _cells(fleet, "b1") == ("rdt", [1] if finish == "--resume" else [0])
     action = fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]
     assert (action["status"], action["run"]) == ("applied" if finish == "--resume" else "aborted", run)
+
+
+def test_act_apply_withholds_every_move_while_a_run_is_unfinished(fleet: Cli, tmp_path: Path) -> None:
+    res = fleet.process("watch", "--domstats-dir", str(FLEET), "--act", "apply", env={"VNUMA_FAILPOINT":
+                                                                                       "step-started"})
+    assert res.exit_code == -9
+    fleet.ok("watch", "--domstats-dir", str(copy_rounds(tmp_path / "rest", lambda s: s > 7)), "--act", "apply")
+    (run, *_), = _runs(fleet.db)
+    action = _actions(fleet)[-1]
+    assert action[2:4] == ("withheld", "b2")
+    assert action[5].startswith(f"rebalance run {run} is unfinished (running): carrying this plan out is refused")
+    assert sum(1 for a in _actions(fleet) if a[5] == action[5]) == 1  # said once, however many rounds
+    fleet.ok("rebalance", "--abort")
+
+
+def test_a_proposal_refused_when_carried_out_keeps_the_reason(fleet: Cli) -> None:
+    fleet.ok("watch", "--domstats-dir", str(FLEET))
+    fleet.ok("vm", "release", "b1")
+    res = fleet("events", "apply", "1")
+    assert res.exit_code == 3
+    assert _actions(fleet)[1][2:4] == ("withheld", "b1")
+    assert _actions(fleet)[1][5].startswith("proposal 1 not carried out: ")
+    assert _runs(fleet.db) == []
 
 
 def test_act_apply_killed_before_its_run_began_leaves_the_proposal_to_apply(fleet: Cli) -> None:

@@ -3,13 +3,14 @@
 After each round, every open event of a VM (``noisy``, ``capped``, ``remote``) not yet acted on gets a
 decision, kept in the inventory (:mod:`vnuma.inventory.history_proposals`) with its reason:
 
-1. the budget is asked first with the event's VM and host (:func:`vnuma.watch.budget.withheld`: opt-out,
-   cordon, cooldown, moves per host and per fleet in the hour);
+1. the budget is asked first for the event's host (:func:`vnuma.watch.budget.withheld`: its cordon, the moves
+   per host and per fleet in the hour; the VM to move is not known yet); with ``--act apply``, an unfinished
+   rebalance run withholds every move until it is resumed or aborted;
 2. the planners are asked for one move, the rule's objectives in turn (:data:`OBJECTIVES`), each first as a
    re-pin on the event's host (``rebalance --objective O`` on that host), then on the whole fleet (a move
    leaving the event's host); a move re-places the VM's stored request, as every rebalance move;
-3. the budget is asked again with the move planned (its VM, where it goes: a migration needs
-   ``--allow-migrate``).
+3. the budget is asked again with the move planned (its VM: opt-out, cooldown; where it goes: a migration
+   needs ``--allow-migrate``, no return to the cells it left).
 
 A move that may go is *proposed* (``--act propose``; ``vnuma events apply ID`` carries it out later) or
 carried out at once (``--act apply``) as a journaled rebalance run naming the proposal
@@ -35,7 +36,7 @@ from vnuma.placement.rebalance import Move, Plan
 from vnuma.services import Settings
 from vnuma.services.permits import granted
 from vnuma.services.rebalance_apply import RunReport, apply_plan
-from vnuma.services.rebalancing import plan_rebalance
+from vnuma.services.rebalancing import held_up, plan_rebalance
 from vnuma.watch.budget import HOUR_S, Ask, Budget, Counted, withheld
 
 ACTS = ("off", "propose", "apply")
@@ -64,7 +65,8 @@ class Fleet:
     hosts: int
 
     def ask(self, vm: str, host: str, at_s: float, move: Mapping[str, Any] | None = None) -> Ask:
-        """The budget's question for ``vm`` leaving ``host`` at ``at_s`` (``move``: as planned, or None)."""
+        """The budget's question for ``vm`` leaving ``host`` at ``at_s`` (``move``: as planned, or None; ``vm``
+        "": any VM of the host, before a plan names one)."""
         tenant = self.tenant.get(vm)
         return Ask(vm, tenant, host, None if move is None else move["to_host"], at_s, self.cordoned,
                    tenant in self.opted_out, None if move is None else tuple(move["to_cells"]))
@@ -129,7 +131,9 @@ class Actor:
             self._withhold(event_id, at_s, host, None, NO_MOVE, kept)
             return False
         with self._access.begin(False) as x:
-            reason = withheld(self.budget, fleet.ask(vm, host, at_s), counted(x, at_s, self.budget))
+            reason = withheld(self.budget, fleet.ask("", host, at_s), counted(x, at_s, self.budget))
+        if reason is None and self.mode == "apply":
+            reason = held_up(self.settings)
         if reason is not None:
             self._withhold(event_id, at_s, host, vm, reason, kept)
             return False
@@ -195,7 +199,7 @@ def carry_out(settings: Settings, proposal_id: int, budget: Budget, at_s: float,
         NotFoundError: no such proposal (exit 3).
         ConflictError: the proposal was withheld, or is already carried out (or being), or the budget
             withholds it now (the reason kept), or the run is refused (another run unfinished, a permit not
-            given: see :func:`apply_plan`).
+            given: see :func:`apply_plan`; refused before its run began, the reason is kept too).
     """
     with open_access(settings.db_url) as access:
         with access.begin(False) as x:
@@ -225,8 +229,15 @@ def carry_out(settings: Settings, proposal_id: int, budget: Budget, at_s: float,
                                  f"proposal {proposal_id}: {reason}", vm=found.vm)
         if reason is not None:
             raise ConflictError(f"proposal {proposal_id} is withheld: {reason}", hint="see `vnuma events`")
-    return apply_plan(settings, plan_of(move), granted(budget.allow_restart, budget.allow_migrate),
-                      origin={"proposal": proposal_id})
+        try:
+            return apply_plan(settings, plan_of(move), granted(budget.allow_restart, budget.allow_migrate),
+                              origin={"proposal": proposal_id})
+        except VnumaError as err:
+            with access.begin(True) as x:
+                if proposal_id not in decisions.runs(x):  # refused before its run began: nothing changed
+                    decisions.record(x, found.event_id, round(at_s * 1000), decisions.WITHHELD, found.host,
+                                     f"proposal {proposal_id} not carried out: {err}", vm=found.vm)
+            raise
 
 
 def read_fleet(settings: Settings) -> Fleet:
