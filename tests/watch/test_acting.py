@@ -60,6 +60,14 @@ def test_events_apply_carries_a_proposal_out_as_a_journaled_run(fleet: Cli) -> N
     assert (run, status, unfinished) == (1, "done", None) and '"proposal": 1' in options
     assert fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]["status"] == "applied"
     assert fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]["run"] == 1
+    assert fleet.ok("events", "--json").json()[0]["actions"][0]["reason"] == NOISY_B1
+
+
+def test_events_apply_json_is_the_proposal_and_its_run(fleet: Cli) -> None:
+    fleet.ok("watch", "--domstats-dir", str(FLEET))
+    doc = fleet.ok("events", "apply", "1", "--json").json()
+    assert doc == {"proposal": 1, "run": {"id": 1, "status": "done", "steps": [
+        {"seq": 1, "vm": "b1", "kind": "claims", "status": "done", "error": None}]}}
 
 
 def test_events_apply_of_an_unknown_applied_or_withheld_proposal_is_refused(fleet: Cli) -> None:

@@ -158,7 +158,9 @@ def events(
     "actions": [{"id", "status" (proposed|withheld|applied|aborted|unfinished),
     "at", "vm", "host", "to_host", "objective", "reason", "move" ({"from_cells",
     "to_host", "to_cells"} or null), "run" (the rebalance run or null)}]}];
-    with apply: the run, as `vnuma rebalance --apply --json` prints it.
+    with apply: {"proposal", "run": {"id", "status", "steps": [{"seq", "vm",
+    "kind", "status", "error"}]}}, the "run" of `vnuma rebalance --apply
+    --json`.
 
     Example: vnuma events --since 1h --vm tenant-a-llm
 
@@ -203,9 +205,9 @@ def _apply(ctx: typer.Context, word: str, proposal: int | None, allow_migrate: b
     budget = with_permits(thresholds(config(ctx)).budget, allow_migrate, allow_restart)
     report = carry_out(settings(ctx), proposal, budget, time.time())
     if as_json:
-        output.echo_json({"run": report.run_id, "status": str(report.status),
-                          "steps": [{"seq": s.seq, "vm": s.vm, "kind": s.kind, "status": str(s.status)}
-                                    for s in report.steps]})
+        from vnuma.documents import run_doc
+
+        output.echo_json({"proposal": proposal, "run": run_doc(report)})
         return
     for s in report.steps:
         typer.echo(f"step {s.seq}: {s.vm} ({s.kind}) {s.status}")
