@@ -112,17 +112,23 @@ class Actor:
     def close(self) -> None:
         self._access.close()
 
-    def act(self, events: Mapping[Key, int], fleet: Fleet, at_s: float) -> bool:
-        """Decide for each open event of ``events`` not yet acted on; True when a move was carried out
-        (the watch reads the inventory again)."""
+    def act(self, events: Mapping[Key, int], fleet_of: Callable[[], Fleet], at_s: float) -> bool:
+        """Decide for each open event of ``events`` not yet acted on (``fleet_of`` reads the inventory, only
+        when one is); True when a move was carried out (the watch reads the inventory again)."""
         with self._access.begin(False) as x:
             before = decisions.of_events(x, events.values())
-        moved = False
+        todo = []
         for key, event_id in sorted(events.items(), key=lambda kv: kv[1]):
             past = before.get(event_id, [])
-            if past and past[-1].status != decisions.WITHHELD:
-                continue
-            moved |= self._decide(key, event_id, fleet, at_s, {d.reason for d in past})
+            if past and (past[-1].status != decisions.WITHHELD or key[0] not in OBJECTIVES):
+                continue  # acted on, or an event no move remedies, said once
+            todo.append((key, event_id, {d.reason for d in past}))
+        if not todo:
+            return False
+        fleet = fleet_of()
+        moved = False
+        for key, event_id, kept in todo:
+            moved |= self._decide(key, event_id, fleet, at_s, kept)
         return moved
 
     def _decide(self, key: Key, event_id: int, fleet: Fleet, at_s: float, kept: set[str]) -> bool:

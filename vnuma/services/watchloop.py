@@ -108,7 +108,7 @@ def _act(actor: Actor | None, watch: Watch, settings: Settings, at: float) -> No
     if actor is None or not watch.events:
         return
     try:
-        if actor.act(watch.events, read_fleet(settings), at):
+        if actor.act(watch.events, lambda: read_fleet(settings), at):
             watch.refresh(force=True)
     except InventoryError as err:  # a busy inventory: decided again next round
         actor.warn(f"no decision this round: {err}")
