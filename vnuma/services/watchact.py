@@ -6,9 +6,9 @@ decision, kept in the inventory (:mod:`vnuma.inventory.history_proposals`) with 
 1. the budget is asked first for the event's host (:func:`vnuma.watch.budget.withheld`: its cordon, the moves
    per host and per fleet in the hour; the VM to move is not known yet); with ``--act apply``, an unfinished
    rebalance run withholds every move until it is resumed or aborted;
-2. the planners are asked for one move, the rule's objectives in turn (:data:`OBJECTIVES`), each first as a
-   re-pin on the event's host (``rebalance --objective O`` on that host), then on the whole fleet (a move
-   leaving the event's host); a move re-places the VM's stored request, as every rebalance move;
+2. the planners are asked for one move, the rule's objectives in turn (:data:`OBJECTIVES`), first each as a
+   re-pin on the event's host (``rebalance --objective O`` on that host), then each on the whole fleet (a
+   move leaving the event's host); a move re-places the VM's stored request, as every rebalance move;
 3. the budget is asked again with the move planned (its VM: opt-out, cooldown; where it goes: a migration
    needs ``--allow-migrate``, no return to the cells it left).
 
@@ -183,9 +183,10 @@ class Actor:
         self.say(f"event {event_id}: no move: {reason}")
 
     def _plan(self, rule: str, host: str, fleet_wide: bool) -> tuple[Objective, Move] | str:
-        """The first move the rule's objectives plan, a re-pin on ``host`` first; or why there is none."""
-        for objective in OBJECTIVES[rule]:
-            for where in (host, None) if fleet_wide else (host,):
+        """The first move the rule's objectives plan, re-pins on ``host`` (every objective) before migrations;
+        or why there is none."""
+        for where in (host, None) if fleet_wide else (host,):
+            for objective in OBJECTIVES[rule]:
                 try:
                     plan = plan_rebalance(self.settings, objective, host=where, max_moves=1)
                 except VnumaError as err:
