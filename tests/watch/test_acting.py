@@ -61,6 +61,10 @@ def test_events_apply_carries_a_proposal_out_as_a_journaled_run(fleet: Cli) -> N
     assert fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]["status"] == "applied"
     assert fleet.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]["run"] == 1
     assert fleet.ok("events", "--json").json()[0]["actions"][0]["reason"] == NOISY_B1
+    # carried out now: the budget of the hour before now holds it
+    assert fleet.ok("events").stdout.splitlines()[-1] == (
+        "budget: 1 of 10 moves in the last hour on the fleet, rdt 1 of 2 (per host: 2); cooldown 3600s, "
+        "no_return 86400s")
 
 
 def test_events_apply_json_is_the_proposal_and_its_run(fleet: Cli) -> None:

@@ -143,7 +143,8 @@ def events(
     out (applied, aborted, or unfinished: `vnuma rebalance --resume|--abort`),
     or withheld, with the reason (the budget of the [watch] table, a
     cordoned host, a tenant that opted out, a permit not given, no move that
-    helps).
+    helps). The table ends with the budget of the [watch] table and what
+    of it the last hour used.
 
     `vnuma events apply ID` carries proposal ID out as a journaled rebalance
     run, within the budget as it stands now (a proposal the budget now
@@ -175,6 +176,13 @@ def events(
     if as_json:
         output.echo_json(found)
         return
+    import time
+
+    from vnuma.cli import config
+    from vnuma.services.watchact import spent
+    from vnuma.services.watchconfig import thresholds
+
+    budget = spent(settings(ctx), thresholds(config(ctx)).budget, time.time())
     output.echo_table(
         None,
         ["ID", "RULE", "HOST", "SUBJECT", "OPENED", "CLEARED", "EVIDENCE"],
@@ -189,6 +197,7 @@ def events(
             [(a["id"], event, a["at"], a["status"] + (f" (run {a['run']})" if a["run"] else ""), a["vm"] or "-",
               _move(a), a["reason"]) for event, a in acted],
         )
+    typer.echo(budget)
 
 
 def _apply(ctx: typer.Context, word: str, proposal: int | None, allow_migrate: bool, allow_restart: bool,

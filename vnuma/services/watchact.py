@@ -247,6 +247,16 @@ def carry_out(settings: Settings, proposal_id: int, budget: Budget, at_s: float,
             raise
 
 
+def spent(settings: Settings, budget: Budget, at_s: float) -> str:
+    """The budget and what of it the hour before ``at_s`` used, in one line (``vnuma events``)."""
+    with open_access(settings.db_url) as access, access.begin(False) as x:
+        hour = [c for c in counted(x, at_s, budget) if at_s - HOUR_S < c.at_s <= at_s]
+    hosts = sorted({c.host for c in hour})
+    used = "".join(f", {h} {sum(1 for c in hour if c.host == h)} of {budget.host_hour}" for h in hosts)
+    return (f"budget: {len(hour)} of {budget.fleet_hour} moves in the last hour on the fleet{used} (per host: "
+            f"{budget.host_hour}); cooldown {budget.cooldown_s}s, no_return {budget.return_s}s")
+
+
 def read_fleet(settings: Settings) -> Fleet:
     """The inventory's VMs, cordoned hosts and opted-out tenants, as decisions need them."""
     from vnuma.inventory.reading import open_reader
