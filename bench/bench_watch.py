@@ -9,14 +9,24 @@ and its one transaction: samples, last readings, retention), and the rows writte
 reading the inventory's view again (placements and free pages per cell), which a live round does first.
 The target: a whole round over 1,000 hosts x 8 VMs in at most 0.5 s of CPU.
 
+--reaction measures instead how fast the loop acts, on the recorded fleet (tests/data/watch/fleet, its
+inventory as tests/watch/conftest.make_fleet builds it): replayed with --act propose, then into a fresh
+inventory with --act apply (each also with --allow-migrate, and from sample 15 on, once b1's noise is over,
+so that b2's turn to memory-bound is alone), per event of a VM the samples from its rule's first true sample (the first
+anomalous one) to the event, to its proposal and to its move carried out, and the CPU of the replays.
+
     .venv/bin/python bench/bench_watch.py [--hosts 1000] [--vms 8] [--rounds 3]
+    .venv/bin/python bench/bench_watch.py --reaction
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import sqlite3
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.builders import kept, make_host
@@ -99,12 +109,78 @@ def count(url: str) -> int:
         return int(x.one("SELECT COUNT(*) FROM watch_samples")[0])  # type: ignore[index]
 
 
+def _first_true(db: Path, host: str, vm: str, rule: str, opened_ms: int) -> int:
+    """The first sample (ms) of the run of samples, up to the event's opening, in which ``rule`` was true for
+    ``vm``: the first anomalous sample (the rule needs k of n, so a quiet sample may lie between)."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT at_ms, flags FROM watch_samples WHERE kind = 'vm' AND host = ? AND subject = ? "
+                            "AND minute = 0 AND at_ms <= ? ORDER BY at_ms DESC", (host, vm, opened_ms)).fetchall()
+    first, quiet = opened_ms, 0
+    for at_ms, flags in rows:
+        if rule in flags.split(","):
+            first, quiet = at_ms, 0
+        else:
+            quiet += 1
+            if quiet >= Thresholds().m:
+                break
+    return first
+
+
+def reaction() -> None:
+    """How many samples from the first anomalous one to an event, a proposal and a move carried out."""
+    from tests.cli.conftest import Cli
+    from tests.watch.conftest import FLEET, copy_rounds, make_fleet
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = make_fleet(Cli(Path(tmp) / "base.db")).db
+        print(f"{'mode':>19} {'event':>18} {'first anomalous':>16} {'event':>6} {'proposal':>9} {'applied':>8} "
+              f"{'replay CPU s':>13}")
+        late = copy_rounds(Path(tmp) / "late", lambda sample: sample >= 15)  # b1's noise over: b2 alone
+        # off: the replay's own CPU, and the warm-up
+        for n, (mode, *more) in enumerate((("off",), ("propose",), ("propose", "--allow-migrate"), ("apply",),
+                                           ("apply", "--allow-migrate"), ("propose", "--allow-migrate", "late"),
+                                           ("apply", "--allow-migrate", "late"))):
+            db = Path(tmp) / f"{n}.db"
+            shutil.copy(base, db)
+            cli = Cli(db)
+            c0 = time.process_time()
+            cli.ok("watch", "--domstats-dir", str(late if "late" in more else FLEET), "--act", mode,
+                   *(m for m in more if m != "late"))
+            mode = "+".join([mode, *(["migrate"] if more else []), *(["15-"] if "late" in more else [])])
+            cpu = time.process_time() - c0
+            if mode == "off":
+                print(f"{mode:>19} {'(measure only)':>18} {'':>16} {'':>6} {'':>9} {'':>8} {cpu:>13.2f}")
+            for e in cli.ok("events", "--json").json() if mode != "off" else []:
+                if not e["vm"]:
+                    continue
+                opened = round(datetime.fromisoformat(e["opened_at"]).timestamp() * 1000)
+                first = _first_true(db, e["host"], e["vm"], e["rule"], opened)
+
+                def samples(*statuses: str, first: int = first, e: dict = e) -> str:
+                    at = [a["at"] for a in e["actions"] if a["status"] in statuses]
+                    if not at:
+                        return "-"
+                    return f"{(datetime.fromisoformat(at[0]).timestamp() * 1000 - first) / 1000 / INTERVAL_S:g}"
+
+                proposed = samples("proposed", "applied", "unfinished", "aborted")
+                print(f"{mode:>19} {e['rule'] + ' ' + e['vm']:>18} {_iso(first):>16} "
+                      f"{(opened - first) / 1000 / INTERVAL_S:>6g} {proposed:>9} {samples('applied'):>8} {cpu:>13.2f}")
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--vms", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reaction", action="store_true", help="measure how fast the loop acts instead")
     args = parser.parse_args()
+    if args.reaction:
+        reaction()
+        return
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'inventory.db'}"
         t0 = time.perf_counter()

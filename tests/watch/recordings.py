@@ -1,8 +1,9 @@
 """Write tests/data/watch/fleet/: thirty recorded rounds of two hosts, each round a host's
 `virsh domstats --memory --cpu-total` output (HOST@UNIXSECONDS.txt) and its `virsh freepages --all`
-output (HOST@UNIXSECONDS.freepages.txt), in the format of tests/data/domstats/rdt-*.txt.
+output (HOST@UNIXSECONDS.freepages.txt), in the format of tests/data/domstats/rdt-*.txt; and
+tests/data/watch/alternating/: sixty rounds of one host where two VMs' loads alternate.
 
-    python -m tests.watch.recordings      # rewrites the directory
+    python -m tests.watch.recordings      # rewrites both directories
 
 What the series holds (rates in MB/s over the ten seconds ending at sample i; see the README beside the
 data): on host rdt, L3 domain 0: a1 540 (capped at 30 %), a2 480, b1 980 — each within its share — except
@@ -16,8 +17,10 @@ VM of the inventory and has no monitor.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 OUT = Path(__file__).resolve().parents[1] / "data" / "watch" / "fleet"
+ALTERNATING = OUT.parent / "alternating"
 T0 = 1796601600  # 2026-12-07T00:00:00Z
 STEP = 10
 SAMPLES = 30
@@ -36,23 +39,34 @@ def rate(vm: str, i: int) -> tuple[int, float]:
 
 LAYOUT = {"rdt": {"a1": (0, 2), "a2": (0, 2), "b1": (0, 2), "b2": (1, 4)}, "rdt2": {"c1": (0, 2)}}
 """Host -> VM -> (L3 domain, vCPUs), as the tests' inventory places them."""
-LLC = {"a1": 8_388_608, "a2": 2_097_152, "b1": 2_097_152, "b2": 3_145_728, "c1": 1_048_576}
+LLC = {"a1": 8_388_608, "a2": 2_097_152, "b1": 2_097_152, "b2": 3_145_728, "c1": 1_048_576,
+       "x": 2_097_152, "y": 2_097_152, "w": 1_048_576}
+ALT_SAMPLES = 60
+ALT_LAYOUT = {"rdt": {"x": (0, 2), "y": (0, 2), "w": (1, 2)}}
+"""The alternating series: x and y on rdt's L3 domain 0, w on domain 1."""
 
 
-def counters(vm: str, i: int) -> tuple[int, int, int]:
+def alternating(vm: str, i: int) -> tuple[int, float]:
+    """(MB/s, local share) in the alternating series: x streams 6000 MB/s in samples 0-9, 20-29, 40-49 and y
+    in 10-19, 30-39, 50-59, each 500 otherwise; w 500 throughout."""
+    heavy = {"x": 0, "y": 1}.get(vm)
+    return (6000 if heavy is not None and (i // 10) % 2 == heavy else 500), 0.95
+
+
+def counters(vm: str, i: int, rate_of: Any = rate) -> tuple[int, int, int]:
     """(local bytes, total bytes, cpu.time ns) of ``vm`` at sample ``i``; a2 restarts at sample 12."""
     first = 12 if vm == "a2" and i >= 12 else 0
     local = total = cpu = 0
     for k in range(first + 1, i + 1):
-        mb_s, share = rate(vm, k)
+        mb_s, share = rate_of(vm, k)
         total += mb_s * MB * STEP
         local += round(mb_s * MB * STEP * share)
         cpu += 15 * 10**8 * STEP
     return local, total, cpu
 
 
-def domain(vm: str, node: int, vcpus: int, i: int) -> str:
-    local, total, cpu = counters(vm, i)
+def domain(vm: str, node: int, vcpus: int, i: int, rate_of: Any = rate) -> str:
+    local, total, cpu = counters(vm, i, rate_of)
     cpus = f"0-{vcpus - 1}"
     return "\n".join([
         f"Domain: '{vm}'",
@@ -106,5 +120,17 @@ def write(out: Path = OUT) -> None:
             (out / f"{host}@{at}.freepages.txt").write_text(freepages(host, i))
 
 
+def write_alternating(out: Path = ALTERNATING) -> None:
+    """The alternating series (no free pages: it is about moves, not cells)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.txt"):
+        old.unlink()
+    for i in range(ALT_SAMPLES):
+        for host, vms in ALT_LAYOUT.items():
+            text = "\n".join(domain(vm, node, vcpus, i, alternating) for vm, (node, vcpus) in vms.items())
+            (out / f"{host}@{T0 + STEP * i}.txt").write_text(text)
+
+
 if __name__ == "__main__":
     write()
+    write_alternating()

@@ -26,7 +26,8 @@ def _rounds(db: Path) -> list[tuple[Any, ...]]:
 
 def test_one_live_round_reads_each_host_once_and_says_what_the_driver_does_not_report(running: Cli) -> None:
     res = running.ok("watch", "--once")
-    assert res.stdout.splitlines() == ["watch: 1 rounds written over 1 hosts, 0 events opened, 0 closed"]
+    assert res.stdout.splitlines() == ["watch: 1 rounds written over 1 hosts, 0 events opened, 0 closed; "
+                                       "0 moves proposed, 0 applied, 0 withheld"]  # --act propose: the default
     assert "warning: host h: no memory-bandwidth or cache monitors reported" in res.stderr
     assert "warning: host h: no free pages reported: cell-drift is not checked there" in res.stderr
     assert "domain 'test' is no VM of the inventory" in res.stderr  # the driver's own domain

@@ -30,7 +30,7 @@ def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
 
 
 def test_the_replay_opens_and_clears_what_persists_and_reports_what_it_skips(fleet: Cli) -> None:
-    res = fleet.ok("watch", "--domstats-dir", str(FLEET))
+    res = fleet.ok("watch", "--domstats-dir", str(FLEET), "--act", "off")
     assert _events(fleet) == EXPECTED
     assert res.stdout.splitlines() == [
         "event 1 opened: noisy VM b1 on host rdt", "event 2 opened: cell-drift cell 0 on host rdt",
@@ -121,10 +121,10 @@ def test_only_the_hosts_asked(fleet: Cli) -> None:
     assert missing.exit_code == 3 and "host 'nope' is not in the inventory" in missing.stderr
 
 
-def test_acting_is_not_built_and_says_so(fleet: Cli) -> None:
+def test_an_unknown_act_mode_is_refused(fleet: Cli) -> None:
     before = dump(fleet.db)
-    res = fleet("watch", "--domstats-dir", str(FLEET), "--act", "propose")
-    assert res.exit_code == 2 and "--act propose is not built: only --act off" in res.stderr
+    res = fleet("watch", "--domstats-dir", str(FLEET), "--act", "sometimes")
+    assert res.exit_code == 2 and "--act sometimes: expected one of off, propose, apply" in res.stderr
     assert dump(fleet.db) == before
 
 

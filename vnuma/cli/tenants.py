@@ -8,6 +8,7 @@ import typer
 
 from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import TenantArg
+from vnuma.errors import OptionsError
 from vnuma.placement.model import Isolation
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
@@ -82,9 +83,14 @@ def update(
     mem_bw: Annotated[
         str | None, typer.Option("--mem-bw", metavar="PCT|none", help="Its VMs' default bandwidth cap (none: no cap).")
     ] = None,
+    auto_move: Annotated[
+        bool | None, typer.Option("--auto-move/--no-auto-move", help="Let `vnuma watch` move its VMs (the default), "
+                                  "or never (its events are kept, the moves withheld).", show_default=False)
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Change a tenant's isolation, quotas, or its VMs' default cache slice and bandwidth cap.
+    """Change a tenant's isolation, quotas, its VMs' default cache slice and bandwidth cap, or whether the
+    watch may move its VMs.
 
     A new default slice or cap applies to the VMs placed (or moved) from then
     on; the VMs placed keep what they hold.
@@ -103,15 +109,30 @@ def update(
     quotas = {"max_vcpus": parse_quota(max_vcpus, "--max-vcpus"), "max_gpus": parse_quota(max_gpus, "--max-gpus")}
     slices = slice_changes(llc, llc_ways, mem_bw)
     client = remote(ctx)
+    if client and auto_move is not None:
+        raise OptionsError("--auto-move/--no-auto-move does not run through --server",
+                           hint="run it where the inventory is")
+    moves: tuple[bool, bool] | None = None
     if client:
         given = {k: v for k, v in (("llc", llc), ("llc_ways", llc_ways), ("mem_bw", mem_bw)) if v is not None}
         old, new = client.update_tenant(name, isolation, {k: v for k, v in quotas.items() if v is not KEEP}, given)
     else:
-        old, new = update_tenant(settings(ctx), name, isolation=isolation, **quotas, slices=slices)
+        only_moves = auto_move is not None and isolation is None and not slices and all(
+            v is KEEP for v in quotas.values())
+        if not only_moves:  # first: a refused change writes nothing, the opt-out included
+            old, new = update_tenant(settings(ctx), name, isolation=isolation, **quotas, slices=slices)
+        if auto_move is not None:
+            from vnuma.services.watchact import set_auto_move
+
+            was, tenant = set_auto_move(settings(ctx), name, auto_move)
+            moves = (was, auto_move)
+            if only_moves:
+                old = new = tenant
     if as_json:
         from vnuma.codec import tenant_to_dict
 
-        output.echo_json({**tenant_to_dict(new), "before": tenant_to_dict(old)})
+        extra = ({}, {}) if moves is None else ({"auto_move": moves[0]}, {"auto_move": moves[1]})
+        output.echo_json({**tenant_to_dict(new), **extra[1], "before": {**tenant_to_dict(old), **extra[0]}})
         return
     changes = [
         f"{label} {_text(a)} -> {_text(b)}"
@@ -122,6 +143,7 @@ def update(
             ("LLC KiB", old.llc_kib, new.llc_kib),
             ("LLC ways", old.llc_ways, new.llc_ways),
             ("bandwidth cap", old.mem_bw, new.mem_bw),
+            *([("automatic moves", *("on" if m else "off" for m in moves))] if moves else []),
         )
         if a != b
     ]

@@ -11,8 +11,14 @@ from vnuma.cli import output, settings
 from vnuma.cli.completion import vms
 from vnuma.errors import OptionsError
 
-ACTS = ("off",)
-"""The ``--act`` modes built so far (``propose`` and ``apply`` are not)."""
+ACTS = ("off", "propose", "apply")
+"""The ``--act`` modes (:data:`vnuma.services.watchact.ACTS`, not imported here: the CLI loads it on use)."""
+AllowMigrate = Annotated[
+    bool, typer.Option("--allow-migrate", help="A move may migrate a VM to another host (else re-pins only).")
+]
+AllowRestart = Annotated[
+    bool, typer.Option("--allow-restart", help="A move may stop and start a running VM (else live moves only).")
+]
 
 
 def watch(
@@ -22,13 +28,18 @@ def watch(
         str | None, typer.Option("--hosts", metavar="H1,H2", help="Only these hosts (default: every host).")
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="One round, then exit.")] = False,
-    act: Annotated[str, typer.Option("--act", help="What to do with events: only 'off' (measure) is built.")] = "off",
+    act: Annotated[
+        str, typer.Option("--act", metavar="off|propose|apply",
+                          help="What to do with events: measure only, propose moves, or carry them out.")
+    ] = "propose",
     domstats_dir: Annotated[
         Path | None,
         typer.Option("--domstats-dir", metavar="DIR",
                      help="Replay recorded rounds (HOST@UNIXSECONDS.txt: `virsh domstats --memory --cpu-total`; "
                           "HOST@UNIXSECONDS.freepages.txt: `virsh freepages --all`) instead of reading libvirt."),
     ] = None,
+    allow_migrate: AllowMigrate = False,
+    allow_restart: AllowRestart = False,
 ) -> None:
     """Measure every VM's memory traffic, locality and CPU use, and each cell's free memory, round after round;
     keep the history and detect what persists.
@@ -57,19 +68,31 @@ def watch(
     first and a malformed one refuses the replay (nothing written). Hosts
     and domains the inventory does not hold are reported and skipped.
 
-    --act: only off (measure and detect) is built; proposals and acting are not.
+    --act propose (the default; it was off before proposals were built)
+    turns each event of a VM into one move planned by the rebalance
+    objectives (noisy, capped: bandwidth; remote: locality, then
+    bandwidth), a re-pin on its host first, and keeps it as a proposal for
+    `vnuma events apply ID`; --act apply carries it out at once as a
+    journaled rebalance run (`vnuma rebalance --resume|--abort` after a
+    failure); --act off only measures and detects. Within the budget of the
+    [watch] table (moves per host and per fleet in an hour, a per-VM
+    cooldown), never on a cordoned host or for a tenant that opted out,
+    migrating only with --allow-migrate and restarting only with
+    --allow-restart. Every move withheld is kept with its reason
+    (`vnuma events`).
 
     Example: vnuma watch --interval 10s
 
     Example: vnuma watch --domstats-dir recorded/ --act off
+
+    Example: vnuma watch --act apply --allow-migrate
     """
     from vnuma.services.bandwidth import parse_interval
     from vnuma.services.watchconfig import thresholds
     from vnuma.services.watchloop import live, replay
 
     if act not in ACTS:
-        raise OptionsError(f"--act {act} is not built: only --act off (measure and detect)",
-                           hint="vnuma watch --act off; see docs/watch.md")
+        raise OptionsError(f"--act {act}: expected one of {', '.join(ACTS)}", hint="see docs/watch.md")
     seconds = parse_interval(interval)
     names = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else None
     from vnuma.cli import config
@@ -79,45 +102,133 @@ def watch(
     def warn(line: str) -> None:
         typer.echo(f"warning: {line}", err=True)
 
-    if domstats_dir is not None:
-        summary = replay(settings(ctx), t, domstats_dir, names, seconds, typer.echo, warn)
-    else:
-        summary = live(settings(ctx), t, names, seconds, once, typer.echo, warn)
+    actor = None
+    if act != "off":
+        from vnuma.services.watchact import Actor, with_permits
+
+        actor = Actor(settings(ctx), with_permits(t.budget, allow_migrate, allow_restart), act, typer.echo, warn)
+    try:
+        if domstats_dir is not None:
+            summary = replay(settings(ctx), t, domstats_dir, names, seconds, typer.echo, warn, actor)
+        else:
+            summary = live(settings(ctx), t, names, seconds, once, typer.echo, warn, actor=actor)
+    finally:
+        if actor is not None:
+            actor.close()
     typer.echo(summary.line())
 
 
 def events(
     ctx: typer.Context,
+    apply: Annotated[
+        str | None, typer.Argument(metavar="APPLY", help="The word apply, then a proposal's ID: carry it out "
+                                   "(`vnuma events apply 3`).", show_default=False)
+    ] = None,
+    proposal: Annotated[int | None, typer.Argument(metavar="ID", help="The proposal to carry out.",
+                                                   show_default=False)] = None,
     since: Annotated[
         str | None, typer.Option("--since", help="Open at or after this time: 2026-12-01T08:00 (UTC), or 2h, 7d.")
     ] = None,
     vm: Annotated[str | None, typer.Option("--vm", help="Only this VM's events.", autocompletion=vms)] = None,
+    allow_migrate: AllowMigrate = False,
+    allow_restart: AllowRestart = False,
     as_json: output.JsonOpt = False,
 ) -> None:
-    """List what `vnuma watch` detected: each event's rule, subject, when it opened and cleared, and evidence.
+    """List what `vnuma watch` detected: each event's rule, subject, when it opened and cleared, evidence, and
+    what the watch did about it; or carry a proposal out.
 
     An event is open (CLEARED "-") until its rule has been quiet for m
-    samples. Its evidence is the samples that opened it (the last n).
+    samples. Its evidence is the samples that opened it (the last n). Its
+    actions: each move proposed (ID, for `vnuma events apply ID`), carried
+    out (applied, aborted, or unfinished: `vnuma rebalance --resume|--abort`),
+    or withheld, with the reason (the budget of the [watch] table, a
+    cordoned host, a tenant that opted out, a permit not given, no move that
+    helps). The table ends with the budget of the [watch] table and what
+    of it the last hour used.
+
+    `vnuma events apply ID` carries proposal ID out as a journaled rebalance
+    run, within the budget as it stands now (a proposal the budget now
+    withholds is refused, and the reason kept); --allow-migrate and
+    --allow-restart as for `vnuma watch`. A proposal that is not in the
+    inventory: exit 3; withheld, already carried out, or withheld now: exit 9.
 
     JSON: [{"id", "rule", "host", "vm" (null for a cell), "cell" (null for a
     VM), "opened_at", "closed_at" (null: open), "evidence": [{"at",
     "local_mb_s", "remote_mb_s", "remote_share", "llc_bytes", "cpu", "rules"}
-    or, for a cell, {"at", "host_free_kib", "drift_kib", "rules"}]}].
+    or, for a cell, {"at", "host_free_kib", "drift_kib", "rules"}],
+    "actions": [{"id", "status" (proposed|withheld|applied|aborted|unfinished),
+    "at", "vm", "host", "to_host", "objective", "reason", "move" ({"from_cells",
+    "to_host", "to_cells"} or null), "run" (the rebalance run or null)}]}];
+    with apply: {"proposal", "run": {"id", "status", "steps": [{"seq", "vm",
+    "kind", "status", "error"}]}}, the "run" of `vnuma rebalance --apply
+    --json`.
 
     Example: vnuma events --since 1h --vm tenant-a-llm
+
+    Example: vnuma events apply 3 --allow-migrate
     """
+    if apply is not None:
+        _apply(ctx, apply, proposal, allow_migrate, allow_restart, as_json)
+        return
     from vnuma.services.watchevents import list_events
 
     found = list_events(settings(ctx), since, vm)
     if as_json:
         output.echo_json(found)
         return
+    import time
+
+    from vnuma.cli import config
+    from vnuma.services.watchact import spent
+    from vnuma.services.watchconfig import thresholds
+
+    budget = spent(settings(ctx), thresholds(config(ctx)).budget, time.time())
     output.echo_table(
         None,
         ["ID", "RULE", "HOST", "SUBJECT", "OPENED", "CLEARED", "EVIDENCE"],
         [(e["id"], e["rule"], e["host"], f"VM {e['vm']}" if e["vm"] else f"cell {e['cell']}",
           e["opened_at"], e["closed_at"] or "-", _evidence(e["evidence"])) for e in found],
     )
+    acted = [(e["id"], a) for e in found for a in e["actions"]]
+    if acted:
+        typer.echo("")
+        output.echo_table(
+            None, ["ACTION", "EVENT", "AT", "STATUS", "VM", "MOVE", "REASON"],
+            [(a["id"], event, a["at"], a["status"] + (f" (run {a['run']})" if a["run"] else ""), a["vm"] or "-",
+              _move(a), a["reason"]) for event, a in acted],
+        )
+    typer.echo(budget)
+
+
+def _apply(ctx: typer.Context, word: str, proposal: int | None, allow_migrate: bool, allow_restart: bool,
+           as_json: bool) -> None:
+    if word != "apply" or proposal is None:
+        raise OptionsError(f"unexpected {' '.join([word, *([str(proposal)] if proposal is not None else [])])!r}",
+                           hint="vnuma events (list) or vnuma events apply ID")
+    import time
+
+    from vnuma.cli import config
+    from vnuma.services.watchact import carry_out, with_permits
+    from vnuma.services.watchconfig import thresholds
+
+    budget = with_permits(thresholds(config(ctx)).budget, allow_migrate, allow_restart)
+    report = carry_out(settings(ctx), proposal, budget, time.time())
+    if as_json:
+        from vnuma.documents import run_doc
+
+        output.echo_json({"proposal": proposal, "run": run_doc(report)})
+        return
+    for s in report.steps:
+        typer.echo(f"step {s.seq}: {s.vm} ({s.kind}) {s.status}")
+    typer.echo(f"proposal {proposal}: rebalance run {report.run_id} {report.status}")
+
+
+def _move(a: dict[str, object]) -> str:
+    move = a["move"]
+    if not isinstance(move, dict):
+        return "-"
+    return f"{a['host']}:{','.join(map(str, move['from_cells']))} -> {move['to_host']}:" \
+        f"{','.join(map(str, move['to_cells']))}"
 
 
 def _evidence(samples: list[dict[str, object]]) -> str:

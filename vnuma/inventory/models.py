@@ -43,6 +43,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     func,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -142,6 +143,8 @@ class TenantRow(Base):
     max_gpus: Mapped[int | None]
     # The cache slice and bandwidth cap its VMs get unless they ask their own (placement.resctrl.format_asks).
     resctrl: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # False: `vnuma watch` never moves its VMs (tenant update T --no-auto-move).
+    auto_move: Mapped[bool] = mapped_column(default=True, server_default=true())
 
 
 class VmRow(Base):
@@ -354,3 +357,22 @@ class WatchReading(Base):
     host: Mapped[str] = mapped_column(String(255), primary_key=True)
     at_ms: Mapped[int] = mapped_column(BigInteger)
     domains: Mapped[str] = mapped_column(Text)
+
+
+class WatchProposal(Base):
+    """What ``vnuma watch`` decided for an event (:mod:`.history_proposals`): a move proposed (``move``: JSON,
+    the planned move), withheld (``reason`` says why), or being carried out (``applying``: the rebalance run
+    whose options name this proposal tells how it ended)."""
+
+    __tablename__ = "watch_proposals"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    event_id: Mapped[int] = mapped_column(index=True)
+    at_ms: Mapped[int] = mapped_column(BigInteger, index=True)
+    status: Mapped[str] = mapped_column(String(16))
+    vm: Mapped[str | None] = mapped_column(String(255))
+    host: Mapped[str] = mapped_column(String(255))
+    to_host: Mapped[str | None] = mapped_column(String(255))
+    objective: Mapped[str | None] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(Text)
+    move: Mapped[str | None] = mapped_column(Text)

@@ -22,9 +22,10 @@ nothing and closes itself, as aborted (:func:`vnuma.inventory.journal.stop_run`)
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError, VnumaError
 from vnuma.hypervisor.base import DomainState, Hypervisor
@@ -206,9 +207,13 @@ def _annotated(err: VnumaError, context: str, hint: str) -> VnumaError:
     return new
 
 
-def apply_plan(settings: Settings, plan: Plan, may: Permits, *, progress: Progress | None = None) -> RunReport:
+def apply_plan(
+    settings: Settings, plan: Plan, may: Permits, *, progress: Progress | None = None,
+    origin: Mapping[str, Any] | None = None,
+) -> RunReport:
     """Journal ``plan`` as a run and carry it out; ``may``: what it may do to running VMs (a move needing
-    more is refused, with the carrying command's way to allow it as the hint).
+    more is refused, with the carrying command's way to allow it as the hint); ``origin``: kept in the run's
+    options, in the same transaction as the run (``{"proposal": ID}``: the watch's proposal it carries out).
 
     Raises:
         ConflictError: another run is unfinished, a move needs a permission
@@ -228,7 +233,7 @@ def apply_plan(settings: Settings, plan: Plan, may: Permits, *, progress: Progre
         for s in steps:  # a template or placement that cannot render stops the run before it starts
             if s.kind != CLAIMS:
                 executor.xml(s.vm, s.before, s.after)
-        options = {"allow_restart": may.restart, "allow_migrate": may.migrate}
+        options = {"allow_restart": may.restart, "allow_migrate": may.migrate, **(origin or {})}
         failpoints.reached("run-planned")
         run_id = inventory.open_run(str(plan.objective), options, steps)
         with _stopped_by_interrupt(inventory, run_id, 1):

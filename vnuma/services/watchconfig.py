@@ -12,6 +12,10 @@
     cell_drift = "4GiB"    # cell-drift: host free this much below the inventory's free
     history = "1h"         # raw samples kept this long, then one-minute means
     minutes_days = 7       # one-minute means kept this many days
+    moves_per_host_hour = 2   # acting: at most this many moves leave a host in an hour
+    moves_per_hour = 10       # ... and this many on the whole fleet
+    cooldown = "1h"           # a VM moved is not moved again within this time
+    no_return = "24h"         # ... nor back to the cells it left within this time
 
     [watch.tenants.acme]   # a tenant's own remote_share and capped
     remote_share = 0.5
@@ -25,7 +29,7 @@ reads or writes anything.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -33,10 +37,13 @@ from vnuma.errors import ConfigError, InvalidInputError
 from vnuma.services.audit import parse_age
 from vnuma.services.config import Config
 from vnuma.topology.sizes import parse_size_kib
+from vnuma.watch.budget import Budget
 from vnuma.watch.rules import RANGES, Limits, Thresholds, inconsistency
 
 _LIMITS = {f.name for f in fields(Limits)}
-_TOP = {"k", "n", "m", "noisy_load", "cell_drift", "history", "minutes_days", *_LIMITS, "tenants"}
+_BUDGET = {"moves_per_host_hour": "host_hour", "moves_per_hour": "fleet_hour"}
+_TOP = {"k", "n", "m", "noisy_load", "cell_drift", "history", "minutes_days", *_LIMITS, "tenants", *_BUDGET,
+        "cooldown", "no_return"}
 
 
 def _number(where: str, key: str, raw: object, whole: bool) -> float:
@@ -91,11 +98,23 @@ def thresholds(config: Config) -> Thresholds:
     if not isinstance(tenants_table, dict) or not all(isinstance(v, dict) for v in tenants_table.values()):
         raise ConfigError(f"{where}tenants: expected [watch.tenants.NAME] tables")
     tenants = {name: _limits(f"{config.file}: [watch.tenants.{name}] ", t, limits) for name, t in tenants_table.items()}
-    t = Thresholds(**values, limits=limits, tenants=MappingProxyType(tenants))
+    t = Thresholds(**values, limits=limits, tenants=MappingProxyType(tenants), budget=_budget(where, table))
     problem = inconsistency(t)
     if problem is not None:
         raise ConfigError(f"{where}{problem}")
     return t
+
+
+def _budget(where: str, table: Mapping[str, Any]) -> Budget:
+    """The acting budget's limits of the ``[watch]`` table (the permits come from the command line)."""
+    values: dict[str, int] = {}
+    for key, name in _BUDGET.items():
+        if key in table:
+            values[name] = int(_checked(where, key, _number(where, key, table[key], True), table[key]))
+    for key, name in (("cooldown", "cooldown_s"), ("no_return", "return_s")):
+        if key in table:
+            values[name] = int(_checked(where, f"{key}_s", _time(where, table[key], key), table[key]))
+    return replace(Budget(), **values)
 
 
 def _size(where: str, raw: object) -> int:
@@ -107,8 +126,8 @@ def _size(where: str, raw: object) -> int:
     raise ConfigError(f"{where}cell_drift: expected a size such as \"1GiB\", got {raw!r}")
 
 
-def _time(where: str, raw: object) -> int:
+def _time(where: str, raw: object, key: str = "history") -> int:
     age = parse_age(raw) if isinstance(raw, str) else None
     if age is None:
-        raise ConfigError(f"{where}history: expected a time such as \"1h\" or \"30m\", got {raw!r}")
+        raise ConfigError(f"{where}{key}: expected a time such as \"1h\" or \"30m\", got {raw!r}")
     return round(age.total_seconds())

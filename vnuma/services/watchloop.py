@@ -19,6 +19,7 @@ from pathlib import Path
 from vnuma.errors import InventoryError, VnumaError
 from vnuma.services import Settings
 from vnuma.services.watch import RoundResult, Watch, iso
+from vnuma.services.watchact import Actor, read_fleet
 from vnuma.services.watchinput import LiveReader, recorded_rounds
 from vnuma.watch.figures import ClockError, Reading
 from vnuma.watch.rules import Thresholds
@@ -39,12 +40,16 @@ class Summary:
     closed: int = 0
     hosts: set[str] = field(default_factory=set)
     stale: dict[str, str] = field(default_factory=dict)
+    actor: Actor | None = None
 
     def line(self) -> str:
         stale = f"; stale: {', '.join(sorted(self.stale))}" if self.stale else ""
         refused = f" ({self.refused} skipped)" if self.refused else ""
+        a = self.actor
+        acted = "" if a is None else (f"; {a.proposed} moves proposed, {a.applied} applied, "
+                                      f"{a.withheld} withheld")
         return (f"watch: {self.rounds} rounds written{refused} over {len(self.hosts)} hosts, "
-                f"{self.opened} events opened, {self.closed} closed{stale}")
+                f"{self.opened} events opened, {self.closed} closed{acted}{stale}")
 
 
 class _Staleness:
@@ -97,9 +102,21 @@ def _account(result: RoundResult, summary: Summary, say: Say, warn: Say) -> None
         summary.refused += 1
 
 
+def _act(actor: Actor | None, watch: Watch, settings: Settings, at: float) -> None:
+    """After a round: the actor decides for the open events of VMs and cells; the inventory's view is read
+    again when it moved one."""
+    if actor is None or not watch.events:
+        return
+    try:
+        if actor.act(watch.events, lambda: read_fleet(settings), at):
+            watch.refresh(force=True)
+    except InventoryError as err:  # a busy inventory: decided again next round
+        actor.warn(f"no decision this round: {err}")
+
+
 def replay(
     settings: Settings, t: Thresholds, directory: Path, hosts: Sequence[str] | None, interval_s: float,
-    say: Say, warn: Say,
+    say: Say, warn: Say, actor: Actor | None = None,
 ) -> Summary:
     """Replay every recorded round of ``directory`` (of ``hosts`` only, when given) as one round per file.
 
@@ -120,13 +137,14 @@ def replay(
                 raise ClockError(f"host {host}: the recording starts at {iso(at)}, not later than the last round "
                                  f"kept ({iso(last / 1000)}): the clock went backwards; nothing written",
                                  hint="replay recordings newer than the kept history, or into another inventory")
-        summary = Summary()
+        summary = Summary(actor=actor)
         stale = _Staleness(interval_s, warn, summary)
         noted: set[tuple[str, str]] = set()
         for reading in readings:
             _notes(reading, noted, warn)
             (result,) = watch.run_round([reading])
             _account(result, summary, say, warn)
+            _act(actor, watch, settings, reading.at)
             if result.written:
                 stale.answered(reading.host, reading.at)
             stale.tick(reading.at)
@@ -137,7 +155,7 @@ def replay(
 
 def live(
     settings: Settings, t: Thresholds, hosts: Sequence[str] | None, interval_s: float, once: bool,
-    say: Say, warn: Say, *, stop: threading.Event | None = None,
+    say: Say, warn: Say, *, stop: threading.Event | None = None, actor: Actor | None = None,
 ) -> Summary:
     """Read every host (of ``hosts``) each ``interval_s`` until interrupted, or ``stop`` is set (one round:
     ``once``).
@@ -147,7 +165,7 @@ def live(
     """
     watch = Watch(settings, t, hosts)
     reader = LiveReader(settings.db_url)
-    summary = Summary()
+    summary = Summary(actor=actor)
     stale = _Staleness(interval_s, warn, summary)
     noted: set[tuple[str, str]] = set()
     try:
@@ -173,6 +191,7 @@ def live(
                 _account(result, summary, say, warn)
                 if result.written:
                     stale.answered(result.host, result.at)
+            _act(actor, watch, settings, time.time())
             stale.tick(time.time())
             wait = max(0.0, interval_s - (time.monotonic() - started))
             if once or (stop.wait(wait) if stop is not None else time.sleep(wait)):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from vnuma.placement.model import Placement
+from vnuma.watch.budget import Budget
 from vnuma.watch.figures import RoundFigures
 
 RULES = ("noisy", "remote", "capped", "cell-drift")
@@ -60,6 +61,7 @@ class Thresholds:
     minutes_days: int = 7
     limits: Limits = Limits()
     tenants: Mapping[str, Limits] = field(default_factory=lambda: MappingProxyType({}))
+    budget: Budget = field(default_factory=Budget)
 
     def of(self, tenant: str | None) -> Limits:
         """The limits of ``tenant``: its own where the file gives them, else the fleet's."""
@@ -76,9 +78,15 @@ RANGES: dict[str, tuple[float, float]] = {
     "cell_drift_kib": (4, 2**50),
     "history_s": (60, 86400),
     "minutes_days": (1, 366),
+    "moves_per_host_hour": (0, 1000),
+    "moves_per_hour": (0, 100_000),
+    "cooldown_s": (60, 7 * 86400),
+    "no_return_s": (0, 30 * 86400),
 }
 """Each threshold's allowed range, inclusive (``cell_drift_kib`` and ``history_s`` are written as a size and a
-time in the file)."""
+time in the file, ``cooldown_s`` and ``no_return_s`` as times: ``cooldown``, ``no_return``); the last four
+are the acting budget
+(:class:`vnuma.watch.budget.Budget`)."""
 
 
 def inconsistency(t: Thresholds) -> str | None:
