@@ -21,6 +21,7 @@ from vnuma.services import Settings
 from vnuma.services.watch import RoundResult, Watch, iso
 from vnuma.services.watchact import Actor, read_fleet
 from vnuma.services.watchinput import LiveReader, recorded_rounds
+from vnuma.sources.mbm import parse_cache_occupancy, parse_memory_bandwidth
 from vnuma.watch.figures import ClockError, Reading
 from vnuma.watch.rules import Thresholds
 
@@ -75,8 +76,8 @@ class _Staleness:
 
 
 def _notes(reading: Reading, noted: set[tuple[str, str]], warn: Say) -> None:
-    monitored = any(k.startswith(("memory.bandwidth.monitor.", "cpu.cache.monitor."))
-                    for stats in reading.domains.values() for k in stats)
+    # A real libvirtd reports "memory.bandwidth.monitor.count=0" for a domain without monitors: count them.
+    monitored = any(parse_memory_bandwidth(stats) or parse_cache_occupancy(stats) for stats in reading.domains.values())
     if reading.domains and not monitored and (reading.host, "monitors") not in noted:
         noted.add((reading.host, "monitors"))
         warn(f"host {reading.host}: no memory-bandwidth or cache monitors reported (no resctrl monitoring, or VMs "
