@@ -28,6 +28,7 @@ from typing import Annotated, Any, NoReturn, TextIO
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
+from vnuma.cli.arguments import UsageArgument
 from vnuma.errors import HypervisorError, InventoryError, VnumaError
 
 EXIT_INTERNAL = 70
@@ -167,8 +168,7 @@ def remote(ctx: typer.Context) -> Any:
 
 
 def _log_outcome(ctx: typer.Context, outcome: str, error: str, cause: VnumaError | None = None) -> None:
-    """Log a refused or failed invocation of a command that changes the inventory (best effort); ``cause``: the
-    error, when there is one."""
+    """Log a refused or failed invocation of a command that changes the inventory (best effort), ``cause`` its error."""
     path = tuple(_PARAMS.get("path", ()))
     params = _PARAMS.get("params", {})
     argv = ctx.meta.get("vnuma_argv", sys.argv[1:])
@@ -182,11 +182,11 @@ def _log_outcome(ctx: typer.Context, outcome: str, error: str, cause: VnumaError
         "host": named if path[0] == "host" else params.get("host") or params.get("to"),
         "tenant": named if path[0] == "tenant" else params.get("tenant"),
     }
+    said = {k: v for k, v in subjects.items() if isinstance(v, str)}
     try:
         from vnuma.services import audit
 
-        audit.log_outcome(settings(ctx), outcome, error, {k: v for k, v in subjects.items() if isinstance(v, str)},
-                          cause=cause)
+        audit.log_outcome(settings(ctx), outcome, error, said, cause=cause)
     except VnumaError:
         pass  # no inventory to log into (a bad --db, a broken configuration): nothing was changed there
 
@@ -353,30 +353,16 @@ def _load(name: str) -> TyperCommand | TyperGroup:
     return command
 
 
-class _Argument(TyperArgument):
-    """An argument as usage lines show it, as Click and man pages do: ``VM``, ``[HOST]``, ``SHAPE...`` (Typer
-    0.28 prints ``{vm}``)."""
-
-    def make_metavar(self, ctx: typer.Context, *, usage: bool = False) -> str:
-        name = self.metavar or (self.name or "").upper()
-        if self.nargs != 1 and not name.endswith("..."):
-            name += "..."
-        return f"[{name}]" if usage and not self.required and not name.startswith("[") else name
-
-    def get_error_hint(self, ctx: typer.Context) -> str:
-        return f"'{self.make_metavar(ctx)}'"  # "Missing argument 'VM'.", as the usage line names it
-
-
 def _remembering(command: TyperCommand | TyperGroup, path: tuple[str, ...]) -> None:
     """Make each leaf command of ``command`` note its path and parameters in :data:`_PARAMS` when it runs (and
-    show its arguments as :class:`_Argument` does)."""
+    show its arguments as :class:`UsageArgument` does)."""
     if isinstance(command, TyperGroup):
         for sub_name, sub in command.commands.items():
             _remembering(sub, (*path, sub_name))
         return
     for param in command.params:
         if type(param) is TyperArgument:
-            param.__class__ = _Argument  # the same object, its usage words only
+            param.__class__ = UsageArgument  # the same object, its usage words only
     callback = command.callback
     if callback is None:
         return

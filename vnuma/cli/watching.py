@@ -109,9 +109,11 @@ def watch(
         actor = Actor(settings(ctx), with_permits(t.budget, allow_migrate, allow_restart), act, typer.echo, warn)
     try:
         if domstats_dir is not None:
-            summary = replay(settings(ctx), t, domstats_dir, names, seconds, typer.echo, warn, actor)
+            summary = replay(settings(ctx), t, domstats_dir, names, seconds, typer.echo, warn, actor,
+                             after=actor and actor.after_round)
         else:
-            summary = live(settings(ctx), t, names, seconds, once, typer.echo, warn, actor=actor)
+            summary = live(settings(ctx), t, names, seconds, once, typer.echo, warn, actor=actor,
+                           after=actor and actor.after_round)
     finally:
         if actor is not None:
             actor.close()

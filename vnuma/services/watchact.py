@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vnuma.codec import placement_from_dict, placement_to_dict
-from vnuma.errors import ConflictError, NotFoundError, VnumaError
+from vnuma.errors import ConflictError, InventoryError, NotFoundError, VnumaError
 from vnuma.inventory import history_proposals as decisions
 from vnuma.inventory.access import open_access
 from vnuma.placement.model import Tenant
@@ -37,6 +37,7 @@ from vnuma.services import Settings
 from vnuma.services.permits import granted
 from vnuma.services.rebalance_apply import RunReport, apply_plan
 from vnuma.services.rebalancing import held_up, plan_rebalance
+from vnuma.services.watch import Watch
 from vnuma.watch.budget import HOUR_S, Ask, Budget, Counted, withheld
 
 ACTS = ("off", "propose", "apply")
@@ -111,6 +112,17 @@ class Actor:
 
     def close(self) -> None:
         self._access.close()
+
+    def after_round(self, watch: Watch, at_s: float) -> None:
+        """After a round: decide for the watch's open events; the watch reads the inventory's view again when a
+        move was carried out. A busy inventory is a warning (decided again next round)."""
+        if not watch.events:
+            return
+        try:
+            if self.act(watch.events, lambda: read_fleet(self.settings), at_s):
+                watch.refresh(force=True)
+        except InventoryError as err:
+            self.warn(f"no decision this round: {err}")
 
     def act(self, events: Mapping[Key, int], fleet_of: Callable[[], Fleet], at_s: float) -> bool:
         """Decide for each open event of ``events`` not yet acted on (``fleet_of`` reads the inventory, only
@@ -223,7 +235,7 @@ def carry_out(settings: Settings, proposal_id: int, budget: Budget, at_s: float,
             raise ConflictError(
                 f"proposal {proposal_id} was already carried out: rebalance run {run_id} ({status})",
                 hint="see `vnuma events`" if status in ("done", "aborted")
-                else "finish it: vnuma rebalance --resume (carry on) or --abort (roll back)")
+                else "finish it: vnuma rebalance --resume (carry on) or vnuma rebalance --abort (roll back)")
         fleet = fleet or read_fleet(settings)
         move = found.move
         with access.begin(True) as x:

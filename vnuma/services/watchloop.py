@@ -15,19 +15,34 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from vnuma.errors import InventoryError, VnumaError
 from vnuma.services import Settings
 from vnuma.services.watch import RoundResult, Watch, iso
-from vnuma.services.watchact import Actor, read_fleet
 from vnuma.services.watchinput import LiveReader, recorded_rounds
 from vnuma.sources.mbm import parse_cache_occupancy, parse_memory_bandwidth
 from vnuma.watch.figures import ClockError, Reading
 from vnuma.watch.rules import Thresholds
 
 Say = Callable[[str], None]
+
+
+class Acting(Protocol):
+    """What decides after each round (``watch --act propose|apply``: :class:`vnuma.services.watchact.Actor`), as
+    the summary counts it."""
+
+    proposed: int
+    applied: int
+    withheld: int
+
+
 STALE_ROUNDS = 3
 """A host not read for this many intervals is stale."""
+
+After = Callable[[Watch, float], None]
+"""What runs after each round (the actor's decision), given by the caller: a loop without one (``--act off``,
+``serve --watch``) never reaches the acting code."""
 
 
 @dataclass(slots=True)
@@ -41,7 +56,7 @@ class Summary:
     closed: int = 0
     hosts: set[str] = field(default_factory=set)
     stale: dict[str, str] = field(default_factory=dict)
-    actor: Actor | None = None
+    actor: Acting | None = None
 
     def line(self) -> str:
         stale = f"; stale: {', '.join(sorted(self.stale))}" if self.stale else ""
@@ -103,21 +118,9 @@ def _account(result: RoundResult, summary: Summary, say: Say, warn: Say) -> None
         summary.refused += 1
 
 
-def _act(actor: Actor | None, watch: Watch, settings: Settings, at: float) -> None:
-    """After a round: the actor decides for the open events of VMs and cells; the inventory's view is read
-    again when it moved one."""
-    if actor is None or not watch.events:
-        return
-    try:
-        if actor.act(watch.events, lambda: read_fleet(settings), at):
-            watch.refresh(force=True)
-    except InventoryError as err:  # a busy inventory: decided again next round
-        actor.warn(f"no decision this round: {err}")
-
-
 def replay(
     settings: Settings, t: Thresholds, directory: Path, hosts: Sequence[str] | None, interval_s: float,
-    say: Say, warn: Say, actor: Actor | None = None,
+    say: Say, warn: Say, actor: Acting | None = None, after: After | None = None,
 ) -> Summary:
     """Replay every recorded round of ``directory`` (of ``hosts`` only, when given) as one round per file.
 
@@ -145,7 +148,8 @@ def replay(
             _notes(reading, noted, warn)
             (result,) = watch.run_round([reading])
             _account(result, summary, say, warn)
-            _act(actor, watch, settings, reading.at)
+            if after is not None:
+                after(watch, reading.at)
             if result.written:
                 stale.answered(reading.host, reading.at)
             stale.tick(reading.at)
@@ -156,7 +160,8 @@ def replay(
 
 def live(
     settings: Settings, t: Thresholds, hosts: Sequence[str] | None, interval_s: float, once: bool,
-    say: Say, warn: Say, *, stop: threading.Event | None = None, actor: Actor | None = None,
+    say: Say, warn: Say, *, stop: threading.Event | None = None, actor: Acting | None = None,
+    after: After | None = None,
 ) -> Summary:
     """Read every host (of ``hosts``) each ``interval_s`` until interrupted, or ``stop`` is set (one round:
     ``once``).
@@ -192,7 +197,8 @@ def live(
                 _account(result, summary, say, warn)
                 if result.written:
                     stale.answered(result.host, result.at)
-            _act(actor, watch, settings, time.time())
+            if after is not None:
+                after(watch, time.time())
             stale.tick(time.time())
             wait = max(0.0, interval_s - (time.monotonic() - started))
             if once or (stop.wait(wait) if stop is not None else time.sleep(wait)):
