@@ -1,8 +1,10 @@
 """`vnuma watch` against the real libvirtd of the test suite: a running TCG guest read live, round after round.
 
-What this machine's libvirt reports is read and kept: the guest's CPU time (its CPU use from the second round
-on), and each host cell's free pages (``getFreePages``), set against what the inventory holds free. What it
-cannot report (no resctrl monitors: no memory bandwidth or LLC occupancy here) is one warning, not an error.
+What this machine's libvirt reports is read and kept: the guest's CPU time (its CPU use from the second round on),
+its resident memory and balloon size (``balloon.rss``, ``balloon.current``: QEMU reports both for any running
+domain, balloon device or not; rss from the QEMU process's /proc/PID/stat), and each host cell's free pages
+(``getFreePages``), set against what the inventory holds free. What it cannot report (no resctrl monitors: no memory
+bandwidth or LLC occupancy here) is one warning, not an error.
 """
 
 from __future__ import annotations
@@ -44,9 +46,13 @@ def test_a_live_watch_reads_a_running_guest_and_the_hosts_free_pages(libvirtd: s
         assert len(rounds) == 2
         # The first round has no rate (nothing before it); the second has the guest's CPU use, over the real
         # time between the two readings.
-        cpu = _rows(cli.db, f"SELECT cpu FROM watch_samples WHERE kind = 'vm' AND subject = '{name}' "
-                            "ORDER BY at_ms")
+        cpu = _rows(cli.db, f"SELECT cpu, rss_kib, balloon_kib FROM watch_samples WHERE kind = 'vm' AND "
+                            f"subject = '{name}' ORDER BY at_ms")
         assert cpu and cpu[-1][0] is not None and cpu[-1][0] > 0, cpu
+        # The same call's balloon stats: the QEMU process's resident memory on the host, and the balloon's size
+        # (the guest's memory: no balloon driver runs in a guest spinning in its firmware to change it).
+        assert cpu[-1][1] is not None and cpu[-1][1] > 0, cpu
+        assert cpu[-1][2] == 128 * 1024, cpu
         # Every cell of the inventory's host was read from the daemon: free memory as the host reports it.
         cells = {c["id"] for c in cli.ok("host", "show", "local", "--json").json()["cells"]}
         read = _rows(cli.db, "SELECT item, free_kib FROM watch_samples WHERE kind = 'cell' AND host = 'local'")

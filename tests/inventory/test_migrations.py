@@ -426,3 +426,31 @@ def test_0018_rebuilds_the_request_of_every_placement_kept_before_and_drops_it_b
     assert _drift(url) == []
     _downgrade(url, "0017")
     assert all("request" not in d for d in documents())
+
+
+def test_0021_adds_empty_memory_columns_to_the_watch_samples_and_drops_them_keeping_the_samples(
+    db_path: Path, db_url: str,
+) -> None:
+    _seeded_at(db_path, db_url, "0020").close()
+    db = sqlite3.connect(db_path)
+    with db:
+        db.execute("INSERT INTO watch_samples (at_ms, minute, kind, host, subject, item, cpu, flags) "
+                   "VALUES (1000, 0, 'vm', 'h', 'v', -1, 1.5, '')")
+    db.close()
+
+    def samples() -> list[tuple[object, ...]]:
+        c = sqlite3.connect(db_path)
+        try:
+            columns = [row[1] for row in c.execute("PRAGMA table_info(watch_samples)")]
+            chosen = [col for col in ("subject", "cpu", "rss_kib", "balloon_kib") if col in columns]
+            return c.execute(f"SELECT {', '.join(chosen)} FROM watch_samples").fetchall()
+        finally:
+            c.close()
+
+    upgrade(db_url)
+    assert samples() == [("v", 1.5, None, None)]  # NULL: not reported (taken before)
+    _downgrade(db_url, "0020")
+    assert current_revision(db_url) == "0020" and samples() == [("v", 1.5)]
+    upgrade(db_url)
+    assert samples() == [("v", 1.5, None, None)]
+    assert _drift(db_url) == []

@@ -104,3 +104,13 @@ def test_no_rate_is_ever_negative_whatever_the_counters_do(
             assert v.rate.local_bps >= 0 and v.rate.total_bps >= 0 and v.remote_bps >= 0
             assert v.cpu is None or v.cpu >= 0
         previous = current
+
+
+def test_memory_is_the_current_readings_balloon_rss_and_current_and_none_when_not_reported() -> None:
+    r0 = Reading("h1", 100.0, {"a": stats(0, 0, 0) | {"balloon.rss": 1}, "b": stats(0, 0, 0)})
+    r1 = Reading("h1", 110.0, {"a": stats(10, 10, 10) | {"balloon.rss": 2_097_152, "balloon.current": 4_194_304,
+                                                        "balloon.maximum": 4_194_304},
+                               "b": stats(10, 10, 10)})
+    a, b = figures(r0, r1, PLACED, {}).vms
+    assert (a.vm, a.rss_kib, a.balloon_kib) == ("a", 2_097_152, 4_194_304)  # a gauge: this reading's, no rate
+    assert (b.vm, b.rss_kib, b.balloon_kib) == ("b", None, None)

@@ -13,7 +13,8 @@ STEP_MS = 10_000
 
 
 def _round(x, at_ms: int, total: int) -> None:  # type: ignore[no-untyped-def]
-    rows = [HistoryRow(at_ms, "round", "h1"), HistoryRow(at_ms, "vm", "h1", "v", -1, total // 2, total, 4096, 1.0),
+    rows = [HistoryRow(at_ms, "round", "h1"),
+            HistoryRow(at_ms, "vm", "h1", "v", -1, total // 2, total, 4096, 1.0, rss_kib=total, balloon_kib=8192),
             HistoryRow(at_ms, "domain", "h1", "", 0, None, total, 4096)]
     history.write_round(x, [("h1", at_ms, {"v": {"cpu.time": at_ms}})], rows, [], [])
     history.prune(x, at_ms, RAW_S, DAYS)
@@ -34,12 +35,13 @@ def test_retention_bounds_the_table_and_keeps_minute_means(url: str) -> None:
                 assert raw <= RAW_S * 1000 // STEP_MS + 60_000 // STEP_MS  # the window and one partial minute
         with access.begin(False) as x:
             counts = _counts(x)
-            means = x.rows("SELECT at_ms, total_bps, local_bps, cpu FROM watch_samples WHERE minute = :t AND "
+            means = x.rows("SELECT at_ms, total_bps, local_bps, cpu, rss_kib, balloon_kib FROM watch_samples "
+                           "WHERE minute = :t AND "
                            "kind = 'vm' ORDER BY at_ms", {"t": True})
         # At 590 s the raw window reaches back to 470 s, cut at the minute: raw from 420 s, means before it.
         assert counts[("vm", False)] == 18 and counts[("round", False)] == 18
         assert [m[0] for m in means] == [k * 60_000 for k in range(7)]
-        assert all((total, local, cpu) == (2000, 1000, 1.0) for _, total, local, cpu in means)
+        assert all(m[1:] == (2000, 1000, 1.0, 2000, 8192) for m in means)
         assert ("round", True) not in counts  # round marks are not averaged
         with access.begin(True) as x:  # a day and 30 s later: the raw rows are means, the first minute's is gone
             _round(x, 86_400_000 + 30_000, 5000)

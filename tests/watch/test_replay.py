@@ -168,7 +168,8 @@ def test_the_history_prints_and_draws_per_vm_and_per_domain(fleet: Cli, tmp_path
     b2 = doc["vms"][3]["points"]
     assert (b2[18]["remote_share"], b2[19]["remote_share"]) == (0.05, 0.6)  # samples 19 and 20
     assert b2[19] == {"at": at(20), "mean": False, "local_mb_s": 1200.0, "remote_mb_s": 1800.0,
-                      "remote_share": 0.6, "llc_bytes": 3_145_728, "cpu": 1.5}
+                      "remote_share": 0.6, "llc_bytes": 3_145_728, "cpu": 1.5, "rss_kib": None,
+                      "balloon_kib": None}  # recorded with --memory --cpu-total: no balloon keys
     assert [(s["host"], s["domain"], max(p["total_mb_s"] for p in s["points"])) for s in doc["domains"]] == [
         ("rdt", 0, 7020.0), ("rdt", 1, 3000.0), ("rdt2", 0, 200.0)]
     picture = tmp_path / "b2.svg"
@@ -210,3 +211,36 @@ def test_an_open_event_of_a_vm_that_left_closes_with_its_hosts_next_round(fleet:
     res = fleet.ok("watch", "--domstats-dir", str(copy_rounds(tmp_path / "rest", lambda s: s == 26)))
     assert "event 3 closed: remote VM b2 on host rdt" in res.stdout
     assert _events(fleet)[-1] == ("remote", "b2", None, at(22), at(26))
+
+
+def _with_balloon(dest: Path) -> Path:
+    """The recorded fleet as if saved with `virsh domstats --memory --cpu-total --balloon`: VM b2 on rdt
+    reports its balloon (2 GiB) and its resident memory (1 GiB + 1 MiB per sample); the other VMs report none."""
+    rounds = copy_rounds(dest, lambda s: True)
+    for path in rounds.glob("rdt@*.txt"):
+        if path.name.endswith(".freepages.txt"):
+            continue
+        sample = (int(path.name.split("@")[1].split(".")[0]) - 1796601600) // 10
+        balloon = f"  balloon.current=2097152\n  balloon.maximum=2097152\n  balloon.rss={1_048_576 + 1024 * sample}\n"
+        path.write_text(path.read_text().replace("Domain: 'b2'\n", "Domain: 'b2'\n" + balloon))
+    return rounds
+
+
+def test_balloon_keys_of_a_recording_are_kept_per_vm_and_printed(fleet: Cli, tmp_path: Path) -> None:
+    fleet.ok("watch", "--domstats-dir", str(_with_balloon(tmp_path / "balloon")), "--act", "off")
+    b2 = _rows(fleet.db, "SELECT at_ms, rss_kib, balloon_kib FROM watch_samples WHERE kind = 'vm' AND subject = 'b2' "
+                         "ORDER BY at_ms")
+    assert [(rss, size) for _, rss, size in b2] == [(1_048_576 + 1024 * s, 2_097_152) for s in range(1, 30)]
+    assert _rows(fleet.db, "SELECT COUNT(*) FROM watch_samples WHERE subject <> 'b2' AND "
+                           "(rss_kib IS NOT NULL OR balloon_kib IS NOT NULL)") == [(0,)]
+    doc = fleet.ok("stats", "--bandwidth", "--since", "2026-12-06", "--vm", "b2", "--json").json()
+    assert doc["vms"][0]["points"][19] | {"rss_kib": 0} == {
+        "at": at(20), "mean": False, "local_mb_s": 1200.0, "remote_mb_s": 1800.0, "remote_share": 0.6,
+        "llc_bytes": 3_145_728, "cpu": 1.5, "rss_kib": 0, "balloon_kib": 2_097_152}  # the rest as without
+    assert doc["vms"][0]["points"][19]["rss_kib"] == 1_048_576 + 1024 * 20
+    table = fleet.ok("stats", "--bandwidth", "--since", "2026-12-06", "--vm", "b2").stdout
+    (row,) = [line for line in table.splitlines() if line.startswith(at(20))]
+    assert "RSS" in table and "BALLOON" in table and row.endswith("1.50  1.0 GiB  2 GiB"), table
+    whole = fleet.ok("stats", "--bandwidth", "--since", "2026-12-06").stdout
+    (a1,) = [line for line in whole.splitlines() if line.startswith("a1 ")]
+    assert a1.rstrip().endswith("-")  # a1 reported no resident memory

@@ -97,13 +97,15 @@ def stats(
 
     --bandwidth --since TIME prints the history `vnuma watch` kept instead
     (raw samples, then one-minute means): per VM its samples, local and
-    remote MB/s and remote share at the last one and the highest; per L3
-    domain its total; with a VM, each of its points. --svg/--png draw it: a
+    remote MB/s and remote share at the last one, the highest, and its
+    resident memory at the last one (RSS, `-` when not reported); per L3
+    domain its total; with a VM, each of its points (with its CPU use,
+    resident memory and balloon size). --svg/--png draw it: a
     time-series chart per VM (local and remote MB/s) and per L3 domain
     (total). JSON: {"since", "vms": [{"vm", "host", "points": [{"at",
     "mean", "local_mb_s", "remote_mb_s", "remote_share", "llc_bytes",
-    "cpu"}]}], "domains": [{"host", "domain", "points": [{"at", "mean",
-    "total_mb_s", "llc_bytes"}]}]}.
+    "cpu", "rss_kib", "balloon_kib"}]}], "domains": [{"host", "domain",
+    "points": [{"at", "mean", "total_mb_s", "llc_bytes"}]}]}.
 
     Example: vnuma stats --svg fleet.svg
 
@@ -199,18 +201,20 @@ def _history(ctx: typer.Context, vm: str | None, since: str, as_json: bool, svg:
         for s in doc["vms"]:
             output.echo_table(
                 f"VM {s['vm']} on {s['host']} since {doc['since']}",
-                ["AT", "LOCAL MB/S", "REMOTE MB/S", "REMOTE", "LLC", "CPU"],
+                ["AT", "LOCAL MB/S", "REMOTE MB/S", "REMOTE", "LLC", "CPU", "RSS", "BALLOON"],
                 [(p["at"] + (" (1-min mean)" if p["mean"] else ""), p["local_mb_s"], p["remote_mb_s"],
                   _share(p["remote_share"]), _size((p["llc_bytes"] or 0) // 1024),
-                  "-" if p["cpu"] is None else f"{p['cpu']:.2f}") for p in s["points"]],
+                  "-" if p["cpu"] is None else f"{p['cpu']:.2f}", _kib(p["rss_kib"]), _kib(p["balloon_kib"]))
+                 for p in s["points"]],
             )
         return
     output.echo_table(
         f"memory bandwidth per VM since {doc['since']}",
-        ["VM", "HOST", "SAMPLES", "LAST", "LOCAL MB/S", "REMOTE MB/S", "REMOTE", "HIGHEST TOTAL MB/S"],
+        ["VM", "HOST", "SAMPLES", "LAST", "LOCAL MB/S", "REMOTE MB/S", "REMOTE", "HIGHEST TOTAL MB/S", "RSS"],
         [(s["vm"], s["host"], len(s["points"]), s["points"][-1]["at"], s["points"][-1]["local_mb_s"],
           s["points"][-1]["remote_mb_s"], _share(s["points"][-1]["remote_share"]),
-          max(round(p["local_mb_s"] + p["remote_mb_s"], 1) for p in s["points"])) for s in doc["vms"]],
+          max(round(p["local_mb_s"] + p["remote_mb_s"], 1) for p in s["points"]),
+          _kib(s["points"][-1]["rss_kib"])) for s in doc["vms"]],
     )
     output.echo_table(
         "per L3 domain",
@@ -218,6 +222,11 @@ def _history(ctx: typer.Context, vm: str | None, since: str, as_json: bool, svg:
         [(s["host"], s["domain"], len(s["points"]), s["points"][-1]["total_mb_s"],
           max(p["total_mb_s"] for p in s["points"])) for s in doc["domains"]],
     )
+
+
+def _kib(kib: int | None) -> str:
+    """A memory figure of the history (KiB), ``-`` when not reported."""
+    return "-" if kib is None else _size(kib)
 
 
 def _size(kib: int) -> str:

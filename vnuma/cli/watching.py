@@ -35,7 +35,8 @@ def watch(
     domstats_dir: Annotated[
         Path | None,
         typer.Option("--domstats-dir", metavar="DIR",
-                     help="Replay recorded rounds (HOST@UNIXSECONDS.txt: `virsh domstats --memory --cpu-total`; "
+                     help="Replay recorded rounds (HOST@UNIXSECONDS.txt: `virsh domstats --memory --cpu-total`, "
+                          "`--balloon` too for the VMs' memory; "
                           "HOST@UNIXSECONDS.freepages.txt: `virsh freepages --all`) instead of reading libvirt."),
     ] = None,
     allow_migrate: AllowMigrate = False,
@@ -156,8 +157,8 @@ def events(
 
     JSON: [{"id", "rule", "host", "vm" (null for a cell), "cell" (null for a
     VM), "opened_at", "closed_at" (null: open), "evidence": [{"at",
-    "local_mb_s", "remote_mb_s", "remote_share", "llc_bytes", "cpu", "rules"}
-    or, for a cell, {"at", "host_free_kib", "drift_kib", "rules"}],
+    "local_mb_s", "remote_mb_s", "remote_share", "llc_bytes", "cpu", "rss_kib",
+    "balloon_kib", "rules"} or, for a cell, {"at", "host_free_kib", "drift_kib", "rules"}],
     "actions": [{"id", "status" (proposed|withheld|applied|aborted|unfinished),
     "at", "vm", "host", "to_host", "objective", "reason", "move" ({"from_cells",
     "to_host", "to_cells"} or null), "run" (the rebalance run or null)}]}];

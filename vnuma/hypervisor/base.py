@@ -94,8 +94,8 @@ class Hypervisor(Protocol):
         ...
 
     def running_stats(self) -> dict[str, dict[str, object]]:
-        """Every running domain's ``VIR_DOMAIN_STATS_MEMORY`` and ``CPU_TOTAL`` stats, read in one call, by
-        name (what ``vnuma watch`` reads of a host each round)."""
+        """Every running domain's ``VIR_DOMAIN_STATS_MEMORY``, ``CPU_TOTAL`` and ``BALLOON`` stats, read in one
+        call, by name (what ``vnuma watch`` reads of a host each round)."""
         ...
 
     def free_pages(self, cells: list[int], sizes_kib: list[int]) -> dict[int, dict[int, int]]:

@@ -254,10 +254,11 @@ class LibvirtHypervisor:
         return {dom.name(): dict(stats) for dom, stats in records}
 
     def running_stats(self) -> dict[str, dict[str, object]]:
-        """One getAllDomainStats(VIR_DOMAIN_STATS_MEMORY | VIR_DOMAIN_STATS_CPU_TOTAL) over the running
-        domains, by name (a driver without those stats, as the test driver, gives each an empty dict)."""
+        """One getAllDomainStats(VIR_DOMAIN_STATS_MEMORY | VIR_DOMAIN_STATS_CPU_TOTAL | VIR_DOMAIN_STATS_BALLOON)
+        over the running domains, by name (a driver without those stats, as the test driver, gives each an empty
+        dict; ``balloon.*`` keys are those the driver and guest report)."""
         lv = self._lv
-        flags = lv.VIR_DOMAIN_STATS_MEMORY | lv.VIR_DOMAIN_STATS_CPU_TOTAL
+        flags = lv.VIR_DOMAIN_STATS_MEMORY | lv.VIR_DOMAIN_STATS_CPU_TOTAL | lv.VIR_DOMAIN_STATS_BALLOON
         records = self._call("reading domain stats",
                              lambda: self._conn.getAllDomainStats(flags, lv.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE))
         return {dom.name(): dict(stats) for dom, stats in records}

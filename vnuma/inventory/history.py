@@ -38,6 +38,8 @@ class HistoryRow:
     drift_kib: int | None = None
     flags: str = ""
     minute: bool = False
+    rss_kib: int | None = None
+    balloon_kib: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +69,15 @@ class Event:
 
 
 _COLUMNS = ("at_ms", "minute", "kind", "host", "subject", "item", "local_bps", "total_bps", "llc_bytes", "cpu",
-            "free_kib", "drift_kib", "flags")
+            "free_kib", "drift_kib", "flags", "rss_kib", "balloon_kib")
 _INSERT = (f"INSERT INTO watch_samples ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join(':' + c for c in _COLUMNS)})")
 _MEANS = (
     f"INSERT INTO watch_samples ({', '.join(_COLUMNS)}) "
     "SELECT (at_ms / 60000) * 60000, :t, kind, host, subject, item, CAST(AVG(local_bps) AS BIGINT), "
     "CAST(AVG(total_bps) AS BIGINT), CAST(AVG(llc_bytes) AS BIGINT), AVG(cpu), CAST(AVG(free_kib) AS BIGINT), "
-    "CAST(AVG(drift_kib) AS BIGINT), '' FROM watch_samples "
+    "CAST(AVG(drift_kib) AS BIGINT), '', CAST(AVG(rss_kib) AS BIGINT), CAST(AVG(balloon_kib) AS BIGINT) "
+    "FROM watch_samples "
     "WHERE minute = :f AND at_ms < :cut AND kind <> 'round' GROUP BY at_ms / 60000, kind, host, subject, item"
 )
 _DROP_RAW = "DELETE FROM watch_samples WHERE minute = :f AND at_ms < :cut"

@@ -308,7 +308,8 @@ class WatchSample(Base):
     """One sample of ``vnuma watch`` (:mod:`.history`): a VM's rates (``kind`` ``vm``, ``item`` -1), an L3
     domain's totals (``domain``, ``item`` its id), a host cell's free memory and drift (``cell``), or the mark
     that a host's round was written (``round``); raw (``minute`` false, kept for the raw window) or a one-minute
-    mean (kept for days). ``flags``: the rules true in this sample (raw only); ``cpu``: cores busy."""
+    mean (kept for days). ``flags``: the rules true in this sample (raw only); ``cpu``: cores busy; ``rss_kib``,
+    ``balloon_kib``: a VM's resident memory on the host and its balloon's size (NULL: not reported)."""
 
     __tablename__ = "watch_samples"
     __table_args__ = (
@@ -330,6 +331,8 @@ class WatchSample(Base):
     free_kib: Mapped[int | None] = mapped_column(BigInteger)
     drift_kib: Mapped[int | None] = mapped_column(BigInteger)
     flags: Mapped[str] = mapped_column(String(64))
+    rss_kib: Mapped[int | None] = mapped_column(BigInteger)
+    balloon_kib: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class WatchEvent(Base):

@@ -105,7 +105,8 @@ def _free(hosts: Sequence[Host], placements: Sequence[Placement], tenants: Any) 
 
 def _vm_row(at_ms: int, host: str, v: Any, flags: str) -> HistoryRow:
     return HistoryRow(at_ms, "vm", host, v.vm, -1, v.rate.local_bps, v.rate.total_bps, v.llc_bytes,
-                      None if v.cpu is None else round(v.cpu, 4), flags=flags)
+                      None if v.cpu is None else round(v.cpu, 4), flags=flags, rss_kib=v.rss_kib,
+                      balloon_kib=v.balloon_kib)
 
 
 def rows_of(fig: RoundFigures, verdicts: Iterable[Signal]) -> list[HistoryRow]:
@@ -125,11 +126,13 @@ def rows_of(fig: RoundFigures, verdicts: Iterable[Signal]) -> list[HistoryRow]:
 
 
 def vm_point(row: HistoryRow) -> dict[str, Any]:
-    """A VM's stored sample as events and the history print it (MB/s: 10^6 bytes/s)."""
+    """A VM's stored sample as events and the history print it (MB/s: 10^6 bytes/s; memory in KiB, None: not
+    reported)."""
     local = row.local_bps or 0
     far, share = remote(local, row.total_bps or 0)
     return {"local_mb_s": round(local / 1e6, 1), "remote_mb_s": round(far / 1e6, 1),
-            "remote_share": None if share is None else round(share, 3), "llc_bytes": row.llc_bytes, "cpu": row.cpu}
+            "remote_share": None if share is None else round(share, 3), "llc_bytes": row.llc_bytes, "cpu": row.cpu,
+            "rss_kib": row.rss_kib, "balloon_kib": row.balloon_kib}
 
 
 def evidence(row: HistoryRow) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Where ``vnuma watch``'s readings come from: recorded rounds in a directory, or the hosts themselves.
 
 **Recorded** (``--domstats-dir DIR``): each ``HOST@UNIXSECONDS.txt`` is the
-output of ``virsh domstats --memory --cpu-total`` for one host at one time; a
+output of ``virsh domstats --memory --cpu-total`` for one host at one time (saved
+with ``--balloon`` too, it carries the VMs' ``balloon.*`` keys, and they are read); a
 ``HOST@UNIXSECONDS.freepages.txt`` beside it, the output of ``virsh freepages
 --all`` at that time, gives the host's cells' free pages (without one, that
 round has no cell figures). Every file is read and checked before the first
@@ -10,7 +11,7 @@ of one host at one time refuse the whole replay (nothing written). Files
 not ending in ``.txt`` are ignored. Rounds come in time order (then host name).
 
 **Live**: per host and round, one ``getAllDomainStats`` over its running
-domains and one ``getFreePages`` over its cells, on a bounded pool of threads.
+domains (memory, CPU and balloon stats) and one ``getFreePages`` over its cells, on a bounded pool of threads.
 A host that fails answers with its reason; one that has not answered by the
 round's deadline is left to finish in the background (no second call is
 started on it meanwhile) and counts as not answering: no host waits for

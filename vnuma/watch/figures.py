@@ -1,7 +1,7 @@
 """One round's figures for one host: per VM, per L3 domain, per host cell.
 
 Pure: no I/O. A :class:`Reading` is what one host said at one time (its
-running domains' ``VIR_DOMAIN_STATS_MEMORY | CPU_TOTAL`` stats and its cells'
+running domains' ``VIR_DOMAIN_STATS_MEMORY | CPU_TOTAL | BALLOON`` stats and its cells'
 free pages); :func:`figures` compares it with the host's previous reading:
 
 * rates are counter differences over the real time between the two readings
@@ -16,6 +16,8 @@ free pages); :func:`figures` compares it with the host's previous reading:
 * remote bytes are total − local (the traffic that left the VM's L3 domain's
   own memory controller), the remote share their part of the total;
 * CPU use is ``cpu.time`` (ns) difference / elapsed: cores kept busy;
+* memory is a gauge of the current reading, not a rate: ``balloon.rss`` (KiB the VM's process holds resident
+  on the host) and ``balloon.current`` (KiB, the balloon's current size), each None when not reported;
 * noisy domains and per-domain totals are :func:`vnuma.watch.bandwidth.assess`'s
   (today's rule, the one copy);
 * a cell's drift is what the inventory holds as free minus what the host
@@ -71,10 +73,14 @@ class Reading:
 
 @dataclass(frozen=True, slots=True)
 class VmFigures:
-    """One VM over one round: its rates (with its noisy domains) and CPU use (cores; None: not reported)."""
+    """One VM over one round: its rates (with its noisy domains), CPU use (cores), resident memory on the host
+    and the balloon's size (KiB, the current reading's ``balloon.rss`` and ``balloon.current``); None: not
+    reported."""
 
     rate: VmRate
     cpu: float | None
+    rss_kib: int | None = None
+    balloon_kib: int | None = None
 
     @property
     def vm(self) -> str:
@@ -138,6 +144,15 @@ def _cpu(before: Mapping[str, object], after: Mapping[str, object], elapsed_s: f
     return None
 
 
+def _kib(stats: Mapping[str, object], key: str) -> int | None:
+    value = stats.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _vm(rate: VmRate, cpu: float | None, stats: Mapping[str, object]) -> VmFigures:
+    return VmFigures(rate, cpu, _kib(stats, "balloon.rss"), _kib(stats, "balloon.current"))
+
+
 def cell_figures(inventory: FreePages, host: FreePages) -> tuple[CellFigures, ...]:
     """Every cell of the inventory's view that the host reported, by id (page sizes both know)."""
     out = []
@@ -194,6 +209,6 @@ def figures(
     assessed, domains = assess(rates, mine)
     cells = cell_figures(inventory_free, current.free) if current.free is not None else ()
     return RoundFigures(
-        current.host, current.at, elapsed, tuple(VmFigures(r, cpu[r.vm]) for r in assessed), tuple(domains),
-        cells, tuple(resets), unknown, tuple(unmonitored),
+        current.host, current.at, elapsed, tuple(_vm(r, cpu[r.vm], current.domains[r.vm]) for r in assessed),
+        tuple(domains), cells, tuple(resets), unknown, tuple(unmonitored),
     )
