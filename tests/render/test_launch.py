@@ -8,14 +8,17 @@ import json
 import shlex
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.render.nccl_reader import read_topology
 from tests.render.test_golden import assert_golden
-from tests.render.test_nccl_topo import SCENARIOS, _dgx, _linked, _placed
+from tests.render.test_nccl_topo import BASE, GPUS, LINKED, NICS, SCENARIOS, _assignment, _dgx, _linked, _placed
 from vnuma.errors import OptionsError
 from vnuma.render.guestview import GuestNode, GuestView
 from vnuma.render.launch import (
@@ -213,3 +216,22 @@ def test_a_vm_without_gpus_gets_only_the_environment_file() -> None:
     doc = yaml.safe_load(cloud_init(CPU_ONLY, launch_lines(CPU_ONLY, None), None))
     assert _errors(doc, SCHEMA_DOC, SCHEMA_DOC) == []
     assert [f["path"] for f in doc["write_files"]] == [ENV_PATH]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(GPUS), min_size=1, max_size=6, unique=True),
+       st.lists(st.sampled_from(NICS), max_size=6, unique=True), st.sampled_from(sorted(FRAMEWORKS)))
+def test_the_processes_share_out_every_gpu_as_the_nccl_file_places_it(gpus: list[str], nics: list[str],
+                                                                      framework: str) -> None:
+    """Random device sets on the DGX-like host: each GPU is visible to exactly one process, the one on its node
+    in the NCCL file, under the file's ``dev``; each NIC is listed by the process on its node."""
+    placement = replace(BASE, devices=tuple(_assignment(a) for a in sorted(gpus + nics)))
+    built = build_view(LINKED, placement, RenderOptions())
+    system = read_topology(nccl_topology(LINKED, placement, built))
+    by_node = {int(c.attrs["numaid"]): [int(g.attrs["dev"]) for g in c.iter("gpu")] for c in system.iter("cpu")}
+    lines = launch_lines(built.guest, framework)
+    assert {n.node: [int(i) for i in dict(n.env)["CUDA_VISIBLE_DEVICES"].split(",")] for n in lines} == {
+        k: v for k, v in by_node.items() if v}
+    nic_nodes = {d.guest_address: d.node for d in built.guest.devices if d.kind == "nic"}
+    for n in lines:
+        assert all(nic_nodes[d.guest_address] == n.node for d in n.nics)
