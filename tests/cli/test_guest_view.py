@@ -80,13 +80,13 @@ def test_nccl_topo_of_a_vm_without_gpus_is_exit_4_and_writes_nothing(cli: Cli, t
     assert cli("vm", "guest-view", "cpu-only", "--out", str(out)).exit_code == 2
 
 
-@pytest.mark.parametrize("shown", ["--nccl-topo", "--json"])
-def test_guest_view_loads_neither_the_orm_nor_the_engine_nor_jinja(cli: Cli, shown: str) -> None:
+@pytest.mark.parametrize("shown", [("--nccl-topo",), ("--json",), ("--launch", "vllm", "--json"), ("--cloud-init",)])
+def test_guest_view_loads_neither_the_orm_nor_the_engine_nor_jinja(cli: Cli, shown: tuple[str, ...]) -> None:
     """What keeps the command quick as a whole process: it reads through sqlite3 (vnuma.inventory.reading)."""
     _placed(cli)
     code = (
         "import runpy, sys\n"
-        f"sys.argv = ['vnuma', '--db', {str(cli.db)!r}, 'vm', 'guest-view', 'v', {shown!r}]\n"
+        f"sys.argv = ['vnuma', '--db', {str(cli.db)!r}, 'vm', 'guest-view', 'v', *{shown!r}]\n"
         "try:\n    runpy.run_module('vnuma.cli', run_name='__main__')\n"
         "except SystemExit as exit:\n    assert not exit.code, exit.code\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic', 'numpy', 'jinja2'))\n"
@@ -94,8 +94,8 @@ def test_guest_view_loads_neither_the_orm_nor_the_engine_nor_jinja(cli: Cli, sho
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip() == "[]" and proc.stdout.startswith('<system version="1">' if shown == "--nccl-topo"
-                                                                  else "{")
+    start = {"--nccl-topo": '<system version="1">', "--cloud-init": "#cloud-config\n"}.get(shown[0], "{")
+    assert proc.stderr.strip() == "[]" and proc.stdout.startswith(start)
 
 
 @pytest.mark.parametrize("framework", ["vllm", "sglang", "llama.cpp", "torchrun"])
