@@ -80,13 +80,13 @@ def test_nccl_topo_of_a_vm_without_gpus_is_exit_4_and_writes_nothing(cli: Cli, t
     assert cli("vm", "guest-view", "cpu-only", "--out", str(out)).exit_code == 2
 
 
-@pytest.mark.parametrize("shown", ["--nccl-topo", "--json"])
-def test_guest_view_loads_neither_the_orm_nor_the_engine_nor_jinja(cli: Cli, shown: str) -> None:
+@pytest.mark.parametrize("shown", [("--nccl-topo",), ("--json",), ("--launch", "vllm", "--json"), ("--cloud-init",)])
+def test_guest_view_loads_neither_the_orm_nor_the_engine_nor_jinja(cli: Cli, shown: tuple[str, ...]) -> None:
     """What keeps the command quick as a whole process: it reads through sqlite3 (vnuma.inventory.reading)."""
     _placed(cli)
     code = (
         "import runpy, sys\n"
-        f"sys.argv = ['vnuma', '--db', {str(cli.db)!r}, 'vm', 'guest-view', 'v', {shown!r}]\n"
+        f"sys.argv = ['vnuma', '--db', {str(cli.db)!r}, 'vm', 'guest-view', 'v', *{shown!r}]\n"
         "try:\n    runpy.run_module('vnuma.cli', run_name='__main__')\n"
         "except SystemExit as exit:\n    assert not exit.code, exit.code\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic', 'numpy', 'jinja2'))\n"
@@ -94,5 +94,59 @@ def test_guest_view_loads_neither_the_orm_nor_the_engine_nor_jinja(cli: Cli, sho
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip() == "[]" and proc.stdout.startswith('<system version="1">' if shown == "--nccl-topo"
-                                                                  else "{")
+    start = {"--nccl-topo": '<system version="1">', "--cloud-init": "#cloud-config\n"}.get(shown[0], "{")
+    assert proc.stderr.strip() == "[]" and proc.stdout.startswith(start)
+
+
+@pytest.mark.parametrize("framework", ["vllm", "sglang", "llama.cpp", "torchrun"])
+def test_launch_prints_the_lines_of_the_placed_vm(cli: Cli, framework: str) -> None:
+    _placed(cli)
+    view = cli.ok("vm", "guest-view", "v", "--json").json()
+    doc = cli.ok("vm", "guest-view", "v", "--launch", framework, "--json").json()
+    assert doc["framework"] == framework
+    gpus = {d["node"]: [d["cuda_index"]] for d in view["devices"] if d["cuda_index"] is not None}
+    assert {n["node"]: n["gpus"] for n in doc["nodes"]} == gpus  # one process per node, its own GPU
+    for n in doc["nodes"]:
+        assert set(n) >= {"node", "cpus", "gpus", "nics", "env", "command"} and isinstance(n["command"], str)
+        assert n["env"]["CUDA_VISIBLE_DEVICES"] == str(n["gpus"][0])
+        assert n["cpus"] == next(v["vcpus"] for v in view["nodes"] if v["id"] == n["node"])
+    text = cli.ok("vm", "guest-view", "v", "--launch", framework).stdout
+    assert text.splitlines()[0] == f"VM v: {framework}, one process per guest NUMA node"
+    assert [line.strip() for line in text.splitlines() if line.startswith("  ")] == [n["line"] for n in doc["nodes"]]
+
+
+def test_an_unknown_framework_is_exit_2_and_writes_nothing(cli: Cli, tmp_path: Path) -> None:
+    _placed(cli)
+    refused_unchanged(cli, ["vm", "guest-view", "v", "--launch", "tgi"], 2, "unknown framework 'tgi'")
+    out = tmp_path / "user-data"
+    refused_unchanged(cli, ["vm", "guest-view", "v", "--cloud-init", "--launch", "tgi", "--out", str(out)], 2,
+                      "unknown framework 'tgi'")
+    assert not out.exists()
+
+
+def test_cloud_init_writes_the_topology_and_the_environment(cli: Cli, tmp_path: Path) -> None:
+    import yaml
+
+    _placed(cli)
+    topo = cli.ok("vm", "guest-view", "v", "--nccl-topo").stdout
+    out = tmp_path / "user-data"
+    res = cli.ok("vm", "guest-view", "v", "--cloud-init", "--out", str(out))
+    assert res.stdout == "" and str(out) in res.stderr
+    doc = yaml.safe_load(out.read_text())
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    assert files["/etc/vnuma/nccl-topo.xml"] == topo
+    assert "export NCCL_TOPO_FILE=/etc/vnuma/nccl-topo.xml" in files["/etc/profile.d/vnuma.sh"]
+    assert cli("vm", "guest-view", "v", "--cloud-init", "--json").exit_code == 2
+    assert cli("vm", "guest-view", "v", "--launch", "vllm", "--out", str(out)).exit_code == 2
+
+
+def test_a_vm_without_gpus_launches_on_its_cpus_and_its_cloud_init_writes_only_the_environment(cli: Cli) -> None:
+    import yaml
+
+    cli.ok("host", "add", "a", "--demo")
+    cli.ok("tenant", "create", "x")
+    cli.ok("place", "x", "--vcpus", "2", "--memory", "2GiB", "--name", "cpu-only")
+    doc = cli.ok("vm", "guest-view", "cpu-only", "--launch", "vllm", "--json").json()
+    assert [(n["gpus"], n["env"]) for n in doc["nodes"]] == [([], {"VLLM_CPU_OMP_THREADS_BIND": "0-1"})]
+    user_data = yaml.safe_load(cli.ok("vm", "guest-view", "cpu-only", "--cloud-init").stdout)
+    assert [f["path"] for f in user_data["write_files"]] == ["/etc/profile.d/vnuma.sh"]

@@ -116,10 +116,12 @@ def test_gpus_are_numbered_in_guest_pci_order_and_launch_on_their_node() -> None
     )
 
 
-def test_a_node_without_vcpus_binds_memory_only() -> None:
+def test_a_node_without_vcpus_binds_memory_only_and_its_cpu_nodes_prefer_rather_than_bind() -> None:
     view = GuestView("v", "t", "h", (GuestNode(0, (0, 1), 1024, 4, ()), GuestNode(1, (), 1024, 4, ())), ())
     assert launch_prefix(view, 1) == "numactl --membind=1"
-    assert launch_prefix(view, 0) == "numactl --cpunodebind=0 --membind=0"
+    assert launch_prefix(view, 0) == "numactl --cpunodebind=0 --preferred=0"  # may spill into node 1
+    alone = GuestView("v", "t", "h", view.nodes[:1], ())
+    assert launch_prefix(alone, 0) == "numactl --cpunodebind=0 --membind=0"
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.placement.devices], ids=lambda s: s.name)

@@ -17,14 +17,25 @@ NcclTopoOpt = Annotated[
                  "the host's links, nodes and NVLinks."),
 ]
 OutOpt = Annotated[
-    Path | None, typer.Option("--out", metavar="FILE", help="With --nccl-topo: write the file here, not to stdout."),
+    Path | None,
+    typer.Option("--out", metavar="FILE", help="With --nccl-topo or --cloud-init: write the file here, not to stdout."),
+]
+LaunchOpt = Annotated[
+    str | None,
+    typer.Option("--launch", metavar="FRAMEWORK", help="Print what to run per guest NUMA node for vllm, sglang, "
+                 "llama.cpp or torchrun: environment, numactl binding and command."),
+]
+CloudInitOpt = Annotated[
+    bool,
+    typer.Option("--cloud-init", help="Print a cloud-init user-data document writing the NCCL topology file and "
+                 "the launch environment into the guest (with --launch: that framework's)."),
 ]
 
 
 @vm_app.command("guest-view")
 def guest_view(
     ctx: typer.Context, vm: VmArg, as_json: output.JsonOpt = False, nccl_topo: NcclTopoOpt = False,
-    out: OutOpt = None,
+    out: OutOpt = None, launch: LaunchOpt = None, cloud_init: CloudInitOpt = False,
 ) -> None:
     """Show the VM's guest NUMA nodes, where its devices sit in the guest, and a launch line per device.
 
@@ -42,8 +53,18 @@ def guest_view(
     without GPUs: exit 4); hand it to NCCL inside the guest with
     NCCL_TOPO_FILE=PATH.
 
+    --launch FRAMEWORK prints one process per guest node holding GPUs (per
+    node with vCPUs for a VM without GPUs): its environment and command.
+    JSON: {"vm", "framework", "nodes": [{"node", "cpus", "gpus",
+    "gpu_addresses", "nics", "env", "command", "line"}]}. --cloud-init
+    prints a #cloud-config document writing /etc/vnuma/nccl-topo.xml and
+    /etc/profile.d/vnuma.sh.
+
     Example: vnuma vm guest-view tenant-a-vm1 --json
     """
+    if cloud_init or launch is not None:
+        _launch(ctx, vm, launch, cloud_init, nccl_topo, as_json, out)
+        return
     if nccl_topo or out is not None:
         _nccl_topo(ctx, vm, nccl_topo, as_json, out)
         return
@@ -106,6 +127,39 @@ def _nccl_topo(ctx: typer.Context, vm: str, nccl_topo: bool, as_json: bool, out:
 
     write_output(out, text, "NCCL topology")
     typer.echo(f"NCCL topology of VM {vm} written to {out}", err=True)
+
+
+def _launch(ctx: typer.Context, vm: str, framework: str | None, cloud_init: bool, nccl_topo: bool, as_json: bool,
+            out: Path | None) -> None:
+    if nccl_topo:
+        raise typer.BadParameter("--nccl-topo prints the topology alone; drop --launch/--cloud-init")
+    if out is not None and not cloud_init:
+        raise typer.BadParameter("--out goes with --nccl-topo or --cloud-init")
+    if cloud_init and as_json:
+        raise typer.BadParameter("--cloud-init prints YAML; drop --json")
+    if remote(ctx):
+        raise typer.BadParameter("--launch and --cloud-init run where the inventory is, not through --server")
+    from vnuma.services import guestfiles
+
+    if cloud_init:
+        text = guestfiles.cloud_init_of(settings(ctx), vm, framework)
+        if out is None:
+            typer.echo(text, nl=False)
+            return
+        from vnuma.services.files import write_output
+
+        write_output(out, text, "cloud-init user-data")
+        typer.echo(f"cloud-init user-data of VM {vm} written to {out}", err=True)
+        return
+    assert framework is not None
+    from vnuma.render.launch import as_launch_dict, launch_text
+
+    view, lines = guestfiles.launch_of(settings(ctx), vm, framework)
+    doc = as_launch_dict(view, framework, lines)
+    if as_json:
+        output.echo_json(doc)
+        return
+    output.echo_lines(launch_text(doc))
 
 
 def _cpulist(cpus: list[int]) -> str:

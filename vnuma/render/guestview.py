@@ -104,19 +104,29 @@ def guest_view(
 def launch_prefix(view: GuestView, node_id: int | None, devices: Iterable[GuestDevice] = ()) -> str:
     """The command prefix that runs a process on guest node ``node_id`` with ``devices``' GPUs visible.
 
-    CPUs are bound to the node only when it has vCPUs (a memory-only node
-    has none to run on); memory always. A device on no node (None) binds
+    The node's binding is :func:`numactl_words`. A device on no node (None) binds
     nothing: the prefix only makes its GPU visible ("" for another device).
     """
     cuda = [str(d.cuda_index) for d in devices if d.cuda_index is not None]
     words = [f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={','.join(cuda)}"] if cuda else []
     if node_id is None:
         return " ".join(words)
-    words.append("numactl")
-    if view.node(node_id).vcpus:
+    return " ".join(words + numactl_words(view, node_id))
+
+
+def numactl_words(view: GuestView, node_id: int) -> list[str]:
+    """``numactl`` binding a process to guest node ``node_id``: its CPUs when it has vCPUs (a memory-only node
+    has none to run on), and its memory — ``--membind`` there, except that a process on a CPU node of a VM
+    with memory-only nodes (its cold tier, or CPU-less cells) gets ``--preferred``: the node's memory first,
+    the kernel then spilling into the memory-only nodes rather than failing (``--membind`` would forbid
+    them)."""
+    node = view.node(node_id)
+    words = ["numactl"]
+    if node.vcpus:
         words.append(f"--cpunodebind={node_id}")
-    words.append(f"--membind={node_id}")
-    return " ".join(words)
+    spill = node.vcpus and any(not n.vcpus and n.memory_kib for n in view.nodes)
+    words.append(f"--preferred={node_id}" if spill else f"--membind={node_id}")
+    return words
 
 
 def as_dict(view: GuestView) -> dict[str, object]:
