@@ -12,18 +12,16 @@ node's ``cpulist`` and each named GPU's ``numa_node``.
 
 from __future__ import annotations
 
-import contextlib
 import shlex
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.cli.conftest import Cli
-from tests.integration.test_guest_view import DATA, KERNEL, _bootable, _initramfs
-from tests.integration.test_nccl_guest import NODEDEV, TOPO_M, _embeddable
+from tests.integration.test_guest_view import DATA, KERNEL
+from tests.integration.test_nccl_guest import NODEDEV, TOPO_M, boot_embedded
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -69,27 +67,11 @@ def test_numactl_in_the_guest_takes_every_launch_line(embedded: Any, tmp_path: P
     xml = cli.ok("render", "launch", "--domain-type", "qemu").stdout
     assert [n["node"] for n in doc["nodes"]] == [0, 1]
 
-    boot = tmp_path / "boot"
-    boot.mkdir()
-    shutil.copy(KERNEL, boot / "vmlinuz")
     extra = tmp_path / "extra"
     extra.mkdir()
     for f in (shutil.which("numactl"), *LIBS):
         shutil.copy(str(f), extra / Path(str(f)).name)
-    shutil.copy(_initramfs(tmp_path, _init(doc), extra), boot / "initrd.cpio")
-    console = boot / "console.log"
-    dom = embedded.createXML(_embeddable(_bootable(xml, boot, console)), 0)
-    try:
-        deadline = time.monotonic() + 300
-        while "VNUMA-END" not in (console.read_text(errors="replace") if console.exists() else ""):
-            if time.monotonic() > deadline:
-                pytest.fail("the guest did not finish within 300 s:\n" + console.read_text(errors="replace")[-3000:])
-            time.sleep(1)
-    finally:
-        with contextlib.suppress(pytest.importorskip("libvirt").libvirtError):  # gone once it powered off
-            dom.destroy()
-    body = console.read_text(errors="replace").split("VNUMA-BEGIN", 1)[1].split("VNUMA-END", 1)[0]
-    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    lines = boot_embedded(embedded, xml, tmp_path, _init(doc), extra)
     for n in doc["nodes"]:
         node = n["node"]
         show = {k.strip(): v.strip() for line in lines if line.startswith(f"show {node} ")

@@ -82,6 +82,29 @@ def _embeddable(xml: str) -> str:
     return etree.tostring(root, encoding="unicode")
 
 
+def boot_embedded(embedded: Any, xml: str, tmp_path: Path, init: str, extra: Path) -> list[str]:
+    """Boot the rendered domain ``xml`` under the embedded driver with Debian's kernel and an initramfs running
+    ``init`` (the files of ``extra`` beside it); the non-empty lines it printed between VNUMA-BEGIN and
+    VNUMA-END, once it powered off (at most 300 s)."""
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    shutil.copy(KERNEL, boot / "vmlinuz")
+    shutil.copy(_initramfs(tmp_path, init, extra), boot / "initrd.cpio")
+    console = boot / "console.log"
+    dom = embedded.createXML(_embeddable(_bootable(xml, boot, console)), 0)
+    try:
+        deadline = time.monotonic() + 300
+        while "VNUMA-END" not in (console.read_text(errors="replace") if console.exists() else ""):
+            if time.monotonic() > deadline:
+                pytest.fail("the guest did not finish within 300 s:\n" + console.read_text(errors="replace")[-3000:])
+            time.sleep(1)
+    finally:
+        with contextlib.suppress(pytest.importorskip("libvirt").libvirtError):  # gone once it powered off
+            dom.destroy()
+    body = console.read_text(errors="replace").split("VNUMA-BEGIN", 1)[1].split("VNUMA-END", 1)[0]
+    return [line.strip() for line in body.splitlines() if line.strip()]
+
+
 def test_every_busid_and_numaid_of_the_topology_is_the_guests(embedded: Any, tmp_path: Path) -> None:
     if not KERNEL.is_file():
         pytest.fail(f"no guest kernel at {KERNEL}: scripts/setup --test fetches Debian's kernel package")
@@ -96,26 +119,10 @@ def test_every_busid_and_numaid_of_the_topology_is_the_guests(embedded: Any, tmp
     busids = re.findall(r'busid="([^"]+)"', topo)
     assert len(busids) == 10 and "<nvlink" in topo  # 2 switches, 4 GPUs, 4 NICs
 
-    boot = tmp_path / "boot"
-    boot.mkdir()
-    shutil.copy(KERNEL, boot / "vmlinuz")
     extra = tmp_path / "extra"
     extra.mkdir()
     (extra / "nccl-topo.xml").write_text(topo)
-    shutil.copy(_initramfs(tmp_path, INIT, extra), boot / "initrd.cpio")
-    console = boot / "console.log"
-    dom = embedded.createXML(_embeddable(_bootable(xml, boot, console)), 0)
-    try:
-        deadline = time.monotonic() + 300
-        while "VNUMA-END" not in (console.read_text(errors="replace") if console.exists() else ""):
-            if time.monotonic() > deadline:
-                pytest.fail("the guest did not finish within 300 s:\n" + console.read_text(errors="replace")[-3000:])
-            time.sleep(1)
-    finally:
-        with contextlib.suppress(pytest.importorskip("libvirt").libvirtError):  # gone once it powered off
-            dom.destroy()
-    body = console.read_text(errors="replace").split("VNUMA-BEGIN", 1)[1].split("VNUMA-END", 1)[0]
-    lines = [line.strip() for line in body.splitlines()]
+    lines = boot_embedded(embedded, xml, tmp_path, INIT, extra)
     assert [line for line in lines if line.startswith("bad ")] == []
     checked = [line.split()[2] for line in lines if line.startswith("checked ")]
     assert checked == busids  # every busid of the file, in its order
