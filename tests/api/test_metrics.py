@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.conftest import Service, prepared, start
 from tests.cli.conftest import REPO, Cli
+from tests.stats.conftest import resctrl_vms
 from tests.watch.conftest import FLEET, make_fleet
 from vnuma.api.app import create_app
 from vnuma.api.metrics import Readers
@@ -48,17 +49,7 @@ def named(samples: Samples, name: str) -> dict[tuple[tuple[str, str], ...], floa
 def rdt(tmp_path: Path) -> Cli:
     """The resctrl host of tests/stats/test_bandwidth.py with its four VMs (a1, a2 of tenant-a; b1, b2 of
     tenant-b) and their bandwidth samples from the recorded domstats."""
-    cli = Cli(tmp_path / "inventory.db")
-    cli.ok("host", "import", "rdt", "--capabilities", str(CAPS / "x86-2cell-smt-resctrl.xml"))
-    cli.ok("host", "reserve", "rdt", "--llc-ways", "2")
-    for tenant in ("tenant-a", "tenant-b"):
-        cli.ok("tenant", "create", tenant)
-    for name, tenant, vcpus, extra in (
-        ("a1", "tenant-a", "2", ("--mem-bw", "30")), ("a2", "tenant-a", "2", ()), ("b1", "tenant-b", "2", ()),
-        ("b2", "tenant-b", "4", ()),
-    ):
-        cli.ok("place", tenant, "--vcpus", vcpus, "--memory", "2GiB", "--page-size", "2M", "--name", name,
-               "--llc-ways", "2", *extra)
+    cli = resctrl_vms(Cli(tmp_path / "inventory.db"))
     cli.ok("stats", "--bandwidth", "--domstats", str(FIRST), "--domstats", str(SECOND))
     return cli
 

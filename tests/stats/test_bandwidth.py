@@ -18,6 +18,7 @@ import pytest
 from tests.builders import kept
 from tests.cli.conftest import REPO, Cli
 from tests.dbdump import dump
+from tests.stats.conftest import resctrl_vms
 from vnuma.errors import InvalidInputError
 from vnuma.placement.model import Placement
 from vnuma.sources.domstats import parse_domstats
@@ -88,19 +89,7 @@ def test_a_counter_that_went_down_gives_no_rate_for_that_domain() -> None:
 
 @pytest.fixture
 def rdt(tmp_path: Path) -> Cli:
-    cli = Cli(tmp_path / "inventory.db")
-    cli.ok("host", "import", "rdt", "--capabilities", str(CAPS / "x86-2cell-smt-resctrl.xml"))
-    cli.ok("host", "reserve", "rdt", "--llc-ways", "2")
-    for tenant in ("tenant-a", "tenant-b"):
-        cli.ok("tenant", "create", tenant)
-    for name, tenant, vcpus, extra in (
-        ("a1", "tenant-a", "2", ("--mem-bw", "30")), ("a2", "tenant-a", "2", ()), ("b1", "tenant-b", "2", ()),
-        ("b2", "tenant-b", "4", ()),
-    ):
-        doc = cli.ok("place", tenant, "--vcpus", vcpus, "--memory", "2GiB", "--page-size", "2M", "--name", name,
-                     "--llc-ways", "2", *extra, "--json").json()
-        assert [c["host_cell"] for c in doc["cells"]] == ([1] if name == "b2" else [0])  # as recorded
-    return cli
+    return resctrl_vms(Cli(tmp_path / "inventory.db"))
 
 
 def _samples(db: Path) -> list[tuple[Any, ...]]:

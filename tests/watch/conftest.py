@@ -8,7 +8,10 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import REPO, Cli, cli  # noqa: F401
-from tests.stats.conftest import running  # noqa: F401
+from tests.stats.conftest import (
+    resctrl_vms,
+    running,  # noqa: F401
+)
 
 CAPS = REPO / "tests" / "data" / "capabilities" / "x86-2cell-smt-resctrl.xml"
 FLEET = REPO / "tests" / "data" / "watch" / "fleet"
@@ -18,19 +21,14 @@ T0 = 1796601600
 
 def make_fleet(cli: Cli) -> Cli:  # noqa: F811
     """Hosts rdt and rdt2 (2 sockets, CAT/MBA/MBM), tenants a and b, VMs a1 (capped at 30 %), a2, b1 on rdt's
-    L3 domain 0, b2 on its domain 1, c1 on rdt2: what the recordings name."""
-    for host in ("rdt", "rdt2"):
-        cli.ok("host", "import", host, "--capabilities", str(CAPS))
-        cli.ok("host", "reserve", host, "--llc-ways", "2")
-    for tenant in ("tenant-a", "tenant-b"):
-        cli.ok("tenant", "create", tenant)
-    for name, tenant, vcpus, host, extra in (
-        ("a1", "tenant-a", "2", "rdt", ("--mem-bw", "30")), ("a2", "tenant-a", "2", "rdt", ()),
-        ("b1", "tenant-b", "2", "rdt", ()), ("b2", "tenant-b", "4", "rdt", ()), ("c1", "tenant-b", "2", "rdt2", ()),
-    ):
-        doc = cli.ok("place", tenant, "--vcpus", vcpus, "--memory", "2GiB", "--page-size", "2M", "--name", name,
-                     "--llc-ways", "2", "--host", host, *extra, "--json").json()
-        assert [c["host_cell"] for c in doc["cells"]] == ([1] if name == "b2" else [0])  # as recorded
+    L3 domain 0, b2 on its domain 1 (:func:`tests.stats.conftest.resctrl_vms`), c1 on rdt2: what the
+    recordings name."""
+    resctrl_vms(cli)
+    cli.ok("host", "import", "rdt2", "--capabilities", str(CAPS))
+    cli.ok("host", "reserve", "rdt2", "--llc-ways", "2")
+    doc = cli.ok("place", "tenant-b", "--vcpus", "2", "--memory", "2GiB", "--page-size", "2M", "--name", "c1",
+                 "--llc-ways", "2", "--host", "rdt2", "--json").json()
+    assert [c["host_cell"] for c in doc["cells"]] == [0]  # as recorded
     return cli
 
 
