@@ -10,9 +10,8 @@ import typer
 from vnuma.cli import output, settings
 from vnuma.cli.completion import vms
 from vnuma.errors import OptionsError
+from vnuma.watch.budget import ACTS
 
-ACTS = ("off", "propose", "apply")
-"""The ``--act`` modes (:data:`vnuma.services.watchact.ACTS`, not imported here: the CLI loads it on use)."""
 AllowMigrate = Annotated[
     bool, typer.Option("--allow-migrate", help="A move may migrate a VM to another host (else re-pins only).")
 ]

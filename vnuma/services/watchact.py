@@ -38,10 +38,8 @@ from vnuma.services.permits import granted
 from vnuma.services.rebalance_apply import RunReport, apply_plan
 from vnuma.services.rebalancing import held_up, plan_rebalance
 from vnuma.services.watch import Watch
-from vnuma.watch.budget import HOUR_S, Ask, Budget, Counted, withheld
+from vnuma.watch.budget import ACTS, HOUR_S, Ask, Budget, Counted, withheld
 
-ACTS = ("off", "propose", "apply")
-"""``--act``: measure only, propose moves, or carry them out."""
 OBJECTIVES: dict[str, tuple[Objective, ...]] = {
     "noisy": (Objective.BANDWIDTH,),
     "capped": (Objective.BANDWIDTH,),

@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+ACTS = ("off", "propose", "apply")
+"""``--act``: measure only, propose moves, or carry them out."""
 HOUR_S = 3600
 
 
