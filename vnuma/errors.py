@@ -39,6 +39,11 @@ class OptionsError(InvalidInputError):
     exit_code = 2
 
 
+class OtherHostFileError(InvalidInputError):
+    """A file saved on another host: none of the devices it names is the host's (exit 4, as a file of the
+    wrong kind); the message names the devices it names and the host's."""
+
+
 class ConfigError(InvalidInputError):
     """An unknown policy or strategy name, a bad setting."""
 

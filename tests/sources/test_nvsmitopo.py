@@ -11,7 +11,7 @@ import pytest
 
 from tests.placement.test_nics import DGX
 from vnuma.codec import host_from_dict, host_to_dict
-from vnuma.errors import InvalidInputError
+from vnuma.errors import InvalidInputError, OtherHostFileError
 from vnuma.inventory.topologies import ShapeDecoder, encode_topology
 from vnuma.sources.nvsmitopo import parse_topo_matrix, with_nvlinks
 from vnuma.topology import DeviceKind
@@ -70,17 +70,17 @@ def test_the_hosts_own_text_gives_its_nvlinks() -> None:
 
 
 def test_another_hosts_text_is_refused_naming_the_gpus() -> None:
-    with pytest.raises(InvalidInputError, match=r"it shows 8 GPUs, the host has 16 \(0000:13:00\.0, ") as err:
+    with pytest.raises(OtherHostFileError, match=r"it shows 8 GPUs, the host has 16 \(0000:13:00\.0, ") as err:
         with_nvlinks(DGX, parse_topo_matrix(H20, "h20"), "h20")
     assert err.value.hint is not None and "nvidia-smi topo -m" in err.value.hint
     moved = DGX_TOPO.splitlines()
     moved[4] = re.sub(r"\t0\t\tN/A$", "\t1\t\tN/A", moved[4])  # GPU3 said to be on node 1
-    with pytest.raises(InvalidInputError, match=r"GPU3 \(0000:2c:00\.0\) on NUMA node 1, the host says 0"):
+    with pytest.raises(OtherHostFileError, match=r"GPU3 \(0000:2c:00\.0\) on NUMA node 1, the host says 0"):
         with_nvlinks(DGX, parse_topo_matrix("\n".join(moved), "moved"), "moved")
     rows = DGX_TOPO.splitlines()
     rows[1] = rows[1].replace("\tSYS", "\tNODE", 1)  # GPU0-GPU8 across the sockets said to be one node
     rows[9] = rows[9].replace("SYS", "NODE", 1)
-    with pytest.raises(InvalidInputError, match=r"GPU0-GPU8 \(0000:13:00\.0, 0000:73:00\.0\) NODE, the host says SYS"):
+    with pytest.raises(OtherHostFileError, match=r"GPU0-GPU8 \(0000:13:00\.0, 0000:73:00\.0\) NODE, the host says SYS"):
         with_nvlinks(DGX, parse_topo_matrix("\n".join(rows), "level"), "level")
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from vnuma.errors import InvalidInputError
+from vnuma.errors import InvalidInputError, OtherHostFileError
 from vnuma.topology import DeviceKind, Host
 from vnuma.topology.nvlink import NvLink
 from vnuma.topology.pcie import pcie_level
@@ -102,7 +102,7 @@ def with_nvlinks(host: Host, matrix: TopoMatrix, source: str) -> Host:
     """``host`` with the NVLinks ``matrix`` shows between its GPUs (``GPUi`` = the i-th GPU by address).
 
     Raises:
-        InvalidInputError: the text is another host's: a different number of GPUs, a GPU on another NUMA node,
+        OtherHostFileError: the text is another host's: a different number of GPUs, a GPU on another NUMA node,
             or a GPU pair at another PCIe level than the host's facts give (each named with its address).
     """
     gpus = host.devices_of(DeviceKind.GPU)
@@ -110,8 +110,8 @@ def with_nvlinks(host: Host, matrix: TopoMatrix, source: str) -> Host:
     hint = f"save `nvidia-smi topo -m` on host {host.name} itself"
     if matrix.gpus != len(gpus):
         shown = ", ".join(g.address for g in gpus) or "none"
-        raise InvalidInputError(f"{where}: it shows {matrix.gpus} GPUs, the host has {len(gpus)} ({shown})",
-                                hint=hint)
+        raise OtherHostFileError(f"{where}: it shows {matrix.gpus} GPUs, the host has {len(gpus)} ({shown})",
+                                 hint=hint)
     wrong = [f"GPU{i} ({g.address}) on NUMA node {n}, the host says {g.numa_node}"
              for i, (g, n) in enumerate(zip(gpus, matrix.numa, strict=True))
              if n is not None and g.numa_node is not None and n != g.numa_node]
@@ -124,5 +124,5 @@ def with_nvlinks(host: Host, matrix: TopoMatrix, source: str) -> Host:
             elif (level := pcie_level(a, b)) is not None and str(level) != cell:
                 wrong.append(f"GPU{i}-GPU{j} ({a.address}, {b.address}) {cell}, the host says {level}")
     if wrong:
-        raise InvalidInputError(f"{where}: {'; '.join(wrong)}", hint=hint)
+        raise OtherHostFileError(f"{where}: {'; '.join(wrong)}", hint=hint)
     return replace(host, nvlinks=tuple(links))
