@@ -6,7 +6,8 @@ when that exists; no file is fine. What wins: a command-line option, then
 the environment variable, then the file, then the built-in default — the one
 rule :func:`load` applies to every key, and the one ``vnuma config show``
 prints. The file holds top-level keys (and the ``[watch]`` table of ``vnuma watch``, read by
-:mod:`vnuma.services.watchconfig`)::
+:mod:`vnuma.services.watchconfig`, and the ``[device_health]`` table of the GPU health conditions' effects,
+read by :mod:`vnuma.services.healthconfig`)::
 
     database = "/var/lib/vnuma/inventory.db"   # or a SQLAlchemy URL
     libvirt_uri = "qemu+ssh://root@{host}/system"
@@ -135,8 +136,9 @@ KEYS: dict[str, Key] = {
 None: each VM's own modes; ``templates`` None: only the shipped ones; ``metrics_allow``: who reads
 ``vnuma serve``'s ``/metrics`` without a token, :data:`METRICS_ALLOW` by default)."""
 
-SECTIONS = ("watch",)
-"""The tables the file may hold, checked by their own readers (``[watch]``: :mod:`vnuma.services.watchconfig`)."""
+SECTIONS = ("watch", "device_health")
+"""The tables the file may hold, checked by their own readers (``[watch]``: :mod:`vnuma.services.watchconfig`;
+``[device_health]``: :mod:`vnuma.services.healthconfig`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +159,8 @@ class Config:
     warnings: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     sections: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    """The file's tables that other readers check (``[watch]``: :mod:`vnuma.services.watchconfig`)."""
+    """The file's tables that other readers check (``[watch]``: :mod:`vnuma.services.watchconfig`,
+    ``[device_health]``: :mod:`vnuma.services.healthconfig`)."""
 
     def __getitem__(self, key: str) -> str | None:
         return self.values[key].value
