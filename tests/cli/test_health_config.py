@@ -12,7 +12,7 @@ from tests.cli.conftest import Cli
 from vnuma.errors import ConfigError
 from vnuma.services.config import load
 from vnuma.services.healthconfig import health_effects
-from vnuma.sources.gpuhealth import DEFAULT_EFFECTS, Effect, Effects
+from vnuma.sources.gpuhealth import DEFAULT_EFFECTS, Effects, TaintEffect
 
 
 def _effects(tmp_path: Path, text: str) -> Effects:
@@ -24,8 +24,8 @@ def _effects(tmp_path: Path, text: str) -> Effects:
 def test_the_table_sets_effects_and_leaves_the_rest_at_their_defaults(tmp_path: Path) -> None:
     effects = _effects(tmp_path, '[device_health]\nxid-92 = "none"\nremap-failure = "drain"\n'
                                  'xid-79 = "no-schedule"\n')
-    assert effects == {**DEFAULT_EFFECTS, "xid-92": None, "remap-failure": Effect.DRAIN,
-                       "xid-79": Effect.NO_SCHEDULE}
+    assert effects == {**DEFAULT_EFFECTS, "xid-92": None, "remap-failure": TaintEffect.DRAIN,
+                       "xid-79": TaintEffect.NO_SCHEDULE}
 
 
 def test_no_file_and_no_table_are_the_defaults(tmp_path: Path) -> None:

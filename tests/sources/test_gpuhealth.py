@@ -17,8 +17,8 @@ from vnuma.sources.gpuhealth import (
     CONDITIONS,
     DEFAULT_EFFECTS,
     XID_CONDITIONS,
-    Effect,
     HealthReport,
+    TaintEffect,
     bus_id_address,
     host_health,
 )
@@ -87,16 +87,16 @@ def test_the_h100_hosts_files_give_each_sick_gpu_its_effect_and_reason() -> None
     health = host_health(H100_HOST, _files())
     assert health.unknown == () and health.unknown_findings == ()
     assert [(g.address, g.effect, g.reason) for g in health.gpus] == [
-        ("0000:2a:00.0", Effect.DRAIN, "GPU has fallen off the bus (Xid 79); "
+        ("0000:2a:00.0", TaintEffect.DRAIN, "GPU has fallen off the bus (Xid 79); "
                                        "uncorrectable ECC errors since the driver loaded"),
-        ("0000:3a:00.0", Effect.NO_SCHEDULE, "row remapping pending (GPU reset needed)"),
-        ("0000:5d:00.0", Effect.DRAIN, "uncontained uncorrectable ECC error (Xid 95); row remapping failed"),
-        ("0000:9a:00.0", Effect.DRAIN, "page retirement or row remapping could not be recorded (Xid 64); "
+        ("0000:3a:00.0", TaintEffect.NO_SCHEDULE, "row remapping pending (GPU reset needed)"),
+        ("0000:5d:00.0", TaintEffect.DRAIN, "uncontained uncorrectable ECC error (Xid 95); row remapping failed"),
+        ("0000:9a:00.0", TaintEffect.DRAIN, "page retirement or row remapping could not be recorded (Xid 64); "
                                        "contained uncorrectable ECC error (Xid 94)"),
-        ("0000:ab:00.0", Effect.DRAIN, "double-bit ECC error (Xid 48); "
+        ("0000:ab:00.0", TaintEffect.DRAIN, "double-bit ECC error (Xid 48); "
                                        "page retirement or row remapping recorded, reset pending (Xid 63)"),
-        ("0000:ba:00.0", Effect.NO_SCHEDULE, "NVLink error (Xid 74)"),
-        ("0000:db:00.0", Effect.NO_SCHEDULE, "high single-bit ECC error rate (Xid 92)"),
+        ("0000:ba:00.0", TaintEffect.NO_SCHEDULE, "NVLink error (Xid 74)"),
+        ("0000:db:00.0", TaintEffect.NO_SCHEDULE, "high single-bit ECC error rate (Xid 92)"),
     ]
     assert health.taints == health.gpus  # 0000:18:00.0 had only an Xid 13: no condition
     assert [f.where for f in health.gpus[0].findings] == ["smi.xml line 91", "dmesg line 6"]
@@ -109,15 +109,16 @@ def test_the_same_files_give_the_same_effects_and_reasons_in_any_order() -> None
 
 
 def test_the_configured_effects_change_the_taints() -> None:
-    effects = {**DEFAULT_EFFECTS, "xid-92": None, "remap-failure": Effect.DRAIN, "xid-95": Effect.NO_SCHEDULE,
-               "remap-pending": None}
+    effects = {**DEFAULT_EFFECTS, "xid-92": None, "remap-failure": TaintEffect.DRAIN,
+               "xid-95": TaintEffect.NO_SCHEDULE, "remap-pending": None}
     health = host_health(H100_HOST, _files(), effects)
     verdicts = {g.address: g for g in health.gpus}
     assert verdicts["0000:db:00.0"].effect is None and verdicts["0000:db:00.0"] not in health.taints
     assert verdicts["0000:db:00.0"].reason == "high single-bit ECC error rate (Xid 92)"  # reported all the same
-    assert verdicts["0000:5d:00.0"].effect is Effect.DRAIN  # by the remap failure now, no longer by the Xid 95
+    assert verdicts["0000:5d:00.0"].effect is TaintEffect.DRAIN  # by the remap failure now, no longer by the Xid 95
     assert verdicts["0000:3a:00.0"].effect is None
-    assert host_health(H100_HOST, _files(), {**effects, "remap-failure": None}).gpus[2].effect is Effect.NO_SCHEDULE
+    again = host_health(H100_HOST, _files(), {**effects, "remap-failure": None})
+    assert again.gpus[2].effect is TaintEffect.NO_SCHEDULE
 
 
 def test_gpus_the_files_name_that_the_host_lacks_are_reported_not_refused() -> None:
@@ -162,7 +163,7 @@ def test_a_log_naming_no_gpu_is_nothing_to_refuse() -> None:
 
 
 def test_the_table_gives_drain_to_falling_off_the_bus_and_uncorrectable_errors_only() -> None:
-    drains = {name for name, c in CONDITIONS.items() if c.effect is Effect.DRAIN}
+    drains = {name for name, c in CONDITIONS.items() if c.effect is TaintEffect.DRAIN}
     assert drains == {"xid-48", "xid-79", "xid-94", "xid-95", "ecc-uncorrectable"}
     assert sorted(XID_CONDITIONS) == [48, 63, 64, 74, 79, 92, 94, 95]
 

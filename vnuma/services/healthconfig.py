@@ -19,11 +19,11 @@ from types import MappingProxyType
 
 from vnuma.errors import ConfigError
 from vnuma.services.config import Config
-from vnuma.sources.gpuhealth import CONDITIONS, DEFAULT_EFFECTS, Effect, Effects
+from vnuma.sources.gpuhealth import CONDITIONS, DEFAULT_EFFECTS, Effects, TaintEffect
 
 SECTION = "device_health"
 REPORT_ONLY = "none"
-_VALUES = {**{e.value: e for e in Effect}, REPORT_ONLY: None}
+_VALUES = {**{e.value: e for e in TaintEffect}, REPORT_ONLY: None}
 
 
 def health_effects(config: Config) -> Effects:

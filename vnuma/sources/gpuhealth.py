@@ -29,8 +29,9 @@ from vnuma.sources.nodedev import format_pci_address
 from vnuma.topology import DeviceKind, Host
 
 
-class Effect(StrEnum):
-    """What a taint does: ``no-schedule`` refuses new claims of the device; ``drain`` also moves its VMs off."""
+class TaintEffect(StrEnum):
+    """What a taint does: ``no-schedule`` refuses new claims of the device; ``drain`` also moves its VMs off
+    (the values of ``vnuma device taint --effect``)."""
 
     NO_SCHEDULE = "no-schedule"
     DRAIN = "drain"
@@ -41,11 +42,11 @@ class Condition:
     """A known-bad condition: its name (the config file's key), its default effect, and the taint's reason."""
 
     name: str
-    effect: Effect
+    effect: TaintEffect
     reason: str
 
 
-_DRAIN, _NO_SCHEDULE = Effect.DRAIN, Effect.NO_SCHEDULE
+_DRAIN, _NO_SCHEDULE = TaintEffect.DRAIN, TaintEffect.NO_SCHEDULE
 CONDITIONS: Mapping[str, Condition] = MappingProxyType({c.name: c for c in (
     Condition("xid-48", _DRAIN, "double-bit ECC error (Xid 48)"),
     Condition("xid-63", _NO_SCHEDULE, "page retirement or row remapping recorded, reset pending (Xid 63)"),
@@ -66,7 +67,7 @@ XID_CONDITIONS: Mapping[int, str] = MappingProxyType(
     {int(name.removeprefix("xid-")): name for name in CONDITIONS if name.startswith("xid-")})
 """The Xid codes of :data:`CONDITIONS` and their conditions' names; any other Xid is no condition."""
 
-Effects = Mapping[str, Effect | None]
+Effects = Mapping[str, TaintEffect | None]
 """Each condition's effect (None: report it, taint nothing), as the configuration sets them."""
 
 DEFAULT_EFFECTS: Effects = MappingProxyType({name: c.effect for name, c in CONDITIONS.items()})
@@ -120,7 +121,7 @@ class GpuVerdict:
     """One of the host's GPUs with findings: the taint's effect (None: report only) and reason."""
 
     address: str
-    effect: Effect | None
+    effect: TaintEffect | None
     reason: str
     findings: tuple[Finding, ...]
 
@@ -165,7 +166,8 @@ def _verdict(address: str, findings: list[Finding], effects: Effects) -> GpuVerd
     acting = [name for name in conditions if effects[name] is not None]
     effect = None
     if acting:
-        effect = Effect.DRAIN if any(effects[n] is Effect.DRAIN for n in acting) else Effect.NO_SCHEDULE
+        drains = any(effects[n] is TaintEffect.DRAIN for n in acting)
+        effect = TaintEffect.DRAIN if drains else TaintEffect.NO_SCHEDULE
     reason = "; ".join(CONDITIONS[name].reason for name in (acting or conditions))
     return GpuVerdict(address, effect, reason, tuple(findings))
 
