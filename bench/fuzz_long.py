@@ -46,6 +46,7 @@ XML_FAMILY = {
     "nodedev": "nodedev",
     "nodedev-file": "nodedev",
     "hwloc": "hwloc",
+    "nvidia-smi": "nvidia-smi",
 }
 
 

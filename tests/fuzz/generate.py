@@ -354,3 +354,33 @@ def nodedev_files(draw: st.DrawFn) -> str:
         devices.append(devices[draw(st.integers(0, len(devices) - 1))])
     root = draw(st.sampled_from(["devices", "node", "x"]))
     return f"<{root}>" + "".join(devices) + f"</{root}>"
+
+
+# --- nvidia-smi -q -x ---------------------------------------------------------------------------
+
+_BUS_IDS = ("00000000:3B:00.0", "00000000:18:00.0", "0000:3b:00.0", "00000019:01:00.0", "00000000:3B:20.0",
+            "FFFFFFFF:FF:1F.7", "GPU-1", "N/A", "")
+_FLAGS = ("Yes", "No", "N/A", "[Unknown Error]", "yes", "")
+_COUNTERS = ("sram_uncorrectable", "dram_uncorrectable", "sram_uncorrectable_parity", "sram_correctable")
+
+
+@st.composite
+def nvidia_smi_documents(draw: st.DrawFn) -> str:
+    """An ``<nvidia_smi_log>`` of a few GPUs whose bus ids, ECC counters and flags are near and beyond what
+    nvidia-smi prints; GPUs may repeat a bus id or lack one."""
+    junk = Junk(draw)
+    gpus = []
+    for _ in range(draw(st.integers(0, 4))):
+        bus_id = junk(draw(st.sampled_from(_BUS_IDS)))
+        counters = "".join(text_el(tag, junk(draw(_COUNTS))) for tag in _COUNTERS if draw(_BOOL))
+        older = text_el("double_bit", junk(draw(_COUNTS)) if draw(_BOOL) else None) if draw(_BOOL) else ""
+        ecc = f"<ecc_errors><volatile>{counters}{older}</volatile><aggregate>{counters}</aggregate></ecc_errors>"
+        flags = "".join(text_el(tag, junk(draw(st.sampled_from(_FLAGS))))
+                        for tag in ("remapped_row_pending", "remapped_row_failure"))
+        retired = text_el("pending_retirement", junk(draw(st.sampled_from(_FLAGS))))
+        gpu_id = attrs(id=junk(draw(st.sampled_from(_BUS_IDS))))
+        gpus.append(f"<gpu{gpu_id}><pci>{text_el('pci_bus_id', bus_id)}</pci>{ecc}"
+                    f"<retired_pages>{retired}</retired_pages><remapped_rows>{flags}</remapped_rows></gpu>")
+    root = draw(st.sampled_from(["nvidia_smi_log", "nvidia_smi_log", "nvidia_smi_log", "gpu"]))
+    return f"<?xml version='1.0' ?>\n<!DOCTYPE nvidia_smi_log SYSTEM 'nvsmi_device_v12.dtd'>\n<{root}>" + \
+        "".join(gpus) + f"</{root}>"

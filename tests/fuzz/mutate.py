@@ -85,7 +85,34 @@ HWLOC = Family(
         "pci_type",
     ),
 )
-FAMILIES = {f.name: f for f in (CAPABILITIES, NODEDEV, HWLOC)}
+NVIDIA_SMI = Family(
+    "nvidia-smi",
+    tuple(sorted((DATA / "nvidia-smi-health").glob("*.xml"))),
+    frozenset(
+        {
+            "nvidia_smi_log",
+            "gpu",
+            "pci",
+            "pci_bus_id",
+            "product_name",
+            "ecc_errors",
+            "volatile",
+            "aggregate",
+            "sram_uncorrectable",
+            "dram_uncorrectable",
+            "double_bit",
+            "total",
+            "retired_pages",
+            "pending_retirement",
+            "pending_blacklist",
+            "remapped_rows",
+            "remapped_row_pending",
+            "remapped_row_failure",
+        }
+    ),
+    ("id",),
+)
+FAMILIES = {f.name: f for f in (CAPABILITIES, NODEDEV, HWLOC, NVIDIA_SMI)}
 
 _TREES: dict[Path, etree._ElementTree] = {}
 _OPS = ("delete", "duplicate", "swap", "move", "rename", "set-attr", "drop-attr", "set-text")

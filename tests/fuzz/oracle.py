@@ -16,13 +16,16 @@ from typing import Any
 
 from vnuma.errors import InvalidInputError
 from vnuma.sources.capabilities import read_capabilities
+from vnuma.sources.gpuhealth import CONDITIONS, HealthReport
 from vnuma.sources.hwloc import read_hwloc
 from vnuma.sources.nodedev import parse_nodedev, parse_nodedev_file_content
+from vnuma.sources.nvsmihealth import read_nvidia_smi
 from vnuma.topology import Host, PciDevice, parse_cpuset, parse_page_size, parse_size_kib
 from vnuma.topology.hostcheck import check_host
 from vnuma.topology.leftout import Imported
 
 _ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$")
+_HEALTH_ADDRESS = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$")
 _ID16 = re.compile(r"^0x[0-9a-f]{4}$")
 INT32_MAX = 2**31 - 1  # the inventory's INTEGER columns (cell, CPU, page size) on PostgreSQL
 INT64_MAX = 2**63 - 1  # its BIGINT columns (memory, page counts)
@@ -87,6 +90,17 @@ def _check_optional_device(dev: PciDevice | None) -> None:
         check_device(dev)
 
 
+def _check_health(rep: HealthReport) -> None:
+    """Every GPU a health file names has an address in the inventory's form (a domain may be wider than the
+    inventory keeps: such a GPU is named and matches none), once; each finding is a condition on one of them."""
+    assert isinstance(rep, HealthReport)
+    assert all(_HEALTH_ADDRESS.match(a) for a in rep.addresses), rep.addresses
+    assert list(rep.addresses) == sorted(set(rep.addresses))
+    for finding in rep.findings:
+        assert finding.condition in CONDITIONS and finding.address in rep.addresses, finding
+        assert finding.detail.strip() and "\n" not in finding.detail and "\n" not in finding.where, finding
+
+
 def _check_cpuset(cpus: frozenset[int]) -> None:
     assert isinstance(cpus, frozenset) and all(isinstance(c, int) and c >= 0 for c in cpus)
 
@@ -110,6 +124,7 @@ PARSERS: dict[str, Parser] = {
     "nodedev": (lambda d: parse_nodedev(d, what="dev.xml"), _check_optional_device),
     "nodedev-file": (lambda d: parse_nodedev_file_content(d, "devs.xml"), _check_devices),
     "hwloc": (lambda d: read_hwloc(d, name="fuzz", what="hw.xml"), check_imported),
+    "nvidia-smi": (lambda d: read_nvidia_smi(d, source="smi.xml"), _check_health),
     "cpuset": (lambda d: parse_cpuset(_text(d)), _check_cpuset),
     "size": (lambda d: parse_size_kib(_text(d)), _check_size),
     "page-size": (lambda d: parse_page_size(_text(d)), _check_page),

@@ -20,7 +20,8 @@ from vnuma.errors import InvalidInputError
 
 SECRET = "TOP-SECRET-TOKEN-4711"
 FIVE_MB = 5 * 1024 * 1024
-ROOTS = {"capabilities": "capabilities", "nodedev": "device", "nodedev-file": "devices", "hwloc": "topology"}
+ROOTS = {"capabilities": "capabilities", "nodedev": "device", "nodedev-file": "devices", "hwloc": "topology",
+         "nvidia-smi": "nvidia_smi_log"}
 
 
 @pytest.fixture(scope="module")

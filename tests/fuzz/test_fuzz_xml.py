@@ -11,8 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.budget import GENERATED_EXAMPLES, MUTATED_EXAMPLES, RAW_EXAMPLES, fuzz
-from tests.fuzz.generate import capabilities_documents, hwloc_documents, nodedev_documents, nodedev_files
-from tests.fuzz.mutate import CAPABILITIES, HWLOC, NODEDEV, Family, mutated
+from tests.fuzz.generate import (
+    capabilities_documents,
+    hwloc_documents,
+    nodedev_documents,
+    nodedev_files,
+    nvidia_smi_documents,
+)
+from tests.fuzz.mutate import CAPABILITIES, HWLOC, NODEDEV, NVIDIA_SMI, Family, mutated
 from tests.fuzz.oracle import outcome
 from tests.fuzz.raw import BOMS, encoded, raw_bytes, token_soup
 
@@ -21,6 +27,7 @@ PARSER_FAMILIES = [
     ("nodedev", NODEDEV),
     ("nodedev-file", NODEDEV),
     ("hwloc", HWLOC),
+    ("nvidia-smi", NVIDIA_SMI),
 ]
 IDS = [parser for parser, _ in PARSER_FAMILIES]
 
@@ -34,6 +41,7 @@ GENERATED: dict[str, st.SearchStrategy[bytes | str]] = {
     "nodedev": _bytes_or_encoded(nodedev_documents()),
     "nodedev-file": _bytes_or_encoded(nodedev_files()),
     "hwloc": _bytes_or_encoded(hwloc_documents()),
+    "nvidia-smi": _bytes_or_encoded(nvidia_smi_documents()),
 }
 RAW: st.SearchStrategy[bytes | str] = st.one_of(
     raw_bytes,
