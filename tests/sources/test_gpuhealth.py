@@ -119,6 +119,9 @@ def test_the_configured_effects_change_the_taints() -> None:
     assert verdicts["0000:3a:00.0"].effect is None
     again = host_health(H100_HOST, _files(), {**effects, "remap-failure": None})
     assert again.gpus[2].effect is TaintEffect.NO_SCHEDULE
+    only = host_health(H100_HOST, _files(), {"xid-95": TaintEffect.NO_SCHEDULE})  # the rest at their defaults
+    assert [g.effect for g in only.gpus] == [TaintEffect.DRAIN, TaintEffect.NO_SCHEDULE, TaintEffect.NO_SCHEDULE,
+                                             *[TaintEffect.DRAIN] * 2, *[TaintEffect.NO_SCHEDULE] * 2]
 
 
 def test_gpus_the_files_name_that_the_host_lacks_are_reported_not_refused() -> None:
@@ -133,13 +136,13 @@ def test_gpus_the_files_name_that_the_host_lacks_are_reported_not_refused() -> N
     ("host", "reports", "words"),
     [
         (_host("v100-node", ("04", "05", "84", "85")), _files()[:1],
-         "smi.xml: not host 'v100-node''s: it names GPU 0000:18:00.0, 0000:2a:00.0, 0000:3a:00.0, 0000:5d:00.0, "
+         "smi.xml: not host 'v100-node''s: it names GPUs 0000:18:00.0, 0000:2a:00.0, 0000:3a:00.0, 0000:5d:00.0, "
          "0000:9a:00.0, 0000:ab:00.0, 0000:ba:00.0, 0000:db:00.0, none of the host's (0000:04:00.0, 0000:05:00.0, "
          "0000:84:00.0, 0000:85:00.0)"),
         (_host("v100-node", ("04", "05", "84", "85")),
          [read_nvidia_smi((DATA / "written-v100-4gpu-v10.xml").read_bytes(), source="v100.xml"), _files()[2]],
          "dmesg: not host 'v100-node''s: it names GPU 0000:2a:00.0, none of the host's"),
-        (make_host("cpu-only"), _files()[1:2], "journal: not host 'cpu-only''s: it names GPU 0000:18:00.0, "
+        (make_host("cpu-only"), _files()[1:2], "journal: not host 'cpu-only''s: it names GPUs 0000:18:00.0, "
          "0000:5d:00.0, 0000:9a:00.0, 0000:ab:00.0, 0000:ba:00.0, 0000:db:00.0, none of the host's (it has no GPU)"),
     ],
     ids=["nvidia-smi-of-another-host", "one-file-of-another-host", "host-without-gpus"],

@@ -143,7 +143,8 @@ class HostHealth:
 
 
 def host_health(host: Host, reports: Sequence[HealthReport], effects: Effects = DEFAULT_EFFECTS) -> HostHealth:
-    """Match ``reports`` to ``host``'s GPUs by PCI address; ``effects``: each condition's (the configured table).
+    """Match ``reports`` to ``host``'s GPUs by PCI address; ``effects``: each condition's (the configured table;
+    a condition it leaves out has its default).
 
     Raises:
         OtherHostFileError: a report naming GPUs of which none is one of the host's GPUs (each such report
@@ -163,10 +164,11 @@ def host_health(host: Host, reports: Sequence[HealthReport], effects: Effects = 
 
 def _verdict(address: str, findings: list[Finding], effects: Effects) -> GpuVerdict:
     conditions = [name for name in CONDITIONS if any(f.condition == name for f in findings)]
-    acting = [name for name in conditions if effects[name] is not None]
+    effect_of = {name: effects.get(name, CONDITIONS[name].effect) for name in conditions}
+    acting = [name for name in conditions if effect_of[name] is not None]
     effect = None
     if acting:
-        drains = any(effects[n] is TaintEffect.DRAIN for n in acting)
+        drains = any(effect_of[n] is TaintEffect.DRAIN for n in acting)
         effect = TaintEffect.DRAIN if drains else TaintEffect.NO_SCHEDULE
     reason = "; ".join(CONDITIONS[name].reason for name in (acting or conditions))
     return GpuVerdict(address, effect, reason, tuple(findings))
@@ -174,7 +176,8 @@ def _verdict(address: str, findings: list[Finding], effects: Effects) -> GpuVerd
 
 def _other_host(host: Host, rep: HealthReport, gpus: list[str]) -> OtherHostFileError:
     return OtherHostFileError(
-        f"{rep.source}: not host {host.name!r}'s: it names GPU {_listed(rep.addresses)}, "
+        f"{rep.source}: not host {host.name!r}'s: it names GPU{'s' if len(rep.addresses) > 1 else ''} "
+        f"{_listed(rep.addresses)}, "
         f"none of the host's ({_listed(gpus) if gpus else 'it has no GPU'})",
         hint=f"save it on host {host.name} itself, where the NVIDIA driver sees the host's PCI addresses "
              f"(`vnuma host show {host.name}` lists its GPUs)")
