@@ -48,6 +48,11 @@ def guest_view(
     "page_size_kib", "distances", "devices", "launch"}], "devices":
     [{"address", "kind", "node", "guest_address", "cuda_index", "launch"}]};
     a VM of cpu policy mixed adds "cpu_policy", "dedicated_vcpus" (and per node).
+    A GPU whose memory is a host NUMA node of its own (Grace Hopper,
+    Grace Blackwell) has guest nodes of its own without vCPUs or memory
+    (the driver in the guest brings the GPU's memory online there): such
+    a node adds "gpu" (the GPU's guest address) and the GPU
+    "memory_nodes".
 
     --nccl-topo prints the NCCL topology file of the guest instead (a VM
     without GPUs: exit 4); hand it to NCCL inside the guest with
@@ -90,8 +95,8 @@ def guest_view(
             (
                 n["id"],
                 _cpulist(n["vcpus"]),
-                format_size_kib(n["memory_kib"]),
-                f"{format_size_kib(n['page_size_kib'])} pages",
+                "-" if "gpu" in n else format_size_kib(n["memory_kib"]),
+                f"GPU {n['gpu']}'s memory" if "gpu" in n else f"{format_size_kib(n['page_size_kib'])} pages",
                 " ".join(map(str, n["distances"].values())) or "-",
                 " ".join(n["devices"]) or "-",
             )
