@@ -120,11 +120,13 @@ def _nccl_topo(ctx: typer.Context, vm: str, nccl_topo: bool, as_json: bool, out:
         raise typer.BadParameter("--out goes with --nccl-topo")
     if as_json:
         raise typer.BadParameter("--nccl-topo prints XML; drop --json")
-    if remote(ctx):
-        raise typer.BadParameter("--nccl-topo runs where the inventory is, not through --server")
-    from vnuma.services.guestfiles import nccl_topology_of
+    client = remote(ctx)
+    if client:
+        text = client.nccl_topology(vm)
+    else:
+        from vnuma.services.guestfiles import nccl_topology_of
 
-    text = nccl_topology_of(settings(ctx), vm)
+        text = nccl_topology_of(settings(ctx), vm)
     if out is None:
         typer.echo(text, nl=False)
         return
@@ -142,12 +144,14 @@ def _launch(ctx: typer.Context, vm: str, framework: str | None, cloud_init: bool
         raise typer.BadParameter("--out goes with --nccl-topo or --cloud-init")
     if cloud_init and as_json:
         raise typer.BadParameter("--cloud-init prints YAML; drop --json")
-    if remote(ctx):
-        raise typer.BadParameter("--launch and --cloud-init run where the inventory is, not through --server")
-    from vnuma.services import guestfiles
-
+    client = remote(ctx)
     if cloud_init:
-        text = guestfiles.cloud_init_of(settings(ctx), vm, framework)
+        if client:
+            text = client.cloud_init(vm, framework)
+        else:
+            from vnuma.services import guestfiles
+
+            text = guestfiles.cloud_init_of(settings(ctx), vm, framework)
         if out is None:
             typer.echo(text, nl=False)
             return
@@ -157,10 +161,16 @@ def _launch(ctx: typer.Context, vm: str, framework: str | None, cloud_init: bool
         typer.echo(f"cloud-init user-data of VM {vm} written to {out}", err=True)
         return
     assert framework is not None
-    from vnuma.render.launch import as_launch_dict, launch_text
+    from vnuma.render.launch import launch_text
 
-    view, lines = guestfiles.launch_of(settings(ctx), vm, framework)
-    doc = as_launch_dict(view, framework, lines)
+    if client:
+        doc = client.launch(vm, framework)
+    else:
+        from vnuma.render.launch import as_launch_dict
+        from vnuma.services import guestfiles
+
+        view, lines = guestfiles.launch_of(settings(ctx), vm, framework)
+        doc = as_launch_dict(view, framework, lines)
     if as_json:
         output.echo_json(doc)
         return
