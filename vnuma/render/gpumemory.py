@@ -38,8 +38,6 @@ class GpuNode:
     guest_cell: int
     host_cell: int
     gpu: str
-    host_memory_kib: int
-    """What the host node holds (the GPU's own memory; 0 for a node kept for MIG): shown, never guest RAM."""
 
 
 def gpu_nodes(host: Host, placement: Placement) -> tuple[GpuNode, ...]:
@@ -52,7 +50,7 @@ def gpu_nodes(host: Host, placement: Placement) -> tuple[GpuNode, ...]:
             continue
         for cell in host.cells:  # cells are in id order
             if cell.gpu == dev.address:
-                found.append(GpuNode(next_id, cell.id, dev.address, cell.memory_kib))
+                found.append(GpuNode(next_id, cell.id, dev.address))
                 next_id += 1
     return tuple(found)
 
@@ -63,7 +61,6 @@ def nodesets(nodes: tuple[GpuNode, ...]) -> dict[str, str]:
     for node in nodes:
         by_gpu.setdefault(node.gpu, []).append(node.guest_cell)
     return {gpu: format_cpuset(ids) for gpu, ids in by_gpu.items()}
-
 
 
 def tied(layout: PcieLayout, nodes: tuple[GpuNode, ...]) -> PcieLayout:
