@@ -180,3 +180,12 @@ def test_the_installed_schema_takes_the_tie_only_with_acpi_as_libvirt_11_8_0_def
     golden.find("devices/hostdev/acpi").set("nodeset", "one")
     with pytest.raises(RenderError, match=r"with <acpi> as libvirt 11\.8\.0 has it"):
         check_schema(golden)
+
+
+def test_only_a_domain_with_the_tie_needs_libvirt_11_8_0() -> None:
+    from vnuma.render.requirements import needed_libvirt, version_of
+
+    assert needed_libvirt(etree.fromstring(BY_NAME["gpus-on-two-cells"].golden.read_bytes())) is None
+    needed = needed_libvirt(etree.fromstring(BY_NAME["gh200-gpu-memory-nodes"].golden.read_bytes()))
+    assert needed is not None and needed.version == (11, 8, 0) == version_of(11_008_000)
+    assert version_of(9_000_000) < needed.version < version_of(12_005_001)
