@@ -206,6 +206,10 @@ def test_a_grace_vms_gpu_memory_nodes_are_no_difference_and_a_missing_one_is() -
     scenario = BY_NAME["gh200-gpu-memory-nodes"]
     xml = scenario.render()
     assert differences(scenario.placement, parse_domain(xml), None, scenario.host) == []
+    # Adopted back, the nodes are not cells of the placement (the render derives them again from the host).
+    adopted = placement_from_domain(parse_domain(xml), None, scenario.host, "acme")
+    assert [c.guest_cell for c in adopted.cells] == [0] and adopted.cold == ()
+    assert differences(adopted, parse_domain(xml), None, scenario.host) == []
     bare = re.sub(r"\s*<cell id='8' memory='0' unit='KiB'>.*?</cell>", "", xml, flags=re.S)
     found = differences(scenario.placement, parse_domain(bare), None, scenario.host)
     assert [(f.what, f.expected, f.actual) for f in found] == [

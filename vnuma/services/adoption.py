@@ -167,7 +167,9 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
     check_name(d.name, "VM")
     if live is not None and _pin_values(live) != _pin_values(d):
         raise InvalidInputError("its live pinning differs from its persistent definition; make them agree first")
-    cells = _guest_cells(d)
+    # A cell without vCPUs or memory holds nothing to place: a GPU's memory node, which the render derives again
+    # from the host (vnuma.render.gpumemory).
+    cells = tuple(c for c in _guest_cells(d) if c.vcpus or c.memory_kib)
     covered = sorted(v for c in cells for v in c.vcpus)
     if covered != list(range(d.vcpus)):
         raise InvalidInputError(f"its guest cells hold vCPUs {format_cpuset(covered)} of {d.vcpus}")
