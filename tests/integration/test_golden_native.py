@@ -25,6 +25,7 @@ from lxml import etree
 from tests.integration.conftest import SYSTEM_URI
 from tests.render.conftest import vf_interfaces_as_hostdevs
 from tests.render.scenarios import SCENARIOS, Scenario
+from vnuma.render.gpumemory import gpu_nodes
 from vnuma.render.view import effective_memory_modes
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K, format_cpuset
 
@@ -104,7 +105,9 @@ def test_golden_domain_becomes_the_placed_qemu_numa_layout(
     path.write_text(xml)
     argv = _argv(path)
     nodes, backends = _numa_nodes(argv), _backends(argv)
-    assert sorted(nodes) == [c.guest_cell for c in every]
+    gpu_cells = gpu_nodes(scenario.host, placement)  # a Grace GPU's memory nodes: no CPUs, no memory
+    assert sorted(nodes) == [c.guest_cell for c in every] + [g.guest_cell for g in gpu_cells]
+    assert all(nodes[g.guest_cell][0] == "" and backends[nodes[g.guest_cell][1]]["size"] == 0 for g in gpu_cells)
     for cell in every:
         cpus, memdev = nodes[cell.guest_cell]
         assert re.sub(r"\s", "", cpus) == format_cpuset(cell.vcpus)

@@ -196,3 +196,21 @@ def test_a_mixed_domain_whose_pins_lost_their_shape_is_refused() -> None:
     assert onto_pin != xml
     with pytest.raises(InvalidInputError, match="floating vCPUs do not share one set"):
         placement_from_domain(parse_domain(onto_pin), None, HOST, "t")
+
+
+def test_a_grace_vms_gpu_memory_nodes_are_no_difference_and_a_missing_one_is() -> None:
+    # The GH200-like golden scenario: its GPU's eight guest nodes are what vnuma renders (reconcile finds a
+    # domain libvirt 11.8.0 holds in agreement), and a domain without them differs in its shape.
+    from tests.render.scenarios import BY_NAME
+
+    scenario = BY_NAME["gh200-gpu-memory-nodes"]
+    xml = scenario.render()
+    assert differences(scenario.placement, parse_domain(xml), None, scenario.host) == []
+    # Adopted back, the nodes are not cells of the placement (the render derives them again from the host).
+    adopted = placement_from_domain(parse_domain(xml), None, scenario.host, "acme")
+    assert [c.guest_cell for c in adopted.cells] == [0] and adopted.cold == ()
+    assert differences(adopted, parse_domain(xml), None, scenario.host) == []
+    bare = re.sub(r"\s*<cell id='8' memory='0' unit='KiB'>.*?</cell>", "", xml, flags=re.S)
+    found = differences(scenario.placement, parse_domain(bare), None, scenario.host)
+    assert [(f.what, f.expected, f.actual) for f in found] == [
+        ("guest cell 8", "vCPUs none, 0 KiB in 4 KiB pages", "none"), ("guest cells", "0-8", "0-7")]

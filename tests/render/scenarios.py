@@ -205,6 +205,9 @@ def _build() -> tuple[Scenario, ...]:
         # expander of their GPU's guest cell.
         _partition_scenario("mig-two-instances", "mig", "3g.40gb", 2),
         _partition_scenario("vgpu-on-vf", "vgpu", "nvidia-1049", 1),
+        # A GH200-like host whose GPU has its HBM3 node and seven nodes kept for MIG: eight CPU-less guest
+        # nodes tied to the GPU's hostdev (<acpi nodeset>, libvirt 11.8.0).
+        _grace_scenario("gh200-gpu-memory-nodes", "gh200-mig-capabilities.xml", "gh200-numa-nodedevs.xml"),
     )
 
 
@@ -252,6 +255,27 @@ def _cold_scenario(name: str, fixture: str, *, avoid: tuple[int, ...]) -> Scenar
                         avoid_cells=frozenset((name, c) for c in avoid))
     chosen = place(request, Fleet([host])).chosen
     assert chosen is not None and chosen.cold, name
+    return Scenario(name, host, chosen)
+
+
+def grace_host(name: str, capabilities: str, nodedevs: str) -> Host:
+    """A Grace host of ``tests/data/grace`` as ``host import --capabilities --nodedev`` reads it."""
+    from vnuma.services.hosts import import_documents
+
+    grace = TESTS / "data" / "grace"
+    caps, devs = grace / capabilities, grace / nodedevs
+    return import_documents(name, (caps.name, caps.read_bytes()), [(devs.name, devs.read_bytes())], None).host
+
+
+def _grace_scenario(name: str, capabilities: str, nodedevs: str) -> Scenario:
+    """An 8-vCPU VM with one GPU on a Grace host, as the engine places it."""
+    from vnuma.placement.engine import place
+    from vnuma.placement.ledger.fleet import Fleet
+    from vnuma.placement.model import VmRequest
+
+    host = grace_host(name, capabilities, nodedevs)
+    chosen = place(VmRequest("vm1", "acme", 8, _gib(16), page_size_kib=PAGE_1G, gpus=1), Fleet([host])).chosen
+    assert chosen is not None and len(chosen.devices) == 1, name
     return Scenario(name, host, chosen)
 
 

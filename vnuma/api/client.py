@@ -198,6 +198,18 @@ class Client:
         """``vm guest-view --json``."""
         return dict(self.call("GET", f"/v1/vms/{_seg(vm)}/guest-view"))
 
+    def nccl_topology(self, vm: str) -> str:
+        """``vm guest-view --nccl-topo``: the file's text."""
+        return str(self.call("GET", f"/v1/vms/{_seg(vm)}/guest-view/nccl-topo")["xml"])
+
+    def launch(self, vm: str, framework: str) -> dict[str, Any]:
+        """``vm guest-view --launch FRAMEWORK --json``."""
+        return dict(self.call("GET", f"/v1/vms/{_seg(vm)}/guest-view/launch", framework=framework))
+
+    def cloud_init(self, vm: str, framework: str | None) -> str:
+        """``vm guest-view --cloud-init [--launch FRAMEWORK]``: the user-data document."""
+        return str(self.call("GET", f"/v1/vms/{_seg(vm)}/guest-view/cloud-init", framework=framework)["user_data"])
+
     def log(self, **filters: Any) -> list[dict[str, Any]]:
         """``log --json``: ``vm``, ``host``, ``tenant``, ``since``, ``limit`` as the command takes them."""
         return list(self.call("GET", "/v1/log", **filters))

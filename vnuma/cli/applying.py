@@ -125,7 +125,9 @@ def apply(
     The options are recorded with the VM: a later move re-renders it with
     them (--memnode-mode, --iothreads, --sockets/--cores/--threads, --guest-hints, --template).
     JSON: the VM as `vm show --json` prints it, after the change (with
-    --dry-run: {"vm", "diff"}).
+    --dry-run: {"vm", "diff"}). A domain the host's libvirt is too old for
+    (a Grace GPU's memory nodes need libvirt 11.8.0) is refused before
+    anything changes, naming the version needed (exit 8).
 
     Example: vnuma apply tenant-a-vm1 --start
     """

@@ -48,6 +48,11 @@ def guest_view(
     "page_size_kib", "distances", "devices", "launch"}], "devices":
     [{"address", "kind", "node", "guest_address", "cuda_index", "launch"}]};
     a VM of cpu policy mixed adds "cpu_policy", "dedicated_vcpus" (and per node).
+    A GPU whose memory is a host NUMA node of its own (Grace Hopper,
+    Grace Blackwell) has guest nodes of its own without vCPUs or memory
+    (the driver in the guest brings the GPU's memory online there): such
+    a node adds "gpu" (the GPU's guest address) and the GPU
+    "memory_nodes".
 
     --nccl-topo prints the NCCL topology file of the guest instead (a VM
     without GPUs: exit 4); hand it to NCCL inside the guest with
@@ -90,8 +95,8 @@ def guest_view(
             (
                 n["id"],
                 _cpulist(n["vcpus"]),
-                format_size_kib(n["memory_kib"]),
-                f"{format_size_kib(n['page_size_kib'])} pages",
+                "-" if "gpu" in n else format_size_kib(n["memory_kib"]),
+                f"GPU {n['gpu']}'s memory" if "gpu" in n else f"{format_size_kib(n['page_size_kib'])} pages",
                 " ".join(map(str, n["distances"].values())) or "-",
                 " ".join(n["devices"]) or "-",
             )
@@ -115,11 +120,13 @@ def _nccl_topo(ctx: typer.Context, vm: str, nccl_topo: bool, as_json: bool, out:
         raise typer.BadParameter("--out goes with --nccl-topo")
     if as_json:
         raise typer.BadParameter("--nccl-topo prints XML; drop --json")
-    if remote(ctx):
-        raise typer.BadParameter("--nccl-topo runs where the inventory is, not through --server")
-    from vnuma.services.guestfiles import nccl_topology_of
+    client = remote(ctx)
+    if client:
+        text = client.nccl_topology(vm)
+    else:
+        from vnuma.services.guestfiles import nccl_topology_of
 
-    text = nccl_topology_of(settings(ctx), vm)
+        text = nccl_topology_of(settings(ctx), vm)
     if out is None:
         typer.echo(text, nl=False)
         return
@@ -137,12 +144,14 @@ def _launch(ctx: typer.Context, vm: str, framework: str | None, cloud_init: bool
         raise typer.BadParameter("--out goes with --nccl-topo or --cloud-init")
     if cloud_init and as_json:
         raise typer.BadParameter("--cloud-init prints YAML; drop --json")
-    if remote(ctx):
-        raise typer.BadParameter("--launch and --cloud-init run where the inventory is, not through --server")
-    from vnuma.services import guestfiles
-
+    client = remote(ctx)
     if cloud_init:
-        text = guestfiles.cloud_init_of(settings(ctx), vm, framework)
+        if client:
+            text = client.cloud_init(vm, framework)
+        else:
+            from vnuma.services import guestfiles
+
+            text = guestfiles.cloud_init_of(settings(ctx), vm, framework)
         if out is None:
             typer.echo(text, nl=False)
             return
@@ -152,10 +161,16 @@ def _launch(ctx: typer.Context, vm: str, framework: str | None, cloud_init: bool
         typer.echo(f"cloud-init user-data of VM {vm} written to {out}", err=True)
         return
     assert framework is not None
-    from vnuma.render.launch import as_launch_dict, launch_text
+    from vnuma.render.launch import launch_text
 
-    view, lines = guestfiles.launch_of(settings(ctx), vm, framework)
-    doc = as_launch_dict(view, framework, lines)
+    if client:
+        doc = client.launch(vm, framework)
+    else:
+        from vnuma.render.launch import as_launch_dict
+        from vnuma.services import guestfiles
+
+        view, lines = guestfiles.launch_of(settings(ctx), vm, framework)
+        doc = as_launch_dict(view, framework, lines)
     if as_json:
         output.echo_json(doc)
         return

@@ -48,7 +48,8 @@ def serve(
     document): GET|POST /v1/hosts, GET|DELETE /v1/hosts/NAME, POST
     /v1/hosts/NAME/cordon|uncordon|refresh|reserve|drain; GET|POST
     /v1/tenants, GET|PATCH|DELETE /v1/tenants/NAME; POST /v1/place; GET
-    /v1/vms, GET /v1/vms/NAME, GET /v1/vms/NAME/guest-view, POST
+    /v1/vms, GET /v1/vms/NAME, GET /v1/vms/NAME/guest-view, GET
+    /v1/vms/NAME/guest-view/nccl-topo|launch|cloud-init, POST
     /v1/vms/NAME/release|render|apply|start|stop|repin|migrate; GET
     /v1/stats; POST /v1/capacity; POST /v1/rebalance (with "apply": a
     journaled run), POST /v1/rebalance/resume|abort; GET /v1/log; GET|POST

@@ -38,6 +38,11 @@ class Hypervisor(Protocol):
         """The host capabilities document (``virsh capabilities``)."""
         ...
 
+    def libvirt_version(self) -> int:
+        """The version of the libvirt the host runs (``virsh version``'s library one, as
+        ``virConnectGetLibVersion`` gives it: major * 1,000,000 + minor * 1,000 + micro)."""
+        ...
+
     def pci_device_xmls(self) -> list[tuple[str, str]]:
         """(node device name, XML) for every PCI node device."""
         ...

@@ -77,6 +77,11 @@ class LibvirtHypervisor:
         """The host capabilities document."""
         return self._call("reading capabilities", self._conn.getCapabilities)
 
+    def libvirt_version(self) -> int:
+        """getLibVersion(): the libvirt on the other end of the connection (the daemon's for a remote URI, the
+        library's own for the test driver)."""
+        return int(self._call("reading the libvirt version", self._conn.getLibVersion))
+
     def pci_device_xmls(self) -> list[tuple[str, str]]:
         """(name, XML) of every PCI node device, sorted by name."""
         flag = self._lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV

@@ -14,6 +14,7 @@ from lxml import etree
 from vnuma.errors import InvalidInputError, RenderError
 from vnuma.placement.model import CellAssignment, MemoryMode, Placement
 from vnuma.render.distances import distance_problem
+from vnuma.render.gpumemory import GpuNode, gpu_nodes, nodesets
 from vnuma.render.metadata import metadata_of
 from vnuma.topology import PAGE_4K, Host, format_cpuset, parse_cpuset
 
@@ -36,13 +37,15 @@ def check_domain(root: etree._Element, host: Host, placement: Placement) -> None
     if root.tag != "domain":
         raise RenderError(f"rendered XML has root <{root.tag}>, not <domain>")
     cells = {c.guest_cell: c for c in (*placement.cells, *placement.cold)}  # the cold cell has no vCPUs
+    gpu_cells = gpu_nodes(host, placement)
     vcpus = check_vcpu_count(root, placement)
     check_topology(root, vcpus)
     check_pins(root, placement, cells, vcpus)
     check_numatune(root, host, cells)
-    check_cells(root, cells, vcpus)
+    check_cells(root, cells, vcpus, gpu_cells)
     check_distances(root)
     check_devices(root, placement)
+    check_gpu_nodesets(root, gpu_cells)
     check_metadata(root, placement)
 
 
@@ -134,17 +137,24 @@ def check_numatune(root: etree._Element, host: Host, cells: dict[int, CellAssign
         raise RenderError(f"numatune: guest cell(s) {format_cpuset(missing)} have no memnode")
 
 
-def check_cells(root: etree._Element, cells: dict[int, CellAssignment], vcpus: int) -> None:
-    """Guest cells match the placement, partition the vCPUs, and hold whole pages of their size."""
+def check_cells(
+    root: etree._Element, cells: dict[int, CellAssignment], vcpus: int, gpu_cells: tuple[GpuNode, ...] = ()
+) -> None:
+    """Guest cells match the placement, partition the vCPUs, and hold whole pages of their size; the GPUs'
+    nodes (:mod:`vnuma.render.gpumemory`) are there, without vCPUs or memory."""
     page_of = _page_sizes(root, frozenset(cells))
     owner: dict[int, int] = {}
     seen: set[int] = set()
+    gpu_of = {g.guest_cell: g.gpu for g in gpu_cells}
     for cell in root.iterfind("cpu/numa/cell"):
         cid = _int(cell.get("id"), f"numa cell id={cell.get('id')!r}")
         where = f"numa cell id={cid}"
-        if cid not in cells or cid in seen:
+        if (cid not in cells and cid not in gpu_of) or cid in seen:
             raise RenderError(f"{where}: not a guest cell of the placement, or repeated")
         seen.add(cid)
+        if cid in gpu_of:
+            _check_gpu_cell(cell, gpu_of[cid], where)
+            continue
         placed = cells[cid]
         cpus = _cpuset(cell.get("cpus", ""), f"{where} cpus={cell.get('cpus')}")
         for vcpu in sorted(cpus):
@@ -159,8 +169,8 @@ def check_cells(root: etree._Element, cells: dict[int, CellAssignment], vcpus: i
                 f"vCPUs {format_cpuset(placed.vcpus) or 'none'}"
             )
         _check_cell_memory(cell, placed, page_of.get(cid, PAGE_4K), where)
-    if seen != set(cells):
-        raise RenderError(f"cpu numa: guest cell(s) {format_cpuset(set(cells) - seen)} are missing")
+    if seen != set(cells) | set(gpu_of):
+        raise RenderError(f"cpu numa: guest cell(s) {format_cpuset((set(cells) | set(gpu_of)) - seen)} are missing")
     stray = set(range(vcpus)) - set(owner)
     if stray:
         raise RenderError(f"cpu numa: vCPU(s) {format_cpuset(stray)} are in no guest NUMA cell")
@@ -217,6 +227,26 @@ def check_devices(root: etree._Element, placement: Placement) -> None:
             raise RenderError(f"{where}: the guest has no NUMA cell {node.text}")
 
 
+def check_gpu_nodesets(root: etree._Element, gpu_cells: tuple[GpuNode, ...]) -> None:
+    """Each GPU with nodes of its own has them, and only them, as ``<acpi nodeset>`` on its hostdev; no other
+    hostdev names nodes."""
+    wanted = nodesets(gpu_cells)
+    for src in root.iterfind("devices/hostdev[@type='pci']/source/address"):
+        address = _pci_address(src)
+        acpi = src.getparent().getparent().find("acpi")
+        nodeset = None if acpi is None else acpi.get("nodeset")
+        where = f"hostdev {address}"
+        if nodeset is None and address in wanted:
+            raise RenderError(
+                f"{where}: its GPU memory node(s) {wanted[address]} are tied to it by no <acpi nodeset>",
+                hint="a template writing its own <hostdev> must write <acpi nodeset='{{ dev.acpi_nodeset }}'/> "
+                     "when dev.acpi_nodeset is set",
+            )
+        if nodeset is not None and _cpuset(nodeset, f"{where} acpi nodeset") != _cpuset(wanted.get(address, ""), where):
+            raise RenderError(f"{where} acpi nodeset={nodeset}: the GPU's guest memory nodes are "
+                              f"{wanted.get(address) or 'none'}")
+
+
 def check_metadata(root: etree._Element, placement: Placement) -> None:
     """vnuma's ``<metadata>`` is present and names the placement's tenant, VM and host."""
     try:
@@ -233,6 +263,15 @@ def check_metadata(root: etree._Element, placement: Placement) -> None:
             raise RenderError(
                 f"metadata vnuma:{key} {meta[key]!r}: the placement's {key} is {getattr(placement, key)!r}"
             )
+
+
+def _check_gpu_cell(cell: etree._Element, gpu: str, where: str) -> None:
+    """A GPU's guest node has no vCPUs and no memory of its own (the GPU's memory is reached through the GPU)."""
+    if _cpuset(cell.get("cpus", ""), f"{where} cpus={cell.get('cpus')}"):
+        raise RenderError(f"{where} cpus={cell.get('cpus')}: a memory node of GPU {gpu} has no vCPUs")
+    if _kib(cell.get("memory"), cell.get("unit", "KiB"), f"{where} memory={cell.get('memory')}") != 0:
+        raise RenderError(f"{where} memory={cell.get('memory')}: a memory node of GPU {gpu} has memory='0' "
+                          "(its memory is the GPU's, never guest RAM)")
 
 
 def _check_cell_memory(cell: etree._Element, placed: CellAssignment, page_kib: int, where: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from vnuma.placement.model import CellAssignment
 from vnuma.topology import Host
 
 LOCAL_DISTANCE = 10
@@ -56,9 +55,9 @@ def distance_problem(matrix: Matrix, cell_ids: frozenset[int]) -> str | None:
     return None
 
 
-def mirrored(host: Host, cells: Iterable[CellAssignment]) -> dict[int, dict[int, int]]:
-    """Guest cell -> guest cell -> distance, copied from the chosen host cells; empty when libvirt could not
-    take them.
+def mirrored(host: Host, cells: Iterable[tuple[int, int]]) -> dict[int, dict[int, int]]:
+    """Guest cell -> guest cell -> distance, copied from the host cells of ``cells`` ((guest cell, host cell)
+    pairs: the placed cells, the cold cell, the GPUs' nodes); empty when libvirt could not take them.
 
     Empty for one cell, when the host gives no distance for some pair, or
     when the mirror is not a valid SLIT (two guest cells on one host cell
@@ -69,14 +68,14 @@ def mirrored(host: Host, cells: Iterable[CellAssignment]) -> dict[int, dict[int,
     if len(cells) < 2:
         return {}
     matrix: dict[int, dict[int, int]] = {}
-    for a in cells:
+    for guest_a, host_a in cells:
         row: dict[int, int] = {}
-        for b in cells:
-            value = host.cell(a.host_cell).distance_to(b.host_cell)
+        for guest_b, host_b in cells:
+            value = host.cell(host_a).distance_to(host_b)
             if value is None:
                 return {}
-            row[b.guest_cell] = value
-        matrix[a.guest_cell] = row
+            row[guest_b] = value
+        matrix[guest_a] = row
     if distance_problem(matrix, frozenset(matrix)) is not None:
         return {}
     return matrix

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from vnuma.placement.model import CellAssignment, CpuPolicy, Placement
+from vnuma.render.gpumemory import GpuNode
 from vnuma.render.pcie import PcieLayout
 from vnuma.topology import DeviceKind
 
@@ -43,6 +44,8 @@ class GuestNode:
     page_size_kib: int
     distances: tuple[tuple[int, int], ...]
     """(other node, distance) pairs, this node included; empty when the domain gives none."""
+    gpu: str | None = None
+    """For a GPU's memory node (:mod:`vnuma.render.gpumemory`): the GPU's host address; None for other nodes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class GuestDevice:
     guest_address: str
     cuda_index: int | None
     """Rank among the guest's GPUs in PCI order (None for other devices)."""
+    memory_nodes: tuple[int, ...] = ()
+    """A GPU's own guest NUMA nodes (its memory, and those kept for MIG), tied to it by ``<acpi nodeset>``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,16 +81,21 @@ class GuestView:
 
 def guest_view(
     placement: Placement, cells: Iterable[CellAssignment], distances: Mapping[int, Mapping[int, int]],
-    pcie: PcieLayout,
+    pcie: PcieLayout, gpu_cells: tuple[GpuNode, ...] = (),
 ) -> GuestView:
-    """The view of ``placement`` whose guest ``cells`` get ``distances`` and devices ``pcie``."""
+    """The view of ``placement`` whose guest ``cells`` (and GPU nodes ``gpu_cells``) get ``distances`` and
+    devices ``pcie``."""
     nodes = tuple(
         GuestNode(
             c.guest_cell, tuple(sorted(c.vcpus)), c.memory_kib, c.page_size_kib,
             tuple(sorted(distances.get(c.guest_cell, {}).items())),
         )
         for c in sorted(cells, key=lambda c: c.guest_cell)
+    ) + tuple(
+        GuestNode(g.guest_cell, (), 0, 0, tuple(sorted(distances.get(g.guest_cell, {}).items())), g.gpu)
+        for g in gpu_cells
     )
+    own = {a: tuple(g.guest_cell for g in gpu_cells if g.gpu == a) for a in {g.gpu for g in gpu_cells}}
     guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
     items = [(d.address, str(d.kind), d.guest_cell if d.host_cell is not None else None, d.kind is DeviceKind.GPU)
              for d in placement.devices]
@@ -94,7 +104,8 @@ def guest_view(
     items.sort(key=lambda i: guest_address[i[0]])
     gpus = [address for address, _kind, _node, gpu in items if gpu]  # a partition is a GPU to the guest
     devices = tuple(
-        GuestDevice(address, kind, node, guest_address[address], gpus.index(address) if gpu else None)
+        GuestDevice(address, kind, node, guest_address[address], gpus.index(address) if gpu else None,
+                    own.get(address, ()))
         for address, kind, node, gpu in items
     )
     dedicated = tuple(sorted(placement.dedicated_vcpus)) if placement.cpu_policy is CpuPolicy.MIXED else ()
@@ -131,7 +142,8 @@ def numactl_words(view: GuestView, node_id: int) -> list[str]:
 
 def as_dict(view: GuestView) -> dict[str, object]:
     """The ``vm guest-view --json`` object (keys are only ever added; a ``mixed`` VM's adds
-    ``"cpu_policy"`` and ``"dedicated_vcpus"``, also per node)."""
+    ``"cpu_policy"`` and ``"dedicated_vcpus"``, also per node; a GPU's memory node adds ``"gpu"``, the GPU's
+    guest address, and that GPU ``"memory_nodes"``)."""
     dedicated = frozenset(view.dedicated_vcpus)
     mixed: dict[str, object] = {}
     if dedicated:
@@ -151,6 +163,7 @@ def as_dict(view: GuestView) -> dict[str, object]:
                 "distances": {str(other): value for other, value in n.distances},
                 "devices": [d.guest_address for d in view.devices if d.node == n.id],
                 "launch": launch_prefix(view, n.id, [d for d in view.devices if d.node == n.id]),
+                **({"gpu": _guest_address(view, n.gpu)} if n.gpu else {}),
             }
             for n in view.nodes
         ],
@@ -162,10 +175,16 @@ def as_dict(view: GuestView) -> dict[str, object]:
                 "guest_address": d.guest_address,
                 "cuda_index": d.cuda_index,
                 "launch": launch_prefix(view, d.node, [d]),
+                **({"memory_nodes": list(d.memory_nodes)} if d.memory_nodes else {}),
             }
             for d in view.devices
         ],
     }
+
+
+def _guest_address(view: GuestView, address: str) -> str:
+    """Where the guest finds host device ``address``."""
+    return next(d.guest_address for d in view.devices if d.address == address)
 
 
 def hint_string(view: GuestView) -> str:

@@ -97,7 +97,8 @@ def nccl_topology(host: Host, placement: Placement, domain: DomainView) -> str:
         )
     system = etree.Element("system", version="1")
     arch = NCCL_ARCH.get(domain.arch, domain.arch)
-    nodes = [(str(n.id), _cpumask(n.vcpus)) for n in domain.guest.nodes]
+    # A GPU's memory nodes are no CPU NUMA domain: NCCL finds the GPU on its CPU node, as on the host.
+    nodes = [(str(n.id), _cpumask(n.vcpus)) for n in domain.guest.nodes if n.gpu is None]
     if any(d.guest.node is None for d in devs):
         nodes.append(("-1", None))
     nic_names, links = _nic_names(devs), _nvlinks(host, devs)

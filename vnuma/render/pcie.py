@@ -113,6 +113,9 @@ class Hostdev:
     mdev: str = ""
     """For a GPU partition (rendered ``<hostdev type='mdev'>``): its mediated device's UUID (also ``address``;
     the ``source_*`` fields are empty)."""
+    acpi_nodeset: str = ""
+    """For a GPU with memory nodes of its own (:mod:`vnuma.render.gpumemory`): its guest nodes, rendered as
+    ``<acpi nodeset>``; "" for every other device."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from vnuma.placement.model import MAX_IOTHREADS, CellAssignment, CpuPolicy, Memo
 from vnuma.placement.pins import iothread_pins, vcpu_pins
 from vnuma.render.cputopology import Topology, guest_topology, host_sockets, topology_of
 from vnuma.render.distances import mirrored
+from vnuma.render.gpumemory import GpuNode, gpu_nodes, tied
 from vnuma.render.guestview import GuestView, guest_view, hint_string
 from vnuma.render.metadata import VNUMA_NS
 from vnuma.render.pcie import PcieLayout, layout_devices
@@ -217,11 +218,13 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     )
     iothreads = placement.iothreads if options.iothreads is None else options.iothreads
     iothread_cpuset = format_cpuset(iothread_pins(placement))
-    distances = mirrored(host, every)
+    gpu_cells = gpu_nodes(host, placement)
+    distances = mirrored(host, [*((c.guest_cell, c.host_cell) for c in every),
+                                *((g.guest_cell, g.host_cell) for g in gpu_cells)])
     vfs = frozenset(d.address for d in host.devices if d.pf is not None)
-    pcie = layout_devices(placement.vm, placement.devices, guest_ids, options.machine, vfs,
-                          {d.address: d for d in host.devices}, placement.partitions)
-    guest = guest_view(placement, every, distances, pcie)
+    pcie = tied(layout_devices(placement.vm, placement.devices, guest_ids, options.machine, vfs,
+                               {d.address: d for d in host.devices}, placement.partitions), gpu_cells)
+    guest = guest_view(placement, every, distances, pcie, gpu_cells)
     guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
     return DomainView(
         name=placement.vm,
@@ -252,7 +255,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
             guest_topology(placement.threads_per_core, tuple(len(c.vcpus) for c in cells), host_sockets(host, cells)),
             placement.vcpus, sockets=options.sockets, cores=options.cores, threads=options.threads,
         ),
-        cells=_guest_cells(every, distances),
+        cells=_guest_cells(every, distances) + _gpu_cells(gpu_cells, distances),
         pages=_pages(every),
         pcie=pcie,
         meta_emulator_pcpus=format_cpuset(placement.emulator_pcpus),
@@ -348,6 +351,15 @@ def _guest_cells(cells: tuple[CellAssignment, ...], distances: dict[int, dict[in
             distances=tuple(Sibling(str(s), str(v)) for s, v in sorted(distances.get(c.guest_cell, {}).items())),
         )
         for c in cells
+    )
+
+
+def _gpu_cells(nodes: tuple[GpuNode, ...], distances: dict[int, dict[int, int]]) -> tuple[GuestCell, ...]:
+    """The GPUs' guest nodes (:mod:`vnuma.render.gpumemory`): no vCPUs, ``memory='0'``."""
+    return tuple(
+        GuestCell(str(g.guest_cell), "", "0", "",
+                  tuple(Sibling(str(s), str(v)) for s, v in sorted(distances.get(g.guest_cell, {}).items())))
+        for g in nodes
     )
 
 

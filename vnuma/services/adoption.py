@@ -33,6 +33,7 @@ from vnuma.placement.model import (
     VmRequest,
 )
 from vnuma.placement.pins import emulator_pins, vcpu_pins
+from vnuma.render.gpumemory import gpu_nodes
 from vnuma.services.names import check_name
 from vnuma.sources.domainxml import Domain, GuestCell
 from vnuma.topology import PAGE_4K, DeviceKind, Host, format_cpuset
@@ -128,10 +129,10 @@ def differences(p: Placement, persistent: Domain, live: Domain | None, host: Hos
     found = _pin_differences(expected, persistent, "persistent")
     if live is not None:
         found += _pin_differences(expected, live, "live")
-    want = _shape_values(
-        {c.guest_cell: (frozenset(c.vcpus), c.memory_kib, c.page_size_kib) for c in (*p.cells, *p.cold)},
-        p.vcpus, p.memory_kib + p.cold_kib, tuple(sorted(d.address for d in p.devices)),
-    )
+    cells = {c.guest_cell: (frozenset(c.vcpus), c.memory_kib, c.page_size_kib) for c in (*p.cells, *p.cold)}
+    # A GPU's memory nodes (vnuma.render.gpumemory): no vCPUs, no memory, no backing of their own.
+    cells |= {g.guest_cell: (frozenset(), 0, PAGE_4K) for g in gpu_nodes(host, p)}
+    want = _shape_values(cells, p.vcpus, p.memory_kib + p.cold_kib, tuple(sorted(d.address for d in p.devices)))
     have = _shape_values(_domain_cells(persistent), persistent.vcpus, persistent.memory_kib, persistent.hostdevs)
     banks = l3_banks(host.resctrl)
     granule = {i: b.controls[0].granularity_kib for i, b in banks.items()}
@@ -166,7 +167,9 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
     check_name(d.name, "VM")
     if live is not None and _pin_values(live) != _pin_values(d):
         raise InvalidInputError("its live pinning differs from its persistent definition; make them agree first")
-    cells = _guest_cells(d)
+    # A cell without vCPUs or memory holds nothing to place: a GPU's memory node, which the render derives again
+    # from the host (vnuma.render.gpumemory).
+    cells = tuple(c for c in _guest_cells(d) if c.vcpus or c.memory_kib)
     covered = sorted(v for c in cells for v in c.vcpus)
     if covered != list(range(d.vcpus)):
         raise InvalidInputError(f"its guest cells hold vCPUs {format_cpuset(covered)} of {d.vcpus}")

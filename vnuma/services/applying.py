@@ -20,7 +20,7 @@ from vnuma.placement.model import Placement
 from vnuma.render.domain import render_domain
 from vnuma.render.view import RenderOptions
 from vnuma.services import Settings
-from vnuma.services.hypervisors import open_hypervisor
+from vnuma.services.hypervisors import open_hypervisor, require_libvirt
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
 from vnuma.services.renderings import rendering_doc
 from vnuma.topology import Host
@@ -133,6 +133,7 @@ def apply_vm(
                     f"VM {vm!r} is running on {host.name}; its definition cannot be replaced while it runs",
                     hint=f"vnuma vm stop {vm} first",
                 )
+            require_libvirt(hv, xml, host.name, vm)
             notes = tuple(create_mdevs(hv, placement))
             hv.define(xml)
             inventory.record_defined(vm, rendering_doc(options, template))

@@ -33,9 +33,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from vnuma.errors import HypervisorError
 from vnuma.hypervisor.base import DomainState, Hypervisor
 from vnuma.hypervisor.libvirt_driver import connect
 from vnuma.inventory.embedded import KeptDomain
+from vnuma.render.metadata import parse_domain_xml
+from vnuma.render.requirements import needed_libvirt, version_of, version_text
 from vnuma.sources.demo import libvirt_uri
 
 EMBEDDED_SCHEME = "test://"
@@ -80,6 +83,28 @@ def opened_any() -> bool:
 def connect_uri(uri: str) -> Hypervisor:
     """A connection to ``uri`` for reading the host itself (capabilities, node devices), no domains restored."""
     return connect(libvirt_uri(uri))
+
+
+def require_libvirt(hv: Hypervisor, xml: str, host: str, vm: str) -> None:
+    """Refuse ``xml`` for a host whose libvirt is older than the domain needs
+    (:func:`vnuma.render.requirements.needed_libvirt`); every path that defines or migrates a domain asks this
+    before it changes anything, so an older libvirt never holds half the domain (it would drop what it does
+    not know).
+
+    Raises:
+        HypervisorError: the host's libvirt is too old (exit 8), naming the version needed.
+    """
+    needed = needed_libvirt(parse_domain_xml(xml, f"domain XML of VM {vm!r}"))
+    if needed is None:
+        return
+    have = version_of(hv.libvirt_version())
+    if have < needed.version:
+        raise HypervisorError(
+            f"host {host!r} runs libvirt {version_text(have)}; VM {vm!r} needs libvirt {version_text(needed.version)} "
+            f"or later for {needed.what}",
+            hint=f"upgrade libvirt on {host} to {version_text(needed.version)} or later (and QEMU to one with "
+                 "acpi-generic-initiator), or place the VM on a host that has it",
+        )
 
 
 def open_hypervisor(inventory: KeptDomains, host: str, uri: str) -> Hypervisor:

@@ -39,7 +39,7 @@ from vnuma.placement.rebalance import Plan
 from vnuma.render.domain import render_domain
 from vnuma.services import Settings, failpoints
 from vnuma.services.applying import hypervisor_of, with_identity
-from vnuma.services.hypervisors import is_embedded, same_hypervisor
+from vnuma.services.hypervisors import is_embedded, require_libvirt, same_hypervisor
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
 from vnuma.services.movekinds import CLAIMS, LIVE, MIGRATE, MOVE, MOVE_RESTART, REDEFINE, RESTART, move_kind, observed
 from vnuma.services.permits import Permits
@@ -141,6 +141,7 @@ class _Executor:
             return
         xml = self.xml(vm, old, new)
         dst = self.conns(new.host)
+        require_libvirt(dst, xml, new.host, vm)
         self._libvirt(kind, vm, old, new, xml, dst)
         if old.partitions and self._separate(old.host, new.host):
             self.notes += remove_mdevs(self.conns(old.host), old)

@@ -1,4 +1,5 @@
-"""VMs: ``place``, ``vm list|show|guest-view|release|start|stop``, ``render``, ``apply``."""
+"""VMs: ``place``, ``vm list|show|guest-view|release|start|stop`` (guest-view's NCCL topology, launch lines and
+cloud-init document too), ``render``, ``apply``."""
 
 from __future__ import annotations
 
@@ -69,6 +70,35 @@ def routes(app: FastAPI, settings: Settings, change: Change, warm: WarmFleet) ->
         auth.allow(token, auth.SCOPED_READ, "read VMs")
         get_vm(settings, name, seen_by=auth.seen_by(token))
         return dict(as_dict(guest_view_of(settings, name)))
+
+    @app.get("/v1/vms/{name}/guest-view/nccl-topo", summary="vnuma vm guest-view --nccl-topo")
+    def vm_nccl_topo(name: str, token: Caller) -> dict[str, Any]:
+        from vnuma.services.guestfiles import nccl_topology_of
+        from vnuma.services.queries import get_vm
+
+        auth.allow(token, auth.SCOPED_READ, "read VMs")
+        get_vm(settings, name, seen_by=auth.seen_by(token))
+        return {"vm": name, "xml": nccl_topology_of(settings, name)}
+
+    @app.get("/v1/vms/{name}/guest-view/launch", summary="vnuma vm guest-view --launch")
+    def vm_launch(name: str, token: Caller, framework: str) -> dict[str, Any]:
+        from vnuma.render.launch import as_launch_dict
+        from vnuma.services.guestfiles import launch_of
+        from vnuma.services.queries import get_vm
+
+        auth.allow(token, auth.SCOPED_READ, "read VMs")
+        get_vm(settings, name, seen_by=auth.seen_by(token))
+        view, lines = launch_of(settings, name, framework)
+        return dict(as_launch_dict(view, framework, lines))
+
+    @app.get("/v1/vms/{name}/guest-view/cloud-init", summary="vnuma vm guest-view --cloud-init")
+    def vm_cloud_init(name: str, token: Caller, framework: str | None = None) -> dict[str, Any]:
+        from vnuma.services.guestfiles import cloud_init_of
+        from vnuma.services.queries import get_vm
+
+        auth.allow(token, auth.SCOPED_READ, "read VMs")
+        get_vm(settings, name, seen_by=auth.seen_by(token))
+        return {"vm": name, "user_data": cloud_init_of(settings, name, framework)}
 
     @app.post("/v1/vms/{name}/release", summary="vnuma vm release")
     def vm_release(name: str, token: Caller, request: Request, body: ReleaseBody | None = None) -> dict[str, Any]:
