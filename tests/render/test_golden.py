@@ -19,9 +19,13 @@ import pytest
 from lxml import etree
 
 from tests.render.scenarios import SCENARIOS, Scenario
+from vnuma.errors import RenderError
 from vnuma.render.metadata import read_metadata
 from vnuma.render.requirements import needed_libvirt
-from vnuma.render.validate import DOMAIN_RNG, check_schema, load_schema
+from vnuma.render.validate import ACPI_11_8_0, DOMAIN_RNG, check_schema, load_schema
+
+RNG_12_8_0 = Path(__file__).parents[1] / "data" / "libvirt" / "schemas-12.8.0" / "domain.rng"
+"""libvirt 12.8.0's own domain schema set (Debian's libvirt-common 12.8.0-1), newer than every element vnuma writes."""
 
 
 def assert_golden(rendered: str, path: Path, update: bool) -> None:
@@ -58,6 +62,31 @@ def test_every_golden_file_belongs_to_a_scenario() -> None:
 def test_golden_file_matches_libvirt_schema(scenario: Scenario) -> None:
     assert load_schema(DOMAIN_RNG) is not None, f"libvirt's schema {DOMAIN_RNG} is not installed"
     check_schema(etree.fromstring(scenario.golden.read_bytes()))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=_ids)
+def test_golden_file_matches_libvirt_12_8_0_schema(scenario: Scenario) -> None:
+    # libvirt's own schema of a release that has <acpi nodeset> (11.8.0 and later), not the installed 9.0.0's
+    # with vnuma's copy of the definition: the GH200 golden is checked by what libvirt itself ships.
+    golden = etree.fromstring(scenario.golden.read_bytes())
+    check_schema(golden, RNG_12_8_0)
+
+
+def test_libvirt_12_8_0_schema_refuses_a_bad_gpu_memory_tie() -> None:
+    golden = etree.fromstring(next(s for s in SCENARIOS if s.name == "gh200-gpu-memory-nodes").golden.read_bytes())
+    golden.find("devices/hostdev/acpi").set("nodeset", "one")
+    with pytest.raises(RenderError, match="domain.rng"):
+        check_schema(golden, RNG_12_8_0)
+
+
+def test_the_acpi_definition_vnuma_adds_to_older_schemas_is_libvirts_own() -> None:
+    ns = {"rng": "http://relaxng.org/ns/structure/1.0"}
+    upstream = etree.parse(str(RNG_12_8_0.with_name("domaincommon.rng"))).find("rng:define[@name='acpi']", ns)
+
+    def canonical(define: etree._Element) -> bytes:
+        return etree.tostring(etree.fromstring(etree.tostring(define)), method="c14n2", strip_text=True)
+
+    assert canonical(etree.fromstring(ACPI_11_8_0)) == canonical(upstream)
 
 
 def _essentials(xml: str) -> dict[str, Any]:
