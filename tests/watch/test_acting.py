@@ -224,3 +224,20 @@ def test_propose_opt_out_and_events_apply_on_postgresql(pg_url: str) -> None:
     action = cli.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]
     assert (action["status"], action["run"]) == ("applied", 1)
     assert cli("events", "apply", "1").exit_code == 9
+
+
+def test_events_apply_is_a_sub_command_and_the_listing_keeps_its_options(fleet: Cli) -> None:
+    from vnuma.cli import _load
+
+    group = _load("events")
+    assert list(group.commands) == ["apply"]  # type: ignore[attr-defined]
+    assert [p.name for p in group.commands["apply"].params if p.param_type_name == "argument"] == ["proposal"]  # type: ignore[attr-defined]
+    fleet.ok("watch", "--domstats-dir", str(FLEET))
+    listed = fleet.ok("events", "--since", "3650d", "--vm", "b1", "--json").json()
+    assert [e["id"] for e in listed] == [1]
+    res = fleet("events", "repin", "1")
+    assert (res.exit_code, res.stdout) == (2, "")
+    assert "No such command 'repin'" in res.stderr
+    res = fleet("events", "apply", "1", "--allow-migrate", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["proposal"] == 1
