@@ -87,9 +87,12 @@ class _Ready:
     kept: dict[str, Any]
 
 
+_COUNTERS = ("cpu.time", "memory.bandwidth.monitor.")
+
+
 def _counted(stats: Any) -> dict[str, object]:
     """What the next round's rates need of a domain's stats (its counters), as a host's last reading keeps it."""
-    return {k: v for k, v in stats.items() if k == "cpu.time" or k.startswith("memory.bandwidth.monitor.")}
+    return {k: v for k, v in stats.items() if k.startswith(_COUNTERS)}  # (libvirt has no other cpu.time* key)
 
 
 def iso(at: float) -> str:
@@ -207,10 +210,14 @@ class Watch:
     def _round(self, readings: Sequence[Reading]) -> list[RoundResult]:
         results: list[RoundResult] = []
         ready: list[_Ready] = []
+        open_vms: dict[str, list[Key]] = {}
+        for key in self.events:
+            if key[2]:
+                open_vms.setdefault(key[1], []).append(key)
         for reading in readings:
             result = RoundResult(reading.host, reading.at, False)
             results.append(result)
-            prepared = self._prepare(reading, result)
+            prepared = self._prepare(reading, result, open_vms.get(reading.host, []))
             if prepared is not None:
                 ready.append(prepared)
         if not ready:
@@ -226,7 +233,7 @@ class Watch:
             self._commit(r, [next(ids) for _ in r.opened])
         return results
 
-    def _prepare(self, reading: Reading, result: RoundResult) -> _Ready | None:
+    def _prepare(self, reading: Reading, result: RoundResult, open_vms: list[Key]) -> _Ready | None:
         if reading.host not in self.hosts:
             if ("", reading.host) not in self.reported:
                 self.reported.add(("", reading.host))
@@ -250,16 +257,16 @@ class Watch:
         return _Ready(
             reading, fig, result, {d: v for (_, d), v in peaks.items()}, tracks,
             rows_of(fig, verdicts), [k for k, c in changes if c == "open" and k not in self.events],
-            [k for k, c in changes if c == "close" and k in self.events] + self._left(reading.host),
+            [k for k, c in changes if c == "close" and k in self.events] + self._left(reading.host, open_vms),
             round(fig.at * 1000),
             {vm: _counted(stats) for vm, stats in reading.domains.items() if vm in self.placements},
         )
 
-    def _left(self, host: str) -> list[Key]:
-        """The open events of VMs no longer on ``host`` in the inventory (released, moved): closed with the
-        host's round, as nothing will sample them there again."""
+    def _left(self, host: str, open_here: list[Key]) -> list[Key]:
+        """The open events of VMs no longer on ``host`` in the inventory (released, moved), of ``open_here`` (the
+        host's open events of VMs): closed with the host's round, as nothing will sample them there again."""
         here = self.on_host.get(host, {})
-        return [k for k in self.events if k[1] == host and k[2] and k[2] not in here]
+        return [k for k in open_here if k[2] not in here]
 
     def _commit(self, r: _Ready, opened_ids: list[int]) -> None:
         """Move the state on once the round is written."""
