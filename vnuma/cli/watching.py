@@ -81,6 +81,10 @@ def watch(
     --allow-restart. Every move withheld is kept with its reason
     (`vnuma events`).
 
+    One watch per inventory: a watch holds the inventory's lease while it
+    runs, and another is refused (exit 13); a killed watch's lease expires
+    (docs/watch.md).
+
     Example: vnuma watch --interval 10s
 
     Example: vnuma watch --domstats-dir recorded/ --act off

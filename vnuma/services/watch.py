@@ -36,6 +36,7 @@ from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement
 from vnuma.report.usage import cell_use
 from vnuma.services import Settings
+from vnuma.services.watchlease import LEASE_MIN_S, Lease
 from vnuma.topology import Host, gc_paused
 from vnuma.watch.figures import ClockError, Reading, RoundFigures, figures, remote
 from vnuma.watch.hysteresis import Track, rebuilt, step
@@ -151,10 +152,22 @@ def evidence(row: HistoryRow) -> dict[str, Any]:
 class Watch:
     """The loop's state between rounds, rebuilt from the inventory (see the module docstring)."""
 
-    def __init__(self, settings: Settings, thresholds: Thresholds, hosts: Sequence[str] | None = None) -> None:
-        """Raises NotFoundError: a host of ``hosts`` the inventory does not hold."""
+    def __init__(self, settings: Settings, thresholds: Thresholds, hosts: Sequence[str] | None = None, *,
+                 lease_s: float = LEASE_MIN_S) -> None:
+        """Take the inventory's watch lease for ``lease_s`` after each round (:mod:`.watchlease`).
+
+        Raises:
+            NotFoundError: a host of ``hosts`` the inventory does not hold.
+            LeaseError: another watch holds the lease.
+        """
         self.t = thresholds
         self._access: Access = open_access(settings.db_url)
+        self._lease = Lease(self._access, lease_s)
+        try:
+            self._lease.take()
+        except BaseException:
+            self._access.close()
+            raise
         self._only = set(hosts) if hosts else None
         self.reported: set[tuple[str, str]] = set()
         self._mark: dict[str, tuple[int, int]] | None = None
@@ -199,6 +212,8 @@ class Watch:
                           snap.tenants)
 
     def close(self) -> None:
+        """Free the lease and the inventory."""
+        self._lease.release()
         self._access.close()
 
     def run_round(self, readings: Sequence[Reading]) -> list[RoundResult]:
@@ -220,9 +235,10 @@ class Watch:
             prepared = self._prepare(reading, result, open_vms.get(reading.host, []))
             if prepared is not None:
                 ready.append(prepared)
-        if not ready:
-            return results
         with self._access.begin(True) as x:
+            self._lease.renew(x)  # the round is written only while this watch holds the lease
+            if not ready:
+                return results
             new = [Opened(*self._subject(k), r.at_ms, self._evidence(x, k, r.rows)) for r in ready for k in r.opened]
             ids = iter(history.write_round(
                 x, [(r.result.host, r.at_ms, r.kept) for r in ready], [row for r in ready for row in r.rows], new,
