@@ -40,6 +40,7 @@ from vnuma.services.watchlease import LEASE_MIN_S, Lease
 from vnuma.topology import Host, gc_paused
 from vnuma.watch.figures import ClockError, Reading, RoundFigures, figures, remote
 from vnuma.watch.hysteresis import Track, rebuilt, step
+from vnuma.watch.peaks import Peaks
 from vnuma.watch.rules import RULES, Signal, Thresholds, peaks_with, signals
 
 Key = tuple[str, str, str, int]
@@ -79,7 +80,6 @@ class _Ready:
     reading: Reading
     fig: RoundFigures
     result: RoundResult
-    peaks: dict[int, int]
     tracks: dict[tuple[str, str, str, int], Track]
     rows: list[HistoryRow]
     opened: list[tuple[str, str, str, int]]
@@ -179,9 +179,9 @@ class Watch:
         with self._access.begin(False) as x:
             opened = history.open_events(x)
             flags = history.recent_flags(x, max(self.t.n, self.t.m))
-            self.peaks: dict[str, dict[int, int]] = {}
-            for (host, domain), peak in history.peaks(x).items():
-                self.peaks.setdefault(host, {})[domain] = peak
+            self.peaks = Peaks()
+            rows, self._means_from = history.peak_rows(x)
+            self.peaks.load(rows)
             kept = history.last_readings(x)
         self.last = {host: at for host, (at, _) in kept.items()}
         self.previous = {host: Reading(host, at / 1000, stats) for host, (at, stats) in kept.items()}
@@ -244,9 +244,13 @@ class Watch:
                 x, [(r.result.host, r.at_ms, r.kept) for r in ready], [row for r in ready for row in r.rows], new,
                 [(self.events[k], r.at_ms) for r in ready for k in r.closed]))
             record_samples(x, [s for r in ready for s in self._samples(r.fig)], audited=False)
-            history.prune(x, max(r.at_ms for r in ready), self.t.history_s, self.t.minutes_days)
+            cuts = history.prune(x, max(r.at_ms for r in ready), self.t.history_s, self.t.minutes_days)
+            means = history.domain_means(x, self._means_from)
         for r in ready:
             self._commit(r, [next(ids) for _ in r.opened])
+        self.peaks.load(means)  # the peaks follow what the retention kept (vnuma.watch.peaks)
+        self.peaks.expire(*cuts)
+        self._means_from = max(self._means_from, cuts[0])
         return results
 
     def _prepare(self, reading: Reading, result: RoundResult, open_vms: list[Key]) -> _Ready | None:
@@ -267,11 +271,12 @@ class Watch:
                                     "not measured")
         for vm in fig.resets:
             result.notes.append(f"host {reading.host}: VM {vm}'s counters went down (restarted): no rate this round")
-        peaks = peaks_with({(reading.host, d): v for d, v in self.peaks.get(reading.host, {}).items()}, (fig,))
+        peaks = peaks_with({(reading.host, d.domain): self.peaks.peak((reading.host, d.domain)) for d in fig.domains},
+                           (fig,))
         verdicts = signals(fig, self.placements, self.t, peaks)
         tracks, changes = self._steps(verdicts)
         return _Ready(
-            reading, fig, result, {d: v for (_, d), v in peaks.items()}, tracks,
+            reading, fig, result, tracks,
             rows_of(fig, verdicts), [k for k, c in changes if c == "open" and k not in self.events],
             [k for k, c in changes if c == "close" and k in self.events] + self._left(reading.host, open_vms),
             round(fig.at * 1000),
@@ -287,7 +292,8 @@ class Watch:
     def _commit(self, r: _Ready, opened_ids: list[int]) -> None:
         """Move the state on once the round is written."""
         self.tracks.update(r.tracks)
-        self.peaks[r.result.host] = r.peaks
+        for d in r.fig.domains:
+            self.peaks.add((r.result.host, d.domain), r.at_ms, d.total_bps)
         self.previous[r.result.host] = r.reading
         self.last[r.result.host] = r.at_ms
         for key in r.closed:
