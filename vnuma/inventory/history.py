@@ -70,8 +70,6 @@ class Event:
 
 _COLUMNS = ("at_ms", "minute", "kind", "host", "subject", "item", "local_bps", "total_bps", "llc_bytes", "cpu",
             "free_kib", "drift_kib", "flags", "rss_kib", "balloon_kib")
-_INSERT = (f"INSERT INTO watch_samples ({', '.join(_COLUMNS)}) "
-           f"VALUES ({', '.join(':' + c for c in _COLUMNS)})")
 _MEANS = (
     f"INSERT INTO watch_samples ({', '.join(_COLUMNS)}) "
     "SELECT (at_ms / 60000) * 60000, :t, kind, host, subject, item, CAST(AVG(local_bps) AS BIGINT), "
@@ -91,10 +89,6 @@ _EVENT_COLUMNS = "id, rule, host, vm, cell, opened_ms, closed_ms, evidence"
 _VALUES = attrgetter(*_COLUMNS)
 
 
-def _params(row: HistoryRow) -> dict[str, Any]:
-    return dict(zip(_COLUMNS, _VALUES(row), strict=True))
-
-
 def write_round(
     x: Executor, readings: Sequence[tuple[str, int, Mapping[str, Any]]], rows: Iterable[HistoryRow],
     opened: Sequence[Opened], closed: Sequence[tuple[int, int]],
@@ -107,7 +101,7 @@ def write_round(
     x.many("INSERT INTO watch_readings (host, at_ms, domains) VALUES (:host, :at, :domains)",
            [{"host": host, "at": at_ms, "domains": json.dumps(domains, separators=(",", ":"))}
             for host, at_ms, domains in readings])
-    x.many(_INSERT, [_params(r) for r in rows])
+    x.insert("watch_samples", _COLUMNS, [_VALUES(r) for r in rows])
     ids = []
     for e in opened:
         found = x.one(_OPEN, {"rule": e.rule, "host": e.host, "vm": e.vm, "cell": e.cell, "at": e.at_ms,
