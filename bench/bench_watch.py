@@ -98,7 +98,7 @@ def pure_part(watch: Watch, previous: list[Reading], current: list[Reading]) -> 
     t0 = time.process_time()
     for before, after in zip(previous, current, strict=True):
         fig = figures(before, after, watch.on_host.get(after.host, {}), watch.free.get(after.host, {}))
-        peaks = {(after.host, d): v for d, v in watch.peaks.get(after.host, {}).items()}
+        peaks = {(after.host, d.domain): watch.peaks.peak((after.host, d.domain)) for d in fig.domains}
         for s in signals(fig, watch.placements, t, peaks_with(peaks, (fig,))):
             step(watch.tracks.get(s.key, Track()), s.true, t)
     return time.process_time() - t0

@@ -54,6 +54,12 @@ class ConflictError(VnumaError):
     exit_code = 9
 
 
+class LeaseError(ConflictError):
+    """Another ``vnuma watch`` holds the inventory's lease (it writes the rounds), or took it from this one."""
+
+    exit_code = 13
+
+
 class GroupModeError(VnumaError):
     """A VM asking affinity of a replica group whose VMs asked anti-affinity, or the reverse (exit 12):
     a group is either affine or anti-affine."""

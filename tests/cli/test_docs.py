@@ -27,6 +27,8 @@ def _commands() -> list[tuple[str, ...]]:
 
     def walk(cmd: typer.core.TyperGroup | typer.core.TyperCommand, path: tuple[str, ...]) -> None:
         if isinstance(cmd, typer.core.TyperGroup):  # commands load lazily: ask the group for each
+            if cmd.invoke_without_command and path:
+                out.append(path)  # a group that is a command too (`vnuma events` lists)
             ctx = typer.Context(cmd)
             for name in cmd.list_commands(ctx):
                 walk(cmd.get_command(ctx, name), (*path, name))

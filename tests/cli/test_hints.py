@@ -54,6 +54,8 @@ def _callbacks() -> list[tuple[Path, str]]:
         if help_text is None:
             out.append(((name,), key_of(target)))
             continue
+        if target.registered_callback is not None and target.registered_callback.invoke_without_command:
+            out.append(((name,), key_of(target.registered_callback.callback)))  # a group that runs alone (events)
         for info in target.registered_commands:
             sub = info.name or info.callback.__name__.replace("_", "-")
             out.append(((name, sub), key_of(info.callback)))

@@ -93,6 +93,7 @@ OPENING = {
     ("stats",): ["stats"],
     ("watch",): ["watch", "--once"],
     ("events",): ["events"],
+    ("events", "apply"): ["events", "apply", "1"],
     ("capacity",): ["capacity", "vcpus=1,memory=1GiB"],
     ("trace", "export"): ["trace", "export"],
     ("tenant", "create"): ["tenant", "create", "acme"],

@@ -24,7 +24,7 @@ TABLES = {
     "alembic_version", "hosts", "tenants", "vms", "cpu_claims", "page_claims", "device_claims",
     "rebalance_runs", "rebalance_steps", "audit_log", "api_tokens", "resctrl_claims", "bandwidth_samples",
     "gpu_profiles", "replica_groups", "partition_claims", "embedded_domains", "watch_samples", "watch_events",
-    "watch_proposals", "watch_readings",
+    "watch_proposals", "watch_readings", "watch_lease",
 }
 
 

@@ -199,3 +199,26 @@ def test_bandwidth_plan_replays_validly_and_never_gets_worse(state: FleetState, 
         assert plan.after < plan.before
     for move in plan.moves:
         assert f"; {move.vm} measured " in move.reason and " MB/s" in move.reason
+
+
+def test_an_excluded_vm_or_destination_makes_the_planner_try_the_next_best() -> None:
+    from vnuma.placement.rebalance import Exclusion
+
+    h1 = rdt_host("h1", snc=True, default_ways=2, limit=100)  # cells 0-1: L3 0, cells 2-3: L3 1
+    fleet = Fleet([h1], (), TENANTS)
+    pin(fleet, "vm-a", h1, (0,))
+    pin(fleet, "vm-b", h1, (1,))
+    loads = {"vm-a": measured("h1", 5_200_000_000), "vm-b": measured("h1", 4_600_000_000)}
+
+    def first(excluded: Exclusion) -> tuple[str, tuple[int, ...]]:
+        state = FleetState((h1,), fleet.placements(), TENANTS, loads, excluded)
+        (move,) = plan_moves(state, Objective.BANDWIDTH, 1).moves
+        return move.vm, move.to_cells
+
+    vm, cells = first(Exclusion())
+    other = "vm-b" if vm == "vm-a" else "vm-a"
+    assert first(Exclusion(vms=frozenset({vm})))[0] == other  # the next best VM
+    barred = first(Exclusion(targets=frozenset({(vm, "h1", cells)})))
+    assert barred != (vm, cells) and (barred[0] == other or set(barred[1]).isdisjoint(cells))
+    state = FleetState((h1,), fleet.placements(), TENANTS, loads, Exclusion(vms=frozenset({"vm-a", "vm-b"})))
+    assert plan_moves(state, Objective.BANDWIDTH, 4).moves == ()

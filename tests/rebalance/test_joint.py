@@ -128,3 +128,19 @@ def test_a_joint_plan_replays_validly_and_is_never_worse_than_the_greedy(
     again = plan_moves(FleetState(state.hosts, tuple(after), state.isolation), objective, 0)
     assert again.before == solved.after
     assert {p.vm for p in after} == {p.vm for p in state.placements}
+
+
+def test_the_joint_plan_moves_the_other_neighbour_when_one_is_excluded() -> None:
+    from dataclasses import replace
+
+    from vnuma.placement.rebalance import Exclusion
+
+    state = _split_behind_a_neighbour()
+    solved = plan_moves(state, Objective.LOCALITY, 3, solver="cp-sat", clock=time.monotonic)
+    leaving = solved.moves[0].vm
+    other = "b" if leaving == "a" else "a"
+    barred = replace(state, excluded=Exclusion(vms=frozenset({leaving})))
+    again = plan_moves(barred, Objective.LOCALITY, 3, solver="cp-sat", clock=time.monotonic)
+    assert [(m.vm, m.to_host) for m in again.moves][:1] == [(other, "h1")] and again.after == 0
+    both = replace(state, excluded=Exclusion(vms=frozenset({"a", "b"})))
+    assert plan_moves(both, Objective.LOCALITY, 3, solver="cp-sat", clock=time.monotonic).moves == ()

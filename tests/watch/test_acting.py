@@ -98,25 +98,36 @@ def test_act_apply_moves_within_the_budget_and_never_moves_back(fleet: Cli) -> N
     lines = res.stdout.splitlines()
     assert lines[1:3] == ["proposal 1 for event 1 (noisy VM b1): re-pin b1 to rdt cells 1 (bandwidth)",
                           "proposal 1 applied: rebalance run 1 done"]
-    assert _cells(fleet, "b1") == ("rdt", [1])
-    # b2 turns memory-bound at sample 20: the bandwidth plan would now move b1 back to the cells it left
+    # b2 turns memory-bound at sample 20: the bandwidth plan would now move b1 back to the cells it left, then
+    # (that excluded) migrate b1, in its cooldown; the next best, b2 itself to rdt2, goes
     back = (f"b1 would go back to rdt cells 0, which it left at {at(7)}: no swap back within no_return in the "
             "[watch] table")
-    assert _actions(fleet)[-1] == (3, 3, "withheld", "b2", at(22), f"re-pin b1 to rdt cells 0 (bandwidth): {back}")
-    assert [r[:3] for r in _runs(fleet.db)] == [(1, "done", None)]
-    assert lines[-1].endswith("; 1 moves proposed, 1 applied, 2 withheld; stale: rdt2")
+    cooling = "VM b1 is in its cooldown after a move, until 2026-12-07T01:01:10+00:00 (cooldown in the [watch] table)"
+    assert [a[2:] for a in _actions(fleet)[2:]] == [
+        ("withheld", "b2", at(22), f"re-pin b1 to rdt cells 0 (bandwidth): {back}"),
+        ("withheld", "b2", at(22), f"migrate b1 to rdt2 cells 0 (bandwidth): {cooling}"),
+        ("applied", "b2", at(22), "L3 domain 1 of rdt carries 3980 MB/s, share 1300 MB/s; b2 measured 3000 MB/s at "
+                                  f"{at(22)}; to host rdt2 cells [0]; excess 2680 -> 1900 MB/s"),
+    ]
+    assert _cells(fleet, "b1") == ("rdt", [1]) and _cells(fleet, "b2") == ("rdt2", [0])
+    assert [r[:3] for r in _runs(fleet.db)] == [(1, "done", None), (2, "done", None)]
+    assert lines[-1].endswith("3 events opened, 3 closed; 2 moves proposed, 2 applied, 3 withheld; stale: rdt2")
 
 
-def test_a_tenant_that_opted_out_and_a_cordoned_host_are_never_moved(fleet: Cli) -> None:
+def test_a_tenant_that_opted_out_is_never_moved_and_the_next_best_move_is_made(fleet: Cli) -> None:
     assert fleet.ok("tenant", "update", "tenant-b", "--no-auto-move").stdout == (
         "updated tenant tenant-b: automatic moves on -> off\n")
     fleet.ok("watch", "--domstats-dir", str(FLEET), "--act", "apply", "--allow-migrate")
     opted = "tenant tenant-b opted out of automatic moves (vnuma tenant update tenant-b --auto-move)"
-    # b1's re-pin is planned, then withheld; for b2 the plans only ever move b1, tenant-b's too
-    assert [a[2:4] + a[5:] for a in _actions(fleet) if a[3]] == [
-        ("withheld", "b1", f"re-pin b1 to rdt cells 1 (bandwidth): {opted}"),
-        ("withheld", "b2", f"migrate b1 to rdt2 cells 0 (bandwidth): {opted}")]
-    assert _runs(fleet.db) == []
+    acted = [a[2:4] + a[5:] for a in _actions(fleet) if a[3]]
+    # b1's re-pin is planned first, withheld; the next best, a1 (tenant-a) off b1's domain, is made
+    assert acted[:2] == [("withheld", "b1", f"re-pin b1 to rdt cells 1 (bandwidth): {opted}"),
+                         ("applied", "a1", "L3 domain 0 of rdt carries 7020 MB/s, share 3660 MB/s; a1 measured 540 "
+                                           f"MB/s at {at(7)}; to cells [1]; excess 3360 -> 2820 MB/s")]
+    assert ("withheld", "b2", f"migrate b2 to rdt2 cells 0 (bandwidth): {opted}") in acted
+    assert _cells(fleet, "b1") == ("rdt", [0]) and _cells(fleet, "b2") == ("rdt", [1])  # tenant-b never moved
+    moved = {vm for status, vm, _ in acted if status == "applied"}
+    assert moved and all(fleet.ok("vm", "show", vm, "--json").json()["tenant"] == "tenant-a" for vm in moved)
     doc = fleet.ok("tenant", "update", "tenant-b", "--auto-move", "--json").json()
     assert (doc["auto_move"], doc["before"]["auto_move"]) == (True, False)
     assert fleet("tenant", "update", "nobody", "--no-auto-move").exit_code == 3
@@ -218,9 +229,29 @@ def test_propose_opt_out_and_events_apply_on_postgresql(pg_url: str) -> None:
     make_fleet(cli)
     cli.ok("tenant", "update", "tenant-a", "--no-auto-move")
     cli.ok("watch", "--domstats-dir", str(FLEET), "--act", "propose", "--allow-migrate")
-    assert [a[2:4] for a in _actions(cli)] == [("proposed", "b1"), ("withheld", None), ("withheld", "b2")]
+    # event 3: b1's migration is in b1's cooldown (from its proposal), then a1's withheld for tenant-a
+    assert [a[2:4] for a in _actions(cli)] == [("proposed", "b1"), ("withheld", None), ("withheld", "b2"),
+                                               ("withheld", "b2")]
+    assert "tenant tenant-a opted out" in _actions(cli)[-1][5]
     cli.ok("events", "apply", "1")
     assert _cells(cli, "b1") == ("rdt", [1])
     action = cli.ok("events", "--vm", "b1", "--json").json()[0]["actions"][0]
     assert (action["status"], action["run"]) == ("applied", 1)
     assert cli("events", "apply", "1").exit_code == 9
+
+
+def test_events_apply_is_a_sub_command_and_the_listing_keeps_its_options(fleet: Cli) -> None:
+    from vnuma.cli import _load
+
+    group = _load("events")
+    assert list(group.commands) == ["apply"]  # type: ignore[attr-defined]
+    assert [p.name for p in group.commands["apply"].params if p.param_type_name == "argument"] == ["proposal"]  # type: ignore[attr-defined]
+    fleet.ok("watch", "--domstats-dir", str(FLEET))
+    listed = fleet.ok("events", "--since", "3650d", "--vm", "b1", "--json").json()
+    assert [e["id"] for e in listed] == [1]
+    res = fleet("events", "repin", "1")
+    assert (res.exit_code, res.stdout) == (2, "")
+    assert "No such command 'repin'" in res.stderr
+    res = fleet("events", "apply", "1", "--allow-migrate", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["proposal"] == 1

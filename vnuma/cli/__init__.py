@@ -322,7 +322,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "apply": ("vnuma.cli.applying", "apply", None),
     "stats": ("vnuma.cli.stats", "stats", None),
     "watch": ("vnuma.cli.watching", "watch", None),
-    "events": ("vnuma.cli.watching", "events", None),
+    "events": ("vnuma.cli.watching", "events_app", "List what `vnuma watch` detected; carry a proposal out."),
     "capacity": ("vnuma.cli.capacity", "capacity", None),
     "rebalance": ("vnuma.cli.rebalancing", "rebalance", None),
     "reconcile": ("vnuma.cli.reconciling", "reconcile", None),
@@ -348,8 +348,8 @@ def _load(name: str) -> TyperCommand | TyperGroup:
     command = typer.main.get_command(sub)
     _remembering(command, (name,))
     command.name = name
-    if help_text is not None:
-        command.help = help_text
+    if help_text is not None and not command.help:
+        command.help = help_text  # a group whose callback has a docstring (events) keeps it
     return command
 
 
@@ -359,7 +359,8 @@ def _remembering(command: TyperCommand | TyperGroup, path: tuple[str, ...]) -> N
     if isinstance(command, TyperGroup):
         for sub_name, sub in command.commands.items():
             _remembering(sub, (*path, sub_name))
-        return
+        if not command.invoke_without_command:
+            return  # a group that only leads to its commands (a callback that runs alone is one: events)
     for param in command.params:
         if type(param) is TyperArgument:
             param.__class__ = UsageArgument  # the same object, its usage words only

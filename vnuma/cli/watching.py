@@ -81,6 +81,10 @@ def watch(
     --allow-restart. Every move withheld is kept with its reason
     (`vnuma events`).
 
+    One watch per inventory: a watch holds the inventory's lease while it
+    runs, and another is refused (exit 13); a killed watch's lease expires
+    (docs/watch.md).
+
     Example: vnuma watch --interval 10s
 
     Example: vnuma watch --domstats-dir recorded/ --act off
@@ -120,24 +124,20 @@ def watch(
     typer.echo(summary.line())
 
 
+events_app = typer.Typer(add_completion=False)
+
+
+@events_app.callback(invoke_without_command=True)
 def events(
     ctx: typer.Context,
-    apply: Annotated[
-        str | None, typer.Argument(metavar="APPLY", help="The word apply, then a proposal's ID: carry it out "
-                                   "(`vnuma events apply 3`).", show_default=False)
-    ] = None,
-    proposal: Annotated[int | None, typer.Argument(metavar="ID", help="The proposal to carry out.",
-                                                   show_default=False)] = None,
     since: Annotated[
         str | None, typer.Option("--since", help="Open at or after this time: 2026-12-01T08:00 (UTC), or 2h, 7d.")
     ] = None,
     vm: Annotated[str | None, typer.Option("--vm", help="Only this VM's events.", autocompletion=vms)] = None,
-    allow_migrate: AllowMigrate = False,
-    allow_restart: AllowRestart = False,
     as_json: output.JsonOpt = False,
 ) -> None:
     """List what `vnuma watch` detected: each event's rule, subject, when it opened and cleared, evidence, and
-    what the watch did about it; or carry a proposal out.
+    what the watch did about it; `vnuma events apply ID` carries a proposal out.
 
     An event is open (CLEARED "-") until its rule has been quiet for m
     samples. Its evidence is the samples that opened it (the last n). Its
@@ -148,29 +148,19 @@ def events(
     helps). The table ends with the budget of the [watch] table and what
     of it the last hour used.
 
-    `vnuma events apply ID` carries proposal ID out as a journaled rebalance
-    run, within the budget as it stands now (a proposal the budget now
-    withholds is refused, and the reason kept); --allow-migrate and
-    --allow-restart as for `vnuma watch`. A proposal that is not in the
-    inventory: exit 3; withheld, already carried out, or withheld now: exit 9.
-
     JSON: [{"id", "rule", "host", "vm" (null for a cell), "cell" (null for a
     VM), "opened_at", "closed_at" (null: open), "evidence": [{"at",
     "local_mb_s", "remote_mb_s", "remote_share", "llc_bytes", "cpu", "rss_kib",
     "balloon_kib", "rules"} or, for a cell, {"at", "host_free_kib", "drift_kib", "rules"}],
     "actions": [{"id", "status" (proposed|withheld|applied|aborted|unfinished),
     "at", "vm", "host", "to_host", "objective", "reason", "move" ({"from_cells",
-    "to_host", "to_cells"} or null), "run" (the rebalance run or null)}]}];
-    with apply: {"proposal", "run": {"id", "status", "steps": [{"seq", "vm",
-    "kind", "status", "error"}]}}, the "run" of `vnuma rebalance --apply
-    --json`.
+    "to_host", "to_cells"} or null), "run" (the rebalance run or null)}]}].
 
     Example: vnuma events --since 1h --vm tenant-a-llm
 
     Example: vnuma events apply 3 --allow-migrate
     """
-    if apply is not None:
-        _apply(ctx, apply, proposal, allow_migrate, allow_restart, as_json)
+    if ctx.invoked_subcommand is not None:
         return
     from vnuma.services.watchevents import list_events
 
@@ -202,11 +192,31 @@ def events(
     typer.echo(budget)
 
 
-def _apply(ctx: typer.Context, word: str, proposal: int | None, allow_migrate: bool, allow_restart: bool,
-           as_json: bool) -> None:
-    if word != "apply" or proposal is None:
-        raise OptionsError(f"unexpected {' '.join([word, *([str(proposal)] if proposal is not None else [])])!r}",
-                           hint="vnuma events (list) or vnuma events apply ID")
+@events_app.command("apply")
+def apply(
+    ctx: typer.Context,
+    proposal: Annotated[int, typer.Argument(metavar="ID", help="The proposal to carry out (its ACTION in "
+                                            "`vnuma events`).", show_default=False)],
+    allow_migrate: AllowMigrate = False,
+    allow_restart: AllowRestart = False,
+    as_json: output.JsonOpt = False,
+) -> None:
+    """Carry a proposal of `vnuma watch` out as a journaled rebalance run, within the budget as it stands now.
+
+    A proposal the budget now withholds is refused, and the reason kept
+    (`vnuma events`); --allow-migrate and --allow-restart as for `vnuma
+    watch`. A run that fails or is killed is finished with `vnuma rebalance
+    --resume` or `--abort`, as any run. A proposal that is not in the
+    inventory: exit 3; withheld, already carried out, or withheld now: exit 9.
+
+    JSON: {"proposal", "run": {"id", "status", "steps": [{"seq", "vm",
+    "kind", "status", "error"}]}}, the "run" of `vnuma rebalance --apply
+    --json`.
+
+    Example: vnuma events apply 3
+
+    Example: vnuma events apply 3 --allow-migrate --allow-restart
+    """
     import time
 
     from vnuma.cli import config

@@ -70,8 +70,6 @@ class Event:
 
 _COLUMNS = ("at_ms", "minute", "kind", "host", "subject", "item", "local_bps", "total_bps", "llc_bytes", "cpu",
             "free_kib", "drift_kib", "flags", "rss_kib", "balloon_kib")
-_INSERT = (f"INSERT INTO watch_samples ({', '.join(_COLUMNS)}) "
-           f"VALUES ({', '.join(':' + c for c in _COLUMNS)})")
 _MEANS = (
     f"INSERT INTO watch_samples ({', '.join(_COLUMNS)}) "
     "SELECT (at_ms / 60000) * 60000, :t, kind, host, subject, item, CAST(AVG(local_bps) AS BIGINT), "
@@ -91,10 +89,6 @@ _EVENT_COLUMNS = "id, rule, host, vm, cell, opened_ms, closed_ms, evidence"
 _VALUES = attrgetter(*_COLUMNS)
 
 
-def _params(row: HistoryRow) -> dict[str, Any]:
-    return dict(zip(_COLUMNS, _VALUES(row), strict=True))
-
-
 def write_round(
     x: Executor, readings: Sequence[tuple[str, int, Mapping[str, Any]]], rows: Iterable[HistoryRow],
     opened: Sequence[Opened], closed: Sequence[tuple[int, int]],
@@ -107,7 +101,7 @@ def write_round(
     x.many("INSERT INTO watch_readings (host, at_ms, domains) VALUES (:host, :at, :domains)",
            [{"host": host, "at": at_ms, "domains": json.dumps(domains, separators=(",", ":"))}
             for host, at_ms, domains in readings])
-    x.many(_INSERT, [_params(r) for r in rows])
+    x.insert("watch_samples", _COLUMNS, [_VALUES(r) for r in rows])
     ids = []
     for e in opened:
         found = x.one(_OPEN, {"rule": e.rule, "host": e.host, "vm": e.vm, "cell": e.cell, "at": e.at_ms,
@@ -123,14 +117,43 @@ def write_round(
     return ids
 
 
-def prune(x: Executor, now_ms: int, raw_s: int, minutes_days: int) -> None:
+def cuts(now_ms: int, raw_s: int, minutes_days: int) -> tuple[int, int]:
+    """The retention's two cuts at ``now_ms``: raw samples before the first become one-minute means (the raw
+    window, cut at a whole minute), means before the second are dropped."""
+    return (now_ms - raw_s * 1000) // 60000 * 60000, now_ms - minutes_days * 86_400_000
+
+
+def prune(x: Executor, now_ms: int, raw_s: int, minutes_days: int) -> tuple[int, int]:
     """Raw samples older than ``raw_s`` (cut at a whole minute) to one-minute means, means older than
-    ``minutes_days`` dropped."""
-    cut = (now_ms - raw_s * 1000) // 60000 * 60000
+    ``minutes_days`` dropped; the two cuts (:func:`cuts`)."""
+    cut, old = cuts(now_ms, raw_s, minutes_days)
     flags = {"t": True, "f": False}
     x.run(_MEANS, {**flags, "cut": cut})
     x.run(_DROP_RAW, {**flags, "cut": cut})
-    x.run(_DROP_MEANS, {**flags, "cut": now_ms - minutes_days * 86_400_000})
+    x.run(_DROP_MEANS, {**flags, "cut": old})
+    return cut, old
+
+
+def domain_means(x: Executor, from_ms: int) -> list[tuple[str, int, int, int, bool]]:
+    """The L3 domains' one-minute means from ``from_ms`` on (host, domain, at ms, total, True), in time order:
+    what the retention just wrote, for :class:`vnuma.watch.peaks.Peaks`."""
+    rows = x.rows("SELECT host, item, at_ms, total_bps FROM watch_samples WHERE minute = :t AND at_ms >= :at "
+                  "AND kind = 'domain' ORDER BY at_ms, host, item", {"t": True, "at": from_ms})
+    return [(str(h), int(i), int(at), int(bps or 0), True) for h, i, at, bps in rows]
+
+
+def peak_rows(x: Executor) -> tuple[list[tuple[str, int, int, int, bool]], int]:
+    """The L3 domains' kept rows that a domain's peak can still come from (host, domain, at ms, total,
+    minute): per domain and kind, each higher than every later one (:class:`vnuma.watch.peaks.Peaks` keeps no
+    other), in time order; and where the next minute's means start (ms: after the last mean kept, 0: none)."""
+    rows = x.rows(
+        "SELECT host, item, at_ms, total, minute FROM (SELECT host, item, at_ms, COALESCE(total_bps, 0) AS total, "
+        "minute, MAX(COALESCE(total_bps, 0)) OVER (PARTITION BY host, item, minute ORDER BY at_ms DESC, id DESC "
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS later FROM watch_samples WHERE kind = 'domain') s "
+        "WHERE later IS NULL OR total > later ORDER BY at_ms, host, item")
+    last = x.one("SELECT MAX(at_ms) FROM watch_samples WHERE minute = :t", {"t": True})
+    after = int(last[0]) + 60000 if last is not None and last[0] is not None else 0
+    return [(str(h), int(i), int(at), int(t), bool(m)) for h, i, at, t, m in rows], after
 
 
 def recent_flags(x: Executor, last: int) -> dict[tuple[str, str, str, int], list[str]]:
@@ -171,12 +194,6 @@ def samples_since(x: Executor, since_ms: int, vm: str | None = None) -> list[His
     rows = x.rows(f"SELECT {', '.join(_COLUMNS)} FROM watch_samples WHERE {where} ORDER BY at_ms, kind, host, "
                   "subject, item", {"since": since_ms, "vm": vm})
     return [_row(r) for r in rows]
-
-
-def peaks(x: Executor) -> dict[tuple[str, int], int]:
-    """The highest total bytes/s kept for each (host, L3 domain)."""
-    rows = x.rows("SELECT host, item, MAX(total_bps) FROM watch_samples WHERE kind = 'domain' GROUP BY host, item")
-    return {(str(h), int(i)): int(m or 0) for h, i, m in rows}
 
 
 def last_readings(x: Executor) -> dict[str, tuple[int, dict[str, dict[str, object]]]]:

@@ -362,6 +362,21 @@ class WatchReading(Base):
     domains: Mapped[str] = mapped_column(Text)
 
 
+class WatchLease(Base):
+    """Which ``vnuma watch`` writes the rounds (:mod:`.watchlease`): one row, free when ``expires_ms`` has passed
+    (a watch killed without releasing it too); ``token`` is the holder's own, ``machine`` and ``pid`` say which
+    process holds it."""
+
+    __tablename__ = "watch_lease"
+    __table_args__ = (CheckConstraint("id = 1", name="one"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    token: Mapped[str] = mapped_column(String(64))
+    machine: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int]
+    expires_ms: Mapped[int] = mapped_column(BigInteger)
+
+
 class WatchProposal(Base):
     """What ``vnuma watch`` decided for an event (:mod:`.history_proposals`): a move proposed (``move``: JSON,
     the planned move), withheld (``reason`` says why), or being carried out (``applying``: the rebalance run

@@ -32,11 +32,13 @@ _READ = (
     "SELECT v.name, h.name, s.taken_at, s.interval_ms, s.domains, s.llc FROM bandwidth_samples s "
     "JOIN vms v ON v.id = s.vm_id JOIN hosts h ON h.id = s.host_id ORDER BY v.name"
 )
-_DELETE = "DELETE FROM bandwidth_samples WHERE vm_id = :vm_id"
-_INSERT = (
+_UPSERT = (
     "INSERT INTO bandwidth_samples (vm_id, host_id, taken_at, interval_ms, domains, llc) "
-    "VALUES (:vm_id, :host_id, :taken_at, :interval_ms, :domains, :llc)"
+    "VALUES (:vm_id, :host_id, :taken_at, :interval_ms, :domains, :llc) "
+    "ON CONFLICT (vm_id) DO UPDATE SET host_id = excluded.host_id, taken_at = excluded.taken_at, "
+    "interval_ms = excluded.interval_ms, domains = excluded.domains, llc = excluded.llc"
 )
+"""One statement per sample replaces the VM's last (SQLite and PostgreSQL both have ``ON CONFLICT``)."""
 
 
 def _ids(x: Executor, table: str, names: set[str]) -> dict[str, int]:
@@ -70,8 +72,7 @@ def record_samples(x: Executor, samples: Iterable[Sample], *, audited: bool = Tr
          "domains": _json(s.domains), "llc": _json(s.llc)}
         for s in samples if s.vm in vms and s.host in hosts
     ]
-    x.many(_DELETE, [{"vm_id": r["vm_id"]} for r in rows])
-    x.many(_INSERT, rows)
+    x.many(_UPSERT, rows)
     kept = [s.vm for s in samples if s.vm in vms and s.host in hosts]
     if kept and audited:
         audit.record(x, "bandwidth-sample", vm=kept)

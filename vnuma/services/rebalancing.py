@@ -10,6 +10,7 @@ from vnuma.errors import ConflictError, InvalidInputError, NoRoomError, NotFound
 from vnuma.inventory.reading import open_reader
 from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.rebalance import (
+    Exclusion,
     FleetState,
     Objective,
     Plan,
@@ -80,8 +81,10 @@ def plan_rebalance(
     time_limit_s: float = 10.0,
     for_apply: bool = False,
     solver: str | None = None,
+    exclude: Exclusion | None = None,
 ) -> Plan:
-    """Plan moves on every host (or ``host`` only); reads the inventory, writes nothing.
+    """Plan moves on every host (or ``host`` only); reads the inventory, writes nothing. ``exclude``: moves the
+    plan must not make (the watch's budget withheld them), the next best tried instead.
 
     ``for_apply`` refuses to plan while a rebalance run is unfinished (its
     claims are half-way between two placements). ``solver``: ``search`` or
@@ -116,7 +119,7 @@ def plan_rebalance(
         if make_room_for.host is None and host is not None:
             make_room_for = replace(make_room_for, host=host)
     loads = _loads(settings) if objective is Objective.BANDWIDTH else {}
-    state = FleetState(hosts, placements, isolation, loads)
+    state = FleetState(hosts, placements, isolation, loads, exclude or Exclusion())
     return plan_moves(
         state, objective, max_moves, make_room_for, time_limit_s, clock=time.monotonic, solver=solver
     )

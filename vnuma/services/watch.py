@@ -36,9 +36,11 @@ from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement
 from vnuma.report.usage import cell_use
 from vnuma.services import Settings
+from vnuma.services.watchlease import LEASE_MIN_S, Lease
 from vnuma.topology import Host, gc_paused
 from vnuma.watch.figures import ClockError, Reading, RoundFigures, figures, remote
 from vnuma.watch.hysteresis import Track, rebuilt, step
+from vnuma.watch.peaks import Peaks
 from vnuma.watch.rules import RULES, Signal, Thresholds, peaks_with, signals
 
 Key = tuple[str, str, str, int]
@@ -78,7 +80,6 @@ class _Ready:
     reading: Reading
     fig: RoundFigures
     result: RoundResult
-    peaks: dict[int, int]
     tracks: dict[tuple[str, str, str, int], Track]
     rows: list[HistoryRow]
     opened: list[tuple[str, str, str, int]]
@@ -87,9 +88,12 @@ class _Ready:
     kept: dict[str, Any]
 
 
+_COUNTERS = ("cpu.time", "memory.bandwidth.monitor.")
+
+
 def _counted(stats: Any) -> dict[str, object]:
     """What the next round's rates need of a domain's stats (its counters), as a host's last reading keeps it."""
-    return {k: v for k, v in stats.items() if k == "cpu.time" or k.startswith("memory.bandwidth.monitor.")}
+    return {k: v for k, v in stats.items() if k.startswith(_COUNTERS)}  # (libvirt has no other cpu.time* key)
 
 
 def iso(at: float) -> str:
@@ -148,10 +152,22 @@ def evidence(row: HistoryRow) -> dict[str, Any]:
 class Watch:
     """The loop's state between rounds, rebuilt from the inventory (see the module docstring)."""
 
-    def __init__(self, settings: Settings, thresholds: Thresholds, hosts: Sequence[str] | None = None) -> None:
-        """Raises NotFoundError: a host of ``hosts`` the inventory does not hold."""
+    def __init__(self, settings: Settings, thresholds: Thresholds, hosts: Sequence[str] | None = None, *,
+                 lease_s: float = LEASE_MIN_S) -> None:
+        """Take the inventory's watch lease for ``lease_s`` after each round (:mod:`.watchlease`).
+
+        Raises:
+            NotFoundError: a host of ``hosts`` the inventory does not hold.
+            LeaseError: another watch holds the lease.
+        """
         self.t = thresholds
         self._access: Access = open_access(settings.db_url)
+        self._lease = Lease(self._access, lease_s)
+        try:
+            self._lease.take()
+        except BaseException:
+            self._access.close()
+            raise
         self._only = set(hosts) if hosts else None
         self.reported: set[tuple[str, str]] = set()
         self._mark: dict[str, tuple[int, int]] | None = None
@@ -163,9 +179,9 @@ class Watch:
         with self._access.begin(False) as x:
             opened = history.open_events(x)
             flags = history.recent_flags(x, max(self.t.n, self.t.m))
-            self.peaks: dict[str, dict[int, int]] = {}
-            for (host, domain), peak in history.peaks(x).items():
-                self.peaks.setdefault(host, {})[domain] = peak
+            self.peaks = Peaks()
+            rows, self._means_from = history.peak_rows(x)
+            self.peaks.load(rows)
             kept = history.last_readings(x)
         self.last = {host: at for host, (at, _) in kept.items()}
         self.previous = {host: Reading(host, at / 1000, stats) for host, (at, stats) in kept.items()}
@@ -196,6 +212,8 @@ class Watch:
                           snap.tenants)
 
     def close(self) -> None:
+        """Free the lease and the inventory."""
+        self._lease.release()
         self._access.close()
 
     def run_round(self, readings: Sequence[Reading]) -> list[RoundResult]:
@@ -207,26 +225,35 @@ class Watch:
     def _round(self, readings: Sequence[Reading]) -> list[RoundResult]:
         results: list[RoundResult] = []
         ready: list[_Ready] = []
+        open_vms: dict[str, list[Key]] = {}
+        for key in self.events:
+            if key[2]:
+                open_vms.setdefault(key[1], []).append(key)
         for reading in readings:
             result = RoundResult(reading.host, reading.at, False)
             results.append(result)
-            prepared = self._prepare(reading, result)
+            prepared = self._prepare(reading, result, open_vms.get(reading.host, []))
             if prepared is not None:
                 ready.append(prepared)
-        if not ready:
-            return results
         with self._access.begin(True) as x:
+            self._lease.renew(x)  # the round is written only while this watch holds the lease
+            if not ready:
+                return results
             new = [Opened(*self._subject(k), r.at_ms, self._evidence(x, k, r.rows)) for r in ready for k in r.opened]
             ids = iter(history.write_round(
                 x, [(r.result.host, r.at_ms, r.kept) for r in ready], [row for r in ready for row in r.rows], new,
                 [(self.events[k], r.at_ms) for r in ready for k in r.closed]))
             record_samples(x, [s for r in ready for s in self._samples(r.fig)], audited=False)
-            history.prune(x, max(r.at_ms for r in ready), self.t.history_s, self.t.minutes_days)
+            cuts = history.prune(x, max(r.at_ms for r in ready), self.t.history_s, self.t.minutes_days)
+            means = history.domain_means(x, self._means_from)
         for r in ready:
             self._commit(r, [next(ids) for _ in r.opened])
+        self.peaks.load(means)  # the peaks follow what the retention kept (vnuma.watch.peaks)
+        self.peaks.expire(*cuts)
+        self._means_from = max(self._means_from, cuts[0])
         return results
 
-    def _prepare(self, reading: Reading, result: RoundResult) -> _Ready | None:
+    def _prepare(self, reading: Reading, result: RoundResult, open_vms: list[Key]) -> _Ready | None:
         if reading.host not in self.hosts:
             if ("", reading.host) not in self.reported:
                 self.reported.add(("", reading.host))
@@ -244,27 +271,29 @@ class Watch:
                                     "not measured")
         for vm in fig.resets:
             result.notes.append(f"host {reading.host}: VM {vm}'s counters went down (restarted): no rate this round")
-        peaks = peaks_with({(reading.host, d): v for d, v in self.peaks.get(reading.host, {}).items()}, (fig,))
+        peaks = peaks_with({(reading.host, d.domain): self.peaks.peak((reading.host, d.domain)) for d in fig.domains},
+                           (fig,))
         verdicts = signals(fig, self.placements, self.t, peaks)
         tracks, changes = self._steps(verdicts)
         return _Ready(
-            reading, fig, result, {d: v for (_, d), v in peaks.items()}, tracks,
+            reading, fig, result, tracks,
             rows_of(fig, verdicts), [k for k, c in changes if c == "open" and k not in self.events],
-            [k for k, c in changes if c == "close" and k in self.events] + self._left(reading.host),
+            [k for k, c in changes if c == "close" and k in self.events] + self._left(reading.host, open_vms),
             round(fig.at * 1000),
             {vm: _counted(stats) for vm, stats in reading.domains.items() if vm in self.placements},
         )
 
-    def _left(self, host: str) -> list[Key]:
-        """The open events of VMs no longer on ``host`` in the inventory (released, moved): closed with the
-        host's round, as nothing will sample them there again."""
+    def _left(self, host: str, open_here: list[Key]) -> list[Key]:
+        """The open events of VMs no longer on ``host`` in the inventory (released, moved), of ``open_here`` (the
+        host's open events of VMs): closed with the host's round, as nothing will sample them there again."""
         here = self.on_host.get(host, {})
-        return [k for k in self.events if k[1] == host and k[2] and k[2] not in here]
+        return [k for k in open_here if k[2] not in here]
 
     def _commit(self, r: _Ready, opened_ids: list[int]) -> None:
         """Move the state on once the round is written."""
         self.tracks.update(r.tracks)
-        self.peaks[r.result.host] = r.peaks
+        for d in r.fig.domains:
+            self.peaks.add((r.result.host, d.domain), r.at_ms, d.total_bps)
         self.previous[r.result.host] = r.reading
         self.last[r.result.host] = r.at_ms
         for key in r.closed:

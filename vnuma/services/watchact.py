@@ -32,13 +32,13 @@ from vnuma.inventory import history_proposals as decisions
 from vnuma.inventory.access import open_access
 from vnuma.placement.model import Tenant
 from vnuma.placement.objectives import Objective
-from vnuma.placement.rebalance import Move, Plan
+from vnuma.placement.rebalance import Exclusion, Move, Plan
 from vnuma.services import Settings
 from vnuma.services.permits import granted
 from vnuma.services.rebalance_apply import RunReport, apply_plan
 from vnuma.services.rebalancing import held_up, plan_rebalance
 from vnuma.services.watch import Watch
-from vnuma.watch.budget import ACTS, HOUR_S, Ask, Budget, Counted, withheld
+from vnuma.watch.budget import ACTS, HOST, HOUR_S, MIGRATION, TENANT, VM, Ask, Budget, Counted, verdict, withheld
 
 OBJECTIVES: dict[str, tuple[Objective, ...]] = {
     "noisy": (Objective.BANDWIDTH,),
@@ -47,6 +47,8 @@ OBJECTIVES: dict[str, tuple[Objective, ...]] = {
 }
 """The planners' objectives that remedy each rule, tried in this order."""
 NO_MOVE = "cell-drift: memory used outside vnuma; no move of a VM remedies it"
+TRIES = 4
+"""Plans asked per event and round: the best move, then (each withheld move excluded) the next best ones."""
 
 Say = Callable[[str], None]
 Key = tuple[str, str, str, int]
@@ -62,6 +64,15 @@ class Fleet:
     cordoned: frozenset[str]
     opted_out: frozenset[str]
     hosts: int
+
+    def excluding(self, exclusion: Exclusion, move: Move, scope: str) -> Exclusion:
+        """``exclusion`` and what the budget's verdict on ``move`` withholds (``scope``): every VM of its tenant,
+        the VM, or that destination."""
+        if scope in (TENANT, VM):
+            tenant = self.tenant.get(move.vm)
+            same = {vm for vm, t in self.tenant.items() if t == tenant} if scope == TENANT else set()
+            return replace(exclusion, vms=exclusion.vms | {move.vm} | same)
+        return replace(exclusion, targets=exclusion.targets | {(move.vm, move.to_host, move.to_cells)})
 
     def ask(self, vm: str, host: str, at_s: float, move: Mapping[str, Any] | None = None) -> Ask:
         """The budget's question for ``vm`` leaving ``host`` at ``at_s`` (``move``: as planned, or None; ``vm``
@@ -153,22 +164,10 @@ class Actor:
         if reason is not None:
             self._withhold(event_id, at_s, host, vm, reason, kept)
             return False
-        found = self._plan(rule, host, fleet.hosts > 1)
-        if isinstance(found, str):
-            self._withhold(event_id, at_s, host, vm, found, kept)
+        found = self._admitted(event_id, (rule, host, vm), fleet, at_s, kept)
+        if found is None:
             return False
-        objective, move = found
-        doc = move_doc(objective, move)
-        with self._access.begin(True) as x:
-            reason = withheld(self.budget, fleet.ask(move.vm, move.from_host, at_s, doc),
-                              counted(x, at_s, self.budget))
-            if reason is None:
-                proposal = decisions.record(x, event_id, round(at_s * 1000), decisions.PROPOSED, move.from_host,
-                                            move.reason, vm=move.vm, to_host=move.to_host,
-                                            objective=str(objective), move=doc)
-        if reason is not None:
-            self._withhold(event_id, at_s, host, vm, f"{words(doc)}: {reason}", kept)
-            return False
+        proposal, doc = found
         self.proposed += 1
         self.say(f"proposal {proposal} for event {event_id} ({rule} VM {vm}): {words(doc)}")
         if self.mode != "apply":
@@ -182,23 +181,58 @@ class Actor:
         self.say(f"proposal {proposal} applied: rebalance run {report.run_id} {report.status}")
         return True
 
+    def _admitted(self, event_id: int, event: tuple[str, str, str], fleet: Fleet, at_s: float,
+                  kept: set[str]) -> tuple[int, dict[str, Any]] | None:
+        """The best move the budget lets go for the event (rule, host, VM), kept as a proposal (its id and
+        document); None when there is none, and why is kept. Each move the budget withholds is kept with its
+        reason and excluded from the next plan (its VM, or that destination, as the budget's verdict says), at
+        most :data:`TRIES` plans; a limit on the host, or a migration not allowed (the re-pins come first), ends
+        the search. That the planners found nothing is kept
+        only when they found nothing at all."""
+        rule, host, vm = event
+        exclusion = Exclusion()
+        tried = False
+        for _ in range(TRIES):
+            found = self._plan(rule, host, fleet.hosts > 1, exclusion)
+            if isinstance(found, str):
+                if not tried:
+                    self._withhold(event_id, at_s, host, vm, found, kept)
+                return None
+            tried = True
+            objective, move = found
+            doc = move_doc(objective, move)
+            with self._access.begin(True) as x:
+                said = verdict(self.budget, fleet.ask(move.vm, move.from_host, at_s, doc),
+                               counted(x, at_s, self.budget))
+                if said is None:
+                    return decisions.record(x, event_id, round(at_s * 1000), decisions.PROPOSED, move.from_host,
+                                            move.reason, vm=move.vm, to_host=move.to_host,
+                                            objective=str(objective), move=doc), doc
+            reason, scope = said
+            self._withhold(event_id, at_s, host, vm, f"{words(doc)}: {reason}", kept)
+            if scope in (HOST, MIGRATION):
+                break  # nothing from the host may go, or no migration, and the re-pins were tried first
+            exclusion = fleet.excluding(exclusion, move, scope)
+        return None
+
     def _withhold(self, event_id: int, at_s: float, host: str, vm: str | None, reason: str,
                   kept: set[str]) -> None:
-        """Keep a move withheld, once per reason per event."""
+        """Keep a move withheld, once per reason per event (``kept``: the event's reasons so far)."""
         if reason in kept:
             return
+        kept.add(reason)
         with self._access.begin(True) as x:
             decisions.record(x, event_id, round(at_s * 1000), decisions.WITHHELD, host, reason, vm=vm)
         self.withheld += 1
         self.say(f"event {event_id}: no move: {reason}")
 
-    def _plan(self, rule: str, host: str, fleet_wide: bool) -> tuple[Objective, Move] | str:
-        """The first move the rule's objectives plan, re-pins on ``host`` (every objective) before migrations;
-        or why there is none."""
+    def _plan(self, rule: str, host: str, fleet_wide: bool, exclusion: Exclusion) -> tuple[Objective, Move] | str:
+        """The first move the rule's objectives plan, re-pins on ``host`` (every objective) before migrations,
+        none that ``exclusion`` names; or why there is none."""
         for where in (host, None) if fleet_wide else (host,):
             for objective in OBJECTIVES[rule]:
                 try:
-                    plan = plan_rebalance(self.settings, objective, host=where, max_moves=1)
+                    plan = plan_rebalance(self.settings, objective, host=where, max_moves=1, exclude=exclusion)
                 except VnumaError as err:
                     return f"{objective} plan: {err}"
                 moves = [m for m in plan.moves if m.from_host == host]

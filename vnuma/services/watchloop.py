@@ -21,6 +21,7 @@ from vnuma.errors import InventoryError, VnumaError
 from vnuma.services import Settings
 from vnuma.services.watch import RoundResult, Watch, iso
 from vnuma.services.watchinput import LiveReader, recorded_rounds
+from vnuma.services.watchlease import ttl_s
 from vnuma.sources.mbm import parse_cache_occupancy, parse_memory_bandwidth
 from vnuma.watch.figures import ClockError, Reading
 from vnuma.watch.rules import Thresholds
@@ -128,9 +129,10 @@ def replay(
         InvalidInputError: a malformed recording (:func:`recorded_rounds`), or a host's first recorded round
             not later than its last round kept (the clock went backwards): nothing is written.
         NotFoundError: a host of ``hosts`` that the inventory does not hold.
+        LeaseError: another watch writes the inventory (:mod:`.watchlease`).
     """
     readings = [r for r in recorded_rounds(directory) if not hosts or r.host in hosts]
-    watch = Watch(settings, t, hosts)
+    watch = Watch(settings, t, hosts, lease_s=ttl_s(interval_s))
     try:
         first: dict[str, float] = {}
         for r in readings:
@@ -168,8 +170,9 @@ def live(
 
     Raises:
         NotFoundError: a host of ``hosts`` that the inventory does not hold.
+        LeaseError: another watch writes the inventory, or took its lease meanwhile (:mod:`.watchlease`).
     """
-    watch = Watch(settings, t, hosts)
+    watch = Watch(settings, t, hosts, lease_s=ttl_s(interval_s))
     reader = LiveReader(settings.db_url)
     summary = Summary(actor=actor)
     stale = _Staleness(interval_s, warn, summary)

@@ -52,23 +52,24 @@ def _count(stats: Mapping[str, object], key: str, cap: int) -> int:
     return min(value, cap) if isinstance(value, int) and value > 0 else 0
 
 
-def _int(stats: Mapping[str, object], key: str) -> int | None:
-    value = stats.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+def _whole(value: object) -> bool:
+    """A count of bytes or an id: an int (not a bool) from 0 up."""
+    return type(value) is int and value >= 0  # type: ignore[operator]
 
 
 def parse_memory_bandwidth(stats: Mapping[str, object]) -> tuple[Monitor, ...]:
     """Every MBM monitor in one domain's stats dict (empty when the host has none)."""
     monitors: list[Monitor] = []
+    get = stats.get  # (read for every VM of every host each round of `vnuma watch`: lookups kept few)
     for m in range(_count(stats, _PREFIX + "count", _MAX_MONITORS)):
         base = f"{_PREFIX}{m}."
         nodes: list[NodeBandwidth] = []
         for n in range(_count(stats, base + "node.count", _MAX_NODES)):
             node = f"{base}node.{n}."
-            ident, local, total = (_int(stats, node + k) for k in ("id", "bytes.local", "bytes.total"))
-            if ident is not None and local is not None and total is not None:
-                nodes.append(NodeBandwidth(ident, local, total))
-        name, vcpus = stats.get(base + "name"), stats.get(base + "vcpus")
+            ident, local, total = get(node + "id"), get(node + "bytes.local"), get(node + "bytes.total")
+            if _whole(ident) and _whole(local) and _whole(total):
+                nodes.append(NodeBandwidth(ident, local, total))  # type: ignore[arg-type]
+        name, vcpus = get(base + "name"), get(base + "vcpus")
         monitors.append(Monitor(str(name or f"monitor{m}"), str(vcpus or ""), tuple(nodes)))
     return tuple(monitors)
 
@@ -96,13 +97,14 @@ def parse_cache_occupancy(stats: Mapping[str, object]) -> tuple[CacheMonitor, ..
     """Every CMT monitor in one domain's ``VIR_DOMAIN_STATS_CPU_TOTAL`` stats (``cpu.cache.monitor.<n>.bank.<i>
     .id`` and ``.bytes``: an occupancy, not a counter); empty when the host has none."""
     monitors: list[CacheMonitor] = []
+    get = stats.get
     for m in range(_count(stats, _CACHE + "count", _MAX_MONITORS)):
         base = f"{_CACHE}{m}."
         banks: list[tuple[int, int]] = []
         for b in range(_count(stats, base + "bank.count", _MAX_NODES)):
-            ident, size = _int(stats, f"{base}bank.{b}.id"), _int(stats, f"{base}bank.{b}.bytes")
-            if ident is not None and size is not None:
-                banks.append((ident, size))
-        name, vcpus = stats.get(base + "name"), stats.get(base + "vcpus")
+            ident, size = get(f"{base}bank.{b}.id"), get(f"{base}bank.{b}.bytes")
+            if _whole(ident) and _whole(size):
+                banks.append((ident, size))  # type: ignore[arg-type]
+        name, vcpus = get(base + "name"), get(base + "vcpus")
         monitors.append(CacheMonitor(str(name or f"monitor{m}"), str(vcpus or ""), tuple(banks)))
     return tuple(monitors)

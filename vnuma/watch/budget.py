@@ -71,31 +71,46 @@ class Ask:
     to_cells: tuple[int, ...] | None = None
 
 
+TENANT, VM, MOVE, MIGRATION, HOST = "tenant", "vm", "move", "migration", "host"
+"""What a withheld move's limit is about (:func:`verdict`): its tenant (any move of its VMs: an opt-out), its
+VM (any move of it: a cooldown), that move alone (where it goes: a cordoned host, a return), any migration (not
+allowed), or the host it leaves (any move from it: a cordon, the hourly counts)."""
+
+
 def withheld(budget: Budget, ask: Ask, counted: Iterable[Counted]) -> str | None:
     """Why ``ask`` may not go now (one sentence, as ``vnuma events`` shows it), or None: it may."""
+    found = verdict(budget, ask, counted)
+    return None if found is None else found[0]
+
+
+def verdict(budget: Budget, ask: Ask, counted: Iterable[Counted]) -> tuple[str, str] | None:
+    """:func:`withheld`'s reason and what it withholds (:data:`VM`, :data:`MOVE` or :data:`HOST`), or None: the
+    move may go. The planners, told to exclude what is withheld, try the next best move."""
     counted = list(counted)
     if ask.opted_out:
-        return f"tenant {ask.tenant} opted out of automatic moves (vnuma tenant update {ask.tenant} --auto-move)"
+        return (f"tenant {ask.tenant} opted out of automatic moves (vnuma tenant update {ask.tenant} --auto-move)",
+                TENANT)
     for host in (ask.host, ask.to_host):
         if host is not None and host in ask.cordoned:
-            return f"host {host} is cordoned: nothing moves on it"
+            return f"host {host} is cordoned: nothing moves on it", HOST if host == ask.host else MOVE
     if ask.to_host is not None and ask.to_host != ask.host and not budget.allow_migrate:
-        return f"no re-pin on {ask.host} helps; migrating {ask.vm} to {ask.to_host} needs --allow-migrate"
+        return f"no re-pin on {ask.host} helps; migrating {ask.vm} to {ask.to_host} needs --allow-migrate", MIGRATION
     back = [c for c in counted if c.vm == ask.vm and (c.host, c.left) == (ask.to_host, ask.to_cells)
             and ask.at_s - budget.return_s < c.at_s <= ask.at_s]
     if back:
         when = datetime.fromtimestamp(back[-1].at_s, UTC).isoformat(timespec="seconds")
         return (f"{ask.vm} would go back to {ask.to_host} cells {','.join(map(str, back[-1].left))}, which it left "
-                f"at {when}: no swap back within no_return in the [watch] table")
+                f"at {when}: no swap back within no_return in the [watch] table", MOVE)
     hour = [c for c in counted if ask.at_s - HOUR_S < c.at_s <= ask.at_s]
     last = max((c.at_s for c in counted if c.vm == ask.vm and c.at_s <= ask.at_s), default=None)
     if last is not None and ask.at_s - last < budget.cooldown_s:
         until = datetime.fromtimestamp(last + budget.cooldown_s, UTC).isoformat(timespec="seconds")
-        return f"VM {ask.vm} is in its cooldown after a move, until {until} (cooldown in the [watch] table)"
+        return f"VM {ask.vm} is in its cooldown after a move, until {until} (cooldown in the [watch] table)", VM
     on_host = sum(1 for c in hour if c.host == ask.host)
     if on_host >= budget.host_hour:
         return (f"host {ask.host}: {on_host} moves in the last hour, the most allowed "
-                "(moves_per_host_hour in the [watch] table)")
+                "(moves_per_host_hour in the [watch] table)", HOST)
     if len(hour) >= budget.fleet_hour:
-        return f"fleet: {len(hour)} moves in the last hour, the most allowed (moves_per_hour in the [watch] table)"
+        return (f"fleet: {len(hour)} moves in the last hour, the most allowed (moves_per_hour in the [watch] table)",
+                HOST)
     return None

@@ -7,7 +7,7 @@ event. The rules:
 * ``noisy`` (a VM): today's rule (:func:`vnuma.watch.bandwidth.assess`: more than
   its share of an L3 domain's measured traffic) on a domain that is *loaded*:
   its total is at least ``noisy_load`` × the highest total seen on that domain
-  (the peak, over the kept history), so an idle host flags nobody;
+  (the peak, over the kept history: :mod:`.peaks`), so an idle host flags nobody;
 * ``remote`` (a VM): its remote share (remote / total bytes) is above
   ``remote_share`` (per tenant);
 * ``capped`` (a VM placed with ``--mem-bw``): on a domain where it has a cap, its

@@ -163,7 +163,7 @@ from vnuma.errors import InvalidInputError
 from vnuma.placement.model import VmRequest
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance.bandwidth import plan_bandwidth
-from vnuma.placement.rebalance.base import FleetState, Move, Plan, VmLoad, is_movable, move_cost_kib
+from vnuma.placement.rebalance.base import Exclusion, FleetState, Move, Plan, VmLoad, is_movable, move_cost_kib
 from vnuma.placement.rebalance.drain import plan_drain
 from vnuma.placement.rebalance.fragmentation import plan_fragmentation
 from vnuma.placement.rebalance.joint import plan_joint
@@ -178,6 +178,7 @@ SOLVERS = ("search", "cp-sat")
 
 __all__ = [
     "SOLVERS",
+    "Exclusion",
     "FleetState",
     "Move",
     "Objective",

@@ -26,14 +26,30 @@ class VmLoad:
 
 
 @dataclass(frozen=True, slots=True)
+class Exclusion:
+    """Moves a plan must not make (a caller's limits, e.g. the watch's budget): any move of a VM of ``vms``; a VM
+    to exactly the host cells of ``targets`` ((VM, host, cells)). The planners then try the next best: the
+    engine's placement with those cells avoided, or another VM."""
+
+    vms: frozenset[str] = frozenset()
+    targets: frozenset[tuple[str, str, tuple[int, ...]]] = frozenset()
+
+    def bars(self, vm: str, new: Placement) -> bool:
+        """Is ``vm`` going to ``new`` excluded?"""
+        return vm in self.vms or (vm, new.host, new.host_cells) in self.targets
+
+
+@dataclass(frozen=True, slots=True)
 class FleetState:
     """Hosts, their placements and tenants' isolation: what the planner starts from; ``loads``: the
-    measured bandwidth of the VMs that have a sample (the ``bandwidth`` objective's input), by VM."""
+    measured bandwidth of the VMs that have a sample (the ``bandwidth`` objective's input), by VM; ``excluded``:
+    moves no plan makes (every candidate move goes through :meth:`.search.Search.refit`, which honours it)."""
 
     hosts: tuple[Host, ...]
     placements: tuple[Placement, ...]
     isolation: Mapping[str, Isolation]
     loads: Mapping[str, VmLoad] = field(default_factory=dict)
+    excluded: Exclusion = Exclusion()
 
 
 @dataclass(frozen=True, slots=True)

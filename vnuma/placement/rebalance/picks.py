@@ -73,7 +73,8 @@ def candidates_of(
     """Stay, the greedy's answer, re-pins on the VM's host, the best other hosts (see the module doc)."""
     found, add = collector(search, p)
     add(last)
-    helpers = [q.vm for q in order if q.host == p.host and q.vm not in goal and q.vm != p.vm]
+    helpers = [q.vm for q in order if q.host == p.host and q.vm not in goal and q.vm != p.vm
+               and q.vm not in search.excluded.vms]  # (an excluded VM makes no room: it stays)
     req = move_request(p, search.iso(p.tenant))
     here = replace(req, host=p.host)
     add(search.refit(p, here))

@@ -33,6 +33,7 @@ class Search:
         self.fleet = Fleet(state.hosts, state.placements, state.isolation)
         self.isolation = dict(state.isolation)
         self.loads: Mapping[str, VmLoad] = state.loads
+        self.excluded = state.excluded
         self.on_host: dict[str, set[str]] = {name: set() for name in self.fleet.host_names()}
         for p in state.placements:
             self.on_host[p.host].add(p.vm)
@@ -112,11 +113,17 @@ class Search:
 
     def refit(self, old: Placement, req: VmRequest) -> Placement | None:
         """The engine's placement of ``req`` with ``old`` removed; None when nothing fits or it lands on
-        ``old``'s host and cells with its devices. The fleet is left as it was."""
+        ``old``'s host and cells with its devices, or ``old``'s VM is excluded. A destination the state's
+        exclusion bars is avoided and the engine asked again (its next best). The fleet is left as it was."""
+        if old.vm in self.excluded.vms:
+            return None
         self.tick()
         self.fleet.remove(old.vm)
         try:
             chosen = place(req, self.fleet, Strategy.PACK, explain=False).chosen
+            while chosen is not None and self.excluded.bars(old.vm, chosen):
+                req = replace(req, avoid_cells=req.avoid_cells | {(chosen.host, c) for c in chosen.host_cells})
+                chosen = place(req, self.fleet, Strategy.PACK, explain=False).chosen
         finally:
             self.fleet.record(old)
         same = chosen is not None and (chosen.host, chosen.host_cells, chosen.devices) == (
