@@ -75,7 +75,7 @@ def test_golden_file_matches_libvirt_12_8_0_schema(scenario: Scenario) -> None:
 def test_libvirt_12_8_0_schema_refuses_a_bad_gpu_memory_tie() -> None:
     golden = etree.fromstring(next(s for s in SCENARIOS if s.name == "gh200-gpu-memory-nodes").golden.read_bytes())
     golden.find("devices/hostdev/acpi").set("nodeset", "one")
-    with pytest.raises(RenderError, match="domain.rng"):
+    with pytest.raises(RenderError, match=r"domain\.rng"):
         check_schema(golden, RNG_12_8_0)
 
 
