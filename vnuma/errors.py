@@ -56,6 +56,13 @@ class GroupModeError(VnumaError):
     exit_code = 12
 
 
+class DeviceStateError(VnumaError):
+    """A device state change that does not apply to the device's state (exit 13): an untaint of a device
+    that is not tainted, a clean of a device that is not cleaning."""
+
+    exit_code = 13
+
+
 class NoPlacementError(VnumaError):
     """No host can take the VM; carries every host's rejection."""
 

@@ -1,0 +1,154 @@
+"""``vnuma device``: taint, untaint, clean, set, list (device states: :mod:`vnuma.services.devices`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from vnuma.cli import output, remote, settings
+from vnuma.cli.completion import HostArg
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+DeviceArg = Annotated[
+    str, typer.Argument(help="The device's PCI address (0000:3b:00.0; the domain may be left out).",
+                        show_default=False)
+]
+
+
+def _said(doc: dict[str, Any], as_json: bool, done: str) -> None:
+    if as_json:
+        output.echo_json(doc)
+        return
+    state = doc["state"] or "free"
+    extra = f" ({doc['reason']})" if doc["reason"] else ""
+    typer.echo(f"host {doc['host']}: device {doc['address']} {'' if doc['changed'] else 'already '}{done}: "
+               f"{state}{extra}")
+
+
+@app.command("taint")
+def taint(
+    ctx: typer.Context,
+    host: HostArg,
+    device: DeviceArg,
+    reason: Annotated[str, typer.Option("--reason", metavar="TEXT", help="What is wrong with it (kept, shown).")],
+    effect: Annotated[
+        str, typer.Option("--effect", help="no-schedule: no new claim takes it, its VMs stay; drain: the same, "
+                          "recorded as asking its VMs to move off it.")
+    ] = "no-schedule",
+    as_json: output.JsonOpt = False,
+) -> None:
+    """Taint a GPU, NIC or VF: admission refuses any new claim of it (placements, moves into it, partitions
+    on it); the VMs holding it stay.
+
+    JSON: {"host", "address", "state": "tainted", "reason", "by", "since", "effect", "after_release",
+    "cleaning_s", "changed"}.
+
+    Example: vnuma device taint gpu-node-1 0000:3b:00.0 --reason "Xid 79: fell off the bus" --effect drain
+    """
+    from vnuma.services.devices import changed_doc
+    from vnuma.services.devices import taint as do_taint
+    from vnuma.topology.devstates import TaintEffect
+
+    try:
+        chosen = TaintEffect(effect)
+    except ValueError:
+        from vnuma.errors import InvalidInputError
+
+        raise InvalidInputError(f"unknown --effect {effect!r}", hint="one of no-schedule, drain") from None
+    client = remote(ctx)
+    doc = (client.device_change("taint", host, device, reason=reason, effect=chosen.value) if client
+           else changed_doc(do_taint(settings(ctx), host, device, reason, chosen)))
+    _said(doc, as_json, "tainted")
+
+
+@app.command("untaint")
+def untaint(ctx: typer.Context, host: HostArg, device: DeviceArg, as_json: output.JsonOpt = False) -> None:
+    """Lift a device's taint: it takes claims again (or is cleaning, when a VM released it meanwhile on a host
+    set to --after-release clean).
+
+    JSON: as `device taint`.
+
+    Example: vnuma device untaint gpu-node-1 0000:3b:00.0
+    """
+    from vnuma.services.devices import changed_doc
+    from vnuma.services.devices import untaint as do_untaint
+
+    client = remote(ctx)
+    doc = client.device_change("untaint", host, device) if client else changed_doc(
+        do_untaint(settings(ctx), host, device))
+    _said(doc, as_json, "untainted")
+
+
+@app.command("clean")
+def clean(ctx: typer.Context, host: HostArg, device: DeviceArg, as_json: output.JsonOpt = False) -> None:
+    """Mark a cleaning device clean: it takes claims again; the time it spent cleaning is added to its total
+    (cleaning_s).
+
+    JSON: as `device taint`.
+
+    Example: vnuma device clean gpu-node-1 0000:3b:00.0
+    """
+    from vnuma.services.devices import changed_doc
+    from vnuma.services.devices import clean as do_clean
+
+    client = remote(ctx)
+    doc = client.device_change("clean", host, device) if client else changed_doc(do_clean(settings(ctx), host, device))
+    _said(doc, as_json, "cleaned")
+
+
+@app.command("set")
+def set_(
+    ctx: typer.Context,
+    host: HostArg,
+    device: DeviceArg,
+    after_release: Annotated[
+        str, typer.Option("--after-release", help="clean: a device its VM releases is cleaning until cleaned; "
+                          "free: free at once; host: as its host says (`vnuma host set`).")
+    ],
+    as_json: output.JsonOpt = False,
+) -> None:
+    """Set what one device becomes when its VM releases it.
+
+    JSON: as `device taint`.
+
+    Example: vnuma device set gpu-node-1 0000:3b:00.0 --after-release clean
+    """
+    from vnuma.services.devices import changed_doc, set_after_release
+
+    client = remote(ctx)
+    doc = (client.device_change("set", host, device, after_release=after_release) if client
+           else changed_doc(set_after_release(settings(ctx), host, device, after_release)))
+    _said(doc, as_json, f"set to --after-release {after_release}")
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option("--host", help="Only this host's devices.")] = None,
+    state: Annotated[
+        str | None, typer.Option("--state", help="Only devices in this state: free, claimed, tainted, cleaning.")
+    ] = None,
+    as_json: output.JsonOpt = False,
+) -> None:
+    """List the GPUs, NICs and VFs VMs can be given, with their state: free, claimed (by which VM), tainted
+    (reason, who, when, effect) or cleaning.
+
+    JSON: [{"host", "address", "kind", "state", "vm", "reason", "by", "since", "effect", "after_release",
+    "cleaning_s"}].
+
+    Example: vnuma device list --state tainted
+    """
+    from vnuma.services.devices import list_devices
+
+    client = remote(ctx)
+    rows = client.device_list(host, state) if client else list_devices(settings(ctx), host, state)
+    if as_json:
+        output.echo_json(rows)
+        return
+    output.echo_table(
+        None, ["HOST", "DEVICE", "KIND", "STATE", "VM", "REASON", "BY", "SINCE", "EFFECT", "AFTER-RELEASE"],
+        [(r["host"], r["address"], r["kind"], r["state"], r["vm"] or "-", r["reason"] or "-", r["by"] or "-",
+          r["since"] or "-", r["effect"] or "-", r["after_release"]) for r in rows],
+    )
