@@ -313,9 +313,9 @@ def settings(ctx: typer.Context) -> Any:
 # every command took ~0.06 s of each `vnuma place`); `vnuma --help` builds them all.
 # name -> (module, attribute, help): a help text marks a sub-app (a group), None a command.
 COMMANDS: dict[str, tuple[str, str, str | None]] = {
-    "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve, cordon, drain."),
+    "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve, set, cordon, drain."),
     "tenant": ("vnuma.cli.tenants", "app", "Tenants: isolation level and quotas."),
-    "device": ("vnuma.cli.devices", "app", "Device states: taint, untaint, drain, clean, set, list."),
+    "device": ("vnuma.cli.devices", "app", "Device states: taint, untaint, clean, set, list."),
     "place": ("vnuma.cli.placing", "place", None),
     "vm": ("vnuma.cli.vms", "app", "VMs: list, show, guest-view, start, stop, undefine, release, repin, migrate."),
     "simulate": ("vnuma.cli.simulating", "simulate", None),
