@@ -82,9 +82,19 @@ def untaint(ctx: typer.Context, host: HostArg, device: DeviceArg, as_json: outpu
 
 
 @app.command("clean")
-def clean(ctx: typer.Context, host: HostArg, device: DeviceArg, as_json: output.JsonOpt = False) -> None:
+def clean(
+    ctx: typer.Context,
+    host: HostArg,
+    device: DeviceArg,
+    command: Annotated[
+        bool, typer.Option("--command", help="Run the configured cleaning command ([devices] clean_command) "
+                           "and mark it clean only if it exits 0.")
+    ] = False,
+    as_json: output.JsonOpt = False,
+) -> None:
     """Mark a cleaning device clean: it takes claims again; the time it spent cleaning is added to its total
-    (cleaning_s).
+    (cleaning_s). With --command, the configured cleaning command decides: a failure or timeout leaves it
+    cleaning with the reason (exit 13).
 
     JSON: as `device taint`.
 
@@ -93,8 +103,15 @@ def clean(ctx: typer.Context, host: HostArg, device: DeviceArg, as_json: output.
     from vnuma.services.devices import changed_doc
     from vnuma.services.devices import clean as do_clean
 
-    client = remote(ctx)
-    doc = client.device_change("clean", host, device) if client else changed_doc(do_clean(settings(ctx), host, device))
+    if command:
+        from vnuma.cli import config
+        from vnuma.services.cleaning import clean_by_command
+
+        doc = changed_doc(clean_by_command(settings(ctx), config(ctx), host, device))
+    else:
+        client = remote(ctx)
+        doc = (client.device_change("clean", host, device) if client
+               else changed_doc(do_clean(settings(ctx), host, device)))
     _said(doc, as_json, "cleaned")
 
 

@@ -135,8 +135,9 @@ KEYS: dict[str, Key] = {
 None: each VM's own modes; ``templates`` None: only the shipped ones; ``metrics_allow``: who reads
 ``vnuma serve``'s ``/metrics`` without a token, :data:`METRICS_ALLOW` by default)."""
 
-SECTIONS = ("watch",)
-"""The tables the file may hold, checked by their own readers (``[watch]``: :mod:`vnuma.services.watchconfig`)."""
+SECTIONS = ("watch", "devices")
+"""The tables the file may hold, checked by their own readers (``[watch]``: :mod:`vnuma.services.watchconfig`,
+``[devices]``: :mod:`vnuma.services.cleaning`)."""
 
 
 @dataclass(frozen=True, slots=True)
