@@ -8,6 +8,7 @@ import typer
 
 from vnuma.cli import output, remote, settings
 from vnuma.cli.completion import HostArg
+from vnuma.cli.rebalancing import AllowMigrateOpt, AllowRestartOpt, ApplyOpt, YesOpt
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -35,15 +36,31 @@ def taint(
     reason: Annotated[str, typer.Option("--reason", metavar="TEXT", help="What is wrong with it (kept, shown).")],
     effect: Annotated[
         str, typer.Option("--effect", help="no-schedule: no new claim takes it, its VMs stay; drain: the same, "
-                          "recorded as asking its VMs to move off it.")
+                          "and plan (with --apply carry out) moving its VMs off it.")
     ] = "no-schedule",
+    partial: Annotated[
+        bool, typer.Option("--partial", help="--effect drain: move what can move even if some VMs must stay.")
+    ] = False,
     as_json: output.JsonOpt = False,
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
+    allow_restart: AllowRestartOpt = False,
+    allow_migrate: AllowMigrateOpt = False,
 ) -> None:
     """Taint a GPU, NIC or VF: admission refuses any new claim of it (placements, moves into it, partitions
     on it); the VMs holding it stay.
 
+    --effect drain also plans moving every VM holding the device off it:
+    each VM's stored request is placed again with the device excluded (the
+    rest of its host stays usable). A VM that fits nowhere stays, named;
+    then the command exits 5 and nothing is moved, unless --partial. --apply
+    runs the plan as a journaled rebalance run (`vnuma rebalance --resume`
+    or `--abort` finishes or rolls back an interrupted one; an abort puts
+    the VMs back onto the device, which stays tainted).
+
     JSON: {"host", "address", "state": "tainted", "reason", "by", "since", "effect", "after_release",
-    "cleaning_s", "changed"}.
+    "cleaning_s", "changed"}; with --effect drain the rebalance plan document with the taint as "taint"
+    (and "run" with --apply).
 
     Example: vnuma device taint gpu-node-1 0000:3b:00.0 --reason "Xid 79: fell off the bus" --effect drain
     """
@@ -57,10 +74,54 @@ def taint(
         from vnuma.errors import InvalidInputError
 
         raise InvalidInputError(f"unknown --effect {effect!r}", hint="one of no-schedule, drain") from None
+    if (allow_restart or allow_migrate or yes or apply or partial) and chosen is not TaintEffect.DRAIN:
+        raise typer.BadParameter("--partial, --apply, --yes, --allow-restart and --allow-migrate go with "
+                                 "--effect drain")
+    if (allow_restart or allow_migrate or yes) and not apply:
+        raise typer.BadParameter("--yes, --allow-restart and --allow-migrate go with --apply")
     client = remote(ctx)
+    if chosen is TaintEffect.DRAIN:
+        if client:
+            from vnuma.errors import InvalidInputError
+
+            raise InvalidInputError("device taint --effect drain runs where the inventory is, not through --server",
+                                    hint="run it without --server (VNUMA_SERVER unset)")
+        _drain(ctx, host, device, reason, partial, as_json, apply, yes, (allow_restart, allow_migrate))
+        return
     doc = (client.device_change("taint", host, device, reason=reason, effect=chosen.value) if client
            else changed_doc(do_taint(settings(ctx), host, device, reason, chosen)))
     _said(doc, as_json, "tainted")
+
+
+def _drain(ctx: typer.Context, host: str, device: str, reason: str, partial: bool, as_json: bool, apply: bool,
+           yes: bool, allowed: tuple[bool, bool]) -> None:
+    """Taint with effect drain, print the plan and, with --apply, carry it out as a journaled run."""
+    from vnuma.cli.rebalancing import carry_out, confirm_apply, print_plan
+    from vnuma.documents import plan_doc
+    from vnuma.services.devicedrain import device_drain_refusal, drain_device
+    from vnuma.services.devices import changed_doc
+    from vnuma.services.permits import granted
+
+    changed, plan = drain_device(settings(ctx), host, device, reason, for_apply=apply)
+    doc = {**plan_doc(plan), "taint": changed_doc(changed)}
+    if not as_json:
+        _said(doc["taint"], False, "tainted")
+    refusal = device_drain_refusal(host, changed.address, plan, partial, doc)
+    if refusal is not None:
+        if as_json:
+            output.echo_json(doc)
+        else:
+            print_plan(doc)
+        raise refusal
+    if not apply or not plan.moves:
+        if as_json:
+            output.echo_json(doc)
+        elif plan.before == 0:
+            output.echo_lines([f"device {changed.address}: no VM holds it, nothing to move"])
+        else:
+            print_plan(doc)
+        return
+    carry_out(ctx, plan, doc, as_json, granted(*allowed), confirm=lambda: confirm_apply(yes, len(plan.moves)))
 
 
 @app.command("untaint")
