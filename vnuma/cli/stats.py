@@ -233,6 +233,13 @@ def _size(kib: int) -> str:
     return format_size_kib(kib) if kib else "0"
 
 
+def _gpus_text(gpus: dict[str, int]) -> str:
+    """``used/total``, then the tainted and cleaning ones (never free; ``idle_blocked`` of them no VM holds)."""
+    used = gpus["total"] - gpus["free"] - gpus.get("idle_blocked", 0)
+    states = [f"{gpus[s]} {s}" for s in ("tainted", "cleaning") if gpus.get(s)]
+    return f"{used}/{gpus['total']}" + (f" ({', '.join(states)})" if states else "")
+
+
 def _shape_text(s: dict[str, int] | None) -> str:
     if s is None:
         return "nothing fits"
@@ -254,7 +261,7 @@ def _print(doc: dict[str, Any]) -> None:
                     c["cell"],
                     f"{pcpus['claimed']}/{pcpus['free']}/{pcpus['reserved']}",
                     pages,
-                    f"{c['gpus']['total'] - c['gpus']['free']}/{c['gpus']['total']}",
+                    _gpus_text(c["gpus"]),
                     _shape_text(c["largest_free"]),
                 )
             )
