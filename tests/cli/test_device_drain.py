@@ -80,3 +80,31 @@ def test_a_device_drain_killed_half_way_is_finished_or_undone(
     free = [r for r in rows if r["kind"] == "gpu"]
     placed = busy.ok("place", "x", *SMALL, "--gpus", str(len(free)), "--host", "a", "--json").json()
     assert gpu not in _gpus(placed)
+
+
+@pytest.mark.parametrize("finish", ["--resume", "--abort"])
+def test_a_drained_gpu_partitions_vms_leave_it_and_an_abort_brings_them_back(
+    demo_pair: Cli, monkeypatch: pytest.MonkeyPatch, finish: str
+) -> None:
+    """Two VMs hold MIG instances on one GPU: the drain moves both off it (one step each); killed after the first
+    step's claims moved, --resume moves the second too, --abort puts the first back onto its instance there."""
+    from tests.cli.test_place_partitions import GEOMETRY
+
+    demo_pair.ok("gpu-profile", "import", GEOMETRY)
+    for name in ("m1", "m2"):
+        demo_pair.ok("place", "x", *SMALL, "--mig", "3g.40gb", "--host", "a", "--name", name)
+    before = _vms(demo_pair)
+    gpus = {d["gpu"] for vm in ("m1", "m2") for d in before[vm]["devices"] if d["kind"] == "mig"}
+    assert len(gpus) == 1
+    gpu = gpus.pop()
+    monkeypatch.setenv("VNUMA_FAILPOINT", "step-started:1")
+    killed = demo_pair.process("device", "taint", "a", gpu, "--reason", "ECC", "--effect", "drain", "--apply", "--yes")
+    assert killed.exit_code == -9, killed.stderr
+    monkeypatch.delenv("VNUMA_FAILPOINT")
+    demo_pair.ok("rebalance", finish)
+    after = _vms(demo_pair)
+    on_gpu = sorted(vm for vm in ("m1", "m2") if any(d.get("gpu") == gpu for d in after[vm]["devices"]))
+    if finish == "--resume":
+        assert on_gpu == []
+    else:
+        assert after == before

@@ -123,8 +123,19 @@ class Partitions:
         """Refuse a partition that does not fit, or a whole GPU that holds partitions."""
         if not c.p.partitions and not c.hs.partitions:
             return None
-        problem = partition_problem(c.hs, c.p)
+        taken = taken_by_vms(c)
+        problem = partition_problem(c.hs if taken is c.hs.devices_taken else _ByVms(c.hs, taken), c.p)
         return None if problem is None else Refusal(f"host {c.hs.name!r}: {problem}", REPLACE_HINT)
+
+
+class _ByVms:
+    """A host's GPUs as :func:`partition_problem` reads them, with the devices only blocked (no VM holds them)
+    left to ``device-taint``."""
+
+    __slots__ = ("devices_taken", "gpu_offers", "partitions")
+
+    def __init__(self, hs: HostState, taken: Mapping[str, str]) -> None:
+        self.gpu_offers, self.partitions, self.devices_taken = hs.gpu_offers, hs.partitions, taken
 
 
 class Sriov:
