@@ -16,7 +16,7 @@ from vnuma.placement.rebalance.base import FleetState, Plan
 from vnuma.placement.rebalance.devicedrain import plan_device_drain
 from vnuma.services import Settings, failpoints
 from vnuma.services.devices import Changed, taint
-from vnuma.services.rebalancing import _refuse_unfinished_run
+from vnuma.services.rebalancing import refuse_unfinished_run
 from vnuma.topology import count_of
 from vnuma.topology.devstates import TaintEffect
 
@@ -33,7 +33,7 @@ def drain_device(
         ConflictError: ``for_apply`` and a rebalance run is unfinished (nothing is tainted then).
     """
     if for_apply:
-        _refuse_unfinished_run(settings)
+        refuse_unfinished_run(settings)
     changed = taint(settings, host, device, reason, TaintEffect.DRAIN, who)
     failpoints.reached("tainted")
     with open_reader(settings.db_url) as reader:
