@@ -62,7 +62,8 @@ def stats(
 
     JSON: {"hosts": [{"host", "cells": [{"cell", "pcpus": {"total",
     "claimed", "free", "reserved"}, "pages": [{"size_kib", "total",
-    "claimed", "free"}], "gpus": {"total", "free"}, "largest_free": SHAPE or null}],
+    "claimed", "free"}], "gpus": {"total", "free", "tainted", "cleaning",
+    "idle_blocked"}, "largest_free": SHAPE or null}],
     "fragmentation": [{"cells", "largest": SHAPE or null}]}], "vms": [{"vm",
     "tenant", "host", "state", "cells", "vcpus_local", "memory_local",
     "devices_local", "nic_pairs": [{"gpu", "nic", "level",
