@@ -6,7 +6,9 @@ Usage (from the repository root):
 Prints one row per trace and strategy (placed, GPUs used/reachable/total,
 multi-node and non-adjacent VMs, decision time mean/p50/p99/max, requests/s)
 next to OpenStack Nova 34's figures on the same traces, then single-decision
-times on a synthetic 64-cell host. ``--traces`` defaults to the repository's
+times on a synthetic 64-cell host. Between them, the decision time on the last trace (fleet-1000 unless
+``--no-fleet``) untainted and with 10 % of its GPUs tainted, in the same run (:func:`bench_taints`).
+``--traces`` defaults to the repository's
 ``examples/traces``. ``fleet-1000`` is not shipped: it is made with the
 project's generator (``vnuma.sources.tracegen``, seed 42: what
 ``vnuma trace generate --scenario fleet-1000`` writes) into ``--fleet-dir``
@@ -121,6 +123,46 @@ def bench_traces(paths: list[Path], repeat: int) -> None:
     _print(rows)
 
 
+TAINTED_SHARE = 10
+"""Every TAINTED_SHARE-th GPU of the fleet (address order, host by host) is tainted in :func:`bench_taints`."""
+
+
+def tainted_fleet(trace: Trace) -> Trace:
+    """The trace with every :data:`TAINTED_SHARE`-th GPU tainted (10 % of them), as `device taint` leaves them."""
+    from dataclasses import replace
+
+    from vnuma.topology.devstates import TaintEffect, tainted
+
+    hosts, n = [], 0
+    for h in trace.hosts:
+        states = h.device_states
+        for d in h.devices_of(DeviceKind.GPU):
+            n += 1
+            if n % TAINTED_SHARE == 0:
+                states = tainted(states, d.address, "bench", TaintEffect.NO_SCHEDULE, "bench", "")
+        hosts.append(replace(h, device_states=states))
+    return replace(trace, hosts=tuple(hosts))
+
+
+def bench_taints(path: Path, repeat: int) -> None:
+    """Decision time on ``path``'s fleet untainted and with 10 % of its GPUs tainted, in the same run (the
+    best mean of ``repeat`` runs each, interleaved); the issue's bound is tainted <= 1.05 x untainted."""
+    trace = load_trace(path.read_bytes(), str(path))
+    marked = tainted_fleet(trace)
+    means: dict[str, list[float]] = {"untainted": [], "10% tainted": []}
+    placed: dict[str, int] = {}
+    for _ in range(repeat):
+        for label, t in (("untainted", trace), ("10% tainted", marked)):
+            d = report_to_dict(run(t, Strategy.PACK, Isolation.CORE))
+            means[label].append(d["decision_us"]["mean"])
+            placed[label] = d["placed"]
+    best = {label: min(v) for label, v in means.items()}
+    ratio = best["10% tainted"] / best["untainted"]
+    _print([("fleet", "GPUs tainted", "placed", "mean ms (best of runs)"),
+             *((trace.scenario, label, str(placed[label]), _ms(best[label])) for label in means)])
+    print(f"tainted / untainted decision time: {ratio:.3f} (bound 1.05: {'met' if ratio <= 1.05 else 'NOT met'})")
+
+
 def big_host(name: str = "big64", sockets: int = 8, cells_per_socket: int = 8, cores: int = 8) -> Host:
     """A synthetic 64-cell host: 8 sockets x 8 cells, 8 cores x 2 threads, 64 GiB and 1 GPU per cell."""
     n_cells = sockets * cells_per_socket
@@ -219,6 +261,8 @@ def main() -> int:
         if not args.no_fleet:
             paths.append(_fleet_trace(args.fleet_dir or Path(tmp)))
         bench_traces(paths, args.repeat)
+        if paths:
+            bench_taints(paths[-1], max(args.repeat, 3))
     bench_big_host()
     return 0
 

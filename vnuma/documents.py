@@ -140,7 +140,8 @@ def stats_doc(report: StatsReport) -> dict[str, Any]:
                         {"size_kib": p.size_kib, "total": p.total, "claimed": p.claimed, "free": p.free}
                         for p in c.pools
                     ],
-                    "gpus": {"total": c.gpus_total, "free": c.gpus_free},
+                    "gpus": {"total": c.gpus_total, "free": c.gpus_free, "tainted": c.gpus_tainted,
+                             "cleaning": c.gpus_cleaning, "idle_blocked": c.gpus_idle_blocked},
                     "largest_free": _shape(c.largest_free),
                 }
                 for c in h.cells

@@ -67,6 +67,13 @@ class GroupModeError(VnumaError):
     exit_code = 12
 
 
+class DeviceStateError(VnumaError):
+    """A device state change that does not apply to the device's state (exit 14): an untaint of a device
+    that is not tainted, a clean of a device that is not cleaning."""
+
+    exit_code = 14
+
+
 class NoPlacementError(VnumaError):
     """No host can take the VM; carries every host's rejection."""
 

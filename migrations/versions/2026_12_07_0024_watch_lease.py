@@ -2,7 +2,7 @@
 its machine and process, until when), so that a second watch on the same inventory is refused
 
 Revision ID: 0024
-Revises: 0021
+Revises: 0022
 Create Date: 2026-12-07 06:00:00
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0024"
-down_revision: str | None = "0021"
+down_revision: str | None = "0022"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

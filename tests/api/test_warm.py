@@ -83,6 +83,12 @@ def test_the_warm_ledger_follows_every_change(fleet: Cli) -> None:
         ["host", "uncordon", "h2"],
         ["tenant", "update", "tenant-a", "--max-vcpus", "40"],
         ["tenant", "update", "tenant-b", "--isolation", "core"],
+        ["device", "taint", "h2", "0000:17:00.0", "--reason", "Xid 79"],
+        ["host", "set", "h1", "--after-release", "clean"],
+        ["place", "tenant-a", "--gpus", "1", "--vcpus", "2", "--memory", "4GiB", "--host", "h1", "--name", "g1"],
+        ["vm", "release", "g1"],
+        ["device", "untaint", "h2", "0000:17:00.0"],
+        ["device", "taint", "h1", "0000:27:00.0", "--reason", "ECC"],
         ["rebalance", "--apply", "--yes"],
     ]
     for args in steps:

@@ -36,7 +36,7 @@ API_VERSION = "1"
 def create_app(settings: Settings, options: ServeOptions | None = None) -> FastAPI:
     """The application serving the inventory of ``settings``."""
     from vnuma.api import metrics
-    from vnuma.api.routes import fleet, hosts, moves, tenants, tokens, vms
+    from vnuma.api.routes import devices, fleet, hosts, moves, tenants, tokens, vms
 
     options = options or ServeOptions()
     app = FastAPI(
@@ -47,6 +47,7 @@ def create_app(settings: Settings, options: ServeOptions | None = None) -> FastA
     _handlers(app)
     change = changes(settings)
     hosts.routes(app, settings, change)
+    devices.routes(app, settings, change)
     tenants.routes(app, settings, change)
     vms.routes(app, settings, change, WarmFleet())
     vms.domain_routes(app, settings, change)

@@ -24,6 +24,8 @@ OPERATE = frozenset({Role.ADMIN, Role.OPERATOR, Role.TENANT})
 """Place and release VMs (a tenant token: its own tenant's)."""
 MOVE = frozenset({Role.ADMIN, Role.OPERATOR})
 """Move any tenant's VMs: repin, migrate, carry rebalance plans out."""
+DEVICES = frozenset({Role.ADMIN, Role.OPERATOR})
+"""Device states: taint, untaint, clean, what a released device becomes (and a taint's drain)."""
 ADMIN = frozenset({Role.ADMIN})
 """Hosts (drain included: it cordons), tenants and tokens."""
 

@@ -194,6 +194,20 @@ class ReserveBody(Body):
     mem_bw_limit: StrictInt | None = None
 
 
+class TaintBody(Body):
+    """``vnuma device taint HOST DEVICE --reason TEXT [--effect no-schedule|drain]`` (a drain's run is its own
+    request: ``POST /v1/hosts/{host}/devices/{device}/drain``)."""
+
+    reason: StrictStr
+    effect: StrictStr = "no-schedule"
+
+
+class AfterReleaseBody(Body):
+    """``vnuma host set HOST --after-release clean|free`` and ``vnuma device set HOST DEVICE --after-release``."""
+
+    after_release: StrictStr
+
+
 class RenderBody(Body):
     """``vnuma render``/``apply`` options (the operator's own template stays on the command line)."""
 

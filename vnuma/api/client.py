@@ -108,6 +108,18 @@ class Client:
         doc = self.call("POST", f"/v1/hosts/{_seg(name)}/{'cordon' if cordoned else 'uncordon'}")
         return bool(doc["cordoned"]) != bool(doc["changed"])
 
+    def device_change(self, action: str, host: str, device: str, **body: Any) -> dict[str, Any]:
+        """``device taint|untaint|clean|set``'s document."""
+        return dict(self.call("POST", f"/v1/hosts/{_seg(host)}/devices/{_seg(device)}/{action}", body or None))
+
+    def device_list(self, host: str | None, state: str | None) -> list[dict[str, Any]]:
+        """``device list --json``."""
+        return list(self.call("GET", "/v1/devices", host=host, state=state))
+
+    def host_set(self, name: str, after_release: str) -> dict[str, Any]:
+        """``host set --json``."""
+        return dict(self.call("POST", f"/v1/hosts/{_seg(name)}/set", {"after_release": after_release}))
+
     def tenant_rows(self, only: str | None = None) -> list[dict[str, Any]]:
         if only is None:
             return list(self.call("GET", "/v1/tenants"))

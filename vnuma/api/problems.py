@@ -19,6 +19,7 @@ from vnuma.documents import refusal_doc
 from vnuma.errors import (
     AuthenticationError,
     ConflictError,
+    DeviceStateError,
     ForbiddenError,
     GroupModeError,
     HypervisorError,
@@ -41,6 +42,7 @@ PROBLEMS: tuple[tuple[type[VnumaError], int, str, str], ...] = (
     (NoRoomError, 409, "no-room", "no plan makes room"),
     (ConflictError, 409, "conflict", "conflict with the inventory's state"),
     (GroupModeError, 409, "group-mode", "a replica group is either affine or anti-affine"),
+    (DeviceStateError, 409, "device-state", "the device is not in the state the change needs"),
     (InvalidInputError, 422, "invalid-input", "invalid input"),
     (RenderError, 500, "render", "template or rendered domain invalid"),
     (HypervisorError, 502, "hypervisor", "libvirt refused or failed"),

@@ -135,7 +135,8 @@ _PARAMS: dict[str, Any] = {}
 
 
 REMOTE = {
-    ("apply",), ("capacity",), ("host", "add"), ("host", "cordon"), ("host", "drain"), ("host", "import"),
+    ("apply",), ("capacity",), ("device", "clean"), ("device", "list"), ("device", "set"), ("device", "taint"),
+    ("device", "untaint"), ("host", "set"), ("host", "add"), ("host", "cordon"), ("host", "drain"), ("host", "import"),
     ("host", "list"), ("host", "refresh"), ("host", "remove"), ("host", "reserve"), ("host", "show"),
     ("host", "uncordon"), ("log",), ("place",), ("rebalance",), ("render",), ("stats",), ("tenant", "create"),
     ("tenant", "list"), ("tenant", "remove"), ("tenant", "show"), ("tenant", "update"), ("token", "create"),
@@ -312,8 +313,9 @@ def settings(ctx: typer.Context) -> Any:
 # every command took ~0.06 s of each `vnuma place`); `vnuma --help` builds them all.
 # name -> (module, attribute, help): a help text marks a sub-app (a group), None a command.
 COMMANDS: dict[str, tuple[str, str, str | None]] = {
-    "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve, cordon, drain."),
+    "host": ("vnuma.cli.hosts", "app", "Inventory of hosts: discover, import, show, reserve, set, cordon, drain."),
     "tenant": ("vnuma.cli.tenants", "app", "Tenants: isolation level and quotas."),
+    "device": ("vnuma.cli.devices", "app", "Device states: taint, untaint, clean, set, list."),
     "place": ("vnuma.cli.placing", "place", None),
     "vm": ("vnuma.cli.vms", "app", "VMs: list, show, guest-view, start, stop, undefine, release, repin, migrate."),
     "simulate": ("vnuma.cli.simulating", "simulate", None),

@@ -1,5 +1,5 @@
 """``vnuma host``: add (libvirt), import (files), refresh (:mod:`vnuma.cli.hostimport`), list, show, remove,
-reserve, cordon, drain, uncordon."""
+reserve, set, cordon, drain, uncordon."""
 
 from __future__ import annotations
 
@@ -295,3 +295,34 @@ def reserve(
         typer.echo(f"host {name}: keeps {llc_ways} L3 way(s) of every cache for itself")
     if mem_bw_limit is not None:
         typer.echo(f"host {name}: VMs' memory-bandwidth caps add up to at most {mem_bw_limit} per L3 domain")
+
+
+@app.command("set")
+def set_(
+    ctx: typer.Context,
+    name: HostArg,
+    after_release: Annotated[
+        str, typer.Option("--after-release", help="clean: a device a VM releases is cleaning until cleaned "
+                          "(`vnuma device clean`); free: free at once (the default).")
+    ],
+    as_json: output.JsonOpt = False,
+) -> None:
+    """Set what the host's GPUs, NICs and VFs become when their VM releases them (a device's own setting,
+    `vnuma device set`, wins).
+
+    JSON: {"host", "after_release", "changed"}.
+
+    Example: vnuma host set gpu-node-1 --after-release clean
+    """
+    from vnuma.services.devices import set_after_release
+
+    client = remote(ctx)
+    if client:
+        doc = client.host_set(name, after_release)
+    else:
+        done = set_after_release(settings(ctx), name, None, after_release)
+        doc = {"host": name, "after_release": after_release, "changed": done.changed}
+    if as_json:
+        output.echo_json(doc)
+        return
+    typer.echo(f"host {name}: {'' if doc['changed'] else 'already '}--after-release {after_release}")

@@ -49,6 +49,7 @@ def host_tables(
             ["ADDRESS", "KIND", "CELL", "VENDOR", "PRODUCT", "PARENT"],
             [(d.address, d.kind, d.numa_node, d.vendor_id, d.product_id, d.parent) for d in host.devices],
         )
+    states_table(host)
     pcie_tables(host)
     partition_table(host, use)
     memory_tables(host)
@@ -71,6 +72,23 @@ def _memory_only(cell: Cell) -> str:
         what = "GPU memory" if cell.memory_kib else "GPU node"
         return f"({what} of {cell.gpu})" if cell.gpu is not None else f"({what})"
     return "(memory only)"
+
+
+def states_table(host: Host) -> None:
+    """The host's tainted and cleaning devices (and devices with their own --after-release), when it has any or
+    its released devices are cleaned."""
+    states = host.device_states
+    kept = [d for d in states.devices if d.state is not None or d.after_release is not None]
+    if not kept and states.after_release.value == "free":
+        return
+    output.echo_table(
+        f"device states (tainted and cleaning devices take no new claims; after release: "
+        f"{states.after_release.value})",
+        ["DEVICE", "STATE", "REASON", "BY", "SINCE", "EFFECT", "AFTER-RELEASE", "CLEANING-S"],
+        [(d.address, d.state.value if d.state else "-", d.reason or "-", d.by or "-", d.since or "-",
+          d.effect.value if d.effect else "-", states.releases_to(d.address).value, f"{d.cleaning_s:.0f}")
+         for d in kept],
+    )
 
 
 def partition_table(host: Host, use: Mapping[str, GpuUse]) -> None:

@@ -62,7 +62,8 @@ def stats(
 
     JSON: {"hosts": [{"host", "cells": [{"cell", "pcpus": {"total",
     "claimed", "free", "reserved"}, "pages": [{"size_kib", "total",
-    "claimed", "free"}], "gpus": {"total", "free"}, "largest_free": SHAPE or null}],
+    "claimed", "free"}], "gpus": {"total", "free", "tainted", "cleaning",
+    "idle_blocked"}, "largest_free": SHAPE or null}],
     "fragmentation": [{"cells", "largest": SHAPE or null}]}], "vms": [{"vm",
     "tenant", "host", "state", "cells", "vcpus_local", "memory_local",
     "devices_local", "nic_pairs": [{"gpu", "nic", "level",
@@ -233,6 +234,13 @@ def _size(kib: int) -> str:
     return format_size_kib(kib) if kib else "0"
 
 
+def _gpus_text(gpus: dict[str, int]) -> str:
+    """``used/total``, then the tainted and cleaning ones (never free; ``idle_blocked`` of them no VM holds)."""
+    used = gpus["total"] - gpus["free"] - gpus.get("idle_blocked", 0)
+    states = [f"{gpus[s]} {s}" for s in ("tainted", "cleaning") if gpus.get(s)]
+    return f"{used}/{gpus['total']}" + (f" ({', '.join(states)})" if states else "")
+
+
 def _shape_text(s: dict[str, int] | None) -> str:
     if s is None:
         return "nothing fits"
@@ -254,7 +262,7 @@ def _print(doc: dict[str, Any]) -> None:
                     c["cell"],
                     f"{pcpus['claimed']}/{pcpus['free']}/{pcpus['reserved']}",
                     pages,
-                    f"{c['gpus']['total'] - c['gpus']['free']}/{c['gpus']['total']}",
+                    _gpus_text(c["gpus"]),
                     _shape_text(c["largest_free"]),
                 )
             )

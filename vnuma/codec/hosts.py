@@ -24,6 +24,7 @@ from vnuma.codec.checks import (
     list_of,
     take,
 )
+from vnuma.codec.devstates import device_states_from_dict, device_states_to_dict
 from vnuma.codec.hmat import hmat_from_dict, hmat_to_dict
 from vnuma.codec.resctrl import classes_to_dict, resctrl_from_dict, resctrl_to_dict
 from vnuma.errors import InvalidInputError
@@ -74,20 +75,17 @@ def host_to_dict(
         "source": host.source.value,
         "reserved_cpus": sorted(host.reserved_cpus),
         "cordoned": host.cordoned,
-        "resctrl_policy": {
-            "llc_default_ways": host.resctrl_policy.llc_default_ways,
-            "mem_bw_limit": host.resctrl_policy.mem_bw_limit,
-        },
+        "resctrl_policy": {"llc_default_ways": host.resctrl_policy.llc_default_ways,
+                           "mem_bw_limit": host.resctrl_policy.mem_bw_limit},
         "cells": [_cell_to_dict(c, kinds[c.id], tiers[c.id]) for c in host.cells],
-        "devices": [
-            _device_to_dict(d, partitions.get(d.address, ()), mig.get(d.address, ()), use.get(d.address, _UNCLAIMED))
-            for d in host.devices
-        ],
+        "devices": [_device_to_dict(d, partitions.get(d.address, ()), mig.get(d.address, ()),
+                                    use.get(d.address, _UNCLAIMED)) for d in host.devices],
         "resctrl": resctrl,
         "hmat": hmat_to_dict(host.hmat),
         "mdevs": [{"uuid": m.uuid, "type": m.type, "parent": m.parent, "iommu_group": m.iommu_group}
                   for m in host.mdevs],
         "gpu_profiles": [profile_document(g) for g in host.gpu_profiles],
+        "device_states": device_states_to_dict(host.device_states),
         "nvlinks": [{"a": n.a, "b": n.b, "count": n.count} for n in host.nvlinks],
     }
 
@@ -193,6 +191,7 @@ def host_from_dict(d: Mapping[str, Any]) -> Host:
         resctrl=resctrl_from_dict(d["resctrl"], at.key("resctrl")) if d.get("resctrl") is not None else NO_RESCTRL,
         mdevs=take(d, "mdevs", at, _MDEVS, []),
         nvlinks=take(d, "nvlinks", at, _NVLINKS, []),
+        device_states=device_states_from_dict(d.get("device_states"), at.key("device_states")),
         gpu_profiles=tuple(
             geometry_from_dict(g, f"{at.doc}: gpu_profiles[{i}]")
             for i, g in enumerate(take(d, "gpu_profiles", at, as_list, []))

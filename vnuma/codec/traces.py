@@ -30,6 +30,7 @@ a VM holds, is left out (its free VFs with it, noted).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from vnuma.placement.kept import kept_request
@@ -38,7 +39,9 @@ from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import Placement, Tenant
 from vnuma.sources.trace import vf_addresses
 from vnuma.sources.tracerequests import request_keys
+from vnuma.sources.tracestates import states_to_trace
 from vnuma.topology import KIB_PER_MIB, PAGE_4K, Cell, DeviceKind, Host, PciDevice
+from vnuma.topology.devstates import NO_DEVICE_STATES
 from vnuma.topology.hmat import nested
 
 FORMAT = "numa-placement-trace"
@@ -50,7 +53,10 @@ def trace_document(
     """The trace document of ``hosts`` (their VMs among ``placements``); see the module doc."""
     names = {h.name for h in hosts}
     mine = [p for p in placements if p.host in names]
-    fleet = Fleet(hosts, () if with_vms else mine, tenants)
+    # Whole, a host carries its device states in the trace (its tainted and cleaning devices written with the
+    # others); as it is now, they are left out as the devices VMs hold are.
+    fleet = Fleet([replace(h, device_states=NO_DEVICE_STATES) for h in hosts] if with_vms else hosts,
+                  () if with_vms else mine, tenants)
     requests = [request_keys(kept_request(p)) for p in sorted(mine, key=lambda p: p.vm)] if with_vms else []
     loose = sum(1 for h in hosts for d in h.devices if d.kind is DeviceKind.GPU and d.numa_node is None)
     notes = [f"{len(hosts)} host(s)"]
@@ -60,7 +66,7 @@ def trace_document(
     loose_nics = sum(1 for h in hosts for d in h.devices if _is_pf_nic(d) and d.numa_node is None)
     if loose_nics:
         notes.append(f"{loose_nics} NIC(s) without a NUMA node left out")
-    written = [_host(fleet.state(h.name), h) for h in sorted(hosts, key=lambda h: h.name)]
+    written = [_host(fleet.state(h.name), h, with_vms) for h in sorted(hosts, key=lambda h: h.name)]
     emptied = sum(n for _, n, _ in written)
     if emptied:
         notes.append(f"{emptied} cell(s) with no free CPU written memory-only, no page free")
@@ -78,11 +84,14 @@ def trace_document(
     }
 
 
-def _host(hs: HostState, host: Host) -> tuple[dict[str, Any], int, int]:
-    """The host's document, how many of its cells with CPUs were written without any, and how many of its NICs
-    were left out for a VF a VM holds."""
+def _host(hs: HostState, host: Host, whole: bool) -> tuple[dict[str, Any], int, int]:
+    """The host's document (``whole``: with its device states), how many of its cells with CPUs were written
+    without any, and how many of its NICs were left out for a VF a VM holds."""
     cells = [_cell(hs, host, cell) for cell in host.cells]
     doc: dict[str, Any] = {"name": host.name, "cells": cells}
+    states = states_to_trace(host.device_states) if whole else None
+    if states is not None:
+        doc["device_states"] = states
     initiators = {c["id"] for c in cells if c["cpus"]}
     hmat = _hmat(host, initiators)
     if hmat:

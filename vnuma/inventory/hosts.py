@@ -40,7 +40,8 @@ def host_row(session: Session, name: str, *, lock: bool = False) -> HostRow:
 def row_host(row: HostRow) -> Host:
     """The Host of a row."""
     return decode_host(
-        row.name, row.uri, row.source, row.topology, row.reserved_cpuset, row.cordoned, row.resctrl_policy
+        row.name, row.uri, row.source, row.topology, row.reserved_cpuset, row.cordoned, row.resctrl_policy,
+        row.device_states,
     )
 
 

@@ -84,7 +84,7 @@ class HostRow(Base):
     __table_args__ = (
         Index(
             "ix_hosts_fleet", "name", "topology_digest", "reserved_cpuset", "uri", "source", "cordoned",
-            "resctrl_policy",
+            "resctrl_policy", "device_states",
         ),
     )
 
@@ -101,6 +101,9 @@ class HostRow(Base):
     cordoned: Mapped[bool] = mapped_column(default=False, server_default=false())
     # The cache ways the host keeps for itself and its bandwidth-cap limit (topology.resctrl.format_policy).
     resctrl_policy: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # Its tainted and cleaning devices and what a released device becomes (codec.device_states_to_dict as
+    # JSON; "": every device free or claimed as its claims say, released devices free at once).
+    device_states: Mapped[str] = mapped_column(Text, default="", server_default="")
     # What the import that wrote the topology left out of the host (codec.left_out_to_list as JSON; "": none).
     left_out: Mapped[str] = mapped_column(Text, default="", server_default="")
     n_cells: Mapped[int]

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFoundError
-from vnuma.inventory import audit
+from vnuma.inventory import audit, devices
 from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
 from vnuma.inventory.executor import Executor, Params, Refused, Row
 from vnuma.inventory.gpuprofiles import PROFILES
@@ -337,3 +337,6 @@ def move(
             f"host {after.host!r}: the inventory refused moving VM {name!r}: {err.cause}",
             hint="another command claimed the same resources first; plan again",
         ) from err
+    devices.after_release(x, hosts[before.host][0], before, after)
+    if returning:
+        devices.after_return(x, host_id, after)

@@ -33,13 +33,15 @@ from vnuma.topology.partitions import with_gpu_profiles
 
 TENANTS = "SELECT name, isolation, max_vcpus, max_gpus, resctrl FROM tenants ORDER BY name"
 FLEET_HOSTS = (
-    "SELECT name, uri, source, reserved_cpuset, topology_digest, cordoned, resctrl_policy FROM hosts ORDER BY name"
+    "SELECT name, uri, source, reserved_cpuset, topology_digest, cordoned, resctrl_policy, device_states FROM hosts "
+    "ORDER BY name"
 )
 OWN_TOPOLOGIES = "SELECT name, topology FROM hosts WHERE topology_digest = ''"  # rows written behind our back
 TOPOLOGY = "SELECT topology FROM hosts WHERE topology_digest = :digest LIMIT 1"
 PLACEMENTS = "SELECT name, placement FROM vms ORDER BY name"
 HOST = (
-    "SELECT id, name, uri, source, topology, reserved_cpuset, cordoned, resctrl_policy FROM hosts WHERE name = :name"
+    "SELECT id, name, uri, source, topology, reserved_cpuset, cordoned, resctrl_policy, device_states FROM hosts "
+    "WHERE name = :name"
 )
 SUMMARY_KEYS = ("name", "uri", "source", "cells", "cpus", "gpus", "memory_kib", "cordoned")
 HOST_SUMMARIES = (
@@ -102,7 +104,7 @@ def read_hosts(x: Executor) -> list[Host]:
 def _hosts(x: Executor, rows: list[Row], own: list[Row], profiles: list[Row]) -> list[Host]:
     texts_of = dict(own)
     host_rows: list[HostRowTuple] = [(*r, texts_of.get(r[0]) if not r[4] else None) for r in rows]  # type: ignore[misc]
-    digests = sorted({r[4] for r in host_rows if r[7] is None})
+    digests = sorted({r[4] for r in host_rows if r[8] is None})
     found = x.batch([(TOPOLOGY, {"digest": d}) for d in digests])
     texts = {d: str(rows[0][0]) for d, rows in zip(digests, found, strict=True)}
     return with_geometries(assemble_hosts(host_rows, texts.__getitem__), profiles)

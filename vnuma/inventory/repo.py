@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from vnuma.inventory import audit, embedded, hosts, hostwrite, journal, placing, reading, tenants, vms
+from vnuma.inventory import audit, devices, embedded, hosts, hostwrite, journal, placing, reading, tenants, vms
 from vnuma.inventory.embedded import KeptDomain
 from vnuma.inventory.executor import AlchemyExecutor, Executor
 from vnuma.inventory.guard import guarded
@@ -26,6 +26,7 @@ from vnuma.inventory.reading import Snapshot
 from vnuma.inventory.schema import WRITE_OPTION, RunStatus, VmState
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.topology import Host, format_cpuset
+from vnuma.topology.devstates import DeviceStates
 from vnuma.topology.leftout import LeftOut
 from vnuma.topology.resctrl import ResctrlPolicy
 
@@ -127,6 +128,19 @@ class Inventory:
         """Cordon or uncordon a host (NotFoundError if unknown); returns whether it was cordoned before."""
         return self._write(("host-cordon" if cordoned else "host-uncordon", {"host": name}), hosts.set_cordoned, name,
                            cordoned)
+
+    def change_device_states(
+        self, name: str, change: Callable[[Host, str], DeviceStates], op: str, details: dict[str, Any]
+    ) -> tuple[Host, DeviceStates]:
+        """Host ``name`` as it was and its device states after ``change(host, who)`` (``who``: the invocation's
+        user), written under the host's lock and logged as ``op`` (:func:`.devices.change_states`)."""
+        with self._session(write=True) as s:
+            x = AlchemyExecutor(s.connection())
+            who = audit.current().user
+            out = devices.change_states(x, name, lambda host: change(host, who))
+            if out[1] != out[0].device_states:
+                audit.record(x, op, host=name, **details)
+            return out
 
     def topology_overrides(self) -> dict[str, str]:
         """Host name -> topology override, for the hosts that have one."""

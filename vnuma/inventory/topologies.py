@@ -23,8 +23,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from vnuma.codec import host_from_dict, host_to_dict, left_out_from_list, left_out_to_list
+from vnuma.codec.checks import At
+from vnuma.codec.devstates import device_states_from_dict, device_states_to_dict
 from vnuma.errors import InvalidInputError, InventoryError
 from vnuma.topology import Cell, Host, Mdev, PciDevice, Source, format_cpuset, gc_paused, parse_cpuset
+from vnuma.topology.devstates import NO_DEVICE_STATES, DeviceStates
 from vnuma.topology.hmat import Hmat
 from vnuma.topology.leftout import LeftOut
 from vnuma.topology.nvlink import NvLink
@@ -32,9 +35,9 @@ from vnuma.topology.resctrl import Resctrl, parse_policy
 
 _OWN_COLUMNS = ("name", "uri", "source", "reserved_cpus", "cordoned", "resctrl_policy")
 
-HostRowTuple = tuple[str, str | None, str, str, str, object, str, str | None]
+HostRowTuple = tuple[str, str | None, str, str, str, object, str, str, str | None]
 """A fleet-load row: name, uri, source, reserved cpuset, topology digest, cordoned, resctrl policy text,
-topology text or None.
+device states text, topology text or None.
 
 The text is read only for rows without a digest (written behind vnuma's back)."""
 
@@ -42,7 +45,7 @@ The text is read only for rows without a digest (written behind vnuma's back).""
 def encode_topology(host: Host) -> str:
     """The topology column's text for a host (its shape only: no name, URI, source, reservation or cordon)."""
     doc: dict[str, Any] = host_to_dict(host)
-    for key in (*_OWN_COLUMNS, "gpu_profiles"):  # MIG geometries: the inventory's gpu_profiles table
+    for key in (*_OWN_COLUMNS, "gpu_profiles", "device_states"):  # MIG geometries: the gpu_profiles table
         del doc[key]
     if host.resctrl.empty:
         del doc["resctrl"]
@@ -95,12 +98,12 @@ def assemble_hosts(rows: Iterable[HostRowTuple], text_of: Callable[[str], str]) 
     texts: dict[str, str] = {}
     hosts = []
     with gc_paused():
-        for name, uri, source, reserved, digest, cordoned, policy, own_text in rows:
+        for name, uri, source, reserved, digest, cordoned, policy, states, own_text in rows:
             if own_text is None:
                 own_text = texts.get(digest)
                 if own_text is None:
                     own_text = texts[digest] = text_of(digest)
-            hosts.append(decoder.host(name, uri, source, own_text, reserved, bool(cordoned), policy or ""))
+            hosts.append(decoder.host(name, uri, source, own_text, reserved, bool(cordoned), policy or "", states))
     return hosts
 
 
@@ -125,7 +128,7 @@ class ShapeDecoder:
 
     def host(
         self, name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str, cordoned: bool = False,
-        resctrl_policy: str = "",
+        resctrl_policy: str = "", device_states: str | None = "",
     ) -> Host:
         """The Host of one row (rows of one topology, source and reservation share all but name, URI and cordon).
 
@@ -143,7 +146,7 @@ class ShapeDecoder:
             if policy is None:
                 policy = _POLICIES.setdefault(resctrl_policy, parse_policy(resctrl_policy))
             return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl, hmat, policy, mdevs,
-                        nvlinks=nvlinks)
+                        nvlinks=nvlinks, device_states=decode_device_states(name, device_states or ""))
         except (ValueError, TypeError, InvalidInputError) as err:
             raise InventoryError(
                 f"inventory: stored topology of host {name!r} is unreadable: {err}",
@@ -184,10 +187,37 @@ _KEPT_MAX = 256
 
 def decode_host(
     name: str, uri: str | None, source: str, topology: str, reserved_cpuset: str, cordoned: object = False,
-    resctrl_policy: str | None = "",
+    resctrl_policy: str | None = "", device_states: str | None = "",
 ) -> Host:
     """One host from its stored columns (topologies decoded before are reused)."""
     global _KEPT
     if len(_KEPT) > _KEPT_MAX:
         _KEPT = ShapeDecoder()
-    return _KEPT.host(name, uri, source, topology, reserved_cpuset, bool(cordoned), resctrl_policy or "")
+    return _KEPT.host(name, uri, source, topology, reserved_cpuset, bool(cordoned), resctrl_policy or "",
+                      device_states or "")
+
+
+def encode_device_states(states: DeviceStates) -> str:
+    """The ``hosts.device_states`` column's text: ``""`` for the default (nothing kept)."""
+    if states == NO_DEVICE_STATES:
+        return ""
+    return json.dumps(device_states_to_dict(states), separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_device_states(name: str, text: str) -> DeviceStates:
+    """The device states a ``hosts.device_states`` text holds (each distinct text decoded once).
+
+    Raises:
+        InvalidInputError: a text that is not such a document (the host decoder turns it into InventoryError).
+    """
+    if not text:
+        return NO_DEVICE_STATES
+    found = _STATES.get(text)
+    if found is None:
+        if len(_STATES) > _KEPT_MAX:
+            _STATES.clear()
+        found = _STATES[text] = device_states_from_dict(json.loads(text), At(f"host {name!r}: device_states"))
+    return found
+
+
+_STATES: dict[str, DeviceStates] = {}

@@ -13,8 +13,10 @@ from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 
 from vnuma.errors import InvalidInputError
-from vnuma.inventory import hosts
+from vnuma.inventory import devices, hosts
+from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.claimtables import CpuClaim, DeviceClaim, PageClaim, PartitionClaim, ResctrlClaim
+from vnuma.inventory.executor import AlchemyExecutor
 from vnuma.inventory.lookup import named_row
 from vnuma.inventory.models import VmRow
 from vnuma.inventory.reading import decode_rendering
@@ -28,12 +30,14 @@ def _vm_row(session: Session, name: str) -> VmRow:
 
 
 def release(session: Session, name: str) -> None:
-    """Delete a VM and all its claims."""
+    """Delete a VM and all its claims; its devices go to cleaning where their host says so
+    (:func:`.devices.after_release`)."""
     row = _vm_row(session, name)
     for table in (CpuClaim, PageClaim, DeviceClaim, ResctrlClaim, PartitionClaim):
         session.execute(delete(table).where(table.vm_id == row.id))
     session.execute(delete(VmRow).where(VmRow.id == row.id))
     hosts.bump_generation(session, row.host_id)
+    devices.after_release(AlchemyExecutor(session.connection()), row.host_id, decode_placement(name, row.placement))
 
 
 def set_vm_state(session: Session, name: str, state: str) -> None:

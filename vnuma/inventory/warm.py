@@ -26,7 +26,7 @@ Mark = tuple[int, int]
 """A host's (id, generation)."""
 
 MARKS = "SELECT name, id, host_generation FROM hosts"
-ROWS = "SELECT name, uri, source, reserved_cpuset, topology_digest, cordoned, resctrl_policy FROM hosts"
+ROWS = "SELECT name, uri, source, reserved_cpuset, topology_digest, cordoned, resctrl_policy, device_states FROM hosts"
 HOST_ROW = ROWS + " WHERE name = :name"
 HOST_VMS = (
     "SELECT v.name, v.placement FROM vms v JOIN hosts h ON h.id = v.host_id WHERE h.name = :name ORDER BY v.name"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from vnuma.placement.ledger.host import HostState
+from vnuma.placement.ledger.host import HostState, blocked_holder
 from vnuma.placement.model import GpuAffinity, Placement, Tenant, VmRequest
 from vnuma.placement.partitionmodel import PartitionAsk, PartitionAssignment, PartitionKind
 from vnuma.placement.partitions import (
@@ -187,7 +187,8 @@ def host_gpu_use(host: Host, placements: Sequence[Placement], tenants: Iterable[
 
 
 def gpu_use(hs: HostState) -> dict[str, GpuUse]:
-    """Every physical GPU's mode and free partitions as claimed now (``host show``): the free count of a
+    """Every physical GPU's mode (``whole``, ``vgpu``, ``mig``; ``tainted`` or ``cleaning`` when no VM holds it
+    and it takes no claim; None: free) and free partitions as claimed now (``host show``): the free count of a
     type or profile is how many :func:`slots` finds for it alone, so it is what a placement would get."""
     host = hs.host
     offered = {g: [(PartitionKind.VGPU, p.type, p.total) for p in ps] for g, ps in vgpu_partitions(host).items()}
@@ -198,7 +199,13 @@ def gpu_use(hs: HostState) -> dict[str, GpuUse]:
         if d.kind is not DeviceKind.GPU or d.pf is not None:
             continue
         held = hs.partitions.get(d.address)
-        mode = "whole" if d.address in hs.devices_taken else held[0][1].kind.value if held else None
+        state = hs.blocked.get(d.address)
+        if held:
+            mode: str | None = held[0][1].kind.value
+        elif state is not None and hs.devices_taken.get(d.address) == blocked_holder(state):
+            mode = state.value  # tainted or cleaning, no VM on it: never shown free
+        else:
+            mode = "whole" if d.address in hs.devices_taken else None
         free = {name: len(slots(hs, d.address, PartitionAsk(kind, name, total), (), total))
                 for kind, name, total in offered.get(d.address, ())}
         layout = tuple(sorted(

@@ -17,7 +17,8 @@ the pool ``shared`` VMs float over, light grey when free. A GPU passed through
 whole is filled with its VM's colour; a GPU holding partitions (MIG instances,
 vGPU instances) is drawn used (blue, white label), with a strip along its foot
 of one segment per partition in its VM's colour (by MIG start) and a light grey
-segment when it still takes more. What a VM holds comes from the placement
+segment when it still takes more; a tainted device no VM holds is red, a cleaning one amber
+(its title says why). What a VM holds comes from the placement
 ledger (:class:`vnuma.placement.ledger.fleet.Fleet`), the same accounting
 admission uses; a GPU's mode and partitions are
 :func:`vnuma.placement.partitions.gpu_use`'s, as ``host show`` prints them.
@@ -93,6 +94,7 @@ class _Holders:
                 self.pages.setdefault((cell, size), []).append((p.vm, n))
         self.device = {d.address: p.vm for p in self.placements for d in p.devices}
         self.gpus: dict[str, GpuUse] = gpu_use(fleet.state(host.name))
+        self.states = host.device_states
 
     def label(self, vm: str) -> str:
         tenant = self.by_vm[vm].tenant
@@ -174,12 +176,21 @@ def _device(dev: PciDevice, h: _Holders) -> Box:
     use = h.gpus.get(dev.address)
     if vm is None and use is not None and use.layout:
         return _partitioned(dev, use, title, h)
-    o = h.owner(vm, f"{title}: passed through to {h.label(vm)}") if vm else Owner(palette.FREE, f"{title}: free")
+    kept = h.states.of(dev.address)
+    if vm:
+        state = f" ({kept.state.value}: {kept.reason})" if kept is not None and kept.state is not None else ""
+        o = h.owner(vm, f"{title}: passed through to {h.label(vm)}{state}")
+    elif kept is not None and kept.state is not None:
+        colour = palette.TAINTED if kept.state.value == "tainted" else palette.CLEANING
+        o = Owner(colour, f"{title}: {kept.state.value} ({kept.reason})")
+    else:
+        o = Owner(palette.FREE, f"{title}: free")
 
     def draw(x: float, y: float) -> Elements:
         return [
             rect(x, y, DEV_W, DEV_H, o, _dev_id(dev.address)),
-            text(f"{what} {dev.address}", x + 4, y + 15, 10, fill="#ffffff" if vm else palette.OUTLINE),
+            text(f"{what} {dev.address}", x + 4, y + 15, 10,
+                 fill="#ffffff" if vm or (kept is not None and kept.state is not None) else palette.OUTLINE),
         ]
 
     return Box(DEV_W, DEV_H, draw)

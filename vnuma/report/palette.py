@@ -29,6 +29,10 @@ FREE_GPU = "#2f9e44"
 """A GPU nothing holds, on a cell with room left."""
 USED = "#4263eb"
 """The filled part of a use bar in the fleet picture."""
+TAINTED = "#c92a2a"
+"""A tainted device no VM holds (it takes no new claim)."""
+CLEANING = "#f08c00"
+"""A cleaning device (it takes no claim until cleaned)."""
 
 _GOLDEN = 0.381966  # successive tenants' hues as far apart as possible
 _SHADES = (0.42, 0.30, 0.54, 0.36, 0.48)  # lightness of a tenant's 1st, 2nd... VM
@@ -46,7 +50,7 @@ def vm_colours(vms: Iterable[tuple[str, str | None]]) -> dict[str, str]:
     shade is taken (many tenants), the hue turns by one degree until it is free.
     """
     taken = {FREE, RESERVED, SHARED_POOL, OUTLINE, BACKGROUND, ROOT_FILL, SOCKET_FILL, CELL_FILL,
-             MEMORY_ONLY_FILL, CORE_FILL, STRANDED, FREE_GPU, USED}
+             MEMORY_ONLY_FILL, CORE_FILL, STRANDED, FREE_GPU, USED, TAINTED, CLEANING}
     by_tenant: dict[str, list[str]] = {}
     for vm, tenant in vms:
         by_tenant.setdefault(tenant or "", []).append(vm)

@@ -24,11 +24,12 @@ Definitions:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.ledger.host import HostState, blocked_holder
 from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.nics import NicPair, nic_pairs
 from vnuma.placement.objectives import Strategy
@@ -74,6 +75,12 @@ class CellUse:
     gpus_total: int
     gpus_free: int
     largest_free: Shape | None
+    gpus_tainted: int = 0
+    """Its tainted GPUs (held by a VM or not: never free)."""
+    gpus_cleaning: int = 0
+    """Its cleaning GPUs (never free)."""
+    gpus_idle_blocked: int = 0
+    """Its tainted or cleaning GPUs no VM holds (neither free nor used)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +132,18 @@ def cell_use(fleet: Fleet, host: str, *, largest: bool = True) -> tuple[CellUse,
                 gpus_total=len(cs.gpus),
                 gpus_free=len(cs.gpus_free),
                 largest_free=largest_vm(fleet, host, 1, cs.id) if largest else None,
+                **_blocked(hs, cs.gpus),
             )
         )
     return tuple(out)
+
+
+def _blocked(hs: HostState, gpus: Iterable[str]) -> dict[str, int]:
+    """A cell's tainted and cleaning GPUs, and how many of them no VM holds."""
+    states = [(g, hs.blocked[g]) for g in gpus if g in hs.blocked]
+    idle = sum(1 for g, s in states if hs.devices_taken.get(g) == blocked_holder(s) and not hs.partitions.get(g))
+    return {"gpus_tainted": sum(1 for _g, s in states if s.value == "tainted"),
+            "gpus_cleaning": sum(1 for _g, s in states if s.value == "cleaning"), "gpus_idle_blocked": idle}
 
 
 def locality(placement: Placement, host: Host) -> Locality:

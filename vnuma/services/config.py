@@ -136,9 +136,9 @@ KEYS: dict[str, Key] = {
 None: each VM's own modes; ``templates`` None: only the shipped ones; ``metrics_allow``: who reads
 ``vnuma serve``'s ``/metrics`` without a token, :data:`METRICS_ALLOW` by default)."""
 
-SECTIONS = ("watch", "device_health")
-"""The tables the file may hold, checked by their own readers (``[watch]``: :mod:`vnuma.services.watchconfig`;
-``[device_health]``: :mod:`vnuma.services.healthconfig`)."""
+SECTIONS = ("watch", "devices", "device_health")
+"""The tables the file may hold, checked by their own readers (``[watch]``: :mod:`vnuma.services.watchconfig`,
+``[devices]``: :mod:`vnuma.services.cleaning`, ``[device_health]``: :mod:`vnuma.services.healthconfig`)."""
 
 
 @dataclass(frozen=True, slots=True)

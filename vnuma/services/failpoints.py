@@ -19,6 +19,7 @@ and right after the commits a command reports:
 ``libvirt-done``    libvirt holds the new placement, the step is not yet marked done
 ``claimed``         ``place`` committed the VM's claim, nothing printed yet
 ``cordoned``        ``host drain`` committed the cordon, nothing planned yet
+``tainted``         ``device taint --effect drain`` committed the taint, nothing planned yet
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections import Counter
 
 ENV = "VNUMA_FAILPOINT"
 POINTS = (
-    "run-planned", "run-opened", "step-started", "defined-there", "libvirt-done", "claimed", "cordoned",
+    "run-planned", "run-opened", "step-started", "defined-there", "libvirt-done", "claimed", "cordoned", "tainted",
 )
 _seen: Counter[str] = Counter()
 

@@ -100,7 +100,7 @@ def plan_rebalance(
     check_limits(max_moves, time_limit_s)
     check_solver(solver or default_solver(objective), objective)
     if for_apply:
-        _refuse_unfinished_run(settings)
+        refuse_unfinished_run(settings)
     with open_reader(settings.db_url) as reader:
         snap = reader.snapshot()
     if host is not None and host not in {h.name for h in snap.hosts}:
@@ -157,7 +157,7 @@ def drain_plan(
     # before the cordon: a refused drain changes nothing
     check_solver(solver or default_solver(Objective.DRAIN), Objective.DRAIN)
     if for_apply:
-        _refuse_unfinished_run(settings)
+        refuse_unfinished_run(settings)
     set_cordoned(settings, host, True)
     failpoints.reached("cordoned")
     with open_reader(settings.db_url) as reader:
@@ -176,7 +176,7 @@ def _by_host(p: Placement) -> tuple[str, str]:
     return (p.host, p.vm)
 
 
-def _refuse_unfinished_run(settings: Settings) -> None:
+def refuse_unfinished_run(settings: Settings) -> None:
     """A plan to apply must not start while a run's claims are half-way between two placements."""
     from vnuma.inventory import open_inventory
     from vnuma.inventory.journal import run_unfinished
@@ -191,7 +191,7 @@ def held_up(settings: Settings) -> str | None:
     """Why carrying a plan out would be refused now (an unfinished run, with how to go on), None if nothing
     holds it up: said beside a plan that is only shown (``--dry-run``)."""
     try:
-        _refuse_unfinished_run(settings)
+        refuse_unfinished_run(settings)
     except ConflictError as err:
         return f"{err}: carrying this plan out is refused until then ({err.hint})"
     return None

@@ -49,6 +49,7 @@ from vnuma.placement.model import VmRequest
 from vnuma.sources.migprofiles import geometry_from_dict
 from vnuma.sources.tracekeys import At
 from vnuma.sources.tracerequests import parse_request
+from vnuma.sources.tracestates import states_from_trace
 from vnuma.topology import KIB_PER_MIB, Cell, Cpu, DeviceKind, Host, MdevType, PagePool, PciDevice, Source
 from vnuma.topology.hmat import NO_HMAT, hmat_from_json
 from vnuma.topology.hostcheck import check_host
@@ -153,6 +154,8 @@ def _host(raw: object, at: At, geometries: Mapping[str, MigGeometry]) -> Host:
         tuple(sorted(devices, key=lambda d: d.address)),
         source=Source.TRACE,
         hmat=NO_HMAT if raw_hmat is None else hmat_from_json(raw_hmat, at.key("hmat")),
+        device_states=states_from_trace(at.get(raw, "device_states", dict, optional=True), at.key("device_states"),
+                                        devices),
     )
     try:
         return with_gpu_profiles(check_host(host), geometries.values())

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from vnuma.errors import InvalidInputError
+from vnuma.topology.devstates import NO_DEVICE_STATES, DeviceStates
 from vnuma.topology.hmat import NO_HMAT, Hmat
 from vnuma.topology.mig import MigGeometry
 from vnuma.topology.nvlink import NvLink
@@ -277,6 +278,9 @@ class Host:
     (:func:`vnuma.topology.partitions.with_gpu_profiles`); not part of the stored topology."""
     nvlinks: tuple[NvLink, ...] = ()
     """NVLinks between its GPUs (:mod:`vnuma.topology.nvlink`), empty when none are known."""
+    device_states: DeviceStates = NO_DEVICE_STATES
+    """Its tainted and cleaning devices and what a released device becomes (:mod:`vnuma.topology.devstates`);
+    not part of the stored topology."""
 
     @property
     def cpu_ids(self) -> frozenset[int]:

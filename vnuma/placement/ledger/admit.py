@@ -41,6 +41,11 @@ of the placement is :class:`.claim.Claim`):
     each (cell, page size) has the pages it takes (:func:`.claim.page_needs`: an
     interleaved guest cell takes from all the VM's host cells; the cold tier
     from its memory-only cell);
+``device-taint``
+    no device it claims (passed through, or a partition's GPU or vGPU VF) is
+    tainted or cleaning (:mod:`vnuma.topology.devstates`); the VMs holding
+    one stay, a move re-placing one is a new claim, and only an undo of a
+    journaled run (``returning``) gets back onto one;
 ``devices``
     each device is the host's and not passed through to another VM;
 ``partitions``
@@ -87,7 +92,7 @@ from vnuma.placement.ledger.cpuchecks import (
     Shape,
     Topology,
 )
-from vnuma.placement.ledger.devicechecks import CellPages, Devices, IommuGroup, Partitions, Slices, Sriov
+from vnuma.placement.ledger.devicechecks import CellPages, Devices, DeviceTaint, IommuGroup, Partitions, Slices, Sriov
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.placement.quota import Usage, quota_problem
@@ -140,6 +145,7 @@ ADMISSION: tuple[Check, ...] = (
     CoreIsolation(),
     CellIsolation(),
     CellPages(),
+    DeviceTaint(),
     Devices(),
     Partitions(),
     Sriov(),

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from vnuma.placement.ledger.cell import CellState, CoreState
 from vnuma.placement.ledger.claim import page_needs
-from vnuma.placement.ledger.host import HostState
+from vnuma.placement.ledger.host import HostState, blocked_holder
 from vnuma.placement.model import Isolation, Placement
 
 
@@ -123,30 +123,71 @@ def book(
         if sign > 0:
             hs.devices_taken[dev.address] = p.vm
         elif hs.devices_taken.get(dev.address) == p.vm:
-            del hs.devices_taken[dev.address]
+            _let_go(hs, dev.address)
     gpu_moves = _book_gpus(hs, plan, sign, touched)
     if p.partitions:
         gpu_moves += _book_partitions(hs, p, sign, touched)
     return touched, gpu_moves
 
 
-def _book_gpus(hs: HostState, plan: Plan, sign: int, touched: dict[int, CellState]) -> int:
-    for cell, address in plan.gpus:
-        if sign > 0:
-            cell.gpus_free.remove(address)
+def block(hs: HostState) -> dict[int, CellState]:
+    """Keep the host's blocked (tainted or cleaning) devices from new claims: out of the free GPUs, and in
+    ``devices_taken`` under :func:`~.host.blocked_holder` where no VM holds them (the NIC, VF and partition
+    choices skip taken devices). The fleet calls this once its placements are recorded; returns the cells
+    whose free GPUs changed."""
+    touched: dict[int, CellState] = {}
+    for address, state in hs.blocked.items():
+        hs.devices_taken.setdefault(address, blocked_holder(state))
+        if address not in hs.gpu_home:
+            continue
+        home = hs.gpu_home[address]
+        cell = hs.cell_by_id.get(home) if home is not None else None
+        if cell is not None and address in cell.gpus:
+            cell = hs.own_cell(cell)
+            free = cell.gpus_free
+            touched[cell.id] = cell
         else:
-            cell.gpus_free.append(address)
-            cell.gpus_free.sort()
+            free = hs.loose_gpus_free
+        if address in free:
+            free.remove(address)
+            hs.gpus_free -= 1
+    return touched
+
+
+def _let_go(hs: HostState, address: str) -> None:
+    """A VM releases ``address``: free, or still held from new claims when it is blocked."""
+    state = hs.blocked.get(address)
+    if state is None:
+        del hs.devices_taken[address]
+    else:
+        hs.devices_taken[address] = blocked_holder(state)
+
+
+def _book_gpus(hs: HostState, plan: Plan, sign: int, touched: dict[int, CellState]) -> int:
+    """Take (or give back) the plan's GPUs from the free ones; a blocked GPU never comes back free, and one
+    already out of them (blocked) is not taken twice. Returns 1 when a GPU moved, else 0."""
+    count = 0
+    blocked = hs.blocked
+    for cell, address in plan.gpus:
+        count += _move_gpu(cell.gpus_free, address, sign, blocked)
         touched[cell.id] = cell
     for address in plan.loose_gpus:
-        if sign > 0:
-            hs.loose_gpus_free.remove(address)
-        else:
-            hs.loose_gpus_free.append(address)
-            hs.loose_gpus_free.sort()
-    count = len(plan.gpus) + len(plan.loose_gpus)
+        count += _move_gpu(hs.loose_gpus_free, address, sign, blocked)
     hs.gpus_free -= sign * count
     return 1 if count else 0
+
+
+def _move_gpu(free: list[str], address: str, sign: int, blocked: Mapping[str, object]) -> int:
+    if sign > 0:
+        if address not in free:
+            return 0
+        free.remove(address)
+        return 1
+    if address in blocked or address in free:
+        return 0
+    free.append(address)
+    free.sort()
+    return 1
 
 
 def _book_partitions(hs: HostState, p: Placement, sign: int, touched: dict[int, CellState]) -> int:
@@ -164,7 +205,7 @@ def _book_partitions(hs: HostState, p: Placement, sign: int, touched: dict[int, 
         if not held:
             hs.partitions.pop(a.gpu, None)
         if a.vf is not None and hs.devices_taken.get(a.vf) == p.vm:
-            del hs.devices_taken[a.vf]
+            _let_go(hs, a.vf)
     moves = 0
     for gpu in sorted({a.gpu for a in p.partitions}):
         home = hs.gpu_home.get(gpu)

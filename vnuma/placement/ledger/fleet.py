@@ -30,7 +30,7 @@ from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFo
 from vnuma.placement.groups import MODE_HINT, GroupIndex
 from vnuma.placement.ledger.admit import admit
 from vnuma.placement.ledger.arrays import FleetArrays
-from vnuma.placement.ledger.booking import Plan, book, plan_of
+from vnuma.placement.ledger.booking import Plan, block, book, plan_of
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.claim import REPLACE_HINT, gpu_count
 from vnuma.placement.ledger.host import HostState, ShapeCache
@@ -93,9 +93,13 @@ class Fleet:
         touched: dict[tuple[int, int], tuple[HostState, CellState]] = {}
         for p in placements:
             self._record(p, touched)
+        blocked = [hs for hs in self.states if hs.blocked]
+        for hs in blocked:
+            hs.build()
+            touched.update(((hs.index, cell.id), (hs, cell)) for cell in block(hs).values())
         for hs, cell in touched.values():
             self.arrays.sync_cell(hs, cell)
-        for hs in {hs.index: hs for hs, _cell in touched.values()}.values():
+        for hs in {**{hs.index: hs for hs, _cell in touched.values()}, **{hs.index: hs for hs in blocked}}.values():
             self.arrays.sync_host(hs)
 
     # --- queries ----------------------------------------------------------------------------

@@ -24,9 +24,16 @@ from vnuma.placement.partitionmodel import PartitionAssignment
 from vnuma.placement.partitions import gpu_offers
 from vnuma.placement.resctrl import ResctrlUse, cell_domains
 from vnuma.topology import PAGE_4K, DeviceKind, Host, PciDevice
+from vnuma.topology.devstates import DeviceStateKind
 from vnuma.topology.tiers import UNRATED_LATENCY_NS, cpu_cell_ratings
 
 UNKNOWN_REMOTE_DISTANCE = 20  # libvirt's default when a host reports no SLIT table
+NOTHING_BLOCKED: dict[str, DeviceStateKind] = {}
+
+
+def blocked_holder(state: DeviceStateKind) -> str:
+    """What ``devices_taken`` names as the holder of a blocked device no VM holds."""
+    return f"({state.value} device)"
 
 
 class HostShape:
@@ -164,6 +171,7 @@ class HostState:
 
     __slots__ = (
         "_copied_cells",
+        "blocked",
         "built",
         "cell_by_id",
         "cells",
@@ -201,6 +209,10 @@ class HostState:
         self.index = index
         self.shape = shape
         self.built = False
+        self.blocked = host.device_states.blocked if host.device_states.devices else NOTHING_BLOCKED
+        """Address -> state of its tainted and cleaning devices (:mod:`vnuma.topology.devstates`): kept out of
+        the free GPUs and held in ``devices_taken`` under :func:`blocked_holder` unless a VM holds them
+        (:func:`.booking.block`)."""
         self.groups: dict[str, list[Placement]] = {}
         """The VMs of each replica group on this host (:mod:`vnuma.placement.groups`)."""
         self.group_index: GroupIndex = NO_GROUPS
