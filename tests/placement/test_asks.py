@@ -72,8 +72,8 @@ OPTIONS: dict[str, st.SearchStrategy[Any]] = {
     "affinity": _words("affinity"),
     "alternatives": st.lists(st.one_of(
         st.builds(lambda n: {"gpus": n}, st.integers(0, 3)),
-        st.builds(lambda p, n: {"mig": f"{p}:{n}", "vcpus": 4, "memory": "4GiB"}, st.sampled_from(["1g.10gb", "3g.40gb"]),
-                  st.integers(1, 3)),
+        st.builds(lambda p, n: {"mig": f"{p}:{n}", "vcpus": 4, "memory": "4GiB"},
+                  st.sampled_from(["1g.10gb", "3g.40gb"]), st.integers(1, 3)),
         st.builds(lambda t: {"vgpu": f"{t}:2"}, NAMES),
         st.builds(lambda v, m: {"vcpus": v, "memory": m}, st.integers(1, 64), SIZES),
     ), min_size=1, max_size=3),
@@ -190,7 +190,7 @@ def _argv(written: dict[str, Any]) -> list[str]:
     for ask in ASKS:
         value = written.get(ask.name)
         if ask.name == "alternatives" and value is not None:
-            argv += [x for alt in value for x in ("--or", ",".join(f"{k}={v}" for k, v in alt.items() if v is not None))]
+            argv += [x for a in value for x in ("--or", ",".join(f"{k}={v}" for k, v in a.items() if v is not None))]
         elif ask.name != "tenant" and value is not None:
             argv += [ask.flag, str(value)]
     return argv

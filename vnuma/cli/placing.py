@@ -143,9 +143,17 @@ def _make_room(
 
 
 def _print_explain(result: PlacementResult) -> None:
+    from vnuma.placement.alternatives import unfit_label
+
+    for u in result.unfit:
+        output.echo_lines([f"{unfit_label(u)}: fits on no host" + (f": {u.refused}" if u.refused else "")])
+        if u.rejections:
+            output.echo_table(None, ["HOST", "CHECK", "REASON"], [(r.host, r.check, r.reason) for r in u.rejections])
+    if result.unfit and result.chosen is not None:
+        output.echo_lines([f"alternative {result.chosen.alternative}: placed"])
     if result.scores:
         output.echo_table("scores", ["HOST", "SCORE"], result.scores)
-    if result.rejections:
+    if result.rejections and (result.chosen is not None or not result.unfit):  # else: alternative 0's, above
         rows = [(r.host, r.check, r.reason) for r in result.rejections]
         output.echo_table("rejections", ["HOST", "CHECK", "REASON"], rows)
     chosen = result.chosen
