@@ -33,7 +33,9 @@ from vnuma.placement.result import PlacementResult, Unfit
 AS_ASKED = "as asked"
 """How alternative 0 (the request itself) is named."""
 
-_UNCONFINED = {"host": None, "avoid_hosts": frozenset(), "avoid_cells": frozenset(), "isolation": Isolation.CORE}
+_UNCONFINED = {"host": None, "avoid_hosts": frozenset(), "avoid_cells": frozenset(), "isolation": Isolation.CORE,
+               "name": "", "tenant": None}
+"""What :func:`variants` carries from the request to each alternative as it is (the rest is the cache's key)."""
 
 
 def label(req: VmRequest, n: int) -> str:
@@ -48,7 +50,7 @@ def variants(req: VmRequest) -> tuple[VmRequest, ...]:
     Raises:
         InvalidInputError: an alternative whose options do not read as a request, naming it.
     """
-    free = replace(req, **_UNCONFINED)  # the cache's key: a planner asks one VM's request under many confinements
+    free = replace(req, **_UNCONFINED)  # the cache's key: a planner asks one request under many confinements
     made = _MADE.get(free)
     if made is None:
         base = replace(free, alternatives=())
@@ -64,7 +66,7 @@ _MADE: dict[VmRequest, tuple[VmRequest, ...]] = {}
 
 
 def _variant(req: VmRequest, base: VmRequest, n: int, alt: Alternative) -> VmRequest:
-    asked = {k: v for k, v in asked_changes(base, frozenset({"tenant", "name"})).items() if k not in DEVICE_KEYS}
+    asked = {k: v for k, v in asked_changes(base).items() if k not in DEVICE_KEYS}
     asked.update(alt.asked)
     try:
         return request_from(asked)
@@ -100,18 +102,21 @@ def checked_variants(req: VmRequest, fleet: Fleet) -> tuple[VmRequest, ...]:
 
 def _offered(fleet: Fleet, ask: PartitionAsk) -> bool:
     """Does some GPU of ``fleet`` offer ``ask``'s vGPU type or MIG profile at all (free or not)?"""
-    seen: set[int] = set()
-    for hs in fleet.states:
-        if id(hs.shape) in seen:
-            continue
-        seen.add(id(hs.shape))
-        for offer in hs.shape.gpu_offers.values():
-            if ask.kind is PartitionKind.VGPU and (ask.name in offer.vgpu_vfs or ask.name in offer.vgpu_pf):
-                return True
-            if ask.kind is PartitionKind.MIG and offer.mig is not None and any(
-                    p.name == ask.name for p in offer.mig.profiles):
-                return True
-    return False
+    known = _OFFERS.get(id(fleet))
+    if known is None or known[0] is not fleet:  # a fleet's hosts never change: read once per fleet
+        names: set[tuple[PartitionKind, str]] = set()
+        for shape in {id(hs.shape): hs.shape for hs in fleet.states}.values():
+            for offer in shape.gpu_offers.values():
+                names.update((PartitionKind.VGPU, t) for t in (*offer.vgpu_vfs, *offer.vgpu_pf))
+                if offer.mig is not None:
+                    names.update((PartitionKind.MIG, p.name) for p in offer.mig.profiles)
+        if len(_OFFERS) > 64:
+            _OFFERS.clear()
+        known = _OFFERS[id(fleet)] = (fleet, frozenset(names))
+    return (ask.kind, ask.name) in known[1]
+
+
+_OFFERS: dict[int, tuple[Fleet, frozenset[tuple[PartitionKind, str]]]] = {}
 
 
 def place_first(
