@@ -64,6 +64,16 @@ def test_a_request_whose_first_choice_fits_gets_it_and_says_so(fleet: Cli) -> No
     assert "alternative" not in fleet.ok("vm", "show", "big", "--json").json()  # no alternatives, no key
 
 
+def test_a_request_sized_by_its_gpus_sizes_a_partition_alternative_from_its_part_of_a_gpu(fleet: Cli) -> None:
+    """``--gpus 2 --or mig=3g.40gb:2``: two 3g.40gb instances of the demo's 8-slice GPUs are one GPU's share
+    (16 vCPUs and 80 GiB of 1G pages on a demo cell of 2 GPUs); the VM keeps that size for its alternative."""
+    doc = fleet.ok("place", "t", "--gpus", "2", "--or", "mig=3g.40gb:2", "--name", "x", "--json").json()
+    assert doc["alternative"] == 1 and [d["kind"] for d in doc["devices"]] == ["mig", "mig"]
+    assert (sum(len(c["vcpus"]) for c in doc["cells"]), sum(c["memory_kib"] for c in doc["cells"])) == (16, 80 << 20)
+    assert doc["request"]["alternatives"] == [{"mig": "3g.40gb:2", "vcpus": 16, "memory": "80GiB"}]
+    assert (doc["request"]["vcpus"], doc["request"]["memory"]) == (None, None)  # the request itself: as asked
+
+
 def test_explain_says_per_alternative_why_it_did_not_fit(fleet: Cli) -> None:
     out = fleet.ok(*ASK, "--name", "x", "--explain", "--dry-run").stdout
     assert "as asked: fits on no host" in out
