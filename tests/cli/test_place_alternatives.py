@@ -57,6 +57,18 @@ def test_the_alternative_got_is_recorded_and_a_move_takes_the_earlier_one_where_
     assert _partitions(fleet.db) == []
 
 
+def test_a_drain_moves_the_vm_to_its_earlier_alternative_where_it_fits(fleet: Cli) -> None:
+    """The drain's plan re-places the kept request by the same rule: on h2, whole GPUs fit again."""
+    fleet.ok(*ASK, "--name", "x")
+    fleet.ok("vm", "release", "big")
+    fleet.ok("host", "uncordon", "h2")
+    plan = fleet.ok("host", "drain", "h1", "--apply", "--yes", "--json").json()
+    assert [(m["vm"], m["to"]["host"]) for m in plan["moves"]] == [("x", "h2")]
+    moved = fleet.ok("vm", "show", "x", "--json").json()
+    assert (moved["host"], moved["alternative"], [d["kind"] for d in moved["devices"]]) == ("h2", 0, ["gpu", "gpu"])
+    assert _partitions(fleet.db) == []
+
+
 def test_a_request_whose_first_choice_fits_gets_it_and_says_so(fleet: Cli) -> None:
     fleet.ok("host", "uncordon", "h2")
     doc = fleet.ok(*ASK, "--name", "x", "--json").json()

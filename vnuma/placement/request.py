@@ -255,13 +255,13 @@ def _vcpus_per_gpu(request: VmRequest, hs: HostState, cell: CellState) -> int:
     return threads // hs.width * hs.width if threads >= hs.width else threads
 
 
-def gpu_share(request: VmRequest, hs: HostState) -> Fraction | str:
+def gpu_share(request: VmRequest, hs: HostState) -> int | Fraction | str:
     """How many GPUs' worth ``request`` asks on ``hs``: its GPUs, or its partitions' part of the first GPU (by
     address) offering them: a MIG instance its memory slices of the geometry's, a vGPU instance one of the
     instances of its type a GPU offers (on its VFs, else on the GPU itself). A string: no GPU offers them."""
     ask = request.partition
     if ask is None:
-        return Fraction(request.gpus)
+        return request.gpus
     for address in sorted(hs.shape.gpu_offers):
         offer = hs.shape.gpu_offers[address]
         if ask.kind is PartitionKind.MIG and offer.mig is not None:
