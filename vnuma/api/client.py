@@ -142,7 +142,7 @@ class Client:
         try:
             doc = self.call("POST", "/v1/place", body)
         except errors.NoPlacementError as err:
-            return err.vm, PlacementResult(None, err.rejections)
+            return err.vm, PlacementResult(None, err.rejections, unfit=err.unfit)
         explained = doc.pop("explain", None) or {"scores": [], "rejections": []}
         scores = tuple((s["host"], int(s["score"])) for s in explained["scores"])
         chosen = placement_from_dict(doc)
@@ -253,7 +253,7 @@ def _error(problem: dict[str, Any]) -> errors.VnumaError:
     name = problem.get("error")
     if name == "NoPlacementError":
         err = errors.NoPlacementError(str(problem.get("vm", "")), _rejections(problem.get("rejections", [])),
-                                      hint=hint)
+                                      hint=hint, unfit=_unfit(problem.get("alternatives", [])))
         err.args = (detail,)
         return err
     if name == "NoRoomError":

@@ -130,7 +130,7 @@ def no_placement(vm: str, result: PlacementResult) -> NoPlacementError:
     with alternatives), and the closest host's hint (``cordoned``: uncordon it; no hugepages: reserve some), if
     its check gives one."""
     refusal = summarize(result.rejections)
-    return NoPlacementError(vm, result.rejections, best=best_reason(result), hint=refusal.hint())
+    return NoPlacementError(vm, result.rejections, best=best_reason(result), hint=refusal.hint(), unfit=result.unfit)
 
 
 def host_refusal(hs: HostState, request: VmRequest) -> Rejection | None:
