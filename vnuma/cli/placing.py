@@ -43,13 +43,16 @@ def place(
     The options are explained in the manual (docs/place.md). The VM keeps
     them as asked ("request" in its JSON) and every later move asks them
     again. A VM no host takes is exit 5 with one line: the causes with how
-    many hosts refused for each, and the host that came closest. With
+    many hosts refused for each, and the host that came closest. Each --or
+    is an alternative, taken only when none before it fits on any host. With
     --rebalance such a VM gets a plan of at most --max-moves moves after
     which it fits (exit 5), carried out and the VM placed with --apply.
 
     Example: vnuma place tenant-a --gpus 2 --group pair-1 --affinity host
 
     Example: vnuma place tenant-a --vcpus 4 --memory 8GiB --mig 3g.40gb:2
+
+    Example: vnuma place tenant-a --gpus 2 --or mig=3g.40gb:2 --or gpus=1
     """
     from vnuma.services.placing import place_vm
     from vnuma.services.requests import place_request
