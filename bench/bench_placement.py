@@ -22,8 +22,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
+from vnuma.placement.altmodel import Alternative
+from vnuma.placement.asks import BY_NAME
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import EmulatorThreads, Isolation, ThreadPolicy, VmRequest
@@ -163,6 +166,38 @@ def bench_taints(path: Path, repeat: int) -> None:
     print(f"tainted / untainted decision time: {ratio:.3f} (bound 1.05: {'met' if ratio <= 1.05 else 'NOT met'})")
 
 
+def with_alternatives(trace: Trace) -> Trace:
+    """``trace`` with each GPU request listing one alternative: half its GPUs (at least one), same size."""
+    out = []
+    for r in trace.requests:
+        if r.gpus:
+            sizes = (("vcpus", BY_NAME["vcpus"].write(r)), ("memory", BY_NAME["memory"].write(r)))
+            r = replace(r, alternatives=(Alternative((("gpus", max(1, r.gpus // 2)), *sizes)),))
+        out.append(r)
+    return replace(trace, requests=tuple(out))
+
+
+def bench_alternatives(paths: list[Path], repeat: int) -> None:
+    """Per trace (pack): the requests as they are, and each GPU request with one alternative (half its GPUs),
+    replayed alternately ``repeat`` times; best mean/p99 decision of each, and the ratio."""
+    rows = [("trace", "placed", "with alt", "as is mean/p99 ms", "with alt mean/p99 ms", "mean ratio")]
+    for path in paths:
+        trace = load_trace(path.read_bytes(), str(path))
+        alt = with_alternatives(trace)
+        plain, alts = [], []
+        for _ in range(repeat):
+            plain.append(report_to_dict(run(trace, Strategy.PACK, Isolation.CORE)))
+            alts.append(report_to_dict(run(alt, Strategy.PACK, Isolation.CORE)))
+        best = [{k: min(r["decision_us"][k] for r in runs) for k in ("mean", "p99")} for runs in (plain, alts)]
+        rows.append((
+            trace.scenario, str(plain[0]["placed"]),
+            f"{alts[0]['placed']} ({alts[0]['placed_by_alternative'].get('1', 0)} alt 1)",
+            f"{_ms(best[0]['mean'])}/{_ms(best[0]['p99'])}", f"{_ms(best[1]['mean'])}/{_ms(best[1]['p99'])}",
+            f"{best[1]['mean'] / best[0]['mean']:.2f}",
+        ))
+    _print(rows)
+
+
 def big_host(name: str = "big64", sockets: int = 8, cells_per_socket: int = 8, cores: int = 8) -> Host:
     """A synthetic 64-cell host: 8 sockets x 8 cells, 8 cores x 2 threads, 64 GiB and 1 GPU per cell."""
     n_cells = sockets * cells_per_socket
@@ -253,6 +288,8 @@ def main() -> int:
     ap.add_argument("--fleet-dir", type=Path, help="where fleet-1000.json is (made there if missing)")
     ap.add_argument("--no-fleet", action="store_true", help="skip fleet-1000")
     ap.add_argument("--repeat", type=int, default=1, help="runs per trace and strategy; best timings shown")
+    ap.add_argument("--alternatives", action="store_true",
+                    help="only: each trace as it is and with an alternative per GPU request (same run)")
     args = ap.parse_args()
     paths = sorted(p for p in args.traces.glob("*.json") if p.stem != FLEET)
     if not paths:
@@ -260,6 +297,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_fleet:
             paths.append(_fleet_trace(args.fleet_dir or Path(tmp)))
+        if args.alternatives:
+            bench_alternatives(paths, args.repeat)
+            return 0
         bench_traces(paths, args.repeat)
         if paths:
             bench_taints(paths[-1], max(args.repeat, 3))

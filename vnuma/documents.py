@@ -17,7 +17,7 @@ from vnuma.placement.objectives import Objective
 if TYPE_CHECKING:
     from vnuma.placement.model import Placement, VmRequest
     from vnuma.placement.rebalance import Plan
-    from vnuma.placement.result import PlacementResult, Rejection
+    from vnuma.placement.result import PlacementResult, Rejection, Unfit
     from vnuma.services.bandwidth import BandwidthReport
     from vnuma.services.capacity import CapacityReport
     from vnuma.services.stats import StatsReport
@@ -68,7 +68,7 @@ def no_fit_doc(request: VmRequest, result: PlacementResult) -> dict[str, Any]:
     from vnuma.services.placing import place_refusal
 
     err = place_refusal(request.name, result)
-    return {"error": str(err), "hint": err.hint, **refusal_doc(result.rejections)}
+    return {"error": str(err), "hint": err.hint, **refusal_doc(result.rejections), **unfit_doc(result)}
 
 
 def explain_doc(result: PlacementResult) -> dict[str, Any]:
@@ -78,7 +78,25 @@ def explain_doc(result: PlacementResult) -> dict[str, Any]:
         "scores": [{"host": host, "score": score} for host, score in result.scores],
         "rejections": rejections_doc(result.rejections),
         "cells_decided_by": result.cells_decided_by,
+        **unfit_doc(result),
     }
+
+
+def unfit_doc(result: PlacementResult) -> dict[str, Any]:
+    """A request with alternatives: each alternative tried that fits on no host, ``{"alternatives": [{"alternative":
+    N, "asked": "mig=3g.40gb:2", "refused": null|TEXT, "rejections": [...]}]}`` (``asked`` of alternative 0: ``as
+    asked``; ``refused``: the one refusal that kept it off every host, a tenant's quota); empty otherwise."""
+    return unfit_list(result.unfit)
+
+
+def unfit_list(unfit: tuple[Unfit, ...]) -> dict[str, Any]:
+    """:func:`unfit_doc` of the alternatives tried (a refusal's, :attr:`vnuma.errors.NoPlacementError.unfit`)."""
+    if not unfit:
+        return {}
+    return {"alternatives": [
+        {"alternative": u.index, "asked": u.text, "refused": u.refused, "rejections": rejections_doc(u.rejections)}
+        for u in unfit
+    ]}
 
 
 def _shape(s: Any) -> dict[str, int] | None:

@@ -80,7 +80,8 @@ class NoPlacementError(VnumaError):
     exit_code = 5
 
     def __init__(
-        self, vm: str, rejections: tuple[Any, ...], *, best: str | None = None, hint: str | None = None
+        self, vm: str, rejections: tuple[Any, ...], *, best: str | None = None, hint: str | None = None,
+        unfit: tuple[Any, ...] = (),
     ) -> None:
         """``best``: why, in one line (:meth:`vnuma.placement.refusal.Refusal.line`: the causes with how many hosts
         refused for each, and the closest host); ``hint``: what to do about it (the command that refuses says
@@ -89,6 +90,9 @@ class NoPlacementError(VnumaError):
         super().__init__(f"no host can take VM {vm!r}{detail}", hint=hint)
         self.vm = vm
         self.rejections = rejections
+        self.unfit = unfit
+        """A request with alternatives: each alternative and why it fits nowhere
+        (:class:`vnuma.placement.result.Unfit`)."""
 
 
 class NoRoomError(VnumaError):

@@ -302,6 +302,7 @@ def report_to_dict(report: SimulationReport) -> dict[str, Any]:
         "gpus_whole": report.gpus_used,
         "gpus_partitioned": report.gpus_partitioned,
         "gpus_stranded": report.gpus_stranded,
+        **_alternatives(report),
         "decision_us": {
             "mean": statistics.fmean(times) if times else 0.0,
             "p50": _percentile(times, 0.50),
@@ -311,6 +312,14 @@ def report_to_dict(report: SimulationReport) -> dict[str, Any]:
         "wall_s": report.wall_s,
         "requests_per_s": len(report.requests) / report.wall_s if report.wall_s > 0 else 0.0,
     }
+
+
+def _alternatives(report: SimulationReport) -> dict[str, Any]:
+    """``alternative_requests``: the requests listing alternatives; ``placed_by_alternative``: how many of them
+    were placed under each alternative (``"0"``: as asked)."""
+    listing = [p for r, p in zip(report.requests, report.placements, strict=True) if r.alternatives]
+    got = Counter(str(p.alternative) for p in listing if p is not None)
+    return {"alternative_requests": len(listing), "placed_by_alternative": dict(sorted(got.items()))}
 
 
 def level_histogram(pairs: tuple[NicPair, ...]) -> dict[str, int]:
@@ -327,6 +336,7 @@ def placements_to_list(report: SimulationReport) -> list[dict[str, Any]]:
             {
                 "name": request.name,
                 "host": p.host if p else None,
+                "alternative": p.alternative if p else None,
                 "cells": [
                     {
                         "host_cell": c.host_cell,

@@ -223,6 +223,33 @@ def test_gpu_partitions_through_the_service_print_what_they_print_locally(pair: 
     assert http.post("/v1/place", json=body).status_code == 422
 
 
+ALTERNATIVE_COMMANDS = [
+    (["place", "tenant-a", *SMALL, "--gpus", "4", "--numa-nodes", "1", "--or", "mig=3g.40gb:2", "--or", "gpus=1",
+      "--dry-run", "--explain"], 0),
+    (["place", "tenant-a", *SMALL, "--gpus", "4", "--numa-nodes", "1", "--or", "mig=3g.40gb:2", "--name", "a1",
+      "--explain", "--json"], 0),
+    (["vm", "show", "a1"], 0),
+    (["vm", "show", "a1", "--json"], 0),
+    (["place", "tenant-a", *SMALL, "--gpus", "4", "--numa-nodes", "1", "--or", "gpus=3"], 5),
+    (["place", "tenant-a", *SMALL, "--gpus", "4", "--numa-nodes", "1", "--or", "gpus=3", "--json"], 5),
+    (["place", "tenant-a", *SMALL, "--or", "mig=9g.99gb"], 4),
+    (["place", "tenant-a", *SMALL, "--or", "numa-nodes=2", "--json"], 4),
+]
+
+
+def test_alternatives_through_the_service_print_what_they_print_locally(pair: tuple[Cli, Cli, Service]) -> None:
+    """--or goes through --server as "alternatives" in the place body (its texts); the alternative got, the
+    explain and the refusal per alternative come back as the CLI prints them on the inventory itself."""
+    local, client, _service = pair
+    for args, code in ALTERNATIVE_COMMANDS:
+        here, there = local(*args), client(*args)
+        assert (there.exit_code, there.stdout, there.stderr) == (here.exit_code, here.stdout, here.stderr), args
+        assert here.exit_code == code, (args, here.stderr)
+    assert local("vm", "show", "a1", "--json").json()["alternative"] == 1
+    refused = local("place", "tenant-a", *SMALL, "--gpus", "4", "--numa-nodes", "1", "--or", "gpus=3", "--json")
+    assert [u["alternative"] for u in refused.json()["alternatives"]] == [0, 1]
+
+
 def test_commands_the_service_does_not_serve_say_so(pair: tuple[Cli, Cli, Service]) -> None:
     _local, client, _service = pair
     for args in (["trace", "export"], ["db", "status"], ["simulate", "x.json"], ["reconcile"]):

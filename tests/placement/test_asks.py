@@ -70,6 +70,13 @@ OPTIONS: dict[str, st.SearchStrategy[Any]] = {
     "group": NAMES,
     "anti_affinity": _words("anti_affinity"),
     "affinity": _words("affinity"),
+    "alternatives": st.lists(st.one_of(
+        st.builds(lambda n: {"gpus": n}, st.integers(0, 3)),
+        st.builds(lambda p, n: {"mig": f"{p}:{n}", "vcpus": 4, "memory": "4GiB"},
+                  st.sampled_from(["1g.10gb", "3g.40gb"]), st.integers(1, 3)),
+        st.builds(lambda t: {"vgpu": f"{t}:2"}, NAMES),
+        st.builds(lambda v, m: {"vcpus": v, "memory": m}, st.integers(1, 64), SIZES),
+    ), min_size=1, max_size=3),
 }
 """A strategy for the value of every option, as written."""
 
@@ -119,6 +126,12 @@ def sound_options(draw: st.DrawFn) -> dict[str, Any]:
         values.pop("nics", None)
         if values.get("iothreads_policy") == "device-local":
             del values["iothreads_policy"]
+    if values.get("alternatives"):  # each a request the engine's check accepts: the VM's own size, other devices
+        if "cell_vcpus" in values or values.get("iothreads_policy") == "device-local":
+            del values["alternatives"]
+        else:
+            values["alternatives"] = [{k: v for k, v in a.items() if k not in ("vcpus", "memory")} or {"gpus": 0}
+                                      for a in values["alternatives"]]
     if values.get("cpu_policy") == "mixed":
         values["dedicated_vcpus"] = ",".join(map(str, range(draw(st.integers(1, values["vcpus"] - 1)))))
         if values.get("thread_policy") == "require":
@@ -154,6 +167,7 @@ OPTIONS_EXAMPLE: dict[str, Any] = {
     "cell_memory_mode": "strict,interleave", "cell_vcpus": "6,2", "cell_memory": "6GiB,2GiB", "cell_gpus": "2,0",
     "iothreads": 2, "iothreads_policy": "device-local", "host": "h", "llc": "4MiB", "llc_ways": 2, "mem_bw": 40,
     "cold_memory": "1GiB", "cold_tier": "cxl", "group": "g", "anti_affinity": "host", "affinity": "host",
+    "alternatives": [{"mig": "3g.40gb:2"}],
 }
 """One value for every option, none of them its default."""
 
@@ -175,7 +189,9 @@ def _argv(written: dict[str, Any]) -> list[str]:
     argv = [str(written["tenant"])]
     for ask in ASKS:
         value = written.get(ask.name)
-        if ask.name != "tenant" and value is not None:
+        if ask.name == "alternatives" and value is not None:
+            argv += [x for a in value for x in ("--or", ",".join(f"{k}={v}" for k, v in a.items() if v is not None))]
+        elif ask.name != "tenant" and value is not None:
             argv += [ask.flag, str(value)]
     return argv
 
@@ -238,7 +254,8 @@ def test_simulate_places_a_trace_request_as_it_was_asked(values: dict[str, Any])
     from vnuma.simulate import Trace, run
 
     # What this host offers (slices and partitions have tests of their own): most requests fit here.
-    unserved = ("host", "group", "affinity", "anti_affinity", "vgpu", "mig", "llc", "llc_ways", "mem_bw")
+    unserved = ("host", "group", "affinity", "anti_affinity", "vgpu", "mig", "llc", "llc_ways", "mem_bw",
+                "alternatives")
     req = request_from({"name": "vm1", **{k: v for k, v in values.items() if k not in unserved}})
     host = make_host("h", cells=4, cores_per_cell=16, gpus_per_cell=2, nics_per_cell=2, memory_gib=64,
                      hugepages_2m_gib=16, hugepages_1g_gib=32, memory_only_cells=1)

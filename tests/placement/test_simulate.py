@@ -45,6 +45,8 @@ REPORT_KEYS = {
     "gpus_whole",
     "gpus_partitioned",
     "gpus_stranded",
+    "alternative_requests",
+    "placed_by_alternative",
     "decision_us",
     "wall_s",
     "requests_per_s",

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, create_model
 
+from vnuma.placement.altmodel import MAX_ALTERNATIVES
 from vnuma.placement.asks import ASKS, Ask, Form
 from vnuma.placement.model import (
     Isolation,
@@ -35,6 +36,8 @@ def _member(ask: Ask) -> tuple[Any, Any]:
     kind: Any = {
         Form.COUNT: Annotated[StrictInt, Field(ge=0)], Form.NUMBER: StrictInt | None, Form.TEXT: StrictStr | None,
         Form.NODES: StrictStr | StrictInt, Form.NICS: StrictInt | Literal["per-gpu"] | None, Form.CHOICE: choice,
+        Form.ALTERNATIVES: Annotated[list[dict[StrictStr, StrictStr | StrictInt | None] | StrictStr],
+                                     Field(max_length=MAX_ALTERNATIVES)] | None,
     }[ask.form]
     if ask.name == "vcpus":
         kind = Annotated[StrictInt, Field(ge=0)] | None

@@ -19,7 +19,7 @@ import httpx
 from vnuma import errors
 from vnuma.codec import host_from_dict, placement_from_dict, tenant_from_dict
 from vnuma.placement.model import Isolation, Placement, Tenant
-from vnuma.placement.result import PlacementResult, Rejection
+from vnuma.placement.result import PlacementResult, Rejection, Unfit
 from vnuma.topology import Host
 
 TIMEOUT_S = 600.0  # a capacity or stats run on a large fleet takes a while; the server bounds nothing less
@@ -29,6 +29,11 @@ def _rejections(items: list[dict[str, Any]]) -> tuple[Rejection, ...]:
     return tuple(
         Rejection(r["host"], r["check"], r["reason"], r.get("hint"), r.get("gist"), r.get("missing")) for r in items
     )
+
+
+def _unfit(items: list[dict[str, Any]]) -> tuple[Unfit, ...]:
+    """``explain``'s ``alternatives``: each alternative tried that fits on no host."""
+    return tuple(Unfit(u["alternative"], u["asked"], _rejections(u["rejections"]), u["refused"]) for u in items)
 
 
 class Client:
@@ -149,12 +154,13 @@ class Client:
         try:
             doc = self.call("POST", "/v1/place", body)
         except errors.NoPlacementError as err:
-            return err.vm, PlacementResult(None, err.rejections)
+            return err.vm, PlacementResult(None, err.rejections, unfit=err.unfit)
         explained = doc.pop("explain", None) or {"scores": [], "rejections": []}
         scores = tuple((s["host"], int(s["score"])) for s in explained["scores"])
         chosen = placement_from_dict(doc)
         return chosen.vm, PlacementResult(
-            chosen, _rejections(explained["rejections"]), scores, explained.get("cells_decided_by")
+            chosen, _rejections(explained["rejections"]), scores, explained.get("cells_decided_by"),
+            _unfit(explained.get("alternatives", [])),
         )
 
     def list_vms(self, tenant: str | None, host: str | None) -> list[tuple[Placement, str]]:
@@ -271,7 +277,7 @@ def _error(problem: dict[str, Any]) -> errors.VnumaError:
     name = problem.get("error")
     if name == "NoPlacementError":
         err = errors.NoPlacementError(str(problem.get("vm", "")), _rejections(problem.get("rejections", [])),
-                                      hint=hint)
+                                      hint=hint, unfit=_unfit(problem.get("alternatives", [])))
         err.args = (detail,)
         return err
     if name == "NoRoomError":

@@ -15,7 +15,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from vnuma.documents import refusal_doc
+from vnuma.documents import refusal_doc, unfit_list
 from vnuma.errors import (
     AuthenticationError,
     ConflictError,
@@ -67,6 +67,7 @@ def from_error(err: VnumaError) -> JSONResponse:
     if isinstance(err, NoPlacementError):
         extra["vm"] = err.vm
         extra.update(refusal_doc(err.rejections))
+        extra.update(unfit_list(err.unfit))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     response = problem(status, slug, title, " ".join(str(err).split("\n")), **extra)
     if headers:

@@ -31,6 +31,7 @@ def _annotation(ask: Ask) -> Any:
     enum = ask.choices if isinstance(ask.choices, type) and issubclass(ask.choices, Enum) else None
     kind: Any = {
         Form.COUNT: int, Form.NUMBER: int | None, Form.TEXT: str | None, Form.NODES: str, Form.NICS: str | None,
+        Form.ALTERNATIVES: list[str] | None,
         Form.CHOICE: (enum if ask.default is not None else enum | None) if enum is not None else str,
     }[ask.form]
     option = typer.Option(ask.flag, help=ask.help, metavar=ask.metavar, autocompletion=_COMPLETIONS.get(ask.name))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from vnuma.cli import output
+from vnuma.placement.kept import kept_request
 from vnuma.placement.model import CpuPolicy, Placement
 from vnuma.placement.pins import iothread_pins
 from vnuma.topology import format_cpuset, format_size_kib
@@ -26,6 +27,10 @@ def print_placement(p: Placement, title: str, state: str | None = None) -> None:
         ],
     )
     extras = [f"emulator pCPUs: {format_cpuset(p.emulator_pcpus) or '-'}"]
+    alternatives = kept_request(p).alternatives if p.request is not None else ()
+    if alternatives:
+        got = "as asked" if p.alternative == 0 else alternatives[p.alternative - 1].text
+        extras.insert(0, f"alternative: {p.alternative} of 0-{len(alternatives)} ({got})")
     if p.cpu_policy is CpuPolicy.MIXED:
         extras.insert(0, f"cpu policy: mixed (vCPUs {format_cpuset(p.dedicated_vcpus)} dedicated, the others float)")
     if p.iothreads:

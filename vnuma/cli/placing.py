@@ -43,13 +43,16 @@ def place(
     The options are explained in the manual (docs/place.md). The VM keeps
     them as asked ("request" in its JSON) and every later move asks them
     again. A VM no host takes is exit 5 with one line: the causes with how
-    many hosts refused for each, and the host that came closest. With
+    many hosts refused for each, and the host that came closest. Each --or
+    is an alternative, taken only when none before it fits on any host. With
     --rebalance such a VM gets a plan of at most --max-moves moves after
     which it fits (exit 5), carried out and the VM placed with --apply.
 
     Example: vnuma place tenant-a --gpus 2 --group pair-1 --affinity host
 
     Example: vnuma place tenant-a --vcpus 4 --memory 8GiB --mig 3g.40gb:2
+
+    Example: vnuma place tenant-a --gpus 2 --or mig=3g.40gb:2 --or gpus=1
     """
     from vnuma.services.placing import place_vm
     from vnuma.services.requests import place_request
@@ -143,9 +146,17 @@ def _make_room(
 
 
 def _print_explain(result: PlacementResult) -> None:
+    from vnuma.placement.alternatives import unfit_label
+
+    for u in result.unfit:
+        output.echo_lines([f"{unfit_label(u)}: fits on no host" + (f": {u.refused}" if u.refused else "")])
+        if u.rejections:
+            output.echo_table(None, ["HOST", "CHECK", "REASON"], [(r.host, r.check, r.reason) for r in u.rejections])
+    if result.unfit and result.chosen is not None:
+        output.echo_lines([f"alternative {result.chosen.alternative}: placed"])
     if result.scores:
         output.echo_table("scores", ["HOST", "SCORE"], result.scores)
-    if result.rejections:
+    if result.rejections and (result.chosen is not None or not result.unfit):  # else: alternative 0's, above
         rows = [(r.host, r.check, r.reason) for r in result.rejections]
         output.echo_table("rejections", ["HOST", "CHECK", "REASON"], rows)
     chosen = result.chosen

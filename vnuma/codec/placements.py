@@ -87,7 +87,8 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
     (sorted) only under cpu policy ``mixed``, whose cells list their pins first, then their float set;
     ``"request"``: the request the VM keeps, as asked (:func:`vnuma.placement.asks.as_asked`: every option of
     ``vnuma place`` by name, the body ``POST /v1/place`` takes; ``"reconstructed": true`` when vnuma rebuilt it
-    from where the VM was)."""
+    from where the VM was); ``"alternative"``: which of that request's alternatives the VM got (0: the request
+    itself), only when it lists alternatives."""
     slices: dict[str, Any] = {}
     if p.llc:
         slices["llc"] = [{"cache": i, "ways": w} for i, w in p.llc]
@@ -103,6 +104,8 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
         slices["nic_function"] = p.nic_function.value
     request = kept_document(p)
     if request is not None:
+        if request.get("alternatives"):
+            slices["alternative"] = p.alternative
         slices["request"] = request
     return {
         "vm": p.vm,
@@ -173,6 +176,7 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         nics_per_gpu=take(d, "nics_per_gpu", at, as_bool, False),
         nic_function=take(d, "nic_function", at, _NIC_FUNCTION, NicFunction.PF.value),
         dedicated_vcpus=frozenset(take(d, "dedicated_vcpus", at, as_ints, [])),
+        alternative=take(d, "alternative", at, as_int, 0),
         request=_opt_mapping(get_key(d, "request", at, None), at.key("request")),
     )
 

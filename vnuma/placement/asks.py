@@ -33,6 +33,7 @@ from operator import attrgetter
 from typing import Any
 
 from vnuma.errors import InvalidInputError, OptionsError
+from vnuma.placement.altmodel import SIZE_KEYS, parse_alternatives, written
 from vnuma.placement.asktexts import (
     PAGE_WORDS,
     check_groups,
@@ -68,7 +69,8 @@ class Form(StrEnum):
 
     ``count``: a whole number, 0 or more; ``number``: a whole number or null; ``text``: a string or null;
     ``choice``: one of :attr:`Ask.choices`' words (null too when the default is null); ``nodes``:
-    ``auto`` or a whole number; ``nics``: a whole number, ``per-gpu`` or null."""
+    ``auto`` or a whole number; ``nics``: a whole number, ``per-gpu`` or null; ``alternatives``: a list of
+    partial requests (:mod:`vnuma.placement.altmodel`), or null."""
 
     COUNT = "count"
     NUMBER = "number"
@@ -76,6 +78,7 @@ class Form(StrEnum):
     CHOICE = "choice"
     NODES = "nodes"
     NICS = "nics"
+    ALTERNATIVES = "alternatives"
 
 
 Read = Callable[[Any], Mapping[str, Any]]
@@ -98,10 +101,12 @@ class Ask:
     choices: type[Enum] | tuple[str, ...] | None = None
     trace: str | None = None
     """The trace's key for it when not :attr:`name` (the trace format's own ``memory_mib``...)."""
+    cli: str | None = None
+    """Its command-line flag when not ``--`` and the name with dashes."""
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return self.cli or "--" + self.name.replace("_", "-")
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -258,6 +263,10 @@ ASKS: tuple[Ask, ...] = (
         _choice("anti_affinity", AntiAffinity), _value("anti_affinity"), choices=AntiAffinity),
     Ask("affinity", Form.CHOICE, "Keep the group's VMs together on one host.", "group",
         _choice("affinity", Affinity), _value("affinity"), choices=Affinity),
+    Ask("alternatives", Form.ALTERNATIVES, "What to take instead when the request fits on no host, e.g. "
+        "mig=3g.40gb:2 or gpus=1,vcpus=8 (devices: gpus, mig, vgpu, nics; and vcpus, memory); repeat it for "
+        "more, tried in order.", "alternatives", lambda v: {"alternatives": parse_alternatives(v)},
+        lambda req: written(req.alternatives), metavar="OPTION=VALUE[,...]", cli="--or"),
 )
 """Every option of a VM's request, in ``vnuma place --help``'s order."""
 
@@ -293,7 +302,11 @@ def request_from(values: Mapping[str, Any], *, page_size_default: str = "large")
         if ask.name == "page_size" and value is None:
             value = page_size_default
         fields_.update(ask.read(value))
-    return _completed(VmRequest(**fields_))
+    req = _completed(VmRequest(**fields_))
+    if not req.alternatives:
+        return req
+    sizes = {k: BY_NAME[k].write(req) for k in SIZE_KEYS}  # an alternative keeps the size asked, unless it gives one
+    return replace(req, alternatives=tuple(a.with_sizes(sizes) for a in req.alternatives))
 
 
 def _plain(ask: Ask, value: Any) -> Any:

@@ -42,6 +42,7 @@ from typing import TypeVar, cast
 import numpy as np
 
 from vnuma.errors import ConflictError, GroupModeError, NoPlacementError
+from vnuma.placement.alternatives import place_first, unfit_line
 from vnuma.placement.build import build_placement
 from vnuma.placement.filters import HOST_FILTERS
 from vnuma.placement.fit import HostFit, fit_host, further
@@ -90,7 +91,12 @@ def place(
         ConflictError: the VM would take its tenant over a quota (alone or with what it holds).
         GroupModeError: it asks affinity of a group whose VMs asked anti-affinity, or the reverse.
         NotFoundError: ``request.host`` is not in the fleet.
+
+    A request with alternatives is placed by :func:`vnuma.placement.alternatives.place_first`: the first
+    alternative that fits on some host, each placed as here (every alternative is checked first).
     """
+    if request.alternatives:
+        return place_first(request, fleet, lambda v: place(v, fleet, strategy, explain=explain, memory=memory))
     validate_request(request, fleet)
     clash = group_clash(fleet.groups, request.name, request.group, request.affinity, request.anti_affinity)
     if clash is not None:
@@ -114,14 +120,17 @@ def place(
 def best_reason(result: PlacementResult) -> str:
     """One line for stderr: the host that came closest and how many hosts refused for each cause
     (:func:`vnuma.placement.refusal.summarize`); empty when placed."""
-    return "" if result.chosen is not None else summarize(result.rejections).line()
+    if result.chosen is not None:
+        return ""
+    return unfit_line(result.unfit) if result.unfit else summarize(result.rejections).line()
 
 
 def no_placement(vm: str, result: PlacementResult) -> NoPlacementError:
-    """The error for a VM no host takes: the one line of :func:`best_reason`, and the closest host's hint
-    (``cordoned``: uncordon it; no hugepages: reserve some), if its check gives one."""
+    """The error for a VM no host takes: the one line of :func:`best_reason` (each alternative's, for a request
+    with alternatives), and the closest host's hint (``cordoned``: uncordon it; no hugepages: reserve some), if
+    its check gives one."""
     refusal = summarize(result.rejections)
-    return NoPlacementError(vm, result.rejections, best=refusal.line(), hint=refusal.hint())
+    return NoPlacementError(vm, result.rejections, best=best_reason(result), hint=refusal.hint(), unfit=result.unfit)
 
 
 def host_refusal(hs: HostState, request: VmRequest) -> Rejection | None:

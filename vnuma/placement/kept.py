@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from vnuma.placement.asks import as_asked, request_from
+from vnuma.placement.asks import ASKS, as_asked, request_from, written_default
 from vnuma.placement.model import Isolation, Placement, Tenant, VmRequest
 from vnuma.placement.resctrl import with_tenant_slices
 
@@ -46,11 +46,12 @@ _READ: dict[int, tuple[Mapping[str, Any], VmRequest]] = {}
 
 
 def kept_document(p: Placement) -> dict[str, Any] | None:
-    """The request ``p``'s VM keeps as its document is stored: :func:`as_asked`, marked when reconstructed."""
+    """The request ``p``'s VM keeps as its document is stored: :func:`as_asked`, marked when reconstructed; an
+    option a stored document predates (``alternatives``) written with its default, as it is read."""
     kept = p.request
     if kept is None or isinstance(kept, VmRequest):
         return None if kept is None else as_asked(kept)
-    return dict(kept)
+    return {**{a.name: written_default(a) for a in ASKS if a.name not in kept}, **kept}
 
 
 def move_request(p: Placement, isolation: Isolation) -> VmRequest:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from vnuma.placement.altmodel import Alternative
 from vnuma.placement.partitionmodel import PartitionAsk, PartitionAssignment
 from vnuma.topology import DeviceKind
 from vnuma.topology.pcie import Level
@@ -212,6 +213,9 @@ class VmRequest:
     the VM's cells (:mod:`vnuma.placement.partitions`)."""
     dedicated_vcpus: frozenset[int] = frozenset()
     """Under ``mixed``: the vCPU ids pinned 1:1 (the others float); empty under the other policies."""
+    alternatives: tuple[Alternative, ...] = ()
+    """What the VM takes instead when this request fits on no host, in order (alternative 1, 2, ...;
+    :mod:`vnuma.placement.alternatives`); empty: none."""
 
     @property
     def wants_nics(self) -> bool:
@@ -329,6 +333,8 @@ class Placement:
     """The GPU partitions it holds (vGPU or MIG instances), in the order asked."""
     dedicated_vcpus: frozenset[int] = frozenset()
     """Under ``mixed``: the vCPUs pinned 1:1 (see :func:`mixed_split` for how a cell lists their pCPUs)."""
+    alternative: int = 0
+    """Which of its request's alternatives the VM got (0: the request itself)."""
     request: VmRequest | Mapping[str, Any] | None = field(default=None, compare=False)
     """The request the VM keeps, as asked: every move asks it again (:func:`vnuma.placement.kept.kept_request`).
     The engine's own request object for a placement it made (a move keeps the one its VM had), or the stored

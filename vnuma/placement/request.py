@@ -18,11 +18,16 @@ multiple of N pages). The sized request is then checked by the same
 :func:`request_problem` as any other; a share too small to give every guest
 cell a vCPU and a page is the host's ``size`` rejection, naming the cell
 that limits it.
+
+A request for GPU partitions without vCPUs and/or memory (``--mig 3g.40gb:2``)
+is sized the same way from the part of a GPU its partitions make
+(:func:`gpu_share`): two 3g.40gb instances of an 8-slice GPU, one GPU's share.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 
 from vnuma.errors import InvalidInputError
 from vnuma.placement.ledger.cell import CellState
@@ -38,6 +43,7 @@ from vnuma.placement.model import (
     ThreadPolicy,
     VmRequest,
 )
+from vnuma.placement.partitionmodel import PartitionKind
 from vnuma.topology import PAGE_4K, count_of, format_size_kib
 
 MAX_VCPUS = 4096
@@ -219,9 +225,9 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
     problem = _numbers_problem(request)  # a negative count is named before it is read as "no GPUs asked"
     if problem is not None:
         raise InvalidInputError(f"VM {name!r}: {problem}")
-    if (request.vcpus is None or request.memory_kib is None) and request.gpus <= 0:
+    if (request.vcpus is None or request.memory_kib is None) and request.gpus <= 0 and request.partition is None:
         raise InvalidInputError(
-            f"VM {name!r}: vCPUs and memory are required unless GPUs are asked for",
+            f"VM {name!r}: vCPUs and memory are required unless GPUs or GPU partitions are asked for",
             hint="give vCPUs and memory (`vnuma place --vcpus N --memory SIZE`), or GPUs to size the VM from "
             "(`vnuma place --gpus N`)",
         )
@@ -249,11 +255,37 @@ def _vcpus_per_gpu(request: VmRequest, hs: HostState, cell: CellState) -> int:
     return threads // hs.width * hs.width if threads >= hs.width else threads
 
 
+def gpu_share(request: VmRequest, hs: HostState) -> int | Fraction | str:
+    """How many GPUs' worth ``request`` asks on ``hs``: its GPUs, or its partitions' part of the first GPU (by
+    address) offering them: a MIG instance its memory slices of the geometry's, a vGPU instance one of the
+    instances of its type a GPU offers (on its VFs, else on the GPU itself). A string: no GPU offers them."""
+    ask = request.partition
+    if ask is None:
+        return request.gpus
+    for address in sorted(hs.shape.gpu_offers):
+        offer = hs.shape.gpu_offers[address]
+        if ask.kind is PartitionKind.MIG and offer.mig is not None:
+            slices = next((p.memory_slices for p in offer.mig.profiles if p.name == ask.name), 0)
+            if slices:
+                return Fraction(ask.count * slices, offer.mig.memory_slices)
+        if ask.kind is PartitionKind.VGPU:
+            per_gpu = len(offer.vgpu_vfs.get(ask.name, ())) or offer.vgpu_pf.get(ask.name, 0)
+            if per_gpu:
+                return Fraction(ask.count, per_gpu)
+    return f"no GPU offers {ask.kind.value} {ask.name} to size the VM from; give vcpus and memory"
+
+
 def resolve_size(request: VmRequest, hs: HostState, page_size_kib: int) -> VmRequest | str:
-    """``request`` with vcpus/memory filled from its GPUs' share of ``hs``, or why it cannot be sized there."""
+    """``request`` with vcpus/memory filled from its GPUs' (or partitions', :func:`gpu_share`) share of ``hs``,
+    or why it cannot be sized there."""
     gpu_cells = [c for c in hs.cells if c.gpus]
     if not gpu_cells:
         return "has no GPUs on CPU cells to size the VM from; give vcpus and memory"
+    share = gpu_share(request, hs)
+    if isinstance(share, str):
+        return share
+    what = count_of(request.gpus, "GPU") if request.partition is None else (
+        f"{request.partition.count} {request.partition.kind.value} instance(s) ({share} GPU)")
     vcpu_cell = min(gpu_cells, key=lambda c: (_vcpus_per_gpu(request, hs, c), c.id))
     page_cell = min(gpu_cells, key=lambda c: (c.pages_total.get(page_size_kib, 0) // len(c.gpus), c.id))
     per_gpu_vcpus = _vcpus_per_gpu(request, hs, vcpu_cell)
@@ -262,20 +294,19 @@ def resolve_size(request: VmRequest, hs: HostState, page_size_kib: int) -> VmReq
     vcpus = request.vcpus
     if vcpus is None:
         step = 2 * nodes if request.thread_policy is ThreadPolicy.REQUIRE and request.numa_nodes else nodes
-        vcpus = request.gpus * per_gpu_vcpus // step * step
+        vcpus = int(share * per_gpu_vcpus) // step * step
     memory = request.memory_kib
     if memory is None:
-        memory = request.gpus * per_gpu_pages // nodes * nodes * page_size_kib
+        memory = int(share * per_gpu_pages) // nodes * nodes * page_size_kib
     if vcpus < 1:
         return (
             f"cell {vcpu_cell.id} gives {per_gpu_vcpus} vCPU(s) per GPU ({vcpu_cell.threads_total} threads for "
-            f"{len(vcpu_cell.gpus)} GPUs): too few for {request.gpus} GPU(s) over {nodes} guest cell(s); "
-            "give vcpus"
+            f"{len(vcpu_cell.gpus)} GPUs): too few for {what} over {nodes} guest cell(s); give vcpus"
         )
     if memory < 1:
         return (
             f"cell {page_cell.id} gives {per_gpu_pages} {format_size_kib(page_size_kib)} page(s) per GPU: "
-            f"too few for {request.gpus} GPU(s) over {nodes} guest cell(s)"
+            f"too few for {what} over {nodes} guest cell(s)"
         )
     sized = replace(request, vcpus=vcpus, memory_kib=memory, page_size_kib=page_size_kib)
     problem = request_problem(sized)

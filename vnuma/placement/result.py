@@ -36,3 +36,18 @@ class PlacementResult:
     rejections: tuple[Rejection, ...] = ()
     scores: tuple[tuple[str, int], ...] = ()
     cells_decided_by: str | None = None
+    unfit: tuple[Unfit, ...] = ()
+    """A request with alternatives: each alternative tried before the chosen one (every one, when none fits),
+    with why it fits nowhere; ``rejections`` and ``scores`` are then the chosen alternative's (the request's
+    own, when none fits) (:mod:`vnuma.placement.alternatives`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unfit:
+    """An alternative that fits on no host: its number (0: the request as asked), how it was written, and
+    every host's rejection of it, or the one refusal that kept it off every host (a tenant's quota)."""
+
+    index: int
+    text: str
+    rejections: tuple[Rejection, ...] = ()
+    refused: str | None = None

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
+from vnuma.placement.altmodel import metadata_text
 from vnuma.placement.asks import asked_changes
 from vnuma.placement.kept import kept_request
 from vnuma.placement.model import MAX_IOTHREADS, CellAssignment, CpuPolicy, MemoryMode, Placement, mixed_split
@@ -388,5 +389,5 @@ _META_KEPT = frozenset({"tenant", "name", "vcpus", "memory", "gpus"})
 def _meta_request(placement: Placement) -> tuple[tuple[str, str], ...]:
     if placement.request is None:
         return ()
-    return tuple((k.replace("_", "-"), str(v)) for k, v in asked_changes(kept_request(placement), _META_KEPT).items()
-                 if v is not None)
+    return tuple((k.replace("_", "-"), metadata_text(v) if isinstance(v, list) else str(v))
+                 for k, v in asked_changes(kept_request(placement), _META_KEPT).items() if v is not None)

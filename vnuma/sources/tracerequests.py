@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vnuma.errors import InvalidInputError
+from vnuma.placement.alternatives import label, variants
 from vnuma.placement.asks import ASKS, Ask, Form, request_from, written_default
 from vnuma.placement.asktexts import PAGE_WORDS, vcpu_list
 from vnuma.placement.model import VmRequest
@@ -85,6 +86,11 @@ def _value(ask: Ask, raw: dict[str, Any], key: str, at: At) -> Any:
             got = "null" if value is None else repr(value) if isinstance(value, str) else type(value).__name__
             raise at.key(key).fail(f"expected an integer or 'per-gpu', got {got}")
         return value
+    if form is Form.ALTERNATIVES:
+        value = raw[key]
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, dict) for v in value)):
+            raise at.key(key).fail("expected a list of objects (options by name, as POST /v1/place takes them)")
+        return value
     if form is Form.CHOICE:
         value = at.get(raw, key, str, nullable=ask.default is None)
         if value is not None and value not in ask.words:
@@ -125,9 +131,14 @@ def parse_request(raw: object, at: At) -> VmRequest:
         req = request_from(values)
     except InvalidInputError as err:
         raise at.fail(str(err)) from None
-    problem = request_problem(req)
-    if problem is not None:
-        raise at.fail(problem)
+    try:
+        made = variants(req)
+    except InvalidInputError as err:
+        raise at.fail(str(err)) from None
+    for n, v in enumerate(made):
+        problem = request_problem(v)
+        if problem is not None:
+            raise at.fail(problem if n == 0 else f"{label(req, n)}: {problem}")
     return req
 
 
