@@ -78,3 +78,30 @@ def test_simulate_prints_cold_memory_as_every_table_prints_sizes(cli: Cli) -> No
     report = cli.ok("simulate", trace, "--json").json()
     line = next(s for s in cli.ok("simulate", trace).stdout.splitlines() if s.startswith("cold tiers placed"))
     assert line.endswith(f", {format_size_kib(report['cold_memory_mib'] * 1024)}") and " MiB" not in line
+
+
+def test_a_trace_over_the_cap_is_exit_13_on_one_line_and_the_cap_is_a_setting(cli: Cli) -> None:
+    trace = REPO / "examples" / "traces" / "dual-socket-2cell.json"  # 53 KiB
+    res = cli("simulate", str(trace), "--max-input-size", "32KiB")
+    assert res.exit_code == 13 and res.stdout == ""
+    error, hint = res.stderr.splitlines()
+    assert error == f"error: {trace}: trace file is 53 KiB, larger than the 32 KiB cap"
+    assert hint == "hint: raise it with --max-input-size SIZE"
+    assert cli.ok("simulate", str(trace), "--max-input-size", "64KiB", "--json").json()["requests"] == 240
+    res = cli.process("simulate", str(trace), "--max-input-size", "32KiB")
+    assert res.exit_code == 13 and "Traceback" not in res.stderr
+
+
+def test_the_default_cap_takes_a_trace_over_64_mib(cli: Cli, tmp_path: Path) -> None:
+    """A 100,000-host trace is over 100 MiB: the default cap is far above the 64 MiB of the other inputs."""
+    from vnuma.services.files import MAX_INPUT_BYTES, MAX_TRACE_SIZE
+    from vnuma.topology import parse_size_kib
+
+    assert parse_size_kib(MAX_TRACE_SIZE) * 1024 >= 4 * MAX_INPUT_BYTES
+    trace = (REPO / "examples" / "traces" / "dual-socket-2cell.json").read_text()
+    big = tmp_path / "padded.json"
+    with big.open("w") as f:
+        f.write(trace.rstrip().removesuffix("}"))
+        f.write(f', "padding": "{"x" * (MAX_INPUT_BYTES + 1024)}"}}\n')
+    assert big.stat().st_size > MAX_INPUT_BYTES
+    assert cli.ok("simulate", str(big), "--json").json()["requests"] == 240
