@@ -12,7 +12,7 @@ MAX_INPUT_BYTES = 64 * 1024 * 1024
 MAX_TRACE_SIZE = "512MiB"
 """The default cap on a trace file (``simulate --max-input-size``): a trace of 100,000 two-socket hosts and
 20,000 requests (``trace generate --scenario fleet --hosts 100000``) is about 135 MiB; eight-GPU hosts with their
-PCIe places (``dgx-nics``) take about 3 times as much per host."""
+PCIe places (``dgx-nics``) take about 4 times as much per host."""
 
 
 def read_input(path: Path, what: str, max_bytes: int = MAX_INPUT_BYTES, *, option: str | None = None) -> bytes:

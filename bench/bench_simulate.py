@@ -1,0 +1,128 @@
+"""Fleet-scale simulation, before and after in one run: 10,000 and 100,000 hosts, 20,000 requests.
+
+    .venv/bin/python bench/bench_simulate.py --baseline-ref main [--hosts 10000 100000] [--runs 3]
+        [--big-runs 1] [--strategy pack]
+
+The trace is made once per fleet size by this checkout's generator
+(``vnuma trace generate --scenario fleet --hosts N``: dual-socket-2cell
+hosts, 20,000 requests, seed 42). ``--baseline-ref`` checks an earlier
+commit out into a temporary git worktree (``--baseline DIR`` takes an
+existing checkout); both checkouts run the same child process, alternating
+run by run so a busy machine disturbs both alike: the trace read with
+``vnuma.simulate.load_trace`` from the file's bytes and placed with
+``vnuma.simulate.run`` (what ``vnuma simulate`` does, without its size cap,
+which refuses a 100,000-host trace before this change). A last row runs
+this checkout's ``vnuma simulate --json`` as a whole process.
+
+Per row: the medians over runs of the child's CPU time (user + system,
+from ``wait4``) and wall time, its peak RSS (the largest), and of the
+decisions (as ``simulate`` times them, each ``place`` call) the p50 and p99
+and the requests per second of the placing loop (wall), with how many were
+placed (the same on both sides: the placements do not change). Fleets of
+``--big-hosts`` hosts or more (default 100,000) run ``--big-runs`` times
+(default 1): on a 2-core machine shared with others, a 100,000-host run
+costs a minute and more of CPU before this change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_compare import REPO, baseline
+
+PROBE = """
+import json, sys
+from pathlib import Path
+from vnuma.placement.objectives import Strategy
+from vnuma.simulate import load_trace, report_to_dict, run
+trace = load_trace(Path(sys.argv[1]).read_bytes(), sys.argv[1])
+d = report_to_dict(run(trace, Strategy(sys.argv[2])))
+print(json.dumps({k: d[k] for k in ("placed", "requests", "decision_us", "requests_per_s")}))
+"""
+
+
+def measured(tree: Path, args: list[str]) -> dict[str, Any]:
+    """One child process in ``tree`` (first on the module path): its report, CPU and wall seconds, peak RSS MiB."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        child = subprocess.Popen([sys.executable, *args], cwd=tree, env=env, stdout=out, stderr=subprocess.PIPE)
+        _pid, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stderr = child.stderr.read().decode() if child.stderr else ""
+        if child.returncode:
+            raise SystemExit(f"{tree}: {' '.join(args)} exited {child.returncode}: {stderr.strip()}")
+        out.seek(0)
+        report = json.loads(out.read())
+    return {**report, "cpu": usage.ru_utime + usage.ru_stime, "wall": wall, "rss": usage.ru_maxrss / 1024}
+
+
+def row(label: str, runs: list[dict[str, Any]]) -> list[str]:
+    """One table row: medians over ``runs`` (peak RSS: the largest)."""
+    med = statistics.median
+    return [
+        label,
+        f"{med(r['cpu'] for r in runs):.1f}",
+        f"{med(r['wall'] for r in runs):.1f}",
+        f"{max(r['rss'] for r in runs):.0f}",
+        f"{med(r['decision_us']['p50'] for r in runs):.0f}",
+        f"{med(r['decision_us']['p99'] for r in runs):.0f}",
+        f"{med(r['requests_per_s'] for r in runs):,.0f}",
+        f"{runs[0]['placed']:,} / {runs[0]['requests']:,}",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--baseline-ref", help="an earlier commit to compare with (e.g. main)")
+    where.add_argument("--baseline", help="an earlier checkout to compare with")
+    parser.add_argument("--hosts", type=int, nargs="+", default=[10000, 100000])
+    parser.add_argument("--runs", type=int, default=3, help="runs per checkout (default 3)")
+    parser.add_argument("--big-hosts", type=int, default=100000, help="from this many hosts on, --big-runs")
+    parser.add_argument("--big-runs", type=int, default=1, help="runs per checkout of big fleets (default 1)")
+    parser.add_argument("--strategy", default="pack")
+    args = parser.parse_args()
+    head = ["fleet", "cpu s", "wall s", "peak RSS MiB", "p50 us", "p99 us", "decisions/s", "placed"]
+    rows = []
+    with baseline(args.baseline_ref, args.baseline) as before, tempfile.TemporaryDirectory() as tmp:
+        for hosts in args.hosts:
+            trace = Path(tmp) / f"fleet-{hosts}.json"
+            subprocess.run(
+                [sys.executable, "-m", "vnuma.cli", "trace", "generate", "--scenario", "fleet", "--hosts", str(hosts),
+                 "--out", str(trace)], cwd=REPO, check=True, capture_output=True,
+            )
+            runs = args.big_runs if hosts >= args.big_hosts else args.runs
+            probe = ["-c", PROBE, str(trace), args.strategy]
+            got: dict[str, list[dict[str, Any]]] = {"before": [], "after": [], "cli": []}
+            for _ in range(runs):
+                got["before"].append(measured(before, probe))
+                got["after"].append(measured(REPO, probe))
+            for _ in range(runs):
+                got["cli"].append(measured(REPO, ["-m", "vnuma.cli", "simulate", str(trace), "--json",
+                                                  "--strategy", args.strategy]))
+            size = trace.stat().st_size / 2**20
+            rows += [
+                row(f"{hosts:,} hosts ({size:.0f} MiB), before", got["before"]),
+                row(f"{hosts:,} hosts, after", got["after"]),
+                row(f"{hosts:,} hosts, after, `vnuma simulate`", got["cli"]),
+            ]
+            trace.unlink()
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()
