@@ -33,15 +33,16 @@ def _merged(doc: Any) -> Any:
     doc=st.dictionaries(st.sampled_from(["format", "hosts", "requests", "x"]), VALUES, max_size=4)
     | VALUES,
     hosts=st.none() | st.lists(
-        st.fixed_dictionaries({"name": st.text(max_size=3) | st.integers(), "cells": VALUES})
+        st.fixed_dictionaries({"name": st.sampled_from(["a", "b", "é"]) | st.integers(), "cells": VALUES})
         | VALUES, max_size=4,
     ),
     indent=st.sampled_from([None, 0, 1, "\t"]),
+    compact=st.booleans(),
 )
-def test_scanning_reads_what_the_whole_tree_reader_reads(doc: Any, hosts: Any, indent: Any) -> None:
+def test_scanning_reads_what_the_whole_tree_reader_reads(doc: Any, hosts: Any, indent: Any, compact: bool) -> None:
     if isinstance(doc, dict) and hosts is not None:
         doc = {**doc, "hosts": hosts}
-    text = json.dumps(doc, indent=indent)
+    text = json.dumps(doc, indent=indent, separators=(",", ":") if compact else None)
     assert _merged(scan_trace(text)) == json.loads(text)
     assert _merged(scan_trace(f" \n{text}\n ")) == json.loads(text)
 
@@ -59,9 +60,12 @@ def test_malformed_text_is_refused_in_the_standard_librarys_words(text: str) -> 
     assert str(got.value) == str(expected.value)
 
 
-def test_hosts_that_differ_only_in_name_share_one_topology() -> None:
-    doc = json.loads((REPO / "examples" / "traces" / "dual-socket-2cell.json").read_text())
-    trace = load_trace(json.dumps(doc).encode(), "t.json")
+@pytest.mark.parametrize("spacing", [None, (",", ":"), "as generated"])
+def test_hosts_that_differ_only_in_name_share_one_topology(spacing: Any) -> None:
+    path = REPO / "examples" / "traces" / "dual-socket-2cell.json"
+    doc = json.loads(path.read_text())
+    text = path.read_text() if spacing == "as generated" else json.dumps(doc, separators=spacing)
+    trace = load_trace(text.encode(), "t.json")
     first, *others = trace.hosts
     assert others and all(h.cells is first.cells and h.devices is first.devices for h in others)
     for raw, host in zip(doc["hosts"], trace.hosts, strict=True):  # each as it decodes alone

@@ -2,8 +2,9 @@
 
 Pure: no I/O. :func:`scan_trace` reads the top-level object key by key with
 the standard library's decoder, and the ``hosts`` array host by host: a host
-object but its ``name`` is keyed by its JSON text, and hosts whose rest is
-the same text share one object. A fleet of 100,000 hosts of a few hardware
+object but its ``name`` is keyed by its JSON text (the text after the name
+when the host starts with it, as the generator and ``trace export`` write
+hosts), and hosts whose rest is the same text share one object. A fleet of 100,000 hosts of a few hardware
 shapes then holds a few host objects and 100,000 names, not 100,000 trees of
 cells, CPU lists and sibling groups (about 5 KiB each); the decoder
 (:mod:`.trace`) decodes each shared object once. Equal texts are equal JSON
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from json.decoder import scanstring
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 HostEntry = tuple[str | None, Any]
@@ -66,10 +68,15 @@ def _hosts(text: str, pos: int) -> tuple[list[HostEntry], int]:
     if text.startswith("]", pos):
         return entries, pos + 1
     while True:
+        start = pos
         raw, pos = _DECODER.raw_decode(text, pos)
         if isinstance(raw, dict) and isinstance(raw.get("name"), str):
             name = raw.pop("name")
-            entries.append((name, bodies.setdefault(json.dumps(raw), raw)))
+            # The text after a leading "name" (as the generator and `trace export` write hosts) is the rest's
+            # text as it stands; else the rest is written out (keys starting "{" never meet the others).
+            head = '{"name":' + encode_basestring_ascii(name)
+            key = text[start + len(head) : pos] if text.startswith(head, start) else json.dumps(raw)
+            entries.append((name, bodies.setdefault(key, raw)))
         else:
             entries.append((None, raw))
         pos = _skip(text, pos)
