@@ -12,7 +12,10 @@ run by run so a busy machine disturbs both alike: the trace read with
 ``vnuma.simulate.load_trace`` from the file's bytes and placed with
 ``vnuma.simulate.run`` (what ``vnuma simulate`` does, without its size cap,
 which refuses a 100,000-host trace before this change). A last row runs
-this checkout's ``vnuma simulate --json`` as a whole process.
+this checkout's ``vnuma simulate --json`` as a whole process. With
+``--export``, each checkout also builds an inventory of that many hosts
+(its own ``bench_fleet.copy_hosts``: copies of one 4-cell, 8-GPU host, no
+VMs) and runs ``vnuma trace export`` on it as a whole process.
 
 Per row: the medians over runs of the child's CPU time (user + system,
 from ``wait4``) and wall time, its peak RSS (the largest), and of the
@@ -50,8 +53,9 @@ print(json.dumps({k: d[k] for k in ("placed", "requests", "decision_us", "reques
 """
 
 
-def measured(tree: Path, args: list[str]) -> dict[str, Any]:
-    """One child process in ``tree`` (first on the module path): its report, CPU and wall seconds, peak RSS MiB."""
+def measured(tree: Path, args: list[str], *, report: bool = True) -> dict[str, Any]:
+    """One child process in ``tree`` (first on the module path): its JSON report (when ``report``), CPU and wall
+    seconds, peak RSS MiB."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out:
@@ -63,13 +67,35 @@ def measured(tree: Path, args: list[str]) -> dict[str, Any]:
         if child.returncode:
             raise SystemExit(f"{tree}: {' '.join(args)} exited {child.returncode}: {stderr.strip()}")
         out.seek(0)
-        report = json.loads(out.read())
-    return {**report, "cpu": usage.ru_utime + usage.ru_stime, "wall": wall, "rss": usage.ru_maxrss / 1024}
+        got = json.loads(out.read()) if report else {}
+    return {**got, "cpu": usage.ru_utime + usage.ru_stime, "wall": wall, "rss": usage.ru_maxrss / 1024}
+
+
+COPY_HOSTS = """
+import sys
+from pathlib import Path
+sys.path.insert(0, "bench")
+from bench_fleet import copy_hosts
+copy_hosts(Path(sys.argv[1]), int(sys.argv[2]))
+"""
+
+
+def exported(tree: Path, hosts: int, tmp: Path) -> dict[str, Any]:
+    """``vnuma trace export`` in ``tree`` of an inventory of ``hosts`` hosts it builds: CPU, wall, peak RSS."""
+    db, out = tmp / f"export-{hosts}.db", tmp / f"export-{hosts}.json"
+    measured(tree, ["-c", COPY_HOSTS, str(db), str(hosts)], report=False)
+    got = measured(tree, ["-m", "vnuma.cli", "--db", str(db), "trace", "export", "--out", str(out)], report=False)
+    db.unlink()
+    out.unlink()
+    return got
 
 
 def row(label: str, runs: list[dict[str, Any]]) -> list[str]:
-    """One table row: medians over ``runs`` (peak RSS: the largest)."""
+    """One table row: medians over ``runs`` (peak RSS: the largest); decisions only for simulations."""
     med = statistics.median
+    if "decision_us" not in runs[0]:
+        return [label, f"{med(r['cpu'] for r in runs):.1f}", f"{med(r['wall'] for r in runs):.1f}",
+                f"{max(r['rss'] for r in runs):.0f}", "-", "-", "-", "-"]
     return [
         label,
         f"{med(r['cpu'] for r in runs):.1f}",
@@ -92,6 +118,7 @@ def main() -> None:
     parser.add_argument("--big-hosts", type=int, default=100000, help="from this many hosts on, --big-runs")
     parser.add_argument("--big-runs", type=int, default=1, help="runs per checkout of big fleets (default 1)")
     parser.add_argument("--strategy", default="pack")
+    parser.add_argument("--export", action="store_true", help="time `vnuma trace export` of each fleet size too")
     args = parser.parse_args()
     head = ["fleet", "cpu s", "wall s", "peak RSS MiB", "p50 us", "p99 us", "decisions/s", "placed"]
     rows = []
@@ -118,6 +145,13 @@ def main() -> None:
                 row(f"{hosts:,} hosts, after, `vnuma simulate`", got["cli"]),
             ]
             trace.unlink()
+            if args.export:
+                runs_export: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+                for _ in range(runs):
+                    runs_export["before"].append(exported(before, hosts, Path(tmp)))
+                    runs_export["after"].append(exported(REPO, hosts, Path(tmp)))
+                rows += [row(f"`trace export`, {hosts:,} hosts, {label}", got_)
+                         for label, got_ in runs_export.items()]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
