@@ -14,6 +14,7 @@ from vnuma.services import Settings
 from vnuma.services.files import MAX_TRACE_SIZE, read_input
 from vnuma.services.progress import SILENT, Progress
 from vnuma.simulate import Base, load_trace, placements_to_list, report_to_dict, run
+from vnuma.sources.trace import trace_text
 from vnuma.topology import parse_size_kib
 
 
@@ -31,7 +32,10 @@ def simulate_file(
         InvalidInputError: a bad size, or a bad trace (:func:`vnuma.simulate.load_trace`).
     """
     cap = parse_size_kib(max_input_size) * 1024
-    trace = load_trace(read_input(trace_path, "trace", cap, option="--max-input-size"), str(trace_path))
+    # The bytes are dropped once decoded: the file is held once, as text, while it is read.
+    text = trace_text(read_input(trace_path, "trace", cap, option="--max-input-size"), str(trace_path))
+    trace = load_trace(text, str(trace_path))
+    del text
     base = None
     if inventory is not None:
         with open_reader(inventory.db_url) as reader:

@@ -84,9 +84,8 @@ def load_trace(data: bytes | str, what: str) -> Trace:
             partition the CPUs, distances to missing cells, duplicate names).
     """
     try:
-        text = data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
-        doc = scan_trace(text)
-    except (UnicodeDecodeError, ValueError) as err:
+        doc = scan_trace(data if isinstance(data, str) else trace_text(data, what))
+    except ValueError as err:
         raise InvalidInputError(f"{what}: not valid JSON: {err}") from None
     at = At(what)
     if not isinstance(doc, dict):
@@ -108,6 +107,19 @@ def load_trace(data: bytes | str, what: str) -> Trace:
     )
     _unique([r.name for r in requests], at.key("requests"), "request name")
     return Trace(scenario, hosts, requests)
+
+
+def trace_text(data: bytes, what: str) -> str:
+    """A trace file's bytes as text (UTF-8, or UTF-16/32 as JSON allows); a caller holding only the text
+    holds the file once.
+
+    Raises:
+        InvalidInputError: not text in any of those encodings.
+    """
+    try:
+        return data.decode(json.detect_encoding(data), "surrogatepass")
+    except UnicodeDecodeError as err:
+        raise InvalidInputError(f"{what}: not valid JSON: {err}") from None
 
 
 def _shared_host(entry: HostEntry, at: At, geometries: Mapping[str, MigGeometry], decoded: dict[int, Host]) -> Host:
