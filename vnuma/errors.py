@@ -32,6 +32,13 @@ class InvalidInputError(VnumaError):
     exit_code = 4
 
 
+class InputTooLargeError(InvalidInputError):
+    """An input file larger than the cap set for it (``simulate --max-input-size``): exit 15, so a script can
+    tell it from a malformed file and raise the cap."""
+
+    exit_code = 15
+
+
 class OptionsError(InvalidInputError):
     """Options that need or exclude each other (``--affinity`` without ``--group``): a usage error, exit 2
     as Click's own."""

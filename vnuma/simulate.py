@@ -219,14 +219,13 @@ def _report(
 ) -> SimulationReport:
     placed = [p for p in placements if p is not None]
     by_name = {h.name: h for h in hosts}
-    devices = {(h.name, d.address): d for h in hosts for d in h.devices}
     nic_pfs: set[tuple[str, str]] = set()
     vfs_used = 0
     for p in placed:
         for d in p.devices:
             if d.kind is not DeviceKind.NIC:
                 continue
-            dev = devices.get((p.host, d.address))
+            dev = fleet.state(p.host).shape.device_at.get(d.address)
             pf = None if dev is None else dev.pf
             vfs_used += pf is not None
             nic_pfs.add((p.host, pf or d.address))
@@ -241,7 +240,7 @@ def _report(
         decision_us=timings,
         wall_s=wall,
         pcpus_used=sum(len(fleet.held_pcpus(p)) for p in placed),
-        pcpus_total=sum(len(h.cpu_ids - h.reserved_cpus) for h in hosts),
+        pcpus_total=_per_shape(fleet, lambda h: len(h.cpu_ids - h.reserved_cpus)),
         gpus_used=sum(1 for p in placed for d in p.devices if d.kind == "gpu"),
         gpus_total=fleet.gpus_total,
         multi_node=len(multi),
@@ -253,7 +252,7 @@ def _report(
         nic_placed=sum(1 for r, p in zip(trace.requests, placements, strict=True) if p is not None and r.wants_nics),
         nics_used=len(nic_pfs),
         nic_vfs_used=vfs_used,
-        nics_total=sum(1 for h in hosts for d in h.devices if d.kind is DeviceKind.NIC and d.pf is None),
+        nics_total=_per_shape(fleet, lambda h: sum(1 for d in h.devices if d.kind is DeviceKind.NIC and d.pf is None)),
         gpu_nic_pairs=tuple(pair for _, pair in pairs),
         gpu_nic_worse=sum(1 for _p, pair in pairs if pair.worse),
         partition_requests=sum(1 for r in trace.requests if r.partition is not None),
@@ -261,6 +260,14 @@ def _report(
         gpus_partitioned=sum(len(hs.partitions) for hs in fleet.states),
         gpus_stranded=sum(1 for hs in fleet.states for gpu in hs.partitions if stranded(hs, gpu)),
     )
+
+
+def _per_shape(fleet: Fleet, count: Callable[[Host], int]) -> int:
+    """The sum of ``count`` over the fleet's hosts, counted once per hardware shape (it reads only what hosts of
+    one shape share: CPUs, reserved CPUs, devices)."""
+    hosts = Counter(id(hs.shape) for hs in fleet.states)
+    shapes = {id(hs.shape): hs.shape for hs in fleet.states}
+    return sum(count(shapes[key].host) * n for key, n in hosts.items())
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:

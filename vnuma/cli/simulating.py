@@ -11,6 +11,7 @@ from vnuma.cli import output, settings
 from vnuma.cli.options import StrategyOpt, strategy_of
 from vnuma.cli.progress import bar
 from vnuma.placement.model import Isolation
+from vnuma.services.files import MAX_TRACE_SIZE
 from vnuma.topology import format_size_kib
 
 
@@ -27,6 +28,10 @@ def simulate(
         typer.Option("--from-inventory", help="Replay on the inventory's hosts and VMs (the trace's hosts ignored)."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    max_input_size: Annotated[
+        str,
+        typer.Option("--max-input-size", metavar="SIZE", help="Refuse a larger trace file (exit 15), e.g. 2GiB."),
+    ] = MAX_TRACE_SIZE,
 ) -> None:
     """Place a trace's requests in arrival order with the same engine as `place` (no libvirt, no inventory).
 
@@ -42,7 +47,7 @@ def simulate(
     with bar("placing requests", as_json=as_json) as progress:
         report = simulate_file(
             trace, strategy_of(ctx, strategy), isolation, placements, settings(ctx) if from_inventory else None,
-            progress,
+            progress, max_input_size,
         )
     if as_json:
         output.echo_json(report)

@@ -38,14 +38,17 @@ def generate(
         int, typer.Option("--seed", metavar="N", help="Random seed; the same seed gives the same bytes.")
     ] = 42,
     out: Annotated[str, typer.Option("--out", metavar="FILE", help="Write the trace here (`-`: stdout).")] = "-",
+    hosts: Annotated[
+        int | None, typer.Option("--hosts", metavar="N", help="How many hosts (default: the scenario's).")
+    ] = None,
 ) -> None:
     """Generate an example workload trace (format: docs/traces.md) for `vnuma simulate`.
 
-    Example: vnuma trace generate --scenario epyc-nps4-8cell --seed 7 --out trace.json
+    Example: vnuma trace generate --scenario fleet --hosts 100000 --out fleet.json
     """
     from vnuma.services.traces import generate_trace, write_trace
 
-    trace = generate_trace(scenario, seed)
+    trace = generate_trace(scenario, seed, hosts)
     if out == "-":
         typer.echo(trace.text, nl=False)
         return

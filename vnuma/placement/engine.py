@@ -28,8 +28,11 @@ Work, for H hosts of at most C CPU cells: the explaining path runs H exact
 fits (hosts nothing is claimed on share one per hardware shape), each O(C)
 capacity look-ups plus the cell-set search of :mod:`.cellsets` (O(C^2 log C),
 only when the cells' capacities allow a set); the fast path runs O(1)
-vectorized passes over H x C arrays per guest-cell count tried, then exact
-fits on the pre-filter's survivors in score order, normally one.
+vectorized passes over K x C arrays per guest-cell count tried, K the
+fleet's candidates (:mod:`.ledger.candidates`: the claimed hosts and of
+each kind of unclaimed host the first, so K grows with the claims, not
+with H), then exact fits on the pre-filter's survivors in score order,
+normally one.
 ``numa_nodes`` auto tries at most C counts.
 """
 
@@ -47,6 +50,7 @@ from vnuma.placement.build import build_placement
 from vnuma.placement.filters import HOST_FILTERS
 from vnuma.placement.fit import HostFit, fit_host, further
 from vnuma.placement.groups import MODE_HINT, group_clash, group_hosts
+from vnuma.placement.ledger.arrays import FleetArrays, IntArray
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
 from vnuma.placement.memory import RefusalMemory
@@ -221,10 +225,11 @@ def _per_shape(hs: HostState, request: VmRequest, shared: dict[int, object], fit
 
     An unbuilt host holds no claims, so it equals its shape's template but for its name:
     the template's answer, renamed, is the host's. (Not when the request avoids some of
-    the host's cells: that depends on the name; nor a rejection whose words name the
+    the host's or the template's cells (the template has the name of its shape's first
+    host): that depends on the name; nor a rejection whose words name the
     template's host, as resctrl's do: the host's own is computed, to name it.)
     """
-    if hs.built or any(h == hs.name for h, _cell in request.avoid_cells):
+    if hs.built or any(h in (hs.name, hs.shape.template.name) for h, _cell in request.avoid_cells):
         return fit(hs)
     key = id(hs.shape)
     if key not in shared:
@@ -269,7 +274,7 @@ def _sized_fit(
 
 def _auto_nodes(request: VmRequest, fleet: Fleet) -> list[int]:
     assert request.vcpus is not None and request.memory_kib is not None
-    most = int(fleet.arrays.ncells.max(initial=0))
+    most = fleet.arrays.most_cells
     return [n for n in range(1, most + 1) if request.vcpus % n == 0 and request.memory_kib % (4 * n) == 0]
 
 
@@ -290,22 +295,27 @@ def _place_fast(
     nodes = [request.numa_nodes] if request.numa_nodes else _auto_nodes(request, fleet)
     # The pre-filter knows no groups: an affine group's VM is fitted on its group's host(s) only.
     bound = group_hosts(fleet.groups, request.name, request.group, request.affinity)
+    named = (*request.avoid_hosts, *(h for h, _cell in request.avoid_cells), *bound)
+    candidates = fleet.candidates.indices(named)
+    arrays = fleet.arrays.subset(candidates)
     closest: Rejection | None = None
     reached: list[Assessment] = []
     for n in nodes:
-        checked = assess(fleet.arrays, request, n, prefilter_sizes(request, n), strategy)
+        checked = assess(arrays, request, n, prefilter_sizes(request, n), strategy)
         reached.append(checked)
-        hosts = np.flatnonzero(checked.may_fit())
+        picked = np.flatnonzero(checked.may_fit())
+        hosts = candidates[picked]
         if request.avoid_hosts or bound:
-            hosts = np.array([h for h in hosts if _allowed(fleet.states[int(h)].name, request, bound)], dtype=int)
+            keep = [i for i, h in enumerate(hosts) if _allowed(fleet.states[int(h)].name, request, bound)]
+            picked, hosts = picked[keep], hosts[keep]
         if not len(hosts):
             continue
-        scores = total_scores(strategy, fleet.arrays.totals(), request)[hosts]
+        scores = total_scores(strategy, arrays.totals(picked), request)
         found, closest = _first_fit(request, fleet, strategy, n, hosts, scores, closest)
         if found is not None:
             return found
     if closest is None and fleet.states:
-        closest = _explain_refusal(request, fleet, strategy, reached)
+        closest = _explain_refusal(request, fleet, strategy, arrays, candidates, reached)
     if closest is None:
         return PlacementResult(None, ())
     if memory is not None:
@@ -318,18 +328,26 @@ def _allowed(host: str, request: VmRequest, bound: tuple[str, ...]) -> bool:
     return host not in request.avoid_hosts and (not bound or host in bound)
 
 
-def _explain_refusal(request: VmRequest, fleet: Fleet, strategy: Strategy, reached: list[Assessment]) -> Rejection:
-    """The exact rejection of the host the pre-filter saw come closest (no host passed it)."""
+def _explain_refusal(
+    request: VmRequest,
+    fleet: Fleet,
+    strategy: Strategy,
+    arrays: FleetArrays,
+    candidates: IntArray,
+    reached: list[Assessment],
+) -> Rejection:
+    """The exact rejection of the host the pre-filter saw come closest (no host passed it); ``arrays`` are
+    those of the hosts at ``candidates``, as the assessments were made."""
     best_host, best_stage = 0, -1
     for checked in reached:
         n = checked.n
         ranked = checked.stages() * 4
         if strategy is Strategy.GPU_FIRST and request.takes_no_gpu:
             # A host held back only by the gpu-first reserve came closer than one short of pCPUs.
-            ranked += stages(fleet.arrays, request, n, prefilter_sizes(request, n), Strategy.PACK)
+            ranked += stages(arrays, request, n, prefilter_sizes(request, n), Strategy.PACK)
         top = int(ranked.argmax())
         if int(ranked[top]) > best_stage:
-            best_host, best_stage = top, int(ranked[top])
+            best_host, best_stage = int(candidates[top]), int(ranked[top])
     hs = fleet.states[best_host]
     found = host_refusal(hs, request) or fit_host(hs, request, strategy, fleet.isolation)
     assert isinstance(found, Rejection), "pre-filter ruled out a host that fits"

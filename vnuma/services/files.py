@@ -4,20 +4,33 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vnuma.errors import InvalidInputError
+from vnuma.errors import InputTooLargeError, InvalidInputError
+from vnuma.topology import format_size_kib
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
+"""The cap on an input file (capabilities, nodedev, hwloc, host lists, MIG profiles)."""
+MAX_TRACE_SIZE = "512MiB"
+"""The default cap on a trace file (``simulate --max-input-size``): a trace of 100,000 two-socket hosts and
+20,000 requests (``trace generate --scenario fleet --hosts 100000``) is about 135 MiB; eight-GPU hosts with their
+PCIe places (``dgx-nics``) take about 4 times as much per host."""
 
 
-def read_input(path: Path, what: str) -> bytes:
-    """Read a whole input file (capabilities, nodedev, hwloc, trace).
+def read_input(path: Path, what: str, max_bytes: int = MAX_INPUT_BYTES, *, option: str | None = None) -> bytes:
+    """Read a whole input file (capabilities, nodedev, hwloc, trace), of at most ``max_bytes``; ``option``: the
+    option that sets the cap, named in the hint.
 
     Raises:
-        InvalidInputError: missing, unreadable, a directory, or over 64 MiB.
+        InputTooLargeError: over ``max_bytes``.
+        InvalidInputError: missing, unreadable, a directory.
     """
     try:
-        if path.stat().st_size > MAX_INPUT_BYTES:
-            raise InvalidInputError(f"{path}: {what} file is larger than 64 MiB")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise InputTooLargeError(
+                f"{path}: {what} file is {format_size_kib(-(-size // 1024))}, larger than the "
+                f"{format_size_kib(max_bytes // 1024)} cap",
+                hint=f"raise it with {option} SIZE" if option else None,
+            )
         return path.read_bytes()
     except FileNotFoundError as err:
         raise InvalidInputError(f"{path}: no such {what} file") from err

@@ -27,23 +27,25 @@ class GeneratedTrace:
 def trace_scenarios() -> list[dict[str, Any]]:
     """Every scenario the generator makes: name, host and request counts, one-line description."""
     return [
-        {"name": s.name, "hosts": s.hosts, "requests": s.requests, "description": s.description}
+        {"name": s.name, "hosts": s.hosts, "requests": s.requests, "description": s.describe()}
         for s in SCENARIOS.values()
     ]
 
 
-def generate_trace(scenario: str, seed: int) -> GeneratedTrace:
-    """Make scenario ``scenario`` with ``seed``.
+def generate_trace(scenario: str, seed: int, hosts: int | None = None) -> GeneratedTrace:
+    """Make scenario ``scenario`` with ``seed`` and ``hosts`` hosts (default: the scenario's).
 
     Raises:
-        InvalidInputError: an unknown scenario (the hint lists the known ones).
+        InvalidInputError: an unknown scenario (the hint lists the known ones), fewer than 1 host.
     """
+    if hosts is not None and hosts < 1:
+        raise InvalidInputError(f"--hosts {hosts}: a trace needs at least 1 host")
     if scenario not in SCENARIOS:
         raise InvalidInputError(
             f"unknown trace scenario {scenario!r}",
             hint=f"scenarios: {', '.join(SCENARIOS)} (see vnuma trace list)",
         )
-    doc = make_trace(scenario, seed)
+    doc = make_trace(scenario, seed, hosts)
     return GeneratedTrace(scenario, seed, len(doc["hosts"]), len(doc["requests"]), render_trace(doc))
 
 

@@ -49,6 +49,7 @@ from vnuma.placement.model import VmRequest
 from vnuma.sources.migprofiles import geometry_from_dict
 from vnuma.sources.tracekeys import At
 from vnuma.sources.tracerequests import parse_request
+from vnuma.sources.tracescan import HostEntry, scan_trace
 from vnuma.sources.tracestates import states_from_trace
 from vnuma.topology import KIB_PER_MIB, Cell, Cpu, DeviceKind, Host, MdevType, PagePool, PciDevice, Source
 from vnuma.topology.hmat import NO_HMAT, hmat_from_json
@@ -72,8 +73,11 @@ class Trace:
     requests: tuple[VmRequest, ...]
 
 
-def load_trace(data: bytes, what: str) -> Trace:
-    """Parse and validate a trace file's bytes; ``what`` names it in errors.
+def load_trace(data: bytes | str, what: str) -> Trace:
+    """Parse and validate a trace file's bytes (or text); ``what`` names it in errors.
+
+    The document is read host by host (:mod:`.tracescan`): hosts that differ only in name are decoded once and
+    share one topology (cells, devices, HMAT), so memory grows with the hosts' names, not their topologies.
 
     Raises:
         InvalidInputError: not JSON, not this format or version, a missing
@@ -81,8 +85,8 @@ def load_trace(data: bytes, what: str) -> Trace:
             partition the CPUs, distances to missing cells, duplicate names).
     """
     try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as err:
+        doc = scan_trace(data if isinstance(data, str) else trace_text(data, what))
+    except ValueError as err:
         raise InvalidInputError(f"{what}: not valid JSON: {err}") from None
     at = At(what)
     if not isinstance(doc, dict):
@@ -93,8 +97,10 @@ def load_trace(data: bytes, what: str) -> Trace:
         raise at.key("version").fail(f"only version 1 is supported, got {doc['version']}")
     scenario = at.get(doc, "scenario", str)
     geometries = _geometries(at.get(doc, "gpu_profiles", list, optional=True) or [], at.key("gpu_profiles"))
+    decoded: dict[int, Host] = {}
     hosts = tuple(
-        _host(h, at.key("hosts").index(i), geometries) for i, h in enumerate(at.get(doc, "hosts", list))
+        _shared_host(entry, at.key("hosts").index(i), geometries, decoded)
+        for i, entry in enumerate(at.get(doc, "hosts", list))
     )
     _unique([h.name for h in hosts], at.key("hosts"), "host name")
     requests = tuple(
@@ -102,6 +108,34 @@ def load_trace(data: bytes, what: str) -> Trace:
     )
     _unique([r.name for r in requests], at.key("requests"), "request name")
     return Trace(scenario, hosts, requests)
+
+
+def trace_text(data: bytes, what: str) -> str:
+    """A trace file's bytes as text (UTF-8, or UTF-16/32 as JSON allows); a caller holding only the text
+    holds the file once.
+
+    Raises:
+        InvalidInputError: not text in any of those encodings.
+    """
+    try:
+        return data.decode(json.detect_encoding(data), "surrogatepass")
+    except UnicodeDecodeError as err:
+        raise InvalidInputError(f"{what}: not valid JSON: {err}") from None
+
+
+def _shared_host(entry: HostEntry, at: At, geometries: Mapping[str, MigGeometry], decoded: dict[int, Host]) -> Host:
+    """A scanned host; the first of those sharing its object is decoded, the others are it renamed."""
+    name, body = entry
+    if name is None:
+        return _host(body, at, geometries)
+    found = decoded.get(id(body))
+    if found is None:
+        found = decoded[id(body)] = _host({"name": name, **body}, at, geometries)
+        return found
+    problem = name_problem(name, "host")
+    if problem is not None:
+        raise at.key("name").fail(problem)
+    return replace(found, name=name)
 
 
 def _geometries(raw: list[Any], at: At) -> dict[str, MigGeometry]:

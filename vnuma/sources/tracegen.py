@@ -75,6 +75,10 @@ class Scenario:
     gpu_profiles: Callable[[], list[dict[str, Any]]] | None = None
     """The trace's MIG geometries (``gpu_profiles``), for a scenario whose GPUs have one."""
 
+    def describe(self, hosts: int | None = None) -> str:
+        """The description of the scenario made with ``hosts`` hosts (default: its own count)."""
+        return self.description.format(hosts=self.hosts if hosts is None else hosts)
+
 
 _SCENARIOS = (
     Scenario(
@@ -107,6 +111,14 @@ _SCENARIOS = (
         shape=dual_socket_shape,
         requests=20000,
         description="1000 hosts of the dual-socket-2cell kind, 20000 requests",
+    ),
+    Scenario(
+        name="fleet",
+        hosts=10000,
+        shape=dual_socket_shape,
+        requests=20000,
+        description="{hosts} hosts of the dual-socket-2cell kind (trace generate --hosts sets how many), "
+        "20000 requests",
     ),
     Scenario(
         name="snc-cxl-gpu",
@@ -203,27 +215,32 @@ def scenario_rng(name: str, seed: int) -> random.Random:
     return random.Random(seed * 1000003 + zlib.crc32(name.encode()))
 
 
-def make_trace(name: str, seed: int) -> dict[str, Any]:
-    """The trace document of scenario ``name`` made with ``seed``.
+def make_trace(name: str, seed: int, hosts: int | None = None) -> dict[str, Any]:
+    """The trace document of scenario ``name`` made with ``seed``, with ``hosts`` hosts (default: the
+    scenario's). Hosts are named ``host-0000`` on, with more digits when 10,000 hosts or more need them (so name
+    order is number order); requests do not depend on the hosts.
 
     Raises:
         KeyError: ``name`` is not in :data:`SCENARIOS` (callers check first).
     """
     scenario = SCENARIOS[name]
-    shape = scenario.shape()
-    hosts = [make_host(f"host-{i:04d}", shape) for i in range(scenario.hosts)]
+    count = scenario.hosts if hosts is None else hosts
+    width = max(4, len(str(count - 1)))
+    # Every host of a scenario is the same but for its name: the copies share the first one's cells.
+    body = {k: v for k, v in make_host("", scenario.shape()).items() if k != "name"}
+    fleet = [{"name": f"host-{i:0{width}d}", **body} for i in range(count)]
     requests = scenario.mix(scenario_rng(name, seed), scenario.requests)
     doc: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "scenario": name,
         "seed": seed,
-        "description": scenario.description,
-        "summary": summarize(hosts, requests),
+        "description": scenario.describe(count),
+        "summary": summarize(fleet, requests),
     }
     if scenario.gpu_profiles is not None:
         doc["gpu_profiles"] = scenario.gpu_profiles()
-    return {**doc, "hosts": hosts, "requests": requests}
+    return {**doc, "hosts": fleet, "requests": requests}
 
 
 def render_trace(doc: Mapping[str, Any]) -> str:

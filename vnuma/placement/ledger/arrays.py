@@ -80,10 +80,17 @@ class FleetArrays:
         self.gpus_total_safe = np.ones(hosts, dtype=np.int64)
         self.ncells = np.zeros(hosts, dtype=np.int64)
         self.columns = cols
+        self.hosts = len(states)
+        self._mirror: FleetArrays | None = None
+        self._mirror_hosts: IntArray | None = None
+        self._room: dict[str, npt.NDArray[np.generic]] = {}
+        """The mirror's arrays' buffers, with room for more hosts (:meth:`mirror_insert`)."""
         # Hosts with hugepage sizes the arrays do not track: never pre-filtered out on pages.
         self.exotic = np.zeros(hosts, dtype=bool)
         self._init_hosts(states)
         self.any_exotic = bool(self.exotic.any())
+        self.most_cells = int(self.ncells.max(initial=0))
+        """The most CPU cells a host of the fleet has."""
         np.maximum(self.threads_total, 1, out=self.total_safe)
         np.maximum(self.mem_total, 1, out=self.mem_total_safe)
         np.maximum(self.gpus_total, 1, out=self.gpus_total_safe)
@@ -121,6 +128,59 @@ class FleetArrays:
                 self.page_share[i, cell.col, h] = gpu_share(cell.pages_total.get(size, 0), len(cell.gpus))
             self.cells[:, cell.col, h] = np.array(_columns(cell), dtype=np.int64)[:, None]
 
+    def subset(self, hosts: IntArray) -> FleetArrays:
+        """The arrays of the hosts at indices ``hosts`` (ascending) only, in that order, to read (the pre-filter
+        and the scorers take them as they take the whole fleet's). The mirrored hosts' (:meth:`mirror`) cost
+        nothing; other sets are gathered."""
+        if len(hosts) == self.hosts:
+            return self
+        if hosts is self._mirror_hosts and self._mirror is not None:
+            return self._mirror
+        view = object.__new__(FleetArrays)
+        for name in (*_STATIC, *_DYNAMIC):
+            setattr(view, name, getattr(self, name)[..., hosts])
+        view._derive(self, len(hosts))
+        return view
+
+    def mirror(self, hosts: IntArray) -> None:
+        """Keep the arrays of the hosts at ``hosts`` (ascending) gathered, in step with every sync, so that
+        :meth:`subset` of that very array is free (the fleet's candidates, :mod:`.candidates`)."""
+        self._mirror = self.subset(hosts) if len(hosts) != self.hosts else None
+        self._mirror_hosts = hosts
+        self._room = {}
+
+    def mirror_insert(self, hosts: IntArray, at: int) -> None:
+        """The mirrored hosts are now ``hosts``: the previous array with ``hosts[at]`` inserted at ``at``.
+        Amortized O(1) array writes: the mirror's arrays are views of buffers with room to grow (doubled when
+        full), its columns after ``at`` shifted by one."""
+        mirror = self._mirror
+        if mirror is None or len(hosts) == self.hosts:
+            self.mirror(hosts)
+            return
+        index, n = int(hosts[at]), len(hosts)
+        for name in (*_STATIC, *_DYNAMIC):
+            buffer = self._room.get(name)
+            if buffer is None or buffer.shape[-1] < n:
+                old = getattr(mirror, name)
+                buffer = np.zeros((*old.shape[:-1], max(2 * n, 64)), dtype=old.dtype)
+                buffer[..., : n - 1] = old
+                self._room[name] = buffer
+            buffer[..., at + 1 : n] = buffer[..., at : n - 1].copy()
+            buffer[..., at] = getattr(self, name)[..., index]
+            setattr(mirror, name, buffer[..., :n])
+        mirror._derive(self, n)
+        self._mirror_hosts = hosts
+
+    def _derive(self, whole: FleetArrays, hosts: int) -> None:
+        """The views and scalars of gathered arrays, ``whole`` the fleet's."""
+        self.cap = self.cells[0:4]
+        self.pages = self.cells[4 : 4 + len(SIZES)]
+        self.gpus = self.cells[4 + len(SIZES)]
+        self.threads_free = self.cells[5 + len(SIZES)]
+        self.columns, self.hosts, self.most_cells = whole.columns, hosts, whole.most_cells
+        self.any_exotic = bool(self.exotic.any())
+        self._mirror, self._mirror_hosts = None, None
+
     def totals(self, hosts: IntArray | None = None) -> Totals:
         """Per-host totals of every host, or of the hosts at indices ``hosts``."""
         fields = (
@@ -143,7 +203,11 @@ class FleetArrays:
         """Copy one cell's current free capacity into the arrays (and its free totals onto the cell)."""
         cell.threads_free = cell.free_core_threads + sum(cell.partial_free.values())
         cell.free_kib = sum(size * n for size, n in cell.pages_free.items())
-        self.cells[:, cell.col, hs.index] = _columns(cell)
+        column = _columns(cell)
+        self.cells[:, cell.col, hs.index] = column
+        at = self._mirrored(hs.index)
+        if at is not None:
+            self._mirror.cells[:, cell.col, at] = column  # type: ignore[union-attr]
 
     def sync_host(self, hs: HostState) -> None:
         """Copy one host's totals (used threads, memory, free GPUs) into the arrays."""
@@ -151,6 +215,30 @@ class FleetArrays:
         self.threads_used[h] = hs.threads_total - sum(c.threads_free for c in hs.cells)
         self.mem_used[h] = hs.mem_total_kib - sum(c.free_kib for c in hs.cells)
         self.gpus_free[h] = hs.gpus_free
+        at = self._mirrored(h)
+        if at is not None:
+            mirror = self._mirror
+            assert mirror is not None
+            mirror.threads_used[at], mirror.mem_used[at], mirror.gpus_free[at] = (
+                self.threads_used[h], self.mem_used[h], self.gpus_free[h]
+            )
+
+    def _mirrored(self, index: int) -> int | None:
+        """The position of host ``index`` in the mirror, None when not mirrored."""
+        hosts = self._mirror_hosts
+        if self._mirror is None or hosts is None:
+            return None
+        at = int(np.searchsorted(hosts, index))
+        return at if at < len(hosts) and int(hosts[at]) == index else None
+
+
+_STATIC = (
+    "cell_width", "cell_gpus", "thread_share", "page_share", "threads_total", "mem_total", "gpus_total", "width",
+    "total_safe", "mem_total_safe", "gpus_total_safe", "ncells", "exotic",
+)
+"""The arrays no claim changes."""
+_DYNAMIC = ("cells", "threads_used", "mem_used", "gpus_free")
+"""The arrays claims change (``cells`` holds every per-cell one)."""
 
 
 def _columns(cell: CellState) -> tuple[int, ...]:

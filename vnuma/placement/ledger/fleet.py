@@ -31,6 +31,7 @@ from vnuma.placement.groups import MODE_HINT, GroupIndex
 from vnuma.placement.ledger.admit import admit
 from vnuma.placement.ledger.arrays import FleetArrays
 from vnuma.placement.ledger.booking import Plan, block, book, plan_of
+from vnuma.placement.ledger.candidates import Candidates
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.claim import REPLACE_HINT, gpu_count
 from vnuma.placement.ledger.host import HostState, ShapeCache
@@ -89,6 +90,7 @@ class Fleet:
         """Bumped whenever capacity may grow (a removal, an isolation change): invalidates refusal memories."""
         self.gpu_epoch = 0
         """Bumped whenever a GPU is claimed or freed."""
+        self._candidates: Candidates | None = None
         # Recorded in bulk: each touched cell's arrays are written once at the end, not per placement.
         touched: dict[tuple[int, int], tuple[HostState, CellState]] = {}
         for p in placements:
@@ -101,8 +103,15 @@ class Fleet:
             self.arrays.sync_cell(hs, cell)
         for hs in {**{hs.index: hs for hs, _cell in touched.values()}, **{hs.index: hs for hs in blocked}}.values():
             self.arrays.sync_host(hs)
+        self._candidates = Candidates(self.states, self.by_name, self.arrays)
 
     # --- queries ----------------------------------------------------------------------------
+
+    @property
+    def candidates(self) -> Candidates:
+        """The hosts the engine's fast path looks at (:mod:`.candidates`)."""
+        assert self._candidates is not None, "read while the fleet was being made"
+        return self._candidates
 
     def host_names(self) -> tuple[str, ...]:
         """Host names in the fleet's (name) order."""
@@ -227,6 +236,8 @@ class Fleet:
             raise ConflictError(f"VM {placement.vm!r} is already placed")
         hs = self.state(placement.host)
         hs.build()
+        if self._candidates is not None:
+            self._candidates.claimed(hs)
         self._apply(hs, placement, plan_of(hs, placement), +1, touched)
         self._placed[placement.vm] = placement
         if placement.group is not None:
