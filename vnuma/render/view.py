@@ -18,6 +18,7 @@ from vnuma.placement.pins import iothread_pins, vcpu_pins
 from vnuma.render.cputopology import Topology, guest_topology, host_sockets, topology_of
 from vnuma.render.distances import mirrored
 from vnuma.render.gpumemory import GpuNode, gpu_nodes, tied
+from vnuma.render.guestarch import guest_arch
 from vnuma.render.guestview import GuestView, guest_view, hint_string
 from vnuma.render.metadata import VNUMA_NS
 from vnuma.render.pcie import PcieLayout, layout_devices
@@ -41,14 +42,14 @@ class RenderOptions:
 
     ``memnode_mode`` overrides the memory mode of every guest cell, and
     ``iothreads`` the VM's I/O thread count; None renders the placement's
-    (chosen at ``vnuma place``).
+    (chosen at ``vnuma place``). ``arch``/``machine``: None follows the host (:mod:`vnuma.render.guestarch`).
     """
 
     memnode_mode: str | None = None
     iothreads: int | None = None
-    machine: str = "q35"
+    machine: str | None = None
     domain_type: str = "kvm"
-    arch: str = "x86_64"
+    arch: str | None = None
     uuid: str | None = None
     emulator: str | None = None
     sockets: int | None = None
@@ -136,6 +137,10 @@ class DomainView:
     domain_type: str
     arch: str
     machine: str
+    firmware: str
+    apic: bool
+    gic_version: str
+    """``firmware``, ``apic``, ``gic_version``: see :class:`vnuma.render.guestarch.GuestArch`."""
     emulator: str
     tenant: str
     vm: str
@@ -169,12 +174,11 @@ class DomainView:
     """Its cache slice and bandwidth cap (:mod:`vnuma.render.tune`)."""
     interconnects: tuple[Interconnect, ...] = ()
     """The guest HMAT (:mod:`vnuma.render.tiers`); empty when the host publishes none."""
-    meta_cold: tuple[MetaCell, ...] = ()
+    meta_cold: tuple[MetaCell, ...] = ()  # the cold guest cell in vnuma's metadata (none or one)
     meta_request: tuple[tuple[str, str], ...] = ()
     """The request the VM keeps, as asked: (option with dashes, value as text) for each option that differs
     from its default, its tenant, name and size whatever they are (:func:`vnuma.placement.asks.asked_changes`);
     none for a placement that keeps none."""
-    """The cold guest cell in vnuma's metadata (none or one)."""
     meta_dedicated_vcpus: str = ""
     """A ``mixed`` VM's dedicated vCPUs in vnuma's metadata ("" for the other policies)."""
 
@@ -197,9 +201,10 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         ConfigError: an unknown memnode mode or domain type, negative iothreads.
         RenderError: a placement that cannot be rendered (no vCPUs, a cell
             whose vCPU and pCPU counts differ, a host cell the host lacks,
-            devices that do not fit the guest's PCIe layout).
+            devices that do not fit the guest's PCIe layout, an arch it renders no domain for).
     """
     _check_options(options)
+    machine = guest_arch(host.name, host.arch, options.arch, options.machine)
     cells = tuple(sorted(placement.cells, key=lambda c: c.guest_cell))
     _check_placement(host, placement, cells)
     every = cells + placement.cold  # the cold cell, when there is one, is the last guest cell
@@ -222,7 +227,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     distances = mirrored(host, [*((c.guest_cell, c.host_cell) for c in every),
                                 *((g.guest_cell, g.host_cell) for g in gpu_cells)])
     vfs = frozenset(d.address for d in host.devices if d.pf is not None)
-    pcie = tied(layout_devices(placement.vm, placement.devices, guest_ids, options.machine, vfs,
+    pcie = tied(layout_devices(placement.vm, placement.devices, guest_ids, machine.machine, vfs,
                                {d.address: d for d in host.devices}, placement.partitions), gpu_cells)
     guest = guest_view(placement, every, distances, pcie, gpu_cells)
     guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
@@ -230,8 +235,11 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         name=placement.vm,
         uuid=options.uuid or domain_uuid(placement),
         domain_type=options.domain_type,
-        arch=options.arch,
-        machine=options.machine,
+        arch=machine.arch,
+        machine=machine.machine,
+        firmware=machine.firmware,
+        apic=machine.apic,
+        gic_version=machine.gic_version,
         emulator=options.emulator or "",
         tenant=placement.tenant,
         vm=placement.vm,

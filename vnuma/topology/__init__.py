@@ -277,6 +277,8 @@ class Host:
     (:func:`vnuma.topology.partitions.with_gpu_profiles`); not part of the stored topology."""
     nvlinks: tuple[NvLink, ...] = ()
     """NVLinks between its GPUs (:mod:`vnuma.topology.nvlink`), empty when none are known."""
+    arch: str = "x86_64"
+    """Its CPU architecture as libvirt names it (capabilities' ``<host><cpu><arch>``): its guests' arch."""
 
     @property
     def cpu_ids(self) -> frozenset[int]:
