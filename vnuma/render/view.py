@@ -24,7 +24,7 @@ from vnuma.render.metadata import VNUMA_NS
 from vnuma.render.pcie import PcieLayout, layout_devices
 from vnuma.render.tiers import Interconnect, interconnects
 from vnuma.render.tune import Tune, tune_of
-from vnuma.topology import PAGE_4K, Host, format_cpuset
+from vnuma.topology import Host, format_cpuset
 
 MEMNODE_MODES = ("strict", "restrictive", "preferred", "interleave")
 OVERRIDE_MODES = ("strict", "restrictive", "preferred")
@@ -263,8 +263,8 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
             guest_topology(placement.threads_per_core, tuple(len(c.vcpus) for c in cells), host_sockets(host, cells)),
             placement.vcpus, sockets=options.sockets, cores=options.cores, threads=options.threads,
         ),
-        cells=_guest_cells(every, distances) + _gpu_cells(gpu_cells, distances),
-        pages=_pages(every),
+        cells=_guest_cells(every, distances, host.base_page_kib) + _gpu_cells(gpu_cells, distances),
+        pages=_pages(every, host.base_page_kib),
         pcie=pcie,
         meta_emulator_pcpus=format_cpuset(placement.emulator_pcpus),
         meta_dedicated_vcpus=format_cpuset(placement.dedicated_vcpus),
@@ -307,9 +307,7 @@ def _check_options(options: RenderOptions) -> None:
             "(interleaved memory is claimed on every cell of the VM: place it with --memory-mode interleave)"
         )
     if options.domain_type not in DOMAIN_TYPES:
-        raise ConfigError(
-            f"unknown domain type {options.domain_type!r}; use one of {', '.join(DOMAIN_TYPES)}"
-        )
+        raise ConfigError(f"unknown domain type {options.domain_type!r}; use one of {', '.join(DOMAIN_TYPES)}")
     if options.iothreads is not None and not 0 <= options.iothreads <= MAX_IOTHREADS:
         raise ConfigError(f"iothreads must be 0 to {MAX_IOTHREADS}, not {options.iothreads}")
 
@@ -349,13 +347,15 @@ def _vcpupins(placement: Placement) -> tuple[Pin, ...]:
     return tuple(Pin(str(v), format_cpuset(cpus)) for v, cpus in sorted(vcpu_pins(placement).items()))
 
 
-def _guest_cells(cells: tuple[CellAssignment, ...], distances: dict[int, dict[int, int]]) -> tuple[GuestCell, ...]:
+def _guest_cells(
+    cells: tuple[CellAssignment, ...], distances: dict[int, dict[int, int]], base_kib: int
+) -> tuple[GuestCell, ...]:
     return tuple(
         GuestCell(
             id=str(c.guest_cell),
             cpus=format_cpuset(c.vcpus),
             memory_kib=str(c.memory_kib),
-            mem_access="shared" if c.page_size_kib > PAGE_4K else "",
+            mem_access="shared" if c.page_size_kib > base_kib else "",
             distances=tuple(Sibling(str(s), str(v)) for s, v in sorted(distances.get(c.guest_cell, {}).items())),
         )
         for c in cells
@@ -371,10 +371,10 @@ def _gpu_cells(nodes: tuple[GpuNode, ...], distances: dict[int, dict[int, int]])
     )
 
 
-def _pages(cells: tuple[CellAssignment, ...]) -> tuple[Page, ...]:
+def _pages(cells: tuple[CellAssignment, ...], base_kib: int) -> tuple[Page, ...]:
     by_size: dict[int, list[int]] = {}
     for cell in cells:
-        if cell.page_size_kib > PAGE_4K:
+        if cell.page_size_kib > base_kib:
             by_size.setdefault(cell.page_size_kib, []).append(cell.guest_cell)
     return tuple(Page(str(size), format_cpuset(ids)) for size, ids in sorted(by_size.items()))
 
