@@ -103,3 +103,18 @@ def test_page_size_words(text: str, kib: int | None) -> None:
 def test_other_page_sizes_are_refused_naming_the_choices(text: str) -> None:
     with pytest.raises(InvalidInputError, match=r"use 4K \(or base: no hugepages\), 2M, 1G, 64K, 512M, 16G or large"):
         parse_page_size(text)
+
+
+def test_a_running_vm_on_base_pages_moves_between_cells_live_whatever_the_base_page() -> None:
+    from tests.render.placements import CellSpec, make_placement
+    from vnuma.placement.model import MemoryMode, Placement
+    from vnuma.services.movekinds import live_capable
+
+    host = make_host()
+
+    def on(cell: int, page: int) -> Placement:
+        return make_placement(host, [CellSpec(cell, 2, 4 * KIB_PER_GIB, page, memory_mode=MemoryMode.RESTRICTIVE)])
+
+    assert live_capable(on(0, PAGE_4K), on(1, PAGE_4K), None)
+    assert live_capable(on(0, 64), on(1, 64), None, base_kib=64)  # a 64K host's base pages re-pin live
+    assert not live_capable(on(0, 64), on(1, 64), None)  # 64 KiB hugepages on a 4K host do not
