@@ -81,7 +81,8 @@ def test_an_unknown_key_is_a_warning_and_the_rest_applies(cli: Cli, conf: Path) 
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ('page_size = "3M"\n', "line 1: bad page_size '3M': use 4K, 2M, 1G or large"),
+        ('page_size = "3M"\n',
+         "line 1: bad page_size '3M': use 4K (or base: no hugepages), 2M, 1G, 64K, 512M, 16G or large"),
         ('# site\nstrategy = pack\n', "line 2: strategy: Invalid value"),
         ('domain_type = "xen"\n', "line 1: bad domain_type 'xen': use kvm, qemu"),
         ('memnode_mode = "interleave"\n', "line 1: bad memnode_mode 'interleave'"),

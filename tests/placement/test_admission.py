@@ -22,7 +22,7 @@ from vnuma.placement.model import CellAssignment, DeviceAssignment, Isolation, P
 from vnuma.placement.objectives import Strategy
 from vnuma.placement.prefilter import may_fit
 from vnuma.placement.quota import Usage
-from vnuma.placement.request import resolve_size, size_candidates
+from vnuma.placement.request import resolve_size
 from vnuma.topology import PAGE_1G, PAGE_2M, DeviceKind, Host
 
 
@@ -75,7 +75,7 @@ def test_sized_gpu_requests_only_become_admissible_placements(
     base = data.draw(vm_requests("gpu-only", shared=False))
     req = replace(base, vcpus=None, memory_kib=None, gpus=data.draw(st.integers(1, 3)), **EVEN)
     for hs in fleet.states:
-        for size in size_candidates(req, hs):
+        for size in hs.page_sizes(req.page_size_kib):
             sized = resolve_size(req, hs, size)
             if isinstance(sized, str):
                 continue

@@ -87,6 +87,7 @@ def host_to_dict(
         "gpu_profiles": [profile_document(g) for g in host.gpu_profiles],
         "device_states": device_states_to_dict(host.device_states),
         "nvlinks": [{"a": n.a, "b": n.b, "count": n.count} for n in host.nvlinks],
+        "arch": host.arch,
     }
 
 
@@ -192,6 +193,7 @@ def host_from_dict(d: Mapping[str, Any]) -> Host:
         mdevs=take(d, "mdevs", at, _MDEVS, []),
         nvlinks=take(d, "nvlinks", at, _NVLINKS, []),
         device_states=device_states_from_dict(d.get("device_states"), at.key("device_states")),
+        arch=take(d, "arch", at, as_str, "x86_64"),
         gpu_profiles=tuple(
             geometry_from_dict(g, f"{at.doc}: gpu_profiles[{i}]")
             for i, g in enumerate(take(d, "gpu_profiles", at, as_list, []))
@@ -367,16 +369,13 @@ def _mdev_from_dict(value: object, parent: At, i: int) -> Mdev:
     )
 
 
-_MDEVS = list_of(_mdev_from_dict)
-
-
 def _nvlink_from_dict(value: object, parent: At, i: int) -> NvLink:
     at = parent.index(i)
     d = as_mapping(value, at)
     return NvLink(a=take(d, "a", at, as_str), b=take(d, "b", at, as_str), count=take(d, "count", at, as_int))
 
 
-_NVLINKS = list_of(_nvlink_from_dict)
+_MDEVS, _NVLINKS = list_of(_mdev_from_dict), list_of(_nvlink_from_dict)
 
 
 def summary_text(summary: Mapping[str, Any]) -> str:

@@ -4,8 +4,8 @@ The ``hosts.topology`` column holds ``codec.host_to_dict(host)`` without the
 keys that have columns of their own (``name``, ``uri``, ``source``,
 ``reserved_cpus``, ``cordoned``, ``resctrl_policy``) or come from other tables
 (``gpu_profiles``), and without ``resctrl`` when the host has
-none, ``hmat`` when it publishes none, ``mdevs`` and ``nvlinks`` when it has none (so texts written before vnuma read
-them stay what they are).
+none, ``hmat`` when it publishes none, ``mdevs`` and ``nvlinks`` when it has none, ``arch`` when x86_64 (so texts
+written before vnuma read them stay what they are, and a text without ``arch`` is an x86_64 host's).
 Hosts of one hardware model therefore store the same text, and
 :class:`ShapeDecoder` parses and checks each distinct text once:
 loading a fleet of 10,000 hosts costs a few distinct decodes plus a cheap
@@ -55,6 +55,8 @@ def encode_topology(host: Host) -> str:
         del doc["mdevs"]
     if not doc["nvlinks"]:
         del doc["nvlinks"]
+    if doc["arch"] == "x86_64":
+        del doc["arch"]
     return json.dumps(doc, separators=(",", ":"))
 
 
@@ -108,10 +110,11 @@ def assemble_hosts(rows: Iterable[HostRowTuple], text_of: Callable[[str], str]) 
 
 
 _Parts = tuple[
-    tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int], Resctrl, Hmat, tuple[Mdev, ...], tuple[NvLink, ...]
+    tuple[Cell, ...], tuple[PciDevice, ...], Source, frozenset[int], Resctrl, Hmat, tuple[Mdev, ...],
+    tuple[NvLink, ...], str,
 ]
 _Shape = tuple[
-    tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int], Resctrl, Hmat, tuple[Mdev, ...], tuple[NvLink, ...]
+    tuple[Cell, ...], tuple[PciDevice, ...], frozenset[int], Resctrl, Hmat, tuple[Mdev, ...], tuple[NvLink, ...], str
 ]
 
 
@@ -141,12 +144,12 @@ class ShapeDecoder:
                 parts = self._parts[(topology, source, reserved_cpuset)] = self._decode_parts(
                     name, topology, source, reserved_cpuset
                 )
-            cells, devices, kind, reserved, resctrl, hmat, mdevs, nvlinks = parts
+            cells, devices, kind, reserved, resctrl, hmat, mdevs, nvlinks, arch = parts
             policy = _POLICIES.get(resctrl_policy)
             if policy is None:
                 policy = _POLICIES.setdefault(resctrl_policy, parse_policy(resctrl_policy))
             return Host(name, cells, devices, uri, kind, reserved, cordoned, resctrl, hmat, policy, mdevs,
-                        nvlinks=nvlinks, device_states=decode_device_states(name, device_states or ""))
+                        nvlinks=nvlinks, device_states=decode_device_states(name, device_states or ""), arch=arch)
         except (ValueError, TypeError, InvalidInputError) as err:
             raise InventoryError(
                 f"inventory: stored topology of host {name!r} is unreadable: {err}",
@@ -159,12 +162,12 @@ class ShapeDecoder:
         shape = self._shapes.get(topology)
         if shape is None:
             shape = self._shapes[topology] = self._decode(name, topology)
-        cells, devices, cpu_ids, resctrl, hmat, mdevs, nvlinks = shape
+        cells, devices, cpu_ids, resctrl, hmat, mdevs, nvlinks, arch = shape
         reserved = parse_cpuset(reserved_cpuset)
         stray = reserved - cpu_ids
         if stray:
             raise InvalidInputError(f"reserved CPU(s) {format_cpuset(stray)} do not exist")
-        return cells, devices, Source(source), reserved, resctrl, hmat, mdevs, nvlinks
+        return cells, devices, Source(source), reserved, resctrl, hmat, mdevs, nvlinks, arch
 
     @staticmethod
     def _decode(name: str, topology: str) -> _Shape:
@@ -172,7 +175,7 @@ class ShapeDecoder:
         if not isinstance(doc, dict):
             raise InvalidInputError("not a JSON object")
         base = host_from_dict({**doc, "name": name})
-        return base.cells, base.devices, base.cpu_ids, base.resctrl, base.hmat, base.mdevs, base.nvlinks
+        return base.cells, base.devices, base.cpu_ids, base.resctrl, base.hmat, base.mdevs, base.nvlinks, base.arch
 
 
 

@@ -61,7 +61,7 @@ from vnuma.placement.model import (
 from vnuma.placement.partitionmodel import PartitionKind
 from vnuma.topology import format_cpuset, parse_size_kib
 from vnuma.topology.pcie import Level
-from vnuma.topology.sizes import exact_size
+from vnuma.topology.sizes import PAGE_SIZE_CHOICES, exact_size
 
 
 class Form(StrEnum):
@@ -208,7 +208,7 @@ ASKS: tuple[Ask, ...] = (
         "(prefer), a whole core each (isolate), or sibling pairs only (require).", "cell-cpus",
         _choice("thread_policy", ThreadPolicy), _value("thread_policy"), default=ThreadPolicy.PREFER,
         choices=ThreadPolicy),
-    Ask("page_size", Form.TEXT, "4K, 2M, 1G or large [default: config page_size, VNUMA_PAGE_SIZE, else large].",
+    Ask("page_size", Form.TEXT, f"{PAGE_SIZE_CHOICES} [default: config page_size, VNUMA_PAGE_SIZE, else large].",
         "page-size", _given("page_size_kib", page_size),
         lambda req: PAGE_WORDS.get(req.page_size_kib, f"{req.page_size_kib}K"),
         metavar="SIZE", trace="page_size_kib"),

@@ -13,14 +13,15 @@ from typing import Any
 from vnuma.errors import InvalidInputError, OptionsError
 from vnuma.placement.model import MemoryMode, PartitionAsk
 from vnuma.placement.partitionmodel import PartitionKind
-from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K, parse_cpuset, parse_page_size, parse_size_kib
+from vnuma.topology import parse_cpuset, parse_page_size, parse_size_kib
+from vnuma.topology.sizes import PAGE_SIZE_WORDS
 
-PAGE_WORDS = {None: "large", PAGE_4K: "4K", PAGE_2M: "2M", PAGE_1G: "1G"}
-"""A page size as ``--page-size`` writes it (None: large)."""
+PAGE_WORDS = {None: "large", **{kib: word.upper() for word, kib in PAGE_SIZE_WORDS.items() if word != "base"}}
+"""A page size as ``--page-size`` writes it (None: large; the base page as ``4K``)."""
 
 
 def page_size(text: Any) -> int | None:
-    """``--page-size`` (``4K``, ``2M``, ``1G``, ``large``) in KiB, None for large."""
+    """``--page-size`` (:data:`vnuma.topology.sizes.PAGE_SIZE_WORDS`, ``large``) in KiB, None for large."""
     return parse_page_size(str(text))
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from vnuma.placement.model import ColdTier, VmRequest
-from vnuma.topology import PAGE_4K, Host, format_size_kib
+from vnuma.topology import Host, format_size_kib
 from vnuma.topology.hmat import nested
 from vnuma.topology.tiers import UNRATED_LATENCY_NS, cell_kinds
 
@@ -70,9 +70,9 @@ def cold_cells(host: Host) -> tuple[ColdCell, ...]:
 
 
 def pools_of(host: Host, cell_id: int) -> dict[int, int]:
-    """A cell's page pools by size (its 4 KiB memory when it lists none)."""
-    cell = host.cell(cell_id)
-    return {p.size_kib: p.count for p in cell.pages} or {PAGE_4K: cell.memory_kib // PAGE_4K}
+    """A cell's page pools by size (its memory in base pages when it lists none)."""
+    cell, base = host.cell(cell_id), host.base_page_kib
+    return {p.size_kib: p.count for p in cell.pages} or {base: cell.memory_kib // base}
 
 
 def cold_pools(host: Host) -> Pools:

@@ -61,7 +61,7 @@ from vnuma.placement.pagefilters import NO_HUGEPAGES, NO_HUGEPAGES_HINT
 from vnuma.placement.prefilter import Assessment, assess, stages
 from vnuma.placement.quota import check_quota
 from vnuma.placement.refusal import summarize
-from vnuma.placement.request import resolve_size, size_candidates, validate_request
+from vnuma.placement.request import resolve_size, validate_request
 from vnuma.placement.result import PlacementResult, Rejection
 from vnuma.placement.scorers import total_scores
 
@@ -260,7 +260,7 @@ def _sized_fit(
 ) -> tuple[HostFit, VmRequest] | Rejection:
     """Size a GPU-only request from ``hs`` (page sizes largest first) and fit it there."""
     closest: Rejection | None = None
-    for size in size_candidates(request, hs):
+    for size in hs.page_sizes(request.page_size_kib):
         resolved = resolve_size(request, hs, size)
         if isinstance(resolved, str):
             closest = further(closest, Rejection(hs.name, "size", resolved))

@@ -30,7 +30,7 @@ class PageSize:
     def apply(self, a: Attempt) -> Rejection | None:
         """The sizes to try, largest first."""
         req, hs = a.view.req, a.view.hs
-        wanted = (req.page_size_kib,) if req.page_size_kib else hs.hugepage_sizes
+        wanted = hs.page_sizes(req.page_size_kib)
         a.sizes = [s for s in wanted if all(m % s == 0 for m in a.ms)]
         if a.sizes:
             return None

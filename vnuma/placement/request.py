@@ -243,11 +243,6 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
         fleet.state(request.host)
 
 
-def size_candidates(request: VmRequest, hs: HostState) -> tuple[int, ...]:
-    """Page sizes to try when sizing ``request`` on ``hs``, preferred first."""
-    return (request.page_size_kib,) if request.page_size_kib else hs.hugepage_sizes
-
-
 def _vcpus_per_gpu(request: VmRequest, hs: HostState, cell: CellState) -> int:
     if request.cpu_policy is CpuPolicy.DEDICATED and request.thread_policy is ThreadPolicy.ISOLATE:
         return len(cell.cores) // len(cell.gpus)

@@ -42,7 +42,7 @@ def check_domain(root: etree._Element, host: Host, placement: Placement) -> None
     check_topology(root, vcpus)
     check_pins(root, placement, cells, vcpus)
     check_numatune(root, host, cells)
-    check_cells(root, cells, vcpus, gpu_cells)
+    check_cells(root, cells, vcpus, gpu_cells, host.base_page_kib)
     check_distances(root)
     check_devices(root, placement)
     check_gpu_nodesets(root, gpu_cells)
@@ -138,10 +138,12 @@ def check_numatune(root: etree._Element, host: Host, cells: dict[int, CellAssign
 
 
 def check_cells(
-    root: etree._Element, cells: dict[int, CellAssignment], vcpus: int, gpu_cells: tuple[GpuNode, ...] = ()
+    root: etree._Element, cells: dict[int, CellAssignment], vcpus: int, gpu_cells: tuple[GpuNode, ...] = (),
+    base_kib: int = PAGE_4K,
 ) -> None:
-    """Guest cells match the placement, partition the vCPUs, and hold whole pages of their size; the GPUs'
-    nodes (:mod:`vnuma.render.gpumemory`) are there, without vCPUs or memory."""
+    """Guest cells match the placement, partition the vCPUs, and hold whole pages of their size (the host's base
+    page, ``base_kib``, for a cell without hugepages); the GPUs' nodes (:mod:`vnuma.render.gpumemory`) are there,
+    without vCPUs or memory."""
     page_of = _page_sizes(root, frozenset(cells))
     owner: dict[int, int] = {}
     seen: set[int] = set()
@@ -168,7 +170,7 @@ def check_cells(
                 f"{where} cpus={cell.get('cpus')}: the placement gives guest cell {cid} "
                 f"vCPUs {format_cpuset(placed.vcpus) or 'none'}"
             )
-        _check_cell_memory(cell, placed, page_of.get(cid, PAGE_4K), where)
+        _check_cell_memory(cell, placed, page_of.get(cid, base_kib), where)
     if seen != set(cells) | set(gpu_of):
         raise RenderError(f"cpu numa: guest cell(s) {format_cpuset((set(cells) | set(gpu_of)) - seen)} are missing")
     stray = set(range(vcpus)) - set(owner)
@@ -290,7 +292,7 @@ def _check_cell_memory(cell: etree._Element, placed: CellAssignment, page_kib: i
 
 
 def _page_sizes(root: etree._Element, guest_cells: frozenset[int]) -> dict[int, int]:
-    """Backing page size (KiB) of each guest cell per ``<memoryBacking>``; absent cells use 4 KiB."""
+    """Backing page size (KiB) of each guest cell per ``<memoryBacking>``; absent cells use the base page."""
     hugepages = root.find("memoryBacking/hugepages")
     if hugepages is None:
         return {}

@@ -19,12 +19,13 @@ from vnuma.placement.pins import iothread_pins, vcpu_pins
 from vnuma.render.cputopology import Topology, guest_topology, host_sockets, topology_of
 from vnuma.render.distances import mirrored
 from vnuma.render.gpumemory import GpuNode, gpu_nodes, tied
+from vnuma.render.guestarch import guest_arch
 from vnuma.render.guestview import GuestView, guest_view, hint_string
 from vnuma.render.metadata import VNUMA_NS
 from vnuma.render.pcie import PcieLayout, layout_devices
 from vnuma.render.tiers import Interconnect, interconnects
 from vnuma.render.tune import Tune, tune_of
-from vnuma.topology import PAGE_4K, Host, format_cpuset
+from vnuma.topology import Host, format_cpuset
 
 MEMNODE_MODES = ("strict", "restrictive", "preferred", "interleave")
 OVERRIDE_MODES = ("strict", "restrictive", "preferred")
@@ -42,14 +43,14 @@ class RenderOptions:
 
     ``memnode_mode`` overrides the memory mode of every guest cell, and
     ``iothreads`` the VM's I/O thread count; None renders the placement's
-    (chosen at ``vnuma place``).
+    (chosen at ``vnuma place``). ``arch``/``machine``: None follows the host (:mod:`vnuma.render.guestarch`).
     """
 
     memnode_mode: str | None = None
     iothreads: int | None = None
-    machine: str = "q35"
+    machine: str | None = None
     domain_type: str = "kvm"
-    arch: str = "x86_64"
+    arch: str | None = None
     uuid: str | None = None
     emulator: str | None = None
     sockets: int | None = None
@@ -137,6 +138,10 @@ class DomainView:
     domain_type: str
     arch: str
     machine: str
+    firmware: str
+    apic: bool
+    gic_version: str
+    """``firmware``, ``apic``, ``gic_version``: see :class:`vnuma.render.guestarch.GuestArch`."""
     emulator: str
     tenant: str
     vm: str
@@ -170,12 +175,11 @@ class DomainView:
     """Its cache slice and bandwidth cap (:mod:`vnuma.render.tune`)."""
     interconnects: tuple[Interconnect, ...] = ()
     """The guest HMAT (:mod:`vnuma.render.tiers`); empty when the host publishes none."""
-    meta_cold: tuple[MetaCell, ...] = ()
+    meta_cold: tuple[MetaCell, ...] = ()  # the cold guest cell in vnuma's metadata (none or one)
     meta_request: tuple[tuple[str, str], ...] = ()
     """The request the VM keeps, as asked: (option with dashes, value as text) for each option that differs
     from its default, its tenant, name and size whatever they are (:func:`vnuma.placement.asks.asked_changes`);
     none for a placement that keeps none."""
-    """The cold guest cell in vnuma's metadata (none or one)."""
     meta_dedicated_vcpus: str = ""
     """A ``mixed`` VM's dedicated vCPUs in vnuma's metadata ("" for the other policies)."""
 
@@ -198,9 +202,10 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         ConfigError: an unknown memnode mode or domain type, negative iothreads.
         RenderError: a placement that cannot be rendered (no vCPUs, a cell
             whose vCPU and pCPU counts differ, a host cell the host lacks,
-            devices that do not fit the guest's PCIe layout).
+            devices that do not fit the guest's PCIe layout, an arch it renders no domain for).
     """
     _check_options(options)
+    machine = guest_arch(host.name, host.arch, options.arch, options.machine)
     cells = tuple(sorted(placement.cells, key=lambda c: c.guest_cell))
     _check_placement(host, placement, cells)
     every = cells + placement.cold  # the cold cell, when there is one, is the last guest cell
@@ -223,7 +228,7 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     distances = mirrored(host, [*((c.guest_cell, c.host_cell) for c in every),
                                 *((g.guest_cell, g.host_cell) for g in gpu_cells)])
     vfs = frozenset(d.address for d in host.devices if d.pf is not None)
-    pcie = tied(layout_devices(placement.vm, placement.devices, guest_ids, options.machine, vfs,
+    pcie = tied(layout_devices(placement.vm, placement.devices, guest_ids, machine.machine, vfs,
                                {d.address: d for d in host.devices}, placement.partitions), gpu_cells)
     guest = guest_view(placement, every, distances, pcie, gpu_cells)
     guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
@@ -231,8 +236,11 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         name=placement.vm,
         uuid=options.uuid or domain_uuid(placement),
         domain_type=options.domain_type,
-        arch=options.arch,
-        machine=options.machine,
+        arch=machine.arch,
+        machine=machine.machine,
+        firmware=machine.firmware,
+        apic=machine.apic,
+        gic_version=machine.gic_version,
         emulator=options.emulator or "",
         tenant=placement.tenant,
         vm=placement.vm,
@@ -256,8 +264,8 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
             guest_topology(placement.threads_per_core, tuple(len(c.vcpus) for c in cells), host_sockets(host, cells)),
             placement.vcpus, sockets=options.sockets, cores=options.cores, threads=options.threads,
         ),
-        cells=_guest_cells(every, distances) + _gpu_cells(gpu_cells, distances),
-        pages=_pages(every),
+        cells=_guest_cells(every, distances, host.base_page_kib) + _gpu_cells(gpu_cells, distances),
+        pages=_pages(every, host.base_page_kib),
         pcie=pcie,
         meta_emulator_pcpus=format_cpuset(placement.emulator_pcpus),
         meta_dedicated_vcpus=format_cpuset(placement.dedicated_vcpus),
@@ -300,9 +308,7 @@ def _check_options(options: RenderOptions) -> None:
             "(interleaved memory is claimed on every cell of the VM: place it with --memory-mode interleave)"
         )
     if options.domain_type not in DOMAIN_TYPES:
-        raise ConfigError(
-            f"unknown domain type {options.domain_type!r}; use one of {', '.join(DOMAIN_TYPES)}"
-        )
+        raise ConfigError(f"unknown domain type {options.domain_type!r}; use one of {', '.join(DOMAIN_TYPES)}")
     if options.iothreads is not None and not 0 <= options.iothreads <= MAX_IOTHREADS:
         raise ConfigError(f"iothreads must be 0 to {MAX_IOTHREADS}, not {options.iothreads}")
 
@@ -342,13 +348,15 @@ def _vcpupins(placement: Placement) -> tuple[Pin, ...]:
     return tuple(Pin(str(v), format_cpuset(cpus)) for v, cpus in sorted(vcpu_pins(placement).items()))
 
 
-def _guest_cells(cells: tuple[CellAssignment, ...], distances: dict[int, dict[int, int]]) -> tuple[GuestCell, ...]:
+def _guest_cells(
+    cells: tuple[CellAssignment, ...], distances: dict[int, dict[int, int]], base_kib: int
+) -> tuple[GuestCell, ...]:
     return tuple(
         GuestCell(
             id=str(c.guest_cell),
             cpus=format_cpuset(c.vcpus),
             memory_kib=str(c.memory_kib),
-            mem_access="shared" if c.page_size_kib > PAGE_4K else "",
+            mem_access="shared" if c.page_size_kib > base_kib else "",
             distances=tuple(Sibling(str(s), str(v)) for s, v in sorted(distances.get(c.guest_cell, {}).items())),
         )
         for c in cells
@@ -364,10 +372,10 @@ def _gpu_cells(nodes: tuple[GpuNode, ...], distances: dict[int, dict[int, int]])
     )
 
 
-def _pages(cells: tuple[CellAssignment, ...]) -> tuple[Page, ...]:
+def _pages(cells: tuple[CellAssignment, ...], base_kib: int) -> tuple[Page, ...]:
     by_size: dict[int, list[int]] = {}
     for cell in cells:
-        if cell.page_size_kib > PAGE_4K:
+        if cell.page_size_kib > base_kib:
             by_size.setdefault(cell.page_size_kib, []).append(cell.guest_cell)
     return tuple(Page(str(size), format_cpuset(ids)) for size, ids in sorted(by_size.items()))
 

@@ -48,7 +48,7 @@ from vnuma.placement.pins import vcpu_pins
 from vnuma.report import palette
 from vnuma.report.pcietree import shown
 from vnuma.report.svgparts import EMPTY, PAD, Box, Elements, Owner, framed, rect, stack, text
-from vnuma.topology import PAGE_4K, Cell, Host, PciDevice, format_size_kib
+from vnuma.topology import Cell, Host, PciDevice, format_size_kib
 from vnuma.topology.partitions import GpuUse
 
 PU_W, PU_H, GAP = 30, 18, 3
@@ -236,7 +236,7 @@ def _root_complexes(devices: Sequence[PciDevice], h: _Holders, where: str) -> li
 
 
 def _cell(cell: Cell, devices: Sequence[PciDevice], h: _Holders) -> Box:
-    pools = [(p.size_kib, p.count) for p in cell.pages if p.size_kib != PAGE_4K and p.count]
+    pools = [(p.size_kib, p.count) for p in cell.pages if p.size_kib != h.host.base_page_kib and p.count]
     cores = [_core(c, h) for c in _cores(cell)]
     grid = stack(cores, CORES_PER_ROW, GAP) if cores else EMPTY
     groups = _root_complexes(devices, h, str(cell.id))

@@ -36,7 +36,7 @@ from vnuma.placement.pins import emulator_pins, vcpu_pins
 from vnuma.render.gpumemory import gpu_nodes
 from vnuma.services.names import check_name
 from vnuma.sources.domainxml import Domain, GuestCell
-from vnuma.topology import PAGE_4K, DeviceKind, Host, format_cpuset
+from vnuma.topology import DeviceKind, Host, format_cpuset
 from vnuma.topology.pcie import Level
 from vnuma.topology.resctrl import l3_banks
 
@@ -118,8 +118,9 @@ def _slice_values(l3_kib: tuple[tuple[int, int], ...], bandwidth: tuple[tuple[in
     return values
 
 
-def _domain_cells(d: Domain) -> dict[int, tuple[frozenset[int], int, int]]:
-    return {c.id: (c.vcpus, c.memory_kib, d.page_size_of(c.id) or PAGE_4K) for c in _guest_cells(d)}
+def _domain_cells(d: Domain, base_kib: int) -> dict[int, tuple[frozenset[int], int, int]]:
+    """Each guest cell's vCPUs, memory and page size (the host's base page ``base_kib`` without hugepages)."""
+    return {c.id: (c.vcpus, c.memory_kib, d.page_size_of(c.id) or base_kib) for c in _guest_cells(d)}
 
 
 def differences(p: Placement, persistent: Domain, live: Domain | None, host: Host) -> list[Difference]:
@@ -131,9 +132,10 @@ def differences(p: Placement, persistent: Domain, live: Domain | None, host: Hos
         found += _pin_differences(expected, live, "live")
     cells = {c.guest_cell: (frozenset(c.vcpus), c.memory_kib, c.page_size_kib) for c in (*p.cells, *p.cold)}
     # A GPU's memory nodes (vnuma.render.gpumemory): no vCPUs, no memory, no backing of their own.
-    cells |= {g.guest_cell: (frozenset(), 0, PAGE_4K) for g in gpu_nodes(host, p)}
+    cells |= {g.guest_cell: (frozenset(), 0, host.base_page_kib) for g in gpu_nodes(host, p)}
     want = _shape_values(cells, p.vcpus, p.memory_kib + p.cold_kib, tuple(sorted(d.address for d in p.devices)))
-    have = _shape_values(_domain_cells(persistent), persistent.vcpus, persistent.memory_kib, persistent.hostdevs)
+    have = _shape_values(_domain_cells(persistent, host.base_page_kib), persistent.vcpus, persistent.memory_kib,
+                         persistent.hostdevs)
     banks = l3_banks(host.resctrl)
     granule = {i: b.controls[0].granularity_kib for i, b in banks.items()}
     want.update(_slice_values(tuple((i, w * granule.get(i, 0)) for i, w in p.llc), p.mem_bw))
@@ -184,7 +186,7 @@ def placement_from_domain(d: Domain, live: Domain | None, host: Host, tenant: st
     stray = {c for cpus in pins.values() for c in cpus} - set(cell_of)
     if stray:
         raise InvalidInputError(f"pCPU(s) {format_cpuset(stray)} do not exist on host {host.name!r}")
-    every = tuple(_assign(d, c, pins, policy, cell_of) for c in cells)
+    every = tuple(_assign(d, c, pins, policy, cell_of, host.base_page_kib) for c in cells)
     # A guest cell with memory and no vCPUs bound to a memory-only host cell is a cold tier.
     memory_only = {c.id for c in host.cells if c.memory_only}
     cold = tuple(a for a in every if not a.vcpus and a.host_cell in memory_only)
@@ -300,7 +302,8 @@ def _mixed_policy(
 
 
 def _assign(
-    d: Domain, cell: GuestCell, pins: dict[int, frozenset[int]], policy: CpuPolicy, cell_of: dict[int, int]
+    d: Domain, cell: GuestCell, pins: dict[int, frozenset[int]], policy: CpuPolicy, cell_of: dict[int, int],
+    base_kib: int,
 ) -> CellAssignment:
     vcpus = tuple(sorted(cell.vcpus))
     pcpus = frozenset(c for v in vcpus for c in pins[v])
@@ -324,7 +327,7 @@ def _assign(
         order = tuple(sorted(pcpus))
     return CellAssignment(
         guest_cell=cell.id, host_cell=next(iter(nodes)), vcpus=vcpus, pcpus=order,
-        memory_kib=cell.memory_kib, page_size_kib=d.page_size_of(cell.id) or PAGE_4K, memory_mode=mode,
+        memory_kib=cell.memory_kib, page_size_kib=d.page_size_of(cell.id) or base_kib, memory_mode=mode,
     )
 
 

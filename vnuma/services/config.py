@@ -53,12 +53,12 @@ def _choice(*allowed: str) -> Callable[[str], str]:
 
 def _page_size(value: str) -> str:
     from vnuma.errors import InvalidInputError
-    from vnuma.topology import parse_page_size
+    from vnuma.topology.sizes import PAGE_SIZE_CHOICES, parse_page_size
 
     try:
         parse_page_size(value)
     except InvalidInputError as err:
-        raise ValueError("use 4K, 2M, 1G or large") from err
+        raise ValueError(f"use {PAGE_SIZE_CHOICES}") from err
     return value
 
 

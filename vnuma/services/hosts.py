@@ -361,6 +361,8 @@ def diff_hosts(old: Host, new: Host) -> list[str]:
             out.append(f"cell {cid}: GPU memory of {a.gpu or '-'} -> {b.gpu or '-'}")
     if old.hmat != new.hmat:
         out.append("HMAT latency/bandwidth figures changed")
+    if old.arch != new.arch:
+        out.append(f"arch: {old.arch} -> {new.arch} (its VMs' domains follow it when next defined)")
     if old.nvlinks != new.nvlinks:
         out.append(f"NVLinks: {len(old.nvlinks)} -> {len(new.nvlinks)} linked GPU pairs")
     out.extend(_resctrl_changes(old.resctrl, new.resctrl))

@@ -53,16 +53,16 @@ def _guest_shape(p: Placement) -> tuple[object, ...]:
     )
 
 
-def live_capable(before: Placement, after: Placement, memnode_mode: str | None) -> bool:
+def live_capable(before: Placement, after: Placement, memnode_mode: str | None, base_kib: int = PAGE_4K) -> bool:
     """True when a running VM can move from ``before`` to ``after`` without a restart (see the module doc):
     to other host cells only when every guest cell's memory is ``restrictive`` as rendered (the placement's
-    mode or the ``--memnode-mode`` override it was applied with) and 4 KiB pages."""
+    mode or the ``--memnode-mode`` override it was applied with) and in the host's base pages (``base_kib``)."""
     if before.host != after.host or _guest_shape(before) != _guest_shape(after):
         return False
     if before.host_cells == after.host_cells:
         return True
     restrictive = set(effective_memory_modes(after, memnode_mode)) == {"restrictive"}
-    return restrictive and all(c.page_size_kib == PAGE_4K for c in after.cells)
+    return restrictive and all(c.page_size_kib == base_kib for c in after.cells)
 
 
 def observed(inventory_state: VmState, domain: DomainState) -> VmState:
@@ -74,8 +74,9 @@ def observed(inventory_state: VmState, domain: DomainState) -> VmState:
 
 
 def move_kind(vm: str, before: Placement, after: Placement, state: VmState, memnode_mode: str | None,
-              may: Permits) -> str:
-    """The kind of the move of running or defined VM ``vm`` (see the module doc).
+              may: Permits, base_kib: int = PAGE_4K) -> str:
+    """The kind of the move of running or defined VM ``vm`` (see the module doc); ``base_kib``: its host's base
+    page.
 
     Raises:
         ConflictError: a move the permits ``may`` do not allow, with the carrying command's way to allow it.
@@ -85,7 +86,7 @@ def move_kind(vm: str, before: Placement, after: Placement, state: VmState, memn
     if state is not VmState.RUNNING:
         return REDEFINE if before.host == after.host else MOVE
     if before.host == after.host:
-        if live_capable(before, after, memnode_mode):
+        if live_capable(before, after, memnode_mode, base_kib):
             return LIVE
         if may.restart:
             return RESTART

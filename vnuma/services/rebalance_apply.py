@@ -109,7 +109,8 @@ def _new_steps(inventory: Inventory, conns: _Conns, plan: Plan, may: Permits) ->
             states[move.vm] = VmState.PLACED if domain is DomainState.MISSING else observed(recorded, domain)
         before = current[move.vm]
         options, _template = rendering_of(inventory.get_rendering(move.vm))
-        kind = move_kind(move.vm, before, move.placement, states[move.vm], options.memnode_mode, may)
+        kind = move_kind(move.vm, before, move.placement, states[move.vm], options.memnode_mode, may,
+                         conns.hosts[move.to_host].base_page_kib)
         if kind is not CLAIMS and not conns.hosts[move.to_host].uri:
             raise InvalidInputError(f"host {move.to_host!r} has no libvirt URI to define VM {move.vm!r} on")
         steps.append(NewStep(move.vm, kind, move.reason, before, move.placement, states[move.vm]))

@@ -29,4 +29,11 @@ def rendering_of(doc: dict[str, object] | None) -> tuple[RenderOptions, Path | N
     names = {f.name for f in fields(RenderOptions)}
     if not isinstance(raw, dict) or not set(raw) <= names or not isinstance(template, str | None):
         raise InventoryError(f"inventory: stored rendering {doc!r} is unreadable")
-    return RenderOptions(**raw), Path(template) if template is not None else None
+    options = RenderOptions(**{k: v for k, v in raw.items() if _chosen(k, v)})
+    return options, Path(template) if template is not None else None
+
+
+def _chosen(key: str, value: object) -> bool:
+    """Whether a stored option was chosen: before the guest followed the host's arch, every rendering recorded
+    arch x86_64 and machine q35, which no option could set (they stand for "the host's")."""
+    return (key, value) not in (("arch", "x86_64"), ("machine", "q35"))

@@ -153,6 +153,7 @@ def read_capabilities(
     host = Host(
         name=name, cells=tuple(cells), uri=uri, source=source, resctrl=_parse_resctrl(host_el, what),
         hmat=_parse_interconnects(host_el.find("topology/interconnects"), what),
+        arch=(host_el.findtext("cpu/arch") or "").strip() or "x86_64",
     )
     try:
         return usable(host)

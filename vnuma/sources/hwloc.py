@@ -136,12 +136,18 @@ def read_hwloc(data: bytes | str, *, name: str, what: str = "hwloc") -> Imported
     hmat = _memattrs(root, in_file, cells, frozenset(barred), left, what)
     host = Host(
         name=name, cells=tuple(cells), devices=tuple(sorted(devices, key=lambda d: d.address)), source=Source.HWLOC,
-        hmat=hmat,
+        hmat=hmat, arch=_arch(root),
     )
     try:
         return usable(host, [*left, *unread])
     except InvalidInputError as err:
         raise InvalidInputError(f"{what}: {err}", hint=err.hint) from err
+
+
+def _arch(root: etree._Element) -> str:
+    """The machine's ``Architecture`` info (``uname -m``: aarch64, x86_64, ...); x86_64 when not given."""
+    info = root.find("object/info[@name='Architecture']")
+    return ((info.get("value") if info is not None else None) or "").strip() or "x86_64"
 
 
 def _allowed(root: etree._Element, attr: str, what: str) -> Callable[[int], bool]:

@@ -20,14 +20,15 @@ from vnuma.topology.hmat import NO_HMAT, Hmat
 from vnuma.topology.mig import MigGeometry
 from vnuma.topology.nvlink import NvLink
 from vnuma.topology.resctrl import NO_POLICY, NO_RESCTRL, Resctrl, ResctrlPolicy
+from vnuma.topology.sizes import PAGE_1G as PAGE_1G
+from vnuma.topology.sizes import PAGE_2M as PAGE_2M
+from vnuma.topology.sizes import PAGE_4K as PAGE_4K
 from vnuma.topology.sizes import count_of as count_of
 from vnuma.topology.sizes import format_size_kib as format_size_kib
+from vnuma.topology.sizes import parse_page_size as parse_page_size
 from vnuma.topology.sizes import parse_size_kib as parse_size_kib
 from vnuma.topology.sizes import shape_text as shape_text
 
-PAGE_4K = 4
-PAGE_2M = 2048
-PAGE_1G = 1048576
 KIB_PER_MIB = 1024
 KIB_PER_GIB = 1024 * 1024
 GPU_MEMORY_SUBTYPE = "GPUMemory"
@@ -281,6 +282,14 @@ class Host:
     device_states: DeviceStates = NO_DEVICE_STATES
     """Its tainted and cleaning devices and what a released device becomes (:mod:`vnuma.topology.devstates`);
     not part of the stored topology."""
+    arch: str = "x86_64"
+    """Its CPU architecture as libvirt names it (capabilities' ``<host><cpu><arch>``): its guests' arch."""
+
+    @property
+    def base_page_kib(self) -> int:
+        """Its base page (the kernel's page size: 4 KiB, 64 KiB on a 64K-page arm64 kernel): the smallest size its
+        cells' pools list (libvirt and hwloc list it first), 4 KiB when they list none. Hugepages are larger."""
+        return min((p.size_kib for c in self.cells for p in c.pages), default=PAGE_4K)
 
     @property
     def cpu_ids(self) -> frozenset[int]:
@@ -355,24 +364,6 @@ def format_cpuset(cpus: Iterable[int]) -> str:
         parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
         i = j + 1
     return ",".join(parts)
-
-
-def parse_page_size(text: str) -> int | None:
-    """Parse a page size option: ``4K``/``2M``/``1G`` (or KiB numbers) -> KiB; ``large`` -> None.
-
-    Raises:
-        InvalidInputError: anything else.
-    """
-    value = text.strip().lower()
-    if value == "large":
-        return None
-    aliases = {"4k": PAGE_4K, "4kib": PAGE_4K, "2m": PAGE_2M, "2mib": PAGE_2M, "1g": PAGE_1G, "1gib": PAGE_1G}
-    if value in aliases:
-        return aliases[value]
-    # isdecimal, not isdigit: "²" is a digit that int() refuses.
-    if value.isdecimal() and len(value) <= 7 and int(value) in (PAGE_4K, PAGE_2M, PAGE_1G):
-        return int(value)
-    raise InvalidInputError(f"bad page size {text!r}: use 4K, 2M, 1G or large")
 
 
 @contextmanager

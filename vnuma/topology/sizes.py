@@ -7,6 +7,17 @@ import re
 
 from vnuma.errors import InvalidInputError
 
+PAGE_4K = 4
+PAGE_2M = 2048
+PAGE_1G = 1048576
+PAGE_SIZE_WORDS = {"4k": PAGE_4K, "base": PAGE_4K, "2m": PAGE_2M, "1g": PAGE_1G, "64k": 64, "512m": 524288,
+                   "16g": 16777216}
+"""``--page-size`` words -> KiB. ``4K`` and ``base`` both mean no hugepages: the host's base page, whatever its
+kernel's page size (64 KiB on a 64K-page arm64 kernel; the ledger's ``HostState.page_sizes``). 64K, 512M and
+16G are the sizes of such a kernel (Grace hosts), asked by name."""
+PAGE_SIZE_CHOICES = "4K (or base: no hugepages), 2M, 1G, 64K, 512M, 16G or large"
+"""What ``--page-size`` and the ``page_size`` setting take, as errors and help texts say it."""
+
 _SIZE = re.compile(r"^\s*(\d{1,19})(?:\.(\d{1,9}))?\s*([KMGT])(?:i?B)?\s*$", re.IGNORECASE)
 _UNIT_KIB = {"K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}
 
@@ -80,3 +91,22 @@ def shape_text(vcpus: int | None, memory_kib: int | None, gpus: int, page_size_k
     if memory_kib is not None and page_size_kib is not None:
         memory += f" of {format_size_kib(page_size_kib)} pages"
     return f"{cpus}, {memory}, {count_of(gpus, 'GPU')}"
+
+
+def parse_page_size(text: str) -> int | None:
+    """Parse a page size option (a :data:`PAGE_SIZE_WORDS` word, ``KiB`` spelt out or not, or its KiB number) -> KiB;
+    ``large`` -> None.
+
+    Raises:
+        InvalidInputError: anything else.
+    """
+    value = text.strip().lower()
+    if value == "large":
+        return None
+    value = value.removesuffix("ib") if value.endswith(("kib", "mib", "gib")) else value
+    if value in PAGE_SIZE_WORDS:
+        return PAGE_SIZE_WORDS[value]
+    # isdecimal, not isdigit: "²" is a digit that int() refuses.
+    if value.isdecimal() and len(value) <= 8 and int(value) in PAGE_SIZE_WORDS.values():
+        return int(value)
+    raise InvalidInputError(f"bad page size {text!r}: use {PAGE_SIZE_CHOICES}")

@@ -82,7 +82,7 @@ class CellState:
         "width",
     )
 
-    def __init__(self, cell: Cell, placeable: frozenset[int], gpus: tuple[str, ...]) -> None:
+    def __init__(self, cell: Cell, placeable: frozenset[int], gpus: tuple[str, ...], base_kib: int = PAGE_4K) -> None:
         self.id = cell.id
         self.col = 0  # position among the host's CPU cells (a column of the fleet arrays)
         self.cores: list[CoreState] = []
@@ -108,7 +108,7 @@ class CellState:
         self.partial_free: dict[str, int] = {}
         self.partial_pairs: dict[str, int] = {}
         self.shared_threads: dict[str, int] = {}
-        pools = {p.size_kib: p.count for p in cell.pages} or {PAGE_4K: cell.memory_kib // PAGE_4K}
+        pools = {p.size_kib: p.count for p in cell.pages} or {base_kib: cell.memory_kib // base_kib}
         self.pages_total: dict[int, int] = dict(pools)
         self.pages_free: dict[int, int] = dict(pools)
         self.gpus: tuple[str, ...] = gpus
@@ -284,7 +284,7 @@ def cell_states(host: Host) -> tuple[CellState, ...]:
     for cell in sorted(host.cells, key=lambda c: c.id):
         if cell.memory_only:
             continue
-        state = CellState(cell, placeable, tuple(sorted(gpus_by_cell.get(cell.id, ()))))
+        state = CellState(cell, placeable, tuple(sorted(gpus_by_cell.get(cell.id, ()))), host.base_page_kib)
         if state.cores:
             state.col = len(states)
             states.append(state)

@@ -41,6 +41,7 @@ class HostShape:
 
     __slots__ = (
         "addresses",
+        "base_page_kib",
         "cell_cpus",
         "cells",
         "cold",
@@ -130,10 +131,13 @@ class HostShape:
         self.threads_total = sum(c.threads_total for c in self.cells)
         self.mem_total_kib = sum(size * n for c in self.cells for size, n in c.pages_total.items())
         self.width = max((c.width for c in self.cells), default=1)
+        self.base_page_kib = host.base_page_kib
         self.hugepage_sizes: tuple[int, ...] = tuple(
-            sorted({s for c in self.cells for s, n in c.pages_total.items() if s > PAGE_4K and n > 0}, reverse=True)
+            sorted({s for c in self.cells for s, n in c.pages_total.items() if s > self.base_page_kib and n > 0},
+                   reverse=True)
         )
-        """The hugepage sizes some CPU cell holds pages of, largest first (a pool of none backs nothing)."""
+        """The hugepage sizes (above the base page) some CPU cell holds pages of, largest first (a pool of none
+        backs nothing)."""
         self.template = HostState(host, -1, self)
         """An unclaimed host of this shape, never claimed on: what an unbuilt host answers."""
         self.template._own(self.cells)
@@ -245,6 +249,14 @@ class HostState:
             self.devices_taken = template.devices_taken
             self.cold_free = template.cold_free
             self.partitions = template.partitions
+
+    def page_sizes(self, asked_kib: int | None) -> tuple[int, ...]:
+        """The page sizes a request of page size ``asked_kib`` takes here, preferred first: None (``large``) its
+        hugepage sizes; 4 KiB (``4K`` or ``base``: no hugepages) its base page, whatever the kernel's page size
+        (64 KiB on a 64K-page arm64 kernel); any other size as asked. The one rule for choosing and sizing."""
+        if asked_kib is None:
+            return self.hugepage_sizes
+        return (self.shape.base_page_kib if asked_kib == PAGE_4K else asked_kib,)
 
     def build(self) -> None:
         """Give the host state of its own (the fleet calls this before its first change); its cells stay
