@@ -117,3 +117,9 @@ def test_report_only_conditions_taint_nothing(dgx: Cli, tmp_path: Path, monkeypa
     assert {g["address"]: (g["status"], g["effect"]) for g in doc["gpus"]} == {
         "0000:2b:00.0": ("report-only", None), "0000:a3:00.0": ("report-only", None)}
     assert _tainted(dgx) == {}
+
+
+def test_through_a_server_it_is_refused(dgx: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VNUMA_SERVER", "http://127.0.0.1:9")  # never asked: the refusal comes first
+    refused_unchanged(dgx, ["device", "health", "dgx", "--kernel-log", str(DMESG)], 4,
+                      "`vnuma device health` does not run through --server")

@@ -269,16 +269,11 @@ def health(
     Example: vnuma device health gpu-node-1 --nvidia-smi nvsmi.xml --kernel-log kern.log
     """
     from vnuma.cli import config
-    from vnuma.errors import InvalidInputError
     from vnuma.services.devicehealth import device_health, outcome_doc, read_reports
     from vnuma.services.healthconfig import health_effects
 
     if not nvidia_smi and not kernel_log:
         raise typer.BadParameter("give --nvidia-smi FILE or --kernel-log FILE (or both)")
-    if remote(ctx):
-        raise InvalidInputError("device health reads its files where the inventory is, not through --server",
-                                hint="run it without --server (VNUMA_SERVER unset), or taint each GPU with "
-                                     "`vnuma device taint`")
     effects = health_effects(config(ctx))
     reports = read_reports(nvidia_smi or (), kernel_log or ())
     doc = outcome_doc(device_health(settings(ctx), host, reports, effects, dry_run=dry_run))
