@@ -12,7 +12,8 @@ from tests.cli.conftest import Cli
 from vnuma.errors import ConfigError
 from vnuma.services.config import load
 from vnuma.services.healthconfig import health_effects
-from vnuma.sources.gpuhealth import DEFAULT_EFFECTS, Effects, TaintEffect
+from vnuma.sources.gpuhealth import DEFAULT_EFFECTS, Effects
+from vnuma.topology.devstates import TaintEffect
 
 
 def _effects(tmp_path: Path, text: str) -> Effects:

@@ -147,8 +147,14 @@ def _event_families(f: FleetFigures) -> Iterator[Metric]:
                     (([e.rule, e.host, e.vm or "", "" if e.cell is None else str(e.cell)], 1) for e in f.events))
 
 
+def _device_families(f: FleetFigures) -> Iterator[Metric]:
+    yield _labelled("vnuma_device_state", "1 per passable device (GPU, NIC, VF) in its state: free, claimed, "
+                    "tainted or cleaning (vnuma device list).", ["host", "device", "kind", "state"],
+                    (([host, address, kind, state], 1) for host, address, kind, state in f.devices))
+
+
 FAMILIES: tuple[Callable[[FleetFigures], Iterable[Metric]], ...] = (
-    _vm_families, _cell_families, _host_families, _fleet_families, _event_families,
+    _vm_families, _cell_families, _host_families, _fleet_families, _event_families, _device_families,
 )
 """What the inventory's figures are exported as; one more gauge is one more function here."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -230,3 +231,70 @@ def list_(
         [(r["host"], r["address"], r["kind"], r["state"], r["vm"] or "-", r["reason"] or "-", r["by"] or "-",
           r["since"] or "-", r["effect"] or "-", r["after_release"]) for r in rows],
     )
+
+
+@app.command("health")
+def health(
+    ctx: typer.Context,
+    host: HostArg,
+    nvidia_smi: Annotated[
+        list[Path] | None, typer.Option("--nvidia-smi", metavar="FILE", help="A saved `nvidia-smi -q -x` document "
+                                        "of the host (repeatable).")
+    ] = None,
+    kernel_log: Annotated[
+        list[Path] | None, typer.Option("--kernel-log", metavar="FILE", help="The host's kernel log (dmesg, "
+                                        "journalctl -k, syslog; repeatable).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be tainted; write nothing.")] = False,
+    as_json: output.JsonOpt = False,
+) -> None:
+    """Read a host's saved GPU health files and taint each GPU they show a known-bad condition on (Xid 48,
+    63/64, 74, 79, 92, 94/95; uncorrectable ECC errors; row remapping failed or pending; page retirement
+    pending), with the condition's effect and reason (docs/devices.md, "GPU health"; the effects can be
+    changed in the [device_health] table of the configuration file).
+
+    A GPU already tainted with the same reason and an effect at least as
+    strong is left as it is (already); otherwise the health taint replaces
+    its reason, keeping drain if it had it. GPUs the files name that are not
+    the host's are reported, not refused; a file none of whose GPUs is the
+    host's is refused (exit 4, nothing written). Health files never untaint
+    and never move a VM: a GPU tainted drain is listed with the command that
+    moves its VMs off (`vnuma device taint HOST DEVICE --reason ... --effect
+    drain --apply`).
+
+    JSON: {"host", "dry_run", "gpus": [{"address", "conditions", "effect", "reason", "status"
+    (tainted|already|would-taint|report-only), "drain", "findings": [{"condition", "where", "detail"}]}],
+    "unknown"}.
+
+    Example: vnuma device health gpu-node-1 --nvidia-smi nvsmi.xml --kernel-log kern.log
+    """
+    from vnuma.cli import config
+    from vnuma.services.devicehealth import device_health, outcome_doc, read_reports
+    from vnuma.services.healthconfig import health_effects
+
+    if not nvidia_smi and not kernel_log:
+        raise typer.BadParameter("give --nvidia-smi FILE or --kernel-log FILE (or both)")
+    effects = health_effects(config(ctx))
+    reports = read_reports(nvidia_smi or (), kernel_log or ())
+    doc = outcome_doc(device_health(settings(ctx), host, reports, effects, dry_run=dry_run))
+    if as_json:
+        output.echo_json(doc)
+        return
+    _health_table(doc)
+
+
+def _health_table(doc: dict[str, Any]) -> None:
+    status = {"tainted": "tainted now", "already": "already", "would-taint": "would taint (dry run)",
+              "report-only": "report only"}
+    if doc["gpus"]:
+        output.echo_table(None, ["GPU", "CONDITION", "EFFECT", "STATUS", "REASON"],
+                          [(g["address"], ",".join(g["conditions"]), g["effect"] or "none", status[g["status"]],
+                            g["reason"]) for g in doc["gpus"]])
+    else:
+        typer.echo(f"host {doc['host']}: no known-bad condition on its GPUs")
+    for g in doc["gpus"]:
+        if g["drain"]:
+            typer.echo(f"to move GPU {g['address']}'s VMs off it: {g['drain']}")
+    if doc["unknown"]:
+        typer.echo(f"warning: not GPUs of host {doc['host']} (reported, not tainted): {', '.join(doc['unknown'])}",
+                   err=True)

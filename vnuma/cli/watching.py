@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -37,6 +38,13 @@ def watch(
                      help="Replay recorded rounds (HOST@UNIXSECONDS.txt: `virsh domstats --memory --cpu-total`, "
                           "`--balloon` too for the VMs' memory; "
                           "HOST@UNIXSECONDS.freepages.txt: `virsh freepages --all`) instead of reading libvirt."),
+    ] = None,
+    health_dir: Annotated[
+        Path | None,
+        typer.Option("--health-dir", metavar="DIR",
+                     help="After each round, taint GPUs as each host's newest saved health files say "
+                          "(HOST@UNIXSECONDS.xml: `nvidia-smi -q -x`; HOST@UNIXSECONDS.log: its kernel log), as "
+                          "`vnuma device health` does; each taint is a device-health event."),
     ] = None,
     allow_migrate: AllowMigrate = False,
     allow_restart: AllowRestart = False,
@@ -85,6 +93,12 @@ def watch(
     runs, and another is refused (exit 13); a killed watch's lease expires
     (docs/watch.md).
 
+    --health-dir DIR reads, after each round, each watched host's newest
+    HOST@UNIXSECONDS.xml and .log (again only when a newer one arrives) and
+    taints its GPUs as `vnuma device health` does; each GPU tainted is a
+    device-health event (`vnuma events`). A bad file is a warning and the
+    watch goes on (docs/watch.md).
+
     Example: vnuma watch --interval 10s
 
     Example: vnuma watch --domstats-dir recorded/ --act off
@@ -106,22 +120,41 @@ def watch(
     def warn(line: str) -> None:
         typer.echo(f"warning: {line}", err=True)
 
+    health = None
+    if health_dir is not None:
+        from vnuma.services.healthconfig import health_effects
+        from vnuma.services.watchhealth import HealthWatch
+
+        health = HealthWatch(settings(ctx), health_dir, health_effects(config(ctx)), typer.echo, warn)
     actor = None
     if act != "off":
         from vnuma.services.watchact import Actor, with_permits
 
         actor = Actor(settings(ctx), with_permits(t.budget, allow_migrate, allow_restart), act, typer.echo, warn)
+    after = _after(actor and actor.after_round, health and health.after_round)
     try:
         if domstats_dir is not None:
-            summary = replay(settings(ctx), t, domstats_dir, names, seconds, typer.echo, warn, actor,
-                             after=actor and actor.after_round)
+            summary = replay(settings(ctx), t, domstats_dir, names, seconds, typer.echo, warn, actor, after=after)
         else:
-            summary = live(settings(ctx), t, names, seconds, once, typer.echo, warn, actor=actor,
-                           after=actor and actor.after_round)
+            summary = live(settings(ctx), t, names, seconds, once, typer.echo, warn, actor=actor, after=after)
     finally:
         if actor is not None:
             actor.close()
-    typer.echo(summary.line())
+    health_line = "" if health is None else f"; {health.events} GPUs tainted from health files"
+    typer.echo(summary.line() + health_line)
+
+
+def _after(*steps: Callable[[Any, float], None] | None) -> Callable[[Any, float], None] | None:
+    """What runs after each round: the given steps in order (None when there is none)."""
+    given = [s for s in steps if s is not None]
+    if not given:
+        return None
+
+    def run(watch: Any, at: float) -> None:
+        for step in given:
+            step(watch, at)
+
+    return run
 
 
 events_app = typer.Typer(add_completion=False)
@@ -148,10 +181,11 @@ def events(
     helps). The table ends with the budget of the [watch] table and what
     of it the last hour used.
 
-    JSON: [{"id", "rule", "host", "vm" (null for a cell), "cell" (null for a
-    VM), "opened_at", "closed_at" (null: open), "evidence": [{"at",
+    JSON: [{"id", "rule", "host", "vm" (null for a cell or GPU), "cell" (null for a VM or
+    GPU), "opened_at", "closed_at" (null: open), "evidence": [{"at",
     "local_mb_s", "remote_mb_s", "remote_share", "llc_bytes", "cpu", "rss_kib",
-    "balloon_kib", "rules"} or, for a cell, {"at", "host_free_kib", "drift_kib", "rules"}],
+    "balloon_kib", "rules"} or, for a cell, {"at", "host_free_kib", "drift_kib", "rules"} or, for a
+    device-health event, {"at", "address", "effect", "reason", "conditions"}],
     "actions": [{"id", "status" (proposed|withheld|applied|aborted|unfinished),
     "at", "vm", "host", "to_host", "objective", "reason", "move" ({"from_cells",
     "to_host", "to_cells"} or null), "run" (the rebalance run or null)}]}].
@@ -178,7 +212,7 @@ def events(
     output.echo_table(
         None,
         ["ID", "RULE", "HOST", "SUBJECT", "OPENED", "CLEARED", "EVIDENCE"],
-        [(e["id"], e["rule"], e["host"], f"VM {e['vm']}" if e["vm"] else f"cell {e['cell']}",
+        [(e["id"], e["rule"], e["host"], _subject(e),
           e["opened_at"], e["closed_at"] or "-", _evidence(e["evidence"])) for e in found],
     )
     acted = [(e["id"], a) for e in found for a in e["actions"]]
@@ -243,8 +277,19 @@ def _move(a: dict[str, object]) -> str:
         f"{','.join(map(str, move['to_cells']))}"
 
 
+def _subject(e: dict[str, Any]) -> str:
+    if e["vm"]:
+        return f"VM {e['vm']}"
+    if e["cell"] is not None:
+        return f"cell {e['cell']}"
+    address = next((s.get("address") for s in e["evidence"] if "address" in s), None)
+    return f"GPU {address}" if address else "host"
+
+
 def _evidence(samples: list[dict[str, object]]) -> str:
     last = samples[-1] if samples else {}
+    if "address" in last:
+        return f"tainted {last['effect']}: {last['reason']}"
     if "drift_kib" in last:
         return f"{len(samples)} samples; drift {int(last['drift_kib'] or 0) // 1024} MiB"
     return f"{len(samples)} samples; remote {last.get('remote_mb_s')} MB/s, local {last.get('local_mb_s')} MB/s"

@@ -82,6 +82,8 @@ _DROP_RAW = "DELETE FROM watch_samples WHERE minute = :f AND at_ms < :cut"
 _DROP_MEANS = "DELETE FROM watch_samples WHERE minute = :t AND at_ms < :cut"
 _OPEN = ("INSERT INTO watch_events (rule, host, vm, cell, opened_ms, closed_ms, evidence) "
          "VALUES (:rule, :host, :vm, :cell, :at, NULL, :evidence) RETURNING id")
+_MOMENT = ("INSERT INTO watch_events (rule, host, vm, cell, opened_ms, closed_ms, evidence) "
+           "VALUES (:rule, :host, :vm, :cell, :at, :at, :evidence) RETURNING id")
 _CLOSE = "UPDATE watch_events SET closed_ms = :at WHERE id = :id AND closed_ms IS NULL"
 _EVENT_COLUMNS = "id, rule, host, vm, cell, opened_ms, closed_ms, evidence"
 
@@ -115,6 +117,19 @@ def write_round(
                                      {"id": event_id}) or (None, None, None, None)
         audit.record(x, "watch-event-closed", event=event_id, rule=rule, host=host, vm=vm, cell=cell)
     return ids
+
+
+def record_moment(x: Executor, e: Opened) -> int:
+    """Write an event that opens and closes at once (the watch's ``device-health``: a taint it gave, a fact
+    and not a condition that clears), each in the audit log; its id."""
+    found = x.one(_MOMENT, {"rule": e.rule, "host": e.host, "vm": e.vm, "cell": e.cell,
+                                                 "at": e.at_ms,
+                                                 "evidence": json.dumps(list(e.evidence), separators=(",", ":"))})
+    assert found is not None
+    event_id = int(found[0])
+    audit.record(x, "watch-event-opened", event=event_id, rule=e.rule, host=e.host, vm=e.vm, cell=e.cell)
+    audit.record(x, "watch-event-closed", event=event_id, rule=e.rule, host=e.host, vm=e.vm, cell=e.cell)
+    return event_id
 
 
 def cuts(now_ms: int, raw_s: int, minutes_days: int) -> tuple[int, int]:

@@ -7,12 +7,14 @@ result (:mod:`vnuma.placement.ledger.admit`). :func:`taint` is what a health rea
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from vnuma.codec.devstates import device_state_to_dict
 from vnuma.errors import InvalidInputError, NotFoundError, not_in_inventory
 from vnuma.inventory import open_inventory
+from vnuma.placement.model import Placement
 from vnuma.services import Settings
 from vnuma.services.names import natural_key
 from vnuma.topology import DeviceKind, Host, PciDevice
@@ -191,12 +193,16 @@ def list_devices(settings: Settings, host: str | None = None, state: str | None 
         hosts = [h for h in hosts if h.name == host]
         if not hosts:
             raise not_in_inventory("host", host)
-    holders = {(p.host, a): p.vm for p in snap.placements for a in _held(p)}
-    rows = device_rows(hosts, holders)
+    rows = device_rows(hosts, holders(snap.placements))
     return [r for r in rows if state is None or r["state"] == state]
 
 
-def _held(p: Any) -> list[str]:
+def holders(placements: Iterable[Placement]) -> dict[tuple[str, str], str]:
+    """(host, device address) -> the VM holding it: its whole devices, the VFs and GPUs of its partitions."""
+    return {(p.host, a): p.vm for p in placements for a in _held(p)}
+
+
+def _held(p: Placement) -> list[str]:
     return [d.address for d in p.devices] + [a.vf for a in p.partitions if a.vf is not None] + [
         a.gpu for a in p.partitions]
 

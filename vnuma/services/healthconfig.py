@@ -19,7 +19,8 @@ from types import MappingProxyType
 
 from vnuma.errors import ConfigError
 from vnuma.services.config import Config
-from vnuma.sources.gpuhealth import CONDITIONS, DEFAULT_EFFECTS, Effects, TaintEffect
+from vnuma.sources.gpuhealth import CONDITIONS, DEFAULT_EFFECTS, Effects
+from vnuma.topology.devstates import TaintEffect
 
 SECTION = "device_health"
 REPORT_ONLY = "none"

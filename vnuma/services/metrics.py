@@ -12,6 +12,8 @@ service) reports the same values:
   per GPU the partitions of each vGPU type or MIG profile it could still take
   (:func:`vnuma.placement.partitionchoice.gpu_use`, as ``host show``); the resctrl classes of service left
   (:func:`vnuma.placement.resctrl.classes`); whether it is cordoned;
+* per passable device (GPU, NIC, VF): its state, free, claimed, tainted or cleaning, as ``vnuma device list``
+  says it (:func:`vnuma.services.devices.device_rows`);
 * per fleet: claims and placement refusals by the check that refused the closest host (the audit log, read
   after the last id already counted: :class:`AuditTally`), journaled moves by objective.
 
@@ -38,6 +40,7 @@ from vnuma.placement.partitions import gpu_offers
 from vnuma.placement.resctrl import classes
 from vnuma.report.usage import cell_use
 from vnuma.services import Settings
+from vnuma.services.devices import device_rows, holders
 from vnuma.services.warm import WarmFleet
 from vnuma.topology import DeviceKind, Host
 
@@ -105,6 +108,9 @@ class FleetFigures:
     moves: dict[str, int]
     events: tuple[Event, ...] = ()
     """The watch's open events (:mod:`vnuma.inventory.history`)."""
+    devices: tuple[tuple[str, str, str, str], ...] = ()
+    """Every passable device: (host, address, kind, state) as ``vnuma device list`` says them
+    (:func:`vnuma.services.devices.device_rows`): kind gpu|nic|vf, state free|claimed|tainted|cleaning."""
 
 
 class AuditTally:
@@ -195,6 +201,8 @@ def read_figures(settings: Settings, kept: Kept, now: datetime | None = None) ->
             hosts.append(h)
             cells += c
         placements = fleet.placements()
+        devices = tuple((r["host"], r["address"], r["kind"], r["state"]) for r in device_rows(
+            [fleet.host(name) for name in fleet.host_names()], holders(placements)))
     with open_access(settings.db_url) as access, access.begin(False) as x:
         states = tallies.vm_states(x)
         samples = read_samples(x)
@@ -203,4 +211,4 @@ def read_figures(settings: Settings, kept: Kept, now: datetime | None = None) ->
         events = tuple(open_events(x))
     vms = tuple(_vm(p.vm, p.tenant or "", p.host, states.get(p.vm, ""), samples.get(p.vm))
                 for p in placements if p.vm in states)
-    return FleetFigures(tuple(hosts), tuple(cells), vms, claims, refusals, moves, events)
+    return FleetFigures(tuple(hosts), tuple(cells), vms, claims, refusals, moves, events, devices)

@@ -21,20 +21,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from types import MappingProxyType
 
 from vnuma.errors import OtherHostFileError
 from vnuma.sources.nodedev import format_pci_address
 from vnuma.topology import DeviceKind, Host
-
-
-class TaintEffect(StrEnum):
-    """What a taint does: ``no-schedule`` refuses new claims of the device; ``drain`` also moves its VMs off
-    (the values of ``vnuma device taint --effect``)."""
-
-    NO_SCHEDULE = "no-schedule"
-    DRAIN = "drain"
+from vnuma.topology.devstates import TaintEffect
 
 
 @dataclass(frozen=True, slots=True)
