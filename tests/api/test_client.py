@@ -327,3 +327,47 @@ def test_host_show_counts_classes_of_service_alike_through_the_service(pair: tup
     }
     got = service.as_("root").get("/v1/hosts/rdt")
     assert got.status_code == 200 and got.json()["resctrl"]["classes"] == {"used": 1, "total": 3}
+
+
+def test_a_device_drain_through_the_service_prints_what_it_prints_locally(pair: tuple[Cli, Cli, Service]) -> None:
+    """`device taint --effect drain` through --server: the service taints, plans and (with --apply --yes)
+    carries the run out; the same lines and codes as on the inventory itself, refusals included."""
+    local, client, _service = pair
+
+    def alike(runs: list[tuple[list[str], int]]) -> None:
+        for args, code in runs:
+            here, there = local(*args), client(*args)
+            assert (there.exit_code, there.stderr) == (here.exit_code, here.stderr), args
+            assert _unstamped(there.stdout) == _unstamped(here.stdout), args
+            assert here.exit_code == code, (args, here.stderr)
+
+    for cli in (local, client):
+        cli.ok("place", "tenant-a", *SMALL, "--gpus", "1", "--host", "h1", "--name", "g1")
+        cli.ok("place", "tenant-b", *SMALL, "--gpus", "1", "--host", "h1", "--name", "g2")
+    gpu, other = (next(d["address"] for d in local.ok("vm", "show", vm, "--json").json()["devices"]
+                       if d["kind"] == "gpu") for vm in ("g1", "g2"))
+    drain = ["device", "taint", "h1", gpu, "--reason", "Xid 79", "--effect", "drain"]
+    alike([
+        (drain, 0), ([*drain, "--json"], 0), ([*drain, "--apply"], 4),
+        ([*drain, "--apply", "--yes", "--json"], 0), (["vm", "show", "g1", "--json"], 0),
+        (["device", "list", "--host", "h1", "--state", "tainted", "--json"], 0),
+    ])
+    assert gpu not in [d["address"] for d in local.ok("vm", "show", "g1", "--json").json()["devices"]]
+    free = [d["address"] for d in local.ok("device", "list", "--host", "h1", "--state", "free", "--json").json()
+            if d["kind"] == "gpu"]
+    for cli in (local, client):
+        cli.ok("host", "cordon", "h2")
+        for address in free:  # g2 then fits nowhere but on its own GPU
+            cli.ok("device", "taint", "h1", address, "--reason", "spare")
+    stuck = ["device", "taint", "h1", other, "--reason", "Xid 79", "--effect", "drain"]
+    alike([(stuck, 5), ([*stuck, "--json"], 5), ([*stuck, "--partial", "--json"], 0)])
+
+
+def _unstamped(stdout: str) -> object:
+    """A command's output without who tainted and when (the user here, ``token:NAME`` through the service)."""
+    import json
+    import re
+
+    if not stdout.startswith(("{", "[")):
+        return stdout
+    return json.loads(re.sub(r'"(by|since)": "[^"]*"', r'"\1": ""', stdout))

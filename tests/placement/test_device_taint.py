@@ -143,3 +143,14 @@ def test_a_cleaning_gpu_is_refused_as_cleaning() -> None:
     assert probe is not None and probe.devices[0].address == gpu
     refusal = fleet.admit(probe)
     assert refusal is not None and refusal.check == "device-taint" and "cleaning" in refusal.reason
+
+
+def test_the_same_taint_again_changes_nothing_and_another_replaces_it() -> None:
+    from vnuma.topology.devstates import NO_DEVICE_STATES
+
+    once = tainted(NO_DEVICE_STATES, "0000:17:00.0", "Xid 79", TaintEffect.DRAIN, "ops", "2026-12-07T06:00:00Z")
+    again = tainted(once, "0000:17:00.0", "Xid 79", TaintEffect.DRAIN, "ops", "2026-12-07T07:00:00Z")
+    assert again == once  # "already tainted": its time kept
+    other = tainted(once, "0000:17:00.0", "Xid 79", TaintEffect.NO_SCHEDULE, "ops", "2026-12-07T07:00:00Z")
+    own = other.of("0000:17:00.0")
+    assert own is not None and (own.effect, own.since) == (TaintEffect.NO_SCHEDULE, "2026-12-07T07:00:00Z")

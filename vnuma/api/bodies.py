@@ -135,6 +135,15 @@ class DrainBody(Carried):
     apply: StrictBool = False
 
 
+class DeviceDrainBody(Carried):
+    """``vnuma device taint HOST DEVICE --reason TEXT --effect drain``: taint, plan, and with ``apply`` carry the
+    plan out."""
+
+    reason: StrictStr
+    partial: StrictBool = False
+    apply: StrictBool = False
+
+
 class RepinBody(Body):
     """``vnuma vm repin``."""
 

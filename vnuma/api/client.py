@@ -212,6 +212,11 @@ class Client:
         raises :class:`~vnuma.errors.NoRoomError` carrying it."""
         return dict(self.call("POST", f"/v1/hosts/{_seg(host)}/drain", body))
 
+    def device_drain(self, host: str, device: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``device taint --effect drain``: the plan's document with ``"taint"`` (and ``"run"`` when carried out);
+        a drain that would leave VMs on the device raises :class:`~vnuma.errors.NoRoomError` carrying it."""
+        return dict(self.call("POST", f"/v1/hosts/{_seg(host)}/devices/{_seg(device)}/drain", body))
+
     def guest_view(self, vm: str) -> dict[str, Any]:
         """``vm guest-view --json``."""
         return dict(self.call("GET", f"/v1/vms/{_seg(vm)}/guest-view"))

@@ -82,11 +82,6 @@ def taint(
         raise typer.BadParameter("--yes, --allow-restart and --allow-migrate go with --apply")
     client = remote(ctx)
     if chosen is TaintEffect.DRAIN:
-        if client:
-            from vnuma.errors import InvalidInputError
-
-            raise InvalidInputError("device taint --effect drain runs where the inventory is, not through --server",
-                                    hint="run it without --server (VNUMA_SERVER unset)")
         _drain(ctx, host, device, reason, partial, as_json, apply, yes, (allow_restart, allow_migrate))
         return
     doc = (client.device_change("taint", host, device, reason=reason, effect=chosen.value) if client
@@ -96,33 +91,60 @@ def taint(
 
 def _drain(ctx: typer.Context, host: str, device: str, reason: str, partial: bool, as_json: bool, apply: bool,
            yes: bool, allowed: tuple[bool, bool]) -> None:
-    """Taint with effect drain, print the plan and, with --apply, carry it out as a journaled run."""
-    from vnuma.cli.rebalancing import carry_out, confirm_apply, print_plan
+    """Taint with effect drain, print the plan and, with --apply, carry it out as a journaled run (here, or
+    through --server by the service, as `host drain` does)."""
+    from vnuma.cli.rebalancing import carry_out, confirm_apply, print_plan, show_carried
     from vnuma.documents import plan_doc
+    from vnuma.errors import NoRoomError
+    from vnuma.services.permits import granted
+
+    client = remote(ctx)
+    if client:
+        body: dict[str, Any] = {"reason": reason, "partial": partial}
+        carried = {"apply": True, "allow_restart": allowed[0], "allow_migrate": allowed[1]}
+        try:
+            doc = client.device_drain(host, device, {**body, **carried} if apply and yes else body)
+        except NoRoomError as err:
+            if err.plan is not None:
+                _print_drain(err.plan, as_json, print_plan)
+            raise
+        if "run" in doc:
+            if not as_json:
+                _said(doc["taint"], False, "tainted")
+            show_carried(doc, as_json)
+            return
+        if apply and doc["moves"]:  # shown before the confirmation a service cannot ask for
+            _print_drain(doc, as_json, print_plan)
+            confirm_apply(yes, len(doc["moves"]), ask=False)
+        _print_drain(doc, as_json, print_plan)
+        return
     from vnuma.services.devicedrain import device_drain_refusal, drain_device
     from vnuma.services.devices import changed_doc
-    from vnuma.services.permits import granted
 
     changed, plan = drain_device(settings(ctx), host, device, reason, for_apply=apply)
     doc = {**plan_doc(plan), "taint": changed_doc(changed)}
-    if not as_json:
-        _said(doc["taint"], False, "tainted")
     refusal = device_drain_refusal(host, changed.address, plan, partial, doc)
     if refusal is not None:
-        if as_json:
-            output.echo_json(doc)
-        else:
-            print_plan(doc)
+        _print_drain(doc, as_json, print_plan)
         raise refusal
     if not apply or not plan.moves:
-        if as_json:
-            output.echo_json(doc)
-        elif plan.before == 0:
-            output.echo_lines([f"device {changed.address}: no VM holds it, nothing to move"])
-        else:
-            print_plan(doc)
+        _print_drain(doc, as_json, print_plan)
         return
+    if not as_json:
+        _said(doc["taint"], False, "tainted")
     carry_out(ctx, plan, doc, as_json, granted(*allowed), confirm=lambda: confirm_apply(yes, len(plan.moves)))
+
+
+def _print_drain(doc: dict[str, Any], as_json: bool, print_plan: Any) -> None:
+    """A device drain's taint line and plan (or its JSON document)."""
+    if as_json:
+        output.echo_json(doc)
+        return
+    _said(doc["taint"], False, "tainted")
+    if doc["before"] == 0:
+        output.echo_lines([f"device {doc['taint']['address']}: no VM holds it, nothing to move"])
+    else:
+        print_plan(doc)
 
 
 @app.command("untaint")

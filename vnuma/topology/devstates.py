@@ -105,9 +105,12 @@ NO_DEVICE_STATES = DeviceStates()
 def tainted(
     states: DeviceStates, address: str, reason: str, effect: TaintEffect, by: str, now: str
 ) -> DeviceStates:
-    """``states`` with ``address`` tainted (a taint again replaces reason, effect, who and when); a device
-    that was cleaning stays to be cleaned once untainted (``dirty``)."""
+    """``states`` with ``address`` tainted (a taint again with another reason, effect or who replaces them and
+    when; the same taint again changes nothing, its time included); a device that was cleaning stays to be
+    cleaned once untainted (``dirty``)."""
     own = states.of(address) or DeviceState(address)
+    if own.state is DeviceStateKind.TAINTED and (own.reason, own.effect, own.by) == (reason, effect, by):
+        return states
     dirty = own.dirty or own.state is DeviceStateKind.CLEANING
     return states.with_device(replace(own, state=DeviceStateKind.TAINTED, reason=reason, by=by, since=now,
                                       effect=effect, dirty=dirty))

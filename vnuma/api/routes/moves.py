@@ -1,5 +1,5 @@
 """Moving VMs: ``rebalance`` (the plan, and with ``apply`` its journaled run), ``rebalance --resume|--abort``,
-``vm repin``, ``vm migrate``, ``host drain``.
+``vm repin``, ``vm migrate``, ``host drain``, ``device taint --effect drain``.
 
 A carried-out plan runs inside its request, step by step, as the CLI runs
 it (:func:`vnuma.services.rebalance_apply.apply_plan`): the answer is the
@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from vnuma.api import auth
-from vnuma.api.bodies import DrainBody, MigrateBody, RebalanceBody, RepinBody
+from vnuma.api.bodies import DeviceDrainBody, DrainBody, MigrateBody, RebalanceBody, RepinBody
 from vnuma.api.gate import Caller, Change
 from vnuma.services import Settings
 
@@ -109,3 +109,23 @@ def routes(app: FastAPI, settings: Settings, change: Change) -> None:
             return carried(plan, body.apply, granted(body.allow_restart, body.allow_migrate))
 
         return change(request, token, {"host": name}, run)
+
+    @app.post("/v1/hosts/{host}/devices/{device}/drain", summary="vnuma device taint --effect drain")
+    def device_drain(host: str, device: str, body: DeviceDrainBody, token: Caller, request: Request) -> dict[str, Any]:
+        from vnuma.services.devicedrain import device_drain_refusal, drain_device
+        from vnuma.services.devices import changed_doc
+
+        def run() -> dict[str, Any]:
+            auth.allow(token, auth.DEVICES, "change device states")
+            if body.apply:
+                auth.allow(token, auth.MOVE, "carry drain plans out")
+            changed, plan = drain_device(settings, host, device, body.reason, for_apply=body.apply,
+                                         who=f"token:{token.name}")
+            taint = changed_doc(changed)
+            doc = {**plan_doc(plan), "taint": taint}
+            refusal = device_drain_refusal(host, changed.address, plan, body.partial, doc)
+            if refusal is not None:
+                raise refusal
+            return {**carried(plan, body.apply, granted(body.allow_restart, body.allow_migrate)), "taint": taint}
+
+        return change(request, token, {"host": host, "device": device}, run)
