@@ -55,6 +55,20 @@ def test_the_host_picture_draws_them_as_such(marked: Cli, tmp_path: Path) -> Non
         "0000:17:00.0 (0x10de:0x2331): cleaning (released by VM 'v')" in text
 
 
+def test_the_fleet_picture_draws_them_as_such(marked: Cli, tmp_path: Path) -> None:
+    from lxml import etree
+
+    svg = tmp_path / "fleet.svg"
+    marked.ok("stats", "--svg", str(svg))
+    root = etree.parse(str(svg)).getroot()
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    squares = {el.get("id"): el.get("class") for el in root.iterfind(".//s:rect", ns)
+               if "-gpu-" in (el.get("id") or "")}
+    row_a = sorted(str(c) for i, c in squares.items() if i.startswith("row-0-cell-0-"))
+    assert row_a == ["cleaning", "tainted"]  # host a's cell 0: both GPUs, neither free nor claimed
+    assert "cell 0: GPU 1 of 2: tainted" in svg.read_text()
+
+
 def test_capacity_and_a_replay_on_the_inventory_do_not_count_them(marked: Cli, tmp_path: Path) -> None:
     assert _fit(marked, "--host", "a") == 6
     assert _fit(marked, "--host", "b") == 8

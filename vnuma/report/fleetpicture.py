@@ -2,19 +2,21 @@
 
 Pure: no I/O; returns the SVG text (:func:`fleet_svg`). Per CPU cell, three
 bars: pCPUs (claimed, reserved, free), memory (the cell's page pools,
-claimed KiB of total) and one square per GPU: claimed, free, or
-**stranded** — free on a cell with no free pCPU or no free page left, so no
-request can use it there. Figures are the placement ledger's
+claimed KiB of total) and one square per GPU: claimed (a tainted GPU a VM
+still holds too), free, **stranded** — free on a cell with no free pCPU or
+no free page left, so no request can use it there — or, never free,
+**tainted** or **cleaning** (no VM holds it). Figures are the placement ledger's
 (:func:`vnuma.report.usage.cell_use`), as ``vnuma stats`` prints them.
 
 Past :data:`GROUP_AT` hosts the picture groups hosts of one shape (the same
 cells, pools and GPUs) and the same use (each cell's pCPU and memory use
-rounded to a tenth, its GPUs claimed and stranded) into one row, ``N ×``,
+rounded to a tenth, its GPUs claimed, stranded, tainted and cleaning) into one row, ``N ×``,
 largest groups first, with the hosts' names in the row's tooltip: a few
 hundred rows stay readable, thousands do not.
 
 Element ids: ``row-I`` (a host or a group, top to bottom), ``row-I-cell-C``,
-``row-I-cell-C-gpu-K``; stranded GPU squares have the class ``stranded``.
+``row-I-cell-C-gpu-K``; stranded, tainted and cleaning GPU squares have the class ``stranded``,
+``tainted`` or ``cleaning``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ class CellLoad:
     gpus: int
     gpus_claimed: int
     gpus_stranded: int
+    gpus_tainted: int = 0
+    """Tainted GPUs no VM holds (a VM's tainted GPU counts as claimed)."""
+    gpus_cleaning: int = 0
+    """Cleaning GPUs (no VM holds one)."""
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -58,7 +64,7 @@ class CellLoad:
         cpu = round(10 * self.claimed / self.pcpus) if self.pcpus else 0
         mem = round(10 * self.memory_claimed_kib / self.memory_kib) if self.memory_kib else 0
         return (self.pcpus, self.reserved, self.memory_kib, self.gpus, cpu, mem, self.gpus_claimed,
-                self.gpus_stranded)
+                self.gpus_stranded, self.gpus_tainted, self.gpus_cleaning)
 
 
 def _load(c: CellUse) -> CellLoad:
@@ -66,8 +72,9 @@ def _load(c: CellUse) -> CellLoad:
     claimed = sum(p.claimed * p.size_kib for p in c.pools)
     free_gpus = c.gpus_free
     no_room = c.pcpus_free == 0 or all(p.free == 0 for p in c.pools)
+    held = c.gpus_total - free_gpus - c.gpus_idle_blocked
     return CellLoad(c.cell, c.pcpus_total, c.pcpus_claimed, c.pcpus_reserved, total, claimed, c.gpus_total,
-                    c.gpus_total - free_gpus, free_gpus if no_room else 0)
+                    held, free_gpus if no_room else 0, c.gpus_idle_blocked - c.gpus_cleaning, c.gpus_cleaning)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,14 +131,16 @@ def _cell(x: float, y: float, c: CellLoad, rid: str) -> Elements:
                 f"{format_size_kib(c.memory_kib)} claimed",
                 f"{cid}-memory")
     gy = y + 3 + 2 * (BAR_H + 2) + 1
-    free_ok = c.gpus - c.gpus_claimed - c.gpus_stranded
-    kinds = ["claimed"] * c.gpus_claimed + ["free"] * free_ok + ["stranded"] * c.gpus_stranded
-    fills = {"claimed": palette.USED, "free": palette.FREE_GPU, "stranded": palette.STRANDED}
+    free_ok = c.gpus - c.gpus_claimed - c.gpus_stranded - c.gpus_tainted - c.gpus_cleaning
+    kinds = (["claimed"] * c.gpus_claimed + ["free"] * free_ok + ["stranded"] * c.gpus_stranded
+             + ["tainted"] * c.gpus_tainted + ["cleaning"] * c.gpus_cleaning)
+    fills = {"claimed": palette.USED, "free": palette.FREE_GPU, "stranded": palette.STRANDED,
+             "tainted": palette.TAINTED, "cleaning": palette.CLEANING}
     for k, kind in enumerate(kinds):
         gx = bx + (k % 7) * (GPU + 2)
         row_y = gy + (k // 7) * (GPU + 2)
-        o = Owner(fills[kind], f"cell {c.cell}: GPU {k + 1} of {c.gpus}: {kind}", "stranded" if kind == "stranded"
-                  else "", stroke=palette.OUTLINE, stroke_width=0.4)
+        o = Owner(fills[kind], f"cell {c.cell}: GPU {k + 1} of {c.gpus}: {kind}",
+                  kind if kind in ("stranded", "tainted", "cleaning") else "", stroke=palette.OUTLINE, stroke_width=0.4)
         out.append(rect(gx, row_y, GPU, GPU, o, f"{cid}-gpu-{k}"))
     return out
 
@@ -139,7 +148,8 @@ def _cell(x: float, y: float, c: CellLoad, rid: str) -> Elements:
 def _legend(x: float, y: float) -> Elements:
     out: Elements = []
     items = [(palette.USED, "claimed"), (palette.RESERVED, "reserved"), (palette.FREE, "free"),
-             (palette.FREE_GPU, "free GPU"), (palette.STRANDED, "stranded GPU (its cell has no free pCPU or page)")]
+             (palette.FREE_GPU, "free GPU"), (palette.STRANDED, "stranded GPU (its cell has no free pCPU or page)"),
+             (palette.TAINTED, "tainted GPU"), (palette.CLEANING, "cleaning GPU")]
     cx = x
     for colour, label in items:
         out.append(rect(cx, y, 12, 10, Owner(colour, label, stroke_width=0.5)))
