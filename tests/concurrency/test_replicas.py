@@ -7,7 +7,8 @@ inventory, as operators run them behind a load balancer (docs/operations.md).
   decision (a dry run, decided on its warm ledger alone) never proposes those pCPUs or GPUs, its real
   placement never takes them, and its VM reads list the VM;
 * a replica killed by SIGKILL mid-claim (the ``claimed`` failpoint, and at random moments while its
-  claims are in flight) leaves each VM whole or absent, and the other replica keeps serving.
+  claims are in flight) leaves each VM whole or absent, and the other replica keeps serving;
+* a failover's dropped connections cost the replicas nothing: their next requests connect again.
 
 Real processes only: ``python -m vnuma.cli serve`` and ``python -m vnuma.cli`` against the database of the
 ``pg_url`` fixture (``VNUMA_TEST_PG``).
@@ -288,4 +289,34 @@ def test_replicas_killed_at_random_moments_leave_vms_whole_or_absent(replicas: R
         assert problems == [] and cut, f"no request was in flight when its replica was killed: {answered}"
         final = http.post(f"{survivor}/v1/place", json=_ask("last", "host-1"))
         assert final.status_code in (201, 409), final.text
+    assert inconsistencies(replicas.url) == []
+
+
+@pytest.mark.slow
+def test_replicas_serve_on_after_their_database_connections_drop(replicas: Replicas) -> None:
+    """A PostgreSQL failover (or restart) drops every connection the replicas keep open between requests: their
+    next requests connect again and are served; nothing they did before is lost."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    with replicas.http() as http:
+        for n, base in enumerate(replicas.bases):  # both replicas hold open connections now
+            assert http.post(f"{base}/v1/place", json=_ask(f"before-{n}", f"host-{n}")).status_code == 201
+        engine = create_engine(replicas.url, isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                dropped = conn.execute(text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = :db AND pid <> pg_backend_pid()"), {"db": make_url(replicas.url).database},
+                ).scalar()
+        finally:
+            engine.dispose()
+        assert dropped and dropped >= 2
+        for n, base in enumerate(replicas.bases):
+            got = http.post(f"{base}/v1/place", json=_ask(f"after-{n}", f"host-{n}"))
+            assert got.status_code == 201, got.text
+            moved = http.post(f"{base}/v1/vms/before-{n}/migrate", json={"to": "host-2"})
+            assert moved.status_code == 200, moved.text
+            assert http.post(f"{base}/v1/vms/after-{n}/release", json={}).status_code == 200
+    assert sorted(recorded_vms(replicas.url)) == ["before-0", "before-1"]
     assert inconsistencies(replicas.url) == []
