@@ -43,6 +43,7 @@ from vnuma.services.tokens import Role, create_token
 ANSWERS = {201, 409, 503}  # placed; no fit or lost every claim attempt; inventory unreachable
 MOVED = {200, 409, 503}  # moved; no room on the target or lost the race
 CLI_EXITS = {0, 5, 9}  # done, no fit, inventory busy
+CLIENTS = 8
 
 
 @dataclass
@@ -109,7 +110,7 @@ def test_replicas_and_cli_place_move_and_release_without_double_booking(replicas
     placed: list[int] = []
     moved: list[str] = []
     lock = threading.Lock()
-    go = threading.Barrier(6 + 1)
+    go = threading.Barrier(CLIENTS + 1)
 
     def client(k: int) -> None:
         rng = random.Random(3700 + k)
@@ -140,7 +141,8 @@ def test_replicas_and_cli_place_move_and_release_without_double_booking(replicas
                             problems.append(f"migrate {name} to {to}: {got.status_code} {got.text}")
                     continue
                 name = f"c{k}-{i}"
-                got = http.post(f"{base}/v1/place", json=_body(rng, name))
+                # Large memory in 1 GiB pages: the hosts' page pools run full, the pools no unique index guards.
+                got = http.post(f"{base}/v1/place", json={**_body(rng, name), "memory": f"{rng.choice((4, 6, 8))}GiB"})
                 with lock:
                     placed.append(got.status_code)
                     if got.status_code == 201:
@@ -170,7 +172,7 @@ def test_replicas_and_cli_place_move_and_release_without_double_booking(replicas
                 if proc.returncode != 0 and args[0] == "place":
                     break
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(6)] + [threading.Thread(target=operator)]
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(CLIENTS)] + [threading.Thread(target=operator)]
     for t in threads:
         t.start()
     for t in threads:
