@@ -206,8 +206,10 @@ def _postgres_begin(conn: Any, url: str) -> Begin:
     @contextmanager
     def begin(write: bool) -> Iterator[Executor]:
         try:
-            # Set before the transaction: psycopg sends its BEGIN with them, and with the first query.
-            conn.isolation_level = None if write else psycopg.IsolationLevel.REPEATABLE_READ
+            # Set before the transaction: psycopg sends its BEGIN with them, and with the first query. Writes
+            # are READ COMMITTED whatever the server's default (see db.make_engine).
+            level = psycopg.IsolationLevel
+            conn.isolation_level = level.READ_COMMITTED if write else level.REPEATABLE_READ
             conn.read_only = None if write else True
             try:
                 yield PsycopgExecutor(conn)

@@ -108,8 +108,11 @@ def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> 
         is_sqlite = parsed.get_backend_name() == "sqlite"
         if is_sqlite:
             _make_parent_dir(url, parsed.database)
+        # Writes rely on READ COMMITTED (a claim reads, after taking its host's row lock, what the lock's previous
+        # holder committed), so it is set here whatever the server's default_transaction_isolation says.
+        options = {"isolation_level": "READ COMMITTED"} if parsed.get_backend_name() == "postgresql" else {}
         try:
-            engine = create_engine(parsed)
+            engine = create_engine(parsed, **options)
         except ModuleNotFoundError as err:
             raise ConfigError(
                 f"database URL {mask_url(url)} needs the Python package {err.name!r}",
