@@ -81,3 +81,11 @@ def test_a_request_invalid_only_against_the_fleet_is_a_refusal_with_its_reason_a
                 "profile '9g.99gb'"),
         ("vm2", f"VM 'vm2': asks for 10000 GPUs, the whole fleet has {doc['gpus_total']}"),
     ]
+
+
+def test_a_profile_no_gpu_offers_is_invalid_as_asked_as_in_an_alternative() -> None:
+    """One rule for an unknown profile, wherever the request names it: invalid on the fleet, not a host's refusal."""
+    own = {**_asks(1, False)[0], "gpus": 0, "mig": "9g.99gb:2"}
+    report = run(load_trace(_trace([own]), "t.json"))
+    assert report.rejection_checks == (INVALID,)
+    assert report.invalid == ((0, "VM 'vm0': no GPU of the fleet offers MIG profile '9g.99gb'"),)
