@@ -14,7 +14,8 @@ completed by its tenant as ``vnuma place`` completes a request
 (:func:`vnuma.placement.kept.for_tenant`); every tenant new to the fleet
 gets the isolation passed to :func:`run`. ``rejections_by_reason`` counts refused requests by
 the check (``cell-cpus``, ``cell-pages``, ``gpus``, ...) of their decisive
-rejection. ``pcpus_used`` counts pCPUs held by placed VMs, siblings kept
+rejection; a request invalid only against the fleet (:data:`INVALID`) is one of them, its reason in
+``invalid_requests``. ``pcpus_used`` counts pCPUs held by placed VMs, siblings kept
 empty by ``isolate`` included. A multi-node VM is non-adjacent when some
 pair of its host cells is farther apart than the host's closest pair of
 distinct CPU cells. ``cold_requests`` counts the requests asking for a cold
@@ -40,10 +41,10 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from vnuma.errors import ConflictError, InvalidInputError
+from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFoundError
 from vnuma.placement.engine import place
 from vnuma.placement.kept import for_tenant
 from vnuma.placement.ledger.fleet import Fleet
@@ -57,6 +58,7 @@ from vnuma.topology import KIB_PER_MIB, DeviceKind, Host
 from vnuma.topology.pcie import Level
 
 __all__ = [
+    "INVALID",
     "LEVEL_KEYS",
     "Base",
     "SimulationReport",
@@ -115,6 +117,15 @@ class SimulationReport:
     """GPUs holding partitions at the end."""
     gpus_stranded: int = 0
     """Of them, MIG GPUs whose free slices fit no profile (:func:`vnuma.placement.partitions.stranded`)."""
+    invalid: tuple[tuple[int, str], ...] = ()
+    """The requests invalid on this fleet (rejected by :data:`INVALID`): index in the trace, and why."""
+
+
+INVALID = "invalid"
+"""The check of a request invalid only against the fleet it is replayed on: more GPUs than it has, a MIG profile
+or vGPU type none of its GPUs offers (for an alternative too), a ``host`` it lacks, affinity of a group its VMs
+hold with anti-affinity (or the reverse). Counted as a refusal, the
+replay goes on; :attr:`SimulationReport.invalid` keeps each one's reason."""
 
 
 LEVEL_KEYS = (*(level.value for level in Level), "unknown")
@@ -151,6 +162,9 @@ def run(
     hosts are ignored, a trace tenant that is one of ``base``'s keeps its own isolation and quotas (a request
     over a quota is refused with check ``quota``), the others get ``isolation``.
 
+    A request invalid only against the fleet (:data:`INVALID`) is a refusal, with its reason: a trace replays
+    to the end.
+
     Raises:
         InvalidInputError: a trace VM name that is also one of ``base``'s VMs.
     """
@@ -171,6 +185,7 @@ def run(
     placements: list[Placement | None] = []
     checks: list[str | None] = []
     timings: list[float] = []
+    invalid: list[tuple[int, str]] = []
     clock = time.perf_counter
     # The loop makes no reference cycles worth collecting, but a full collection walks
     # the whole fleet (hundreds of thousands of objects): ~100 ms pauses would land in
@@ -185,10 +200,14 @@ def run(
             t0 = clock()
             try:
                 result = place(request, fleet, strategy, explain=False, memory=memory)
-            except ConflictError:  # a tenant's quota (an inventory tenant's, with --from-inventory)
+            except (ConflictError, GroupModeError, InvalidInputError, NotFoundError) as err:
+                # A tenant's quota (an inventory tenant's, with --from-inventory), or a request invalid only
+                # against this fleet (the trace reader refused those invalid by their own numbers).
                 timings.append((clock() - t0) * 1e6)
                 placements.append(None)
-                checks.append("quota")
+                checks.append("quota" if isinstance(err, ConflictError) else INVALID)
+                if not isinstance(err, ConflictError):
+                    invalid.append((done, str(err)))
                 continue
             timings.append((clock() - t0) * 1e6)
             placements.append(result.chosen)
@@ -205,7 +224,8 @@ def run(
         if collecting:
             gc.enable()
     hosts = trace.hosts if base is None else base.hosts
-    return _report(trace, hosts, fleet, tuple(placements), tuple(checks), tuple(timings), wall)
+    report = _report(trace, hosts, fleet, tuple(placements), tuple(checks), tuple(timings), wall)
+    return replace(report, invalid=tuple(invalid))
 
 
 def _report(
@@ -288,6 +308,7 @@ def report_to_dict(report: SimulationReport) -> dict[str, Any]:
         "placed": placed,
         "rejected": len(report.requests) - placed,
         "rejections_by_reason": dict(sorted(reasons.items())),
+        "invalid_requests": [{"name": report.requests[i].name, "reason": why} for i, why in report.invalid],
         "pcpus_used": report.pcpus_used,
         "pcpus_total": report.pcpus_total,
         "gpus_used": report.gpus_used,

@@ -201,8 +201,8 @@ PARTITION_COMMANDS = [
     (["place", "tenant-a", *SMALL, "--mig", "3g.40gb:x"], 4),
     (["place", "tenant-a", *SMALL, "--vgpu", "a", "--mig", "b"], 4),
     (["place", "tenant-a", *SMALL, "--gpus", "1", "--mig", "3g.40gb"], 4),
-    (["place", "tenant-a", *SMALL, "--mig", "9g.99gb", "--json"], 5),
-    (["place", "tenant-a", *SMALL, "--vgpu", "nvidia-1049"], 5),
+    (["place", "tenant-a", *SMALL, "--mig", "9g.99gb", "--json"], 4),  # no GPU of the fleet offers it: bad input
+    (["place", "tenant-a", *SMALL, "--vgpu", "nvidia-1049"], 4),
     (["vm", "release", "m1", "--json"], 0),
 ]
 

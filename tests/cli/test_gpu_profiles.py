@@ -149,7 +149,7 @@ def test_the_manuals_mig_example_works_on_the_demo_host_once_its_geometry_is_kep
     cli.ok("tenant", "create", "tenant-a")
     example = _place_page_example("--mig")
     refused = cli(*example)
-    assert refused.exit_code == 5 and "gpu-profile import" in refused.stderr  # no geometry kept yet
+    assert refused.exit_code == 4 and "gpu-profile import" in refused.stderr  # no geometry kept yet: no GPU offers it
     kept = cli.ok("gpu-profile", "import", "demo", "--json").json()
     assert kept["pci_ids"] == ["0x10de:0x2331"] and "not a measured H100 PCIe table" in kept["source"]
     gpus = [d for d in cli.ok("host", "show", "lab", "--json").json()["devices"] if d["kind"] == "gpu"]

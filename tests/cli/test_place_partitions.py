@@ -126,7 +126,7 @@ def test_a_vm_show_of_a_vm_without_partitions_has_none(mig: Cli) -> None:
         (["--vgpu", "a", "--mig", "b"], 4, "--vgpu and --mig exclude each other"),
         (["--gpus", "1", "--mig", "3g.40gb"], 4, "--gpus with --mig is refused"),
         (["--mig", "3g.40gb:0"], 4, "1 to 64 mig partitions"),
-        (["--mig", "9g.99gb"], 5, "h1: no GPU offers mig 9g.99gb (MIG profiles of"),
+        (["--mig", "9g.99gb"], 4, "error: VM 'tenant-vm1': no GPU of the fleet offers MIG profile '9g.99gb'"),
     ],
     ids=["empty", "bad-count", "vgpu-and-mig", "gpus-and-mig", "zero", "unknown-profile"],
 )
@@ -140,7 +140,7 @@ def test_bad_partition_asks_are_refused_and_change_nothing(
 def test_mig_without_a_kept_geometry_names_the_import(cli: Cli) -> None:
     cli.ok("host", "add", "h1", "--demo")
     cli.ok("tenant", "create", "tenant")
-    refused_unchanged(cli, ["place", "tenant", *SMALL, "--mig", "3g.40gb"], 5, "vnuma gpu-profile import")
+    refused_unchanged(cli, ["place", "tenant", *SMALL, "--mig", "3g.40gb"], 4, "vnuma gpu-profile import")
 
 
 def test_a_real_process_exits_4_on_both_kinds(mig: Cli) -> None:

@@ -60,10 +60,10 @@ def test_mig_on_a_model_without_a_geometry_names_the_model_and_its_pci_id(cli: C
            "--nodedev", str(DATA / "nodedev" / "gpu-h100.xml"))
     cli.ok("tenant", "create", "t")
     args = ["t", "--vcpus", "2", "--memory", "2GiB", "--mig", "3g.40gb", "--name", "v"]
-    error, hint = _refused(cli, *args)
-    assert error == (
-        "no host can take VM 'v': gpu: H100 PCIe (10de:2331): no MIG geometry kept: `vnuma gpu-profile import`"
-    )
+    refused_unchanged(cli, ["place", *args], 4, "no MIG geometry kept")  # no GPU of the fleet offers it: bad input
+    error, hint = _one_error(cli.process("place", *args).stderr)
+    assert error == ("VM 'v': no GPU of the fleet offers MIG profile '3g.40gb' "
+                     "(H100 PCIe (10de:2331): no MIG geometry kept: `vnuma gpu-profile import`)")
     assert "vnuma gpu-profile import FILE|NAME" in hint
     cli.ok("gpu-profile", "import", str(GEOMETRY))
     assert cli.ok("place", *args, "--json").json()["devices"][0]["profile"] == "3g.40gb"

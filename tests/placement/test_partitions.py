@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from tests.placement.helpers import check_fleet, request
 from vnuma.codec import placement_from_dict, placement_to_dict
+from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
 from vnuma.placement.kept import move_request
 from vnuma.placement.ledger.fleet import Fleet
@@ -144,14 +145,20 @@ def test_vgpu_on_the_physical_function_counts_its_instances() -> None:
 
 
 def test_unknown_types_and_models_without_a_geometry_are_refused_by_name() -> None:
+    """A vGPU type or MIG profile no GPU of the fleet offers is bad input (exit 4), whatever host it is asked of;
+    a host without it, in a fleet where another offers it, is a rejection."""
     for host, kind, what, words in (
-        (VGPU, PartitionKind.VGPU, "nvidia-999", "offers vgpu nvidia-999"),
-        (VGPU, PartitionKind.MIG, "3g.40gb", "gpu-profile import"),
-        (MIG, PartitionKind.MIG, "5g.50gb", "offers mig 5g.50gb"),
+        (VGPU, PartitionKind.VGPU, "nvidia-999", "no GPU of the fleet offers vGPU type 'nvidia-999'"),
+        (VGPU, PartitionKind.MIG, "3g.40gb", "no MIG geometry kept: `vnuma gpu-profile import`"),
+        (MIG, PartitionKind.MIG, "5g.50gb", "no GPU of the fleet offers MIG profile '5g.50gb'"),
     ):
-        result = place(_ask("x", kind, what), Fleet([host]), explain=True)
-        assert result.chosen is None
-        assert any(r.check == "partitions" and words in r.reason for r in result.rejections), result.rejections
+        with pytest.raises(InvalidInputError) as caught:
+            place(_ask("x", kind, what), Fleet([host]), explain=True)
+        assert words in str(caught.value)
+    result = place(_ask("x", PartitionKind.VGPU, "nvidia-18", host=MIG.name), Fleet([MIG, VGPU]), explain=True)
+    assert result.chosen is None
+    assert [r.reason for r in result.rejections if r.check == "partitions"] == [
+        "no GPU offers vgpu nvidia-18 (its GPUs offer no vGPU type)"]
 
 
 def test_admission_refuses_an_overlapping_mig_instance() -> None:

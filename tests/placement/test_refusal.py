@@ -7,12 +7,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.builders import make_host
 from tests.placement.helpers import request
 from tests.placement.test_partitions import _mig_host
+from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.filters import PIPELINE, STAGE
 from vnuma.placement.ledger.fleet import Fleet
@@ -59,14 +61,22 @@ def test_a_gpu_model_without_a_mig_geometry_is_named_with_its_pci_id() -> None:
     named = [replace(d, product_name="GA100GL [A30 PCIe]", product_id="0x20b7") for d in base.devices]
     hosts = [replace(base, devices=tuple(named)), make_host("b", gpus_per_cell=1)]
     ask = PartitionAsk(PartitionKind.MIG, "1g.6gb")
-    result = place(request("v", page_size_kib=PAGE_4K, partition=ask), Fleet(hosts))
-    reasons = {r.host: r.reason for r in result.rejections}
+    with pytest.raises(InvalidInputError) as caught:  # no GPU of the fleet offers it: bad input, exit 4
+        place(request("v", page_size_kib=PAGE_4K, partition=ask), Fleet(hosts))
+    assert str(caught.value) == (
+        "VM 'v': no GPU of the fleet offers MIG profile '1g.6gb' (A30 PCIe (10de:20b7): no MIG geometry kept: "
+        "`vnuma gpu-profile import`; GPU 10de:2330: no MIG geometry kept: `vnuma gpu-profile import`)"
+    )  # no name recorded: the ids
+    assert "gpu-profile import FILE|NAME" in str(caught.value.hint)
+    ask = PartitionAsk(PartitionKind.MIG, "3g.40gb", 17)  # offered by zz's H100s, 16 fit
+    result = place(request("v", page_size_kib=PAGE_4K, partition=ask), Fleet([*hosts, _mig_host("zz")]))
+    reasons = {r.host: r.reason for r in result.rejections if r.host != "zz"}
     assert reasons == {
         "a": "A30 PCIe (10de:20b7): no MIG geometry kept: `vnuma gpu-profile import`",
-        "b": "GPU 10de:2330: no MIG geometry kept: `vnuma gpu-profile import`",  # no name recorded: the ids
+        "b": "GPU 10de:2330: no MIG geometry kept: `vnuma gpu-profile import`",
     }
-    err = no_placement("v", result)
-    assert "gpu-profile import FILE|NAME" in str(err.hint)
+    assert "no host can take VM 'v': 1 host: A30 PCIe (10de:20b7): no MIG geometry kept" in str(
+        no_placement("v", result))
 
 
 def test_an_anti_affinity_group_names_every_host_it_holds() -> None:

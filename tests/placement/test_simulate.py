@@ -24,6 +24,7 @@ REPORT_KEYS = {
     "placed",
     "rejected",
     "rejections_by_reason",
+    "invalid_requests",
     "pcpus_used",
     "pcpus_total",
     "gpus_used",

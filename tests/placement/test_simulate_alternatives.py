@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli.conftest import REPO
 from vnuma.errors import InvalidInputError
-from vnuma.simulate import load_trace, placements_to_list, report_to_dict, run
+from vnuma.simulate import INVALID, load_trace, placements_to_list, report_to_dict, run
 
 EXAMPLE = REPO / "examples" / "traces" / "gpu-partitions.json"
 
@@ -65,3 +65,27 @@ def test_a_trace_request_with_a_bad_alternative_is_refused_naming_it(alternative
     with pytest.raises(InvalidInputError) as caught:
         load_trace(_trace([ask]), "t.json")
     assert words in str(caught.value) and "request 'vm0'" in str(caught.value)
+
+
+def test_a_request_invalid_only_against_the_fleet_is_a_refusal_with_its_reason_and_the_replay_goes_on() -> None:
+    asks = _asks(4, False)
+    asks[1]["alternatives"] = [{"mig": "9g.99gb:2"}]  # a profile no GPU of the fleet offers
+    asks[2]["gpus"] = 10_000  # more GPUs than the whole fleet has
+    report = run(load_trace(_trace(asks), "t.json"))
+    assert [p is not None for p in report.placements] == [True, False, False, True]
+    assert [c for c in report.rejection_checks] == [None, INVALID, INVALID, None]
+    doc = report_to_dict(report)
+    assert doc["rejections_by_reason"] == {INVALID: 2}
+    assert [(r["name"], r["reason"]) for r in doc["invalid_requests"]] == [
+        ("vm1", "VM 'vm1': alternative 1 (mig=9g.99gb:2,vcpus=4,memory=8GiB): no GPU of the fleet offers MIG "
+                "profile '9g.99gb'"),
+        ("vm2", f"VM 'vm2': asks for 10000 GPUs, the whole fleet has {doc['gpus_total']}"),
+    ]
+
+
+def test_a_profile_no_gpu_offers_is_invalid_as_asked_as_in_an_alternative() -> None:
+    """One rule for an unknown profile, wherever the request names it: invalid on the fleet, not a host's refusal."""
+    own = {**_asks(1, False)[0], "gpus": 0, "mig": "9g.99gb:2"}
+    report = run(load_trace(_trace([own]), "t.json"))
+    assert report.rejection_checks == (INVALID,)
+    assert report.invalid == ((0, "VM 'vm0': no GPU of the fleet offers MIG profile '9g.99gb'"),)

@@ -110,3 +110,18 @@ def test_act_apply_with_allow_migrate_moves_the_running_domain(on_libvirt: Cli, 
     assert _steps(on_libvirt) == [("b1", "migrate", "done")]
     # both host names reach one test driver: the running domain is redefined there, to boot on rdt2's cell 0
     assert _domain(conn, "b1", inactive=True) == (pcpus, "0", True)
+
+
+def test_a_proposal_refused_when_carried_out_counts_as_no_move(on_libvirt: Cli) -> None:
+    """Refused for want of --allow-restart, a proposal changed nothing: it puts b1 into no cooldown, takes none
+    of rdt's hour (b2's remote event is decided by the planners, not withheld by the hour), and is not proposed
+    again; with the permit it is carried out still."""
+    res = on_libvirt.ok("watch", "--domstats-dir", str(FLEET), "--act", "apply")
+    assert "cooldown" not in res.stdout and "moves in the last hour" not in res.stdout
+    events = on_libvirt.ok("events", "--json").json()
+    actions = [(e["rule"], a["vm"], a["status"], a["reason"]) for e in events for a in e["actions"]]
+    assert [(vm, status) for _, vm, status, _ in actions if status != "withheld"] == [("b1", "refused")]
+    assert [reason for rule, _, _, reason in actions if rule == "remote"] == [
+        "migrate b1 to rdt2 cells 0 (bandwidth): no re-pin on rdt helps; migrating b1 to rdt2 needs --allow-migrate"]
+    doc = on_libvirt.ok("events", "apply", "1", "--allow-restart", "--json").json()
+    assert [(s["vm"], s["status"]) for s in doc["run"]["steps"]] == [("b1", "done")]

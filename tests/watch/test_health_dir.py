@@ -4,6 +4,7 @@ taint a device-health event in `vnuma events`; a bad file is a warning and the w
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -82,5 +83,30 @@ def test_another_hosts_file_taints_nothing(hosts: tuple[Cli, Path], tmp_path: Pa
     health = _health_dir(tmp_path, {f"dgx@{T0}.xml": HEALTH / "written-h100-8gpu-v12.xml"})
     res = cli.ok("watch", "--domstats-dir", str(rounds), "--health-dir", str(health), "--act", "off")
     assert "health: host dgx:" in res.stderr and "not host 'dgx''s" in res.stderr
+    assert cli.ok("device", "list", "--state", "tainted", "--json").json() == []
+    assert cli.ok("events", "--json").json() == []
+
+
+def test_a_watch_whose_lease_another_took_taints_nothing_and_stops(hosts: tuple[Cli, Path], tmp_path: Path) -> None:
+    """The health pass writes as a round does, only while the watch holds the inventory's lease."""
+    from vnuma.errors import LeaseError
+    from vnuma.services import Settings
+    from vnuma.services.watch import Watch
+    from vnuma.services.watchhealth import HealthWatch
+    from vnuma.sources.gpuhealth import DEFAULT_EFFECTS
+    from vnuma.watch.rules import Thresholds
+
+    cli, _ = hosts
+    settings = Settings(f"sqlite:///{cli.db}")
+    health = HealthWatch(settings, _health_dir(tmp_path, {f"dgx@{T0}.xml": HEALTH / "written-dgx-like-v12.xml"}),
+                         DEFAULT_EFFECTS, print, print)
+    watch = Watch(settings, Thresholds())
+    try:
+        with sqlite3.connect(cli.db) as db:
+            db.execute("UPDATE watch_lease SET token = 'other', machine = 'elsewhere', pid = 1")
+        with pytest.raises(LeaseError, match="another vnuma watch took it"):
+            health.after_round(watch, T0)
+    finally:
+        watch.close()
     assert cli.ok("device", "list", "--state", "tainted", "--json").json() == []
     assert cli.ok("events", "--json").json() == []

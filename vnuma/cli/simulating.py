@@ -81,3 +81,6 @@ def simulate(
             "rejected requests by reason", ["COUNT", "REASON"],
             sorted(((n, r) for r, n in report["rejections_by_reason"].items()), reverse=True),
         )
+    if report["invalid_requests"]:
+        output.echo_table("requests invalid on this fleet", ["NAME", "REASON"],
+                          [(r["name"], r["reason"]) for r in report["invalid_requests"]])

@@ -186,7 +186,7 @@ def events(
     "local_mb_s", "remote_mb_s", "remote_share", "llc_bytes", "cpu", "rss_kib",
     "balloon_kib", "rules"} or, for a cell, {"at", "host_free_kib", "drift_kib", "rules"} or, for a
     device-health event, {"at", "address", "effect", "reason", "conditions"}],
-    "actions": [{"id", "status" (proposed|withheld|applied|aborted|unfinished),
+    "actions": [{"id", "status" (proposed|withheld|refused|applied|aborted|unfinished),
     "at", "vm", "host", "to_host", "objective", "reason", "move" ({"from_cells",
     "to_host", "to_cells"} or null), "run" (the rebalance run or null)}]}].
 

@@ -2,9 +2,10 @@
 alike): proposals and withheld moves, the moves the budget counts, and tenants' opt-out of automatic moves.
 
 A decision is one row of ``watch_proposals``: ``proposed`` (its ``move``: the planned move, JSON),
-``withheld`` (``reason`` says why), or ``applying`` (carried out: the rebalance run whose options hold
+``withheld`` (``reason`` says why), ``applying`` (carried out: the rebalance run whose options hold
 ``"proposal": ID`` is its journal, and says how it ended; a proposal marked ``applying`` with no such run was
-interrupted before its run began, and changed nothing).
+interrupted before its run began, and changed nothing), or ``refused`` (its run was refused before it began, a
+permit missing or the VM changed since: it changed nothing, and no longer counts as a move).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from vnuma.inventory.executor import Executor
 PROPOSED = "proposed"
 WITHHELD = "withheld"
 APPLYING = "applying"
+REFUSED = "refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,13 @@ def mark_applying(x: Executor, proposal_id: int, at_ms: int) -> None:
     audit.record(x, "watch-applying", proposal=proposal_id)
 
 
+def mark_refused(x: Executor, proposal_id: int) -> None:
+    """Carrying the proposal out was refused before its run began: it changed nothing, and the budget no longer
+    counts it (``vnuma events apply ID`` may carry it out again, with the permit it lacked)."""
+    x.run("UPDATE watch_proposals SET status = :s WHERE id = :id", {"s": REFUSED, "id": proposal_id})
+    audit.record(x, "watch-refused", proposal=proposal_id)
+
+
 def get(x: Executor, proposal_id: int) -> Decision | None:
     """The decision ``proposal_id``, or None."""
     row = x.one(f"SELECT {_COLUMNS} FROM watch_proposals WHERE id = :id", {"id": proposal_id})
@@ -91,10 +100,10 @@ def of_events(x: Executor, event_ids: Iterable[int]) -> dict[int, list[Decision]
 
 
 def counted(x: Executor, since_ms: int) -> list[tuple[int, str, str, int, dict[str, Any] | None]]:
-    """The moves the budget counts from ``since_ms`` on: every decision not withheld, as (id, VM, host it
-    leaves, at ms, the move), by time."""
-    rows = x.rows("SELECT id, vm, host, at_ms, move FROM watch_proposals WHERE status <> :w AND at_ms >= :since "
-                  "ORDER BY at_ms, id", {"w": WITHHELD, "since": since_ms})
+    """The moves the budget counts from ``since_ms`` on: every decision neither withheld nor refused (proposed,
+    or carried out), as (id, VM, host it leaves, at ms, the move), by time."""
+    rows = x.rows("SELECT id, vm, host, at_ms, move FROM watch_proposals WHERE status NOT IN (:w, :r) "
+                  "AND at_ms >= :since ORDER BY at_ms, id", {"w": WITHHELD, "r": REFUSED, "since": since_ms})
     return [(int(i), str(vm), str(host), int(at), None if m is None else json.loads(str(m)))
             for i, vm, host, at, m in rows]
 

@@ -130,12 +130,16 @@ class Inventory:
                            cordoned)
 
     def change_device_states(
-        self, name: str, change: Callable[[Host, str], DeviceStates], op: str, details: dict[str, Any]
+        self, name: str, change: Callable[[Host, str], DeviceStates], op: str, details: dict[str, Any],
+        guard: Callable[[Executor], None] | None = None,
     ) -> tuple[Host, DeviceStates]:
         """Host ``name`` as it was and its device states after ``change(host, who)`` (``who``: the invocation's
-        user), written under the host's lock and logged as ``op`` (:func:`.devices.change_states`)."""
+        user), written under the host's lock and logged as ``op`` (:func:`.devices.change_states`). ``guard``
+        runs first in the same transaction; what it raises writes nothing (``vnuma watch``: its lease)."""
         with self._session(write=True) as s:
             x = AlchemyExecutor(s.connection())
+            if guard is not None:
+                guard(x)
             who = audit.current().user
             out = devices.change_states(x, name, lambda host: change(host, who))
             if out[1] != out[0].device_states:

@@ -25,7 +25,6 @@ from vnuma.placement.altmodel import DEVICE_KEYS, Alternative
 from vnuma.placement.asks import asked_changes, request_from
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Isolation, VmRequest
-from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
 from vnuma.placement.refusal import summarize
 from vnuma.placement.request import validate_request
 from vnuma.placement.result import PlacementResult, Unfit
@@ -75,8 +74,8 @@ def _variant(req: VmRequest, base: VmRequest, n: int, alt: Alternative) -> VmReq
 
 
 def checked_variants(req: VmRequest, fleet: Fleet) -> tuple[VmRequest, ...]:
-    """:func:`variants`, each checked as the engine checks a request (:func:`validate_request`), and each
-    alternative's partitions offered by some GPU of ``fleet``.
+    """:func:`variants`, each checked as the engine checks a request (:func:`validate_request`: its partitions
+    offered by some GPU of ``fleet`` among the rest).
 
     Raises:
         InvalidInputError: the first alternative that is no request, or names a vGPU type or MIG profile no
@@ -90,33 +89,7 @@ def checked_variants(req: VmRequest, fleet: Fleet) -> tuple[VmRequest, ...]:
         except InvalidInputError as err:
             words = str(err).removeprefix(f"VM {v.name!r}: ")
             raise InvalidInputError(f"VM {req.name!r}: {label(req, n)}: {words}", hint=err.hint) from None
-        if n and v.partition is not None and not _offered(fleet, v.partition):
-            kind = "vGPU type" if v.partition.kind is PartitionKind.VGPU else "MIG profile"
-            raise InvalidInputError(
-                f"VM {req.name!r}: {label(req, n)}: no GPU of the fleet offers {kind} {v.partition.name!r}",
-                hint="see the GPUs' partitions in `vnuma host show`, or import a MIG geometry "
-                "(`vnuma gpu-profile import`)",
-            )
     return made
-
-
-def _offered(fleet: Fleet, ask: PartitionAsk) -> bool:
-    """Does some GPU of ``fleet`` offer ``ask``'s vGPU type or MIG profile at all (free or not)?"""
-    known = _OFFERS.get(id(fleet))
-    if known is None or known[0] is not fleet:  # a fleet's hosts never change: read once per fleet
-        names: set[tuple[PartitionKind, str]] = set()
-        for shape in {id(hs.shape): hs.shape for hs in fleet.states}.values():
-            for offer in shape.gpu_offers.values():
-                names.update((PartitionKind.VGPU, t) for t in (*offer.vgpu_vfs, *offer.vgpu_pf))
-                if offer.mig is not None:
-                    names.update((PartitionKind.MIG, p.name) for p in offer.mig.profiles)
-        if len(_OFFERS) > 64:
-            _OFFERS.clear()
-        known = _OFFERS[id(fleet)] = (fleet, frozenset(names))
-    return (ask.kind, ask.name) in known[1]
-
-
-_OFFERS: dict[int, tuple[Fleet, frozenset[tuple[PartitionKind, str]]]] = {}
 
 
 def place_first(

@@ -43,6 +43,9 @@ class PartitionShortage(Exception):
         self.short = short
 
 
+_LOOK = "see the GPUs' partitions in `vnuma host show`"
+
+
 @dataclass(frozen=True, slots=True)
 class Shortage:
     """Why a VM's partitions do not fit on a host's cells: the reason, the same in words that hold for every
@@ -52,7 +55,7 @@ class Shortage:
     reason: str
     gist: str
     missing: int | None
-    hint: str = "see the GPUs' partitions in `vnuma host show`"
+    hint: str = _LOOK
 
 
 def pick_partitions(hs: HostState, cells: tuple[int, ...], req: VmRequest) -> tuple[PartitionAssignment, ...]:
@@ -136,6 +139,16 @@ def _offers(o: GpuOffer, ask: PartitionAsk) -> bool:
     if ask.kind is PartitionKind.VGPU:
         return ask.name in o.vgpu_vfs or ask.name in o.vgpu_pf
     return o.mig is not None and any(p.name == ask.name for p in o.mig.profiles)
+
+
+def unoffered(states: Iterable[HostState], ask: PartitionAsk) -> tuple[str | None, str]:
+    """Why no GPU of a fleet (its hosts' ``states``) offers ``ask`` at all, and the hint: for MIG, the GPU models
+    with no geometry kept (importing one may make them offer it), else None and the hint to look. The words of
+    the refusal (exit 4) of a request asking partitions no GPU of the fleet offers."""
+    bare = [s for s in (_none_offers(hs, ask) for hs in states) if s.hint != _LOOK]
+    if bare:
+        return "; ".join(sorted({s.gist for s in bare})), bare[0].hint
+    return None, _LOOK
 
 
 def _none_offers(hs: HostState, ask: PartitionAsk) -> Shortage:

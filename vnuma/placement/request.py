@@ -43,7 +43,8 @@ from vnuma.placement.model import (
     ThreadPolicy,
     VmRequest,
 )
-from vnuma.placement.partitionmodel import PartitionKind
+from vnuma.placement.partitionchoice import unoffered
+from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
 from vnuma.topology import PAGE_4K, count_of, format_size_kib
 
 MAX_VCPUS = 4096
@@ -211,7 +212,8 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
             thread or emulator policy that needs ``dedicated`` CPUs, a ``mixed``
             request without dedicated vCPUs or with all of them or some out of
             range (or ``--dedicated-vcpus`` without ``mixed``), more
-            GPUs than the whole fleet has, per-cell memory modes that do
+            GPUs than the whole fleet has, a vGPU type or MIG profile no GPU of the fleet offers
+            (:func:`offered`; one offered but with no room is a rejection), per-cell memory modes that do
             not match the guest cell count, ``restrictive`` on some cells only,
             iothreads out of 0..64, ``device-local`` iothreads without a device,
             affinity or anti-affinity without a group.
@@ -237,10 +239,35 @@ def validate_request(request: VmRequest, fleet: Fleet) -> None:
     if request.gpus > fleet.gpus_total:
         asked = count_of(request.gpus, "GPU")
         raise InvalidInputError(f"VM {name!r}: asks for {asked}, the whole fleet has {fleet.gpus_total}")
+    if request.partition is not None and not offered(fleet, request.partition):
+        kind = "MIG profile" if request.partition.kind is PartitionKind.MIG else "vGPU type"
+        why, hint = unoffered(fleet.states, request.partition)
+        raise InvalidInputError(f"VM {name!r}: no GPU of the fleet offers {kind} {request.partition.name!r}"
+                                + (f" ({why})" if why else ""), hint=hint)
     if (request.affinity is not None or request.anti_affinity is not None) and request.group is None:
         raise InvalidInputError(f"VM {name!r}: affinity and anti-affinity need a group")
     if request.host is not None:
         fleet.state(request.host)
+
+
+def offered(fleet: Fleet, ask: PartitionAsk) -> bool:
+    """Does some GPU of ``fleet`` offer ``ask``'s vGPU type or MIG profile at all (free or not)? A MIG profile is
+    offered by a GPU whose model's geometry (``vnuma gpu-profile import``) lists it."""
+    known = _OFFERS.get(id(fleet))
+    if known is None or known[0] is not fleet:  # a fleet's hosts never change: read once per fleet
+        names: set[tuple[PartitionKind, str]] = set()
+        for shape in {id(hs.shape): hs.shape for hs in fleet.states}.values():
+            for offer in shape.gpu_offers.values():
+                names.update((PartitionKind.VGPU, t) for t in (*offer.vgpu_vfs, *offer.vgpu_pf))
+                if offer.mig is not None:
+                    names.update((PartitionKind.MIG, p.name) for p in offer.mig.profiles)
+        if len(_OFFERS) > 64:
+            _OFFERS.clear()
+        known = _OFFERS[id(fleet)] = (fleet, frozenset(names))
+    return (ask.kind, ask.name) in known[1]
+
+
+_OFFERS: dict[int, tuple[Fleet, frozenset[tuple[PartitionKind, str]]]] = {}
 
 
 def _vcpus_per_gpu(request: VmRequest, hs: HostState, cell: CellState) -> int:

@@ -11,9 +11,6 @@ import uuid
 from dataclasses import dataclass
 
 from vnuma.errors import ConfigError, RenderError
-from vnuma.placement.altmodel import metadata_text
-from vnuma.placement.asks import asked_changes
-from vnuma.placement.kept import kept_request
 from vnuma.placement.model import MAX_IOTHREADS, CellAssignment, CpuPolicy, MemoryMode, Placement, mixed_split
 from vnuma.placement.pins import iothread_pins, vcpu_pins
 from vnuma.render.cputopology import Topology, guest_topology, host_sockets, topology_of
@@ -22,6 +19,7 @@ from vnuma.render.gpumemory import GpuNode, gpu_nodes, tied
 from vnuma.render.guestarch import guest_arch
 from vnuma.render.guestview import GuestView, guest_view, hint_string
 from vnuma.render.metadata import VNUMA_NS
+from vnuma.render.metaview import MetaCell, MetaDevice, meta_cell, meta_devices, meta_request
 from vnuma.render.pcie import PcieLayout, layout_devices
 from vnuma.render.tiers import Interconnect, interconnects
 from vnuma.render.tune import Tune, tune_of
@@ -104,29 +102,6 @@ class Page:
 
     size_kib: str
     nodeset: str
-
-
-@dataclass(frozen=True, slots=True)
-class MetaCell:
-    """One guest cell in vnuma's metadata."""
-
-    guest_cell: str
-    host_cell: str
-    vcpus: str
-    pcpus: str
-    memory_kib: str
-    page_size_kib: str
-
-
-@dataclass(frozen=True, slots=True)
-class MetaDevice:
-    """One passed-through device in vnuma's metadata."""
-
-    address: str
-    kind: str
-    guest_cell: str
-    host_cell: str
-    guest_address: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +206,6 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
     pcie = tied(layout_devices(placement.vm, placement.devices, guest_ids, machine.machine, vfs,
                                {d.address: d for d in host.devices}, placement.partitions), gpu_cells)
     guest = guest_view(placement, every, distances, pcie, gpu_cells)
-    guest_address = {h.address: h.guest_address for h in pcie.hostdevs}
     return DomainView(
         name=placement.vm,
         uuid=options.uuid or domain_uuid(placement),
@@ -269,20 +243,14 @@ def build_view(host: Host, placement: Placement, options: RenderOptions) -> Doma
         pcie=pcie,
         meta_emulator_pcpus=format_cpuset(placement.emulator_pcpus),
         meta_dedicated_vcpus=format_cpuset(placement.dedicated_vcpus),
-        meta_cells=tuple(_meta_cell(c) for c in cells),
-        meta_devices=tuple(
-            MetaDevice(
-                d.address, str(d.kind), str(d.guest_cell), "" if d.host_cell is None else str(d.host_cell),
-                guest_address[d.address],
-            )
-            for d in sorted(placement.devices, key=lambda d: d.address)
-        ),
+        meta_cells=tuple(meta_cell(c) for c in cells),
+        meta_devices=meta_devices(placement, {h.address: h.guest_address for h in pcie.hostdevs}),
         guest=guest,
         guest_hints=hint_string(guest) if options.guest_hints else "",
         tune=tune_of(host, placement),
         interconnects=interconnects(host, every),
-        meta_cold=tuple(_meta_cell(c) for c in placement.cold),
-        meta_request=_meta_request(placement),
+        meta_cold=tuple(meta_cell(c) for c in placement.cold),
+        meta_request=meta_request(placement),
     )
 
 
@@ -378,24 +346,3 @@ def _pages(cells: tuple[CellAssignment, ...], base_kib: int) -> tuple[Page, ...]
         if cell.page_size_kib > base_kib:
             by_size.setdefault(cell.page_size_kib, []).append(cell.guest_cell)
     return tuple(Page(str(size), format_cpuset(ids)) for size, ids in sorted(by_size.items()))
-
-
-def _meta_cell(cell: CellAssignment) -> MetaCell:
-    return MetaCell(
-        guest_cell=str(cell.guest_cell),
-        host_cell=str(cell.host_cell),
-        vcpus=format_cpuset(cell.vcpus),
-        pcpus=format_cpuset(cell.pcpus),
-        memory_kib=str(cell.memory_kib),
-        page_size_kib=str(cell.page_size_kib),
-    )
-
-
-_META_KEPT = frozenset({"tenant", "name", "vcpus", "memory", "gpus"})
-
-
-def _meta_request(placement: Placement) -> tuple[tuple[str, str], ...]:
-    if placement.request is None:
-        return ()
-    return tuple((k.replace("_", "-"), metadata_text(v) if isinstance(v, list) else str(v))
-                 for k, v in asked_changes(kept_request(placement), _META_KEPT).items() if v is not None)

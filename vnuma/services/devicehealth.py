@@ -21,7 +21,7 @@ from typing import Any
 
 from vnuma.inventory import open_inventory
 from vnuma.services import Settings
-from vnuma.services.devices import taint
+from vnuma.services.devices import Guard, taint
 from vnuma.services.files import read_input
 from vnuma.sources.gpuhealth import CONDITIONS, Effects, GpuVerdict, HealthReport, HostHealth, host_health
 from vnuma.sources.nvsmihealth import read_nvidia_smi
@@ -80,8 +80,10 @@ def taint_to_give(kept: DeviceState | None, verdict: GpuVerdict) -> TaintEffect 
 
 def apply_health(
     settings: Settings, host: Host, health: HostHealth, *, dry_run: bool = False, who: str | None = None,
+    guard: Guard | None = None,
 ) -> HealthOutcome:
-    """Taint ``host``'s GPUs as ``health`` says (:func:`taint_to_give`); ``dry_run``: write nothing.
+    """Taint ``host``'s GPUs as ``health`` says (:func:`taint_to_give`); ``dry_run``: write nothing; ``guard``:
+    run first in each taint's transaction (:func:`vnuma.services.devices.taint`).
 
     Raises:
         NotFoundError: the host or a GPU left the inventory meanwhile.
@@ -96,7 +98,7 @@ def apply_health(
             out.append(GpuOutcome(v, ALREADY, kept.effect if kept is not None else None))
         else:
             if not dry_run:
-                taint(settings, host.name, v.address, v.reason, give, who)
+                taint(settings, host.name, v.address, v.reason, give, who, guard)
             out.append(GpuOutcome(v, WOULD_TAINT if dry_run else TAINTED, give))
     return HealthOutcome(host.name, tuple(out), health.unknown, dry_run)
 

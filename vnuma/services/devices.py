@@ -7,13 +7,14 @@ result (:mod:`vnuma.placement.ledger.admit`). :func:`taint` is what a health rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from vnuma.codec.devstates import device_state_to_dict
 from vnuma.errors import InvalidInputError, NotFoundError, not_in_inventory
 from vnuma.inventory import open_inventory
+from vnuma.inventory.executor import Executor
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
 from vnuma.services.names import natural_key
@@ -29,6 +30,9 @@ from vnuma.topology.devstates import (
     untainted,
     with_after_release,
 )
+
+Guard = Callable[[Executor], None]
+"""Run first in a device change's transaction; what it raises writes nothing (``vnuma watch``'s lease check)."""
 
 STATES = ("free", "claimed", "tainted", "cleaning")
 """What ``device list --state`` filters on: a device's state as the list shows it."""
@@ -62,8 +66,9 @@ def passable(host: Host, device: str) -> PciDevice:
 
 
 def _change(settings: Settings, host: str, device: str | None, op: str, details: dict[str, Any],
-            change: Any) -> Changed:
-    """Run ``change(states, address, who, host)`` on host ``host``'s device states in one transaction."""
+            change: Any, guard: Guard | None = None) -> Changed:
+    """Run ``change(states, address, who, host)`` on host ``host``'s device states in one transaction (``guard``
+    first in it: :meth:`vnuma.inventory.repo.Inventory.change_device_states`)."""
     found: list[str] = []
 
     def apply(h: Host, who: str) -> DeviceStates:
@@ -72,7 +77,8 @@ def _change(settings: Settings, host: str, device: str | None, op: str, details:
         return change(h.device_states, address, who, h)
 
     with open_inventory(settings.db_url) as inventory:
-        before_host, now = inventory.change_device_states(host, apply, op, {"device": device or "", **details})
+        before_host, now = inventory.change_device_states(host, apply, op, {"device": device or "", **details},
+                                                          guard)
     address = found[-1]
     return Changed(host, address, before_host.device_states.of(address), now.of(address) or DeviceState(address),
                    now != before_host.device_states)
@@ -80,11 +86,12 @@ def _change(settings: Settings, host: str, device: str | None, op: str, details:
 
 def taint(
     settings: Settings, host: str, device: str, reason: str, effect: TaintEffect = TaintEffect.NO_SCHEDULE,
-    who: str | None = None,
+    who: str | None = None, guard: Guard | None = None,
 ) -> Changed:
     """Taint one device (a taint again replaces reason, effect, who and when): no new claim takes it; its VMs
     stay (``drain``: :func:`vnuma.services.devicedrain.drain_device` moves them). ``who`` defaults to the
-    invocation's user.
+    invocation's user; ``guard`` runs first in the taint's transaction (``vnuma watch``: its lease), and what
+    it raises writes nothing.
 
     Raises:
         InvalidInputError: an empty reason.
@@ -96,7 +103,7 @@ def taint(
         raise InvalidInputError("a taint needs a reason", hint="give --reason TEXT (what is wrong with the device)")
     return _change(
         settings, host, device, "device-taint", {"reason": reason, "effect": effect.value},
-        lambda s, a, user, h: tainted(s, a, reason, effect, who or user, now_text()),
+        lambda s, a, user, h: tainted(s, a, reason, effect, who or user, now_text()), guard,
     )
 
 

@@ -211,6 +211,15 @@ class Watch:
         self.free = _free(list(self.hosts.values()), [p for p in snap.placements if p.host in self.hosts],
                           snap.tenants)
 
+    def hold(self, x: Any) -> None:
+        """Renew this watch's lease in the caller's transaction, as each round does: what the watch writes outside
+        its rounds (``--health-dir``'s taints and events) is written only while it holds the lease.
+
+        Raises:
+            LeaseError: another watch took the lease (the transaction writes nothing).
+        """
+        self._lease.renew(x)
+
     def close(self) -> None:
         """Free the lease and the inventory."""
         self._lease.release()

@@ -16,8 +16,10 @@ A move that may go is *proposed* (``--act propose``; ``vnuma events apply ID`` c
 carried out at once (``--act apply``) as a journaled rebalance run naming the proposal
 (:func:`vnuma.services.rebalance_apply.apply_plan`: ``vnuma rebalance --resume|--abort`` as for any run). A
 move withheld is kept with its reason, once per reason and event: an event keeps being decided, round after round,
-until a move is proposed for it or it closes, and a new reason is kept again. A ``cell-drift`` event names
-memory used outside vnuma: no move of a VM remedies it, and that is said once.
+until a move is proposed for it or it closes, and a new reason is kept again. A proposal whose run is refused
+before it begins (a permit missing) changed nothing and no longer counts against the budget; its event is not
+decided again (the same move would be refused again): ``vnuma events apply ID`` with the permit carries it out.
+A ``cell-drift`` event names memory used outside vnuma: no move of a VM remedies it, and that is said once.
 """
 
 from __future__ import annotations
@@ -141,8 +143,9 @@ class Actor:
         todo = []
         for key, event_id in sorted(events.items(), key=lambda kv: kv[1]):
             past = before.get(event_id, [])
-            if past and (past[-1].status != decisions.WITHHELD or key[0] not in OBJECTIVES):
-                continue  # acted on, or an event no move remedies, said once
+            if past and (past[-1].status != decisions.WITHHELD or key[0] not in OBJECTIVES
+                         or any(d.status == decisions.REFUSED for d in past)):
+                continue  # acted on (a proposal refused too: not proposed again), or no move remedies it, said once
             todo.append((key, event_id, {d.reason for d in past}))
         if not todo:
             return False
@@ -250,7 +253,8 @@ def carry_out(settings: Settings, proposal_id: int, budget: Budget, at_s: float,
         NotFoundError: no such proposal (exit 3).
         ConflictError: the proposal was withheld, or is already carried out (or being), or the budget
             withholds it now (the reason kept), or the run is refused (another run unfinished, a permit not
-            given: see :func:`apply_plan`; refused before its run began, the reason is kept too).
+            given: see :func:`apply_plan`; refused before its run began, the reason is kept too, and the
+            proposal is marked refused: it no longer counts against the budget).
     """
     with open_access(settings.db_url) as access:
         with access.begin(False) as x:
@@ -286,6 +290,7 @@ def carry_out(settings: Settings, proposal_id: int, budget: Budget, at_s: float,
         except VnumaError as err:
             with access.begin(True) as x:
                 if proposal_id not in decisions.runs(x):  # refused before its run began: nothing changed
+                    decisions.mark_refused(x, proposal_id)
                     decisions.record(x, found.event_id, round(at_s * 1000), decisions.WITHHELD, found.host,
                                      f"proposal {proposal_id} not carried out: {err}", vm=found.vm)
             raise

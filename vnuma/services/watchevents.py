@@ -36,7 +36,8 @@ def action(d: decisions.Decision, run: tuple[int, str] | None) -> dict[str, Any]
     """A decision as ``vnuma events`` shows it. ``status``: ``proposed`` (``vnuma events apply ID``),
     ``withheld`` (``reason`` says why), or for one carried out its run's outcome: ``applied`` (the run done),
     ``aborted``, ``unfinished`` (``vnuma rebalance --resume|--abort``); one marked carried out whose run never
-    began is ``proposed`` again (it changed nothing)."""
+    began is ``proposed`` again (it changed nothing); ``refused``: its run was refused before it began (the
+    event's next action says why; ``vnuma events apply ID`` may try again)."""
     status = d.status
     if status == decisions.APPLYING:
         status = "proposed" if run is None else {"done": "applied", "aborted": "aborted"}.get(run[1], "unfinished")

@@ -11,6 +11,10 @@ not read that round; a newer file is).
 A ``device-health`` event opens and closes at once (a taint given is a fact, not a condition that clears):
 subject the host, evidence ``[{"at", "address", "effect", "reason", "conditions"}]``; ``vnuma events``
 lists it, and it is in the audit log.
+
+Each taint and each event is written in its own transaction, and each of them renews the watch's lease first
+(:meth:`vnuma.services.watch.Watch.hold`), as a round does: a watch whose lease another took writes no taint
+and no event, and stops with the round's :class:`~vnuma.errors.LeaseError`.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vnuma.errors import InvalidInputError, VnumaError
+from vnuma.errors import InvalidInputError, LeaseError, VnumaError
 from vnuma.inventory import history, open_inventory
 from vnuma.inventory.access import open_access
 from vnuma.services import Settings
 from vnuma.services.devicehealth import TAINTED, GpuOutcome, apply_health, conditions
+from vnuma.services.devices import Guard
 from vnuma.services.files import read_input
 from vnuma.services.watch import iso
 from vnuma.sources.gpuhealth import Effects, host_health
@@ -74,7 +79,12 @@ class HealthWatch:
         self.events = 0
 
     def after_round(self, watch: Any, at: float) -> None:
-        """Read each watched host's newer health files and taint as they say; never raises a VnumaError."""
+        """Read each watched host's newer health files and taint as they say, while ``watch`` holds its lease.
+
+        Raises:
+            LeaseError: another watch took the lease (nothing of this host written); any other VnumaError is a
+                warning.
+        """
         try:
             files = newest_files(self.directory)
         except VnumaError as err:
@@ -89,27 +99,31 @@ class HealthWatch:
                           "(not in the inventory or not of --hosts): skipped")
                 continue
             try:
-                self._host(host, paths, at)
+                self._host(host, paths, at, watch.hold)
+            except LeaseError:
+                del self.read[host]  # not acted on
+                raise
             except VnumaError as err:
                 self.warn(f"health: host {host}: {err}")
 
-    def _host(self, host: str, paths: tuple[Path, ...], at: float) -> None:
+    def _host(self, host: str, paths: tuple[Path, ...], at: float, hold: Guard) -> None:
         reports = [read_health_file(read_input(p, "health"), source=str(p)) for p in paths]
         with open_inventory(self.settings.db_url) as inventory:
             found = inventory.get_host(host)
-        outcome = apply_health(self.settings, found, host_health(found, reports, self.effects), who=WHO)
+        outcome = apply_health(self.settings, found, host_health(found, reports, self.effects), who=WHO, guard=hold)
         if outcome.unknown:
             self.warn(f"health: host {host}: not its GPUs (reported, not tainted): {', '.join(outcome.unknown)}")
         for g in outcome.gpus:
             if g.status == TAINTED:
-                event = self._event(host, g, at)
+                event = self._event(host, g, at, hold)
                 self.say(f"event {event} opened and closed: {RULE} GPU {g.verdict.address} on host {host}: "
                          f"tainted {g.effect}: {g.verdict.reason}")
 
-    def _event(self, host: str, g: GpuOutcome, at: float) -> int:
+    def _event(self, host: str, g: GpuOutcome, at: float, hold: Guard) -> int:
         evidence = [{"at": iso(at), "address": g.verdict.address, "effect": None if g.effect is None else
                      g.effect.value, "reason": g.verdict.reason, "conditions": conditions(g.verdict)}]
         with open_access(self.settings.db_url) as access, access.begin(True) as x:
+            hold(x)
             event = history.record_moment(x, history.Opened(RULE, host, None, None, round(at * 1000), evidence))
         self.events += 1
         return event

@@ -1,9 +1,9 @@
 """The limits within which the closed loop acts: the one statement of when a move may be proposed or made.
 
 Pure: no I/O. ``vnuma watch --act propose|apply`` and ``vnuma events apply ID`` ask :func:`withheld` before
-each move, with the moves already counted (:class:`Counted`: every proposal not withheld, at the time it was
-proposed or made), and record the answer: None (the move may go) or the reason it is withheld. The
-budget holds whatever the events: however many VMs are noisy at once, a move is only ever admitted when
+each move, with the moves already counted (:class:`Counted`: every proposal neither withheld nor refused when
+carried out, at the time it was proposed or made), and record the answer: None (the move may go) or the reason it
+is withheld. The budget holds whatever the events: however many VMs are noisy at once, a move is only ever admitted when
 
 * the tenant of the VM has not opted out of automatic moves (``tenant update T --no-auto-move``);
 * neither the host it leaves nor the one it goes to is cordoned;
