@@ -100,7 +100,7 @@ def taint(
     from vnuma.inventory.devices import now_text
 
     if not reason.strip():
-        raise InvalidInputError("a taint needs a reason", hint="give --reason TEXT (what is wrong with the device)")
+        raise InvalidInputError("a taint needs a reason", hint="say what is wrong with the device")
     return _change(
         settings, host, device, "device-taint", {"reason": reason, "effect": effect.value},
         lambda s, a, user, h: tainted(s, a, reason, effect, who or user, now_text()), guard,
