@@ -76,6 +76,19 @@ def demo_pair(cli: Cli) -> Cli:
     return cli
 
 
+DGX_CAPS = REPO / "tests" / "data" / "capabilities" / "x86-2cell-smt-resctrl.xml"
+DGX_NODEDEV = REPO / "tests" / "data" / "nodedev" / "dgx-like.xml"
+
+
+@pytest.fixture
+def dgx(cli: Cli) -> Cli:
+    """Host dgx (a 2-cell SMT host with resctrl and the DGX-like node devices: 8 GPUs, 8 NICs behind PCIe
+    switches) and tenant t."""
+    cli.ok("host", "import", "dgx", "--capabilities", str(DGX_CAPS), "--nodedev", str(DGX_NODEDEV))
+    cli.ok("tenant", "create", "t")
+    return cli
+
+
 @pytest.fixture
 def dumped() -> Callable[[Path], list[str]]:
     return dump

@@ -10,20 +10,11 @@ import pytest
 from tests.cli.conftest import Cli, refused_unchanged
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-CAPS = DATA / "capabilities" / "x86-2cell-smt-resctrl.xml"
-DGX = DATA / "nodedev" / "dgx-like.xml"
 HEALTH = DATA / "nvidia-smi-health"
 NVSMI = HEALTH / "written-dgx-like-v12.xml"
 DMESG = HEALTH / "written-dgx-like-dmesg.log"
 OTHER = HEALTH / "written-h100-8gpu-v12.xml"
 SMALL = ("--vcpus", "2", "--memory", "2GiB", "--page-size", "4K")
-
-
-@pytest.fixture
-def dgx(cli: Cli) -> Cli:
-    cli.ok("host", "import", "dgx", "--capabilities", str(CAPS), "--nodedev", str(DGX))
-    cli.ok("tenant", "create", "t")
-    return cli
 
 
 def _tainted(cli: Cli) -> dict[str, tuple[str, str]]:

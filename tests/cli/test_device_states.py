@@ -3,23 +3,11 @@ bad input refused with one line, its own exit code and nothing written."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.cli.conftest import Cli, refused_unchanged
 
-DATA = Path(__file__).resolve().parent.parent / "data"
-CAPS = DATA / "capabilities" / "x86-2cell-smt-resctrl.xml"
-DGX = DATA / "nodedev" / "dgx-like.xml"
 SMALL = ("--vcpus", "2", "--memory", "2GiB", "--page-size", "4K")
-
-
-@pytest.fixture
-def dgx(cli: Cli) -> Cli:
-    cli.ok("host", "import", "dgx", "--capabilities", str(CAPS), "--nodedev", str(DGX))
-    cli.ok("tenant", "create", "t")
-    return cli
 
 
 def _gpus(cli: Cli, state: str | None = None) -> list[str]:

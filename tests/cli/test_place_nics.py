@@ -5,24 +5,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
 from lxml import etree
 
-from tests.cli.conftest import Cli, refused_unchanged
+from tests.cli.conftest import DGX_CAPS, DGX_NODEDEV, Cli, refused_unchanged
 
-DATA = Path(__file__).resolve().parent.parent / "data"
-CAPS = DATA / "capabilities" / "x86-2cell-smt-resctrl.xml"
-DGX = DATA / "nodedev" / "dgx-like.xml"
 SMALL = ("--vcpus", "2", "--memory", "2GiB", "--page-size", "4K")
-
-
-@pytest.fixture
-def dgx(cli: Cli) -> Cli:
-    cli.ok("host", "import", "dgx", "--capabilities", str(CAPS), "--nodedev", str(DGX))
-    cli.ok("tenant", "create", "t")
-    return cli
 
 
 def test_per_gpu_claims_a_nic_beside_each_gpu_and_renders_them(dgx: Cli) -> None:
@@ -76,7 +65,7 @@ def test_bad_nic_requests_change_nothing(dgx: Cli, args: list[str], code: int, w
 
 def test_a_vm_with_nics_moves_with_its_nics_asked_again(dgx: Cli) -> None:
     dgx.ok("place", "t", "--gpus", "1", "--nics", "per-gpu", "--nic-affinity", "pix", *SMALL, "--name", "a")
-    dgx.ok("host", "import", "dgx-2", "--capabilities", str(CAPS), "--nodedev", str(DGX))
+    dgx.ok("host", "import", "dgx-2", "--capabilities", str(DGX_CAPS), "--nodedev", str(DGX_NODEDEV))
     assert "nothing to do" in dgx.ok("vm", "repin", "a", "--dry-run").stdout
     dgx.ok("vm", "migrate", "a", "--to", "dgx-2")
     moved = dgx.ok("vm", "show", "a", "--json").json()

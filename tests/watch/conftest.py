@@ -52,3 +52,13 @@ def copy_rounds(dest: Path, keep: Any) -> Path:
         if keep(sample):
             (dest / path.name).write_text(path.read_text())
     return dest
+
+
+@pytest.fixture
+def fleet_url(url: str) -> str:
+    """The recorded fleet (:func:`make_fleet`) in an empty inventory at ``url`` (SQLite, then PostgreSQL)."""
+    inventory = Cli(url)  # type: ignore[arg-type]
+    if not url.startswith("sqlite"):
+        inventory.ok("db", "upgrade")
+    make_fleet(inventory)
+    return url

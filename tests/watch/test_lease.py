@@ -12,24 +12,14 @@ import time
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.cli.conftest import Cli
 from tests.concurrency.stopping import resume, run, start, wait_stopped
-from tests.watch.conftest import FLEET, make_fleet
+from tests.watch.conftest import FLEET
 from vnuma.errors import LeaseError
 from vnuma.services import Settings
 from vnuma.services.watch import Watch
 from vnuma.watch.rules import Thresholds
 
 pytestmark = [pytest.mark.slow]
-
-
-@pytest.fixture
-def fleet_url(url: str) -> str:
-    cli = Cli(url)  # type: ignore[arg-type]
-    if not url.startswith("sqlite"):
-        cli.ok("db", "upgrade")
-    make_fleet(cli)
-    return url
 
 
 def _set(url: str, sql: str, **params: object) -> None:

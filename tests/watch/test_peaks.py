@@ -24,15 +24,6 @@ from vnuma.watch.rules import Thresholds
 T = Thresholds(history_s=60)  # a one-minute raw window: the recording's spikes age into means
 
 
-@pytest.fixture
-def fleet_url(url: str) -> str:
-    cli = Cli(url)  # type: ignore[arg-type]
-    if not url.startswith("sqlite"):
-        cli.ok("db", "upgrade")
-    make_fleet(cli)
-    return url
-
-
 MB = 10**6
 T0 = 1796601600
 

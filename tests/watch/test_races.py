@@ -9,21 +9,11 @@ import json
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.cli.conftest import Cli
 from tests.concurrency.consistency import inconsistencies
 from tests.concurrency.stopping import finish, resume, run, start, wait_stopped
-from tests.watch.conftest import FLEET, make_fleet
+from tests.watch.conftest import FLEET
 
 pytestmark = [pytest.mark.slow]
-
-
-@pytest.fixture
-def fleet_url(url: str) -> str:
-    cli = Cli(url)  # type: ignore[arg-type]
-    if not url.startswith("sqlite"):
-        cli.ok("db", "upgrade")
-    make_fleet(cli)
-    return url
 
 
 def _runs(url: str) -> list[tuple[int, str, bool, str]]:
