@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Cli
-from tests.cli.test_device_states import CAPS, DGX, SMALL
+from tests.cli.conftest import DGX_CAPS, DGX_NODEDEV, Cli
+from tests.cli.test_device_states import SMALL
 
 
 def _configure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, timeout: float = 30) -> Path:
@@ -22,10 +22,9 @@ def _configure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, tim
 
 
 @pytest.fixture
-def used(cli: Cli) -> tuple[Cli, str]:
+def used(dgx: Cli) -> tuple[Cli, str]:
     """A host set to clean released devices, and the GPU a VM was placed on (not yet released)."""
-    cli.ok("host", "import", "dgx", "--capabilities", str(CAPS), "--nodedev", str(DGX))
-    cli.ok("tenant", "create", "t")
+    cli = dgx
     cli.ok("host", "set", "dgx", "--after-release", "clean")
     placed = cli.ok("place", "t", "--gpus", "1", *SMALL, "--name", "a", "--json").json()
     return cli, next(d["address"] for d in placed["devices"] if d["kind"] == "gpu")
@@ -81,3 +80,46 @@ def test_clean_command_without_a_configured_command_is_refused(used: tuple[Cli, 
     res = cli("device", "clean", "dgx", gpu, "--command")
     assert res.exit_code == 4 and "no cleaning command is configured" in res.stderr
     assert _row(cli, gpu)["state"] == "cleaning"
+
+
+def _gpu_of(placed: dict[str, object]) -> str:
+    return next(d["address"] for d in placed["devices"] if d["kind"] == "gpu")  # type: ignore[attr-defined,index]
+
+
+@pytest.fixture
+def moving(used: tuple[Cli, str]) -> tuple[Cli, str, str]:
+    """``used`` with a second host, and a GPU another VM left cleaning before any command was configured."""
+    cli, gpu = used
+    cli.ok("host", "import", "dgx-2", "--capabilities", str(DGX_CAPS), "--nodedev", str(DGX_NODEDEV))
+    other = _gpu_of(cli.ok("place", "t", "--gpus", "1", *SMALL, "--name", "b", "--host", "dgx", "--json").json())
+    cli.ok("vm", "release", "b")
+    assert _row(cli, other)["state"] == "cleaning"
+    return cli, gpu, other
+
+
+def test_a_migrate_off_a_cleaning_host_runs_the_command_for_the_gpu_it_left_only(
+    moving: tuple[Cli, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli, gpu, other = moving
+    marker = _configure(tmp_path, monkeypatch, f'echo "$1 $2" >> {tmp_path}/cleaned')
+    res = cli.ok("vm", "migrate", "a", "--to", "dgx-2")
+    assert f"device {gpu} of host dgx cleaned by the cleaning command" in res.stderr
+    assert marker.read_text() == f"dgx {gpu}\n"  # not for the GPU that was cleaning already
+    rows = {(r["host"], r["address"]): r for r in cli.ok("device", "list", "--json").json()}
+    assert rows[("dgx", gpu)]["state"] == "free" and rows[("dgx", other)]["state"] == "cleaning"
+
+
+def test_a_failing_command_after_a_rebalance_step_leaves_the_gpu_cleaning_and_the_run_done(
+    moving: tuple[Cli, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli, gpu, other = moving
+    _configure(tmp_path, monkeypatch, f'echo "$1 $2" >> {tmp_path}/cleaned; echo "reset failed" >&2; exit 3')
+    cli.ok("host", "cordon", "dgx")
+    res = cli.ok("host", "drain", "dgx", "--apply", "--yes", "--json")
+    assert res.json()["run"]["status"] == "done"
+    assert res.json()["run"]["notes"] == [f"device {gpu} of host dgx stays cleaning: cleaning command exited 3: "
+                                          "reset failed"]
+    assert (tmp_path / "cleaned").read_text() == f"dgx {gpu}\n"  # not for `other`, cleaning already
+    assert _row(cli, other)["state"] == "cleaning"
+    row = _row(cli, gpu)
+    assert (row["state"], row["reason"]) == ("cleaning", "cleaning command exited 3: reset failed")

@@ -29,6 +29,7 @@ from vnuma.api.app import ServeOptions, create_app
 from vnuma.api.metrics import MULTIPROCESS
 from vnuma.errors import ConflictError, InvalidInputError
 from vnuma.services import Settings
+from vnuma.services.cleanconfig import CleanCommand
 
 HANDOFF = "VNUMA_SERVE_SETTINGS"
 _LISTEN = re.compile(r"^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$")
@@ -118,4 +119,6 @@ def from_handoff() -> FastAPI:
     given = doc["settings"]
     if given.get("templates_dir"):
         given["templates_dir"] = Path(given["templates_dir"])
+    if given.get("cleaning"):
+        given["cleaning"] = CleanCommand.from_dict(given["cleaning"])
     return create_app(Settings(**given), ServeOptions(**doc["options"]))

@@ -218,15 +218,6 @@ def undefine(ctx: typer.Context, vm: VmArg, as_json: JsonOpt = False) -> None:
     _done(ctx, vm, state, as_json)
 
 
-def _cleaned(ctx: typer.Context, placement: Any) -> list[str]:
-    """Run the configured cleaning command (``[devices] clean_command``) for the devices the VM left cleaning."""
-    from vnuma.cli import config
-    from vnuma.services.cleaning import clean_command, clean_released, cleaned_notes
-
-    command = clean_command(config(ctx))
-    return [] if command is None else cleaned_notes(clean_released(settings(ctx), command, placement))
-
-
 @vm_app.command("release")
 def release(
     ctx: typer.Context,
@@ -249,7 +240,6 @@ def release(
     else:
         placement, state = get_vm(settings(ctx), vm)
         output.echo_notes(release_vm(settings(ctx), vm, undefine=undefine))
-        output.echo_notes(_cleaned(ctx, placement))
     if as_json:
         output.echo_json(released_doc(placement, state))
         return

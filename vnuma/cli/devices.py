@@ -188,10 +188,9 @@ def clean(
     from vnuma.services.devices import clean as do_clean
 
     if command:
-        from vnuma.cli import config
         from vnuma.services.cleaning import clean_by_command
 
-        doc = changed_doc(clean_by_command(settings(ctx), config(ctx), host, device))
+        doc = changed_doc(clean_by_command(settings(ctx), host, device))
     else:
         client = remote(ctx)
         doc = (client.device_change("clean", host, device) if client

@@ -267,6 +267,7 @@ def apply(
     for s in report.steps:
         typer.echo(f"step {s.seq}: {s.vm} ({s.kind}) {s.status}")
     typer.echo(f"proposal {proposal}: rebalance run {report.run_id} {report.status}")
+    output.echo_notes(report.notes)
 
 
 def _move(a: dict[str, object]) -> str:

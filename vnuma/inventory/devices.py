@@ -69,10 +69,16 @@ def devices_of(p: Placement) -> set[str]:
     return whole | {a.vf for a in p.partitions if a.vf is not None}
 
 
+def left(before: Placement, after: Placement | None = None) -> set[str]:
+    """The devices of :func:`devices_of` that ``before`` holds on its host and ``after`` (None: a release) does
+    not hold there: those the VM leaves, which a host set to ``after_release`` ``clean`` sends to cleaning."""
+    kept = devices_of(after) if after is not None and after.host == before.host else set()
+    return devices_of(before) - kept
+
+
 def after_release(x: Executor, host_id: int, before: Placement, after: Placement | None = None) -> None:
     """VM ``before.vm`` released what ``before`` held on host ``host_id`` and ``after`` does not hold there."""
-    kept = devices_of(after) if after is not None and after.host == before.host else set()
-    gone = devices_of(before) - kept
+    gone = left(before, after)
     if gone:
         _update(x, host_id, lambda s: released(s, gone, f"VM {before.vm!r}", now_text()))
 
@@ -84,4 +90,4 @@ def after_return(x: Executor, host_id: int, p: Placement) -> None:
         _update(x, host_id, lambda s: reclaimed(s, mine, f"VM {p.vm!r}"))
 
 
-__all__ = ["NO_DEVICE_STATES", "after_release", "after_return", "change_states", "devices_of", "now_text"]
+__all__ = ["NO_DEVICE_STATES", "after_release", "after_return", "change_states", "devices_of", "left", "now_text"]

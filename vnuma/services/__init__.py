@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from vnuma.services.cleanconfig import CleanCommand
     from vnuma.services.config import Config
 
 
@@ -31,6 +32,8 @@ class Settings:
     memnode_mode: str | None = None
     metrics_allow: str | None = None
     """Who reads ``vnuma serve``'s ``/metrics`` without a token (None: :data:`.config.METRICS_ALLOW`)."""
+    cleaning: CleanCommand | None = None
+    """The ``[devices]`` cleaning command (:mod:`.cleanconfig`), run for the devices VMs leave cleaning."""
     warnings: tuple[str, ...] = ()
 
 
@@ -50,6 +53,7 @@ def make_settings(
     """
     from vnuma.errors import InventoryError
     from vnuma.inventory.db import missing_sqlite_file, resolve_url
+    from vnuma.services.cleanconfig import clean_command
     from vnuma.services.config import load
 
     if config is None:
@@ -72,5 +76,6 @@ def make_settings(
         domain_type=config["domain_type"] or "kvm",
         memnode_mode=config["memnode_mode"],
         metrics_allow=config["metrics_allow"],
+        cleaning=clean_command(config),
         warnings=config.warnings,
     )

@@ -20,6 +20,7 @@ from vnuma.placement.model import Placement
 from vnuma.render.domain import render_domain
 from vnuma.render.view import RenderOptions
 from vnuma.services import Settings
+from vnuma.services.cleaning import clean_left
 from vnuma.services.hypervisors import open_hypervisor, require_libvirt
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
 from vnuma.services.renderings import rendering_doc
@@ -194,7 +195,9 @@ def _change_domain(settings: Settings, vm: str, change: Callable[[Hypervisor, Pl
 
 def release_vm(settings: Settings, vm: str, *, undefine: bool) -> list[str]:
     """Free the VM's claims; refused while libvirt still holds its domain unless ``undefine`` (then it is
-    undefined and its vGPU devices removed first). Returns notes on devices the driver cannot remove."""
+    undefined and its vGPU devices removed first); then the configured cleaning command runs for the devices it
+    left cleaning (:func:`.cleaning.clean_left`). Returns notes on devices the driver cannot remove and on what
+    the cleaning command did."""
     with open_inventory(settings.db_url) as inventory:
         placement, state, host = _load(inventory, vm)
         notes: list[str] = []
@@ -212,4 +215,4 @@ def release_vm(settings: Settings, vm: str, *, undefine: bool) -> list[str]:
             finally:
                 hv.close()
         inventory.release(vm)
-    return notes
+    return notes + clean_left(settings, placement)

@@ -1,69 +1,28 @@
-"""The configured cleaning command: the ``[devices]`` table of the configuration file, and running it.
+"""Running the configured cleaning command (``[devices] clean_command``: :mod:`.cleanconfig`).
 
-::
-
-    [devices]
-    clean_command = "/usr/local/sbin/reset-gpu {host} {device}"   # split like a shell line; {host}, {device}
-    clean_timeout = 300                                            # seconds (default 300)
-
-A device a VM releases on a host set to ``--after-release clean`` is ``cleaning``; with a command configured,
-``vm release`` runs it for each device the VM left cleaning (and ``device clean --command`` for one device).
-Exit 0 marks the device clean (as ``device clean`` does, the time spent added to its total); any other exit,
-a command that cannot start, or one still running after ``clean_timeout`` seconds (killed) leaves it cleaning
-with the reason (the exit status and the last line of its stderr, or the timeout) as its state's reason.
+A device a VM leaves on a host set to ``--after-release clean`` is ``cleaning``; with a command configured
+(:attr:`.Settings.cleaning`), every path that makes VMs leave devices runs it for exactly those devices: ``vm
+release`` (:func:`.applying.release_vm`), and each step of a journaled run (rebalance, ``vm migrate``, ``vm repin``,
+``host drain``, a device drain, the watch's proposals, the same through the API), once the step is done, for the
+devices its VM left (:func:`clean_left`; an ``--abort``'s undone step too); ``device clean --command`` runs it
+for one device. Exit 0 marks the device clean (as ``device clean`` does, the time spent added to its total); any
+other exit, a command that cannot start, or one still running after ``clean_timeout`` seconds (killed) leaves it
+cleaning with the reason (the exit status and the last line of its stderr, or the timeout) as its state's reason.
 """
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 from dataclasses import dataclass
 
-from vnuma.errors import ConfigError, DeviceStateError
+from vnuma.errors import ConfigError, DeviceStateError, VnumaError
 from vnuma.inventory import open_inventory
 from vnuma.placement.model import Placement
 from vnuma.services import Settings
-from vnuma.services.config import Config
+from vnuma.services.cleanconfig import CleanCommand
 from vnuma.services.devices import Changed, clean, passable
 from vnuma.topology import Host
 from vnuma.topology.devstates import DeviceStateKind, DeviceStates, still_cleaning
-
-DEFAULT_TIMEOUT_S = 300.0
-_KEYS = {"clean_command", "clean_timeout"}
-
-
-@dataclass(frozen=True, slots=True)
-class CleanCommand:
-    """The operator's cleaning command (``{host}`` and ``{device}`` replaced in each word) and its timeout."""
-
-    words: tuple[str, ...]
-    timeout_s: float = DEFAULT_TIMEOUT_S
-
-    def argv(self, host: str, device: str) -> list[str]:
-        """The command line for one device."""
-        return [w.replace("{host}", host).replace("{device}", device) for w in self.words]
-
-
-def clean_command(config: Config) -> CleanCommand | None:
-    """The ``[devices]`` table's cleaning command, None when none is configured.
-
-    Raises:
-        ConfigError: an unknown key, an empty command or a timeout that is not a positive number.
-    """
-    table = config.sections.get("devices", {})
-    where = f"{config.file}: [devices] "
-    unknown = sorted(set(table) - _KEYS)
-    if unknown:
-        raise ConfigError(f"{where}unknown key {unknown[0]!r} (keys: {', '.join(sorted(_KEYS))})")
-    text = table.get("clean_command")
-    if text is None:
-        return None
-    if not isinstance(text, str) or not shlex.split(text):
-        raise ConfigError(f"{where}clean_command: expected a command line, got {text!r}")
-    timeout = table.get("clean_timeout", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-        raise ConfigError(f"{where}clean_timeout: expected a positive number of seconds, got {timeout!r}")
-    return CleanCommand(tuple(shlex.split(text)), float(timeout))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +67,17 @@ def run_cleaning(settings: Settings, command: CleanCommand, host: str, devices: 
             continue
         why = _run(command, host, address)
         if why is None:
-            clean(settings, host, address, how="command")
+            try:
+                clean(settings, host, address, how="command")
+            except VnumaError as err:  # its state changed while the command ran (cleaned by hand, tainted)
+                why = f"not marked clean: {err}"
         else:
             _keep_cleaning(settings, host, address, why)
         outcomes.append(Outcome(host, address, why is None, why or ""))
     return outcomes
 
 
-def clean_by_command(settings: Settings, config: Config, host: str, device: str) -> Changed:
+def clean_by_command(settings: Settings, host: str, device: str) -> Changed:
     """``device clean --command``: run the configured command for one cleaning device; clean on exit 0.
 
     Raises:
@@ -124,7 +86,7 @@ def clean_by_command(settings: Settings, config: Config, host: str, device: str)
         DeviceStateError: the device is not cleaning, or the command failed or timed out (it stays cleaning,
             the reason recorded).
     """
-    command = clean_command(config)
+    command = settings.cleaning
     if command is None:
         raise ConfigError("no cleaning command is configured",
                           hint="set clean_command in the [devices] table of the configuration file (docs/devices.md)")
@@ -142,12 +104,23 @@ def clean_by_command(settings: Settings, config: Config, host: str, device: str)
     return clean(settings, host, address, how="command")
 
 
-def clean_released(settings: Settings, command: CleanCommand, placement: Placement) -> list[Outcome]:
-    """Run the command for the devices a released VM left cleaning (:func:`.inventory.devices.devices_of`)."""
-    from vnuma.inventory.devices import devices_of
+def clean_left(settings: Settings, before: Placement, after: Placement | None = None) -> list[str]:
+    """Run the configured command (none: nothing) for the devices VM ``before.vm`` left going from ``before`` to
+    ``after`` (None: released; :func:`vnuma.inventory.devices.left`) that are cleaning now, and say what it did,
+    one line per device. Never raises for the command or the devices' states: what went wrong is in the lines
+    (the device stays cleaning, the reason recorded); the VM's move or release stands either way."""
+    from vnuma.inventory.devices import left
 
-    left = sorted(devices_of(placement))
-    return run_cleaning(settings, command, placement.host, left) if left else []
+    command = settings.cleaning
+    gone = sorted(left(before, after)) if command is not None else []
+    if not gone:
+        return []
+    try:
+        outcomes = run_cleaning(settings, command, before.host, gone)  # type: ignore[arg-type]
+    except VnumaError as err:
+        return [f"cleaning command not run for the devices VM {before.vm} left on host {before.host}: {err}"]
+    return [f"device {o.address} of host {o.host} cleaned by the cleaning command" if o.cleaned
+            else f"device {o.address} of host {o.host} stays cleaning: {o.reason}" for o in outcomes]
 
 
 def _keep_cleaning(settings: Settings, host: str, address: str, why: str) -> None:
@@ -161,9 +134,3 @@ def _keep_cleaning(settings: Settings, host: str, address: str, why: str) -> Non
 
     with open_inventory(settings.db_url) as inventory:
         inventory.change_device_states(host, change, "device-clean-failed", {"device": address, "reason": why})
-
-
-def cleaned_notes(outcomes: list[Outcome]) -> list[str]:
-    """One line per device the command ran for."""
-    return [f"device {o.address} of host {o.host} cleaned by the cleaning command" if o.cleaned
-            else f"device {o.address} of host {o.host} stays cleaning: {o.reason}" for o in outcomes]

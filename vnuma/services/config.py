@@ -138,7 +138,7 @@ None: each VM's own modes; ``templates`` None: only the shipped ones; ``metrics_
 
 SECTIONS = ("watch", "devices", "device_health")
 """The tables the file may hold, checked by their own readers (``[watch]``: :mod:`vnuma.services.watchconfig`,
-``[devices]``: :mod:`vnuma.services.cleaning`, ``[device_health]``: :mod:`vnuma.services.healthconfig`)."""
+``[devices]``: :mod:`vnuma.services.cleanconfig`, ``[device_health]``: :mod:`vnuma.services.healthconfig`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from vnuma.placement.rebalance import Plan
 from vnuma.render.domain import render_domain
 from vnuma.services import Settings, failpoints
 from vnuma.services.applying import hypervisor_of, with_identity
+from vnuma.services.cleaning import clean_left
 from vnuma.services.hypervisors import is_embedded, require_libvirt, same_hypervisor
 from vnuma.services.mdevs import create_mdevs, remove_mdevs
 from vnuma.services.movekinds import CLAIMS, LIVE, MIGRATE, MOVE, MOVE_RESTART, REDEFINE, RESTART, move_kind, observed
@@ -119,7 +120,8 @@ def _new_steps(inventory: Inventory, conns: _Conns, plan: Plan, may: Permits) ->
 
 
 class _Executor:
-    """Runs steps' libvirt actions towards a placement; every action is idempotent."""
+    """Runs steps' libvirt actions towards a placement (every action is idempotent), then the cleaning command
+    for the devices the step's VM left (:func:`vnuma.services.cleaning.clean_left`, its outcome a note)."""
 
     def __init__(self, settings: Settings, inventory: Inventory, conns: _Conns) -> None:
         self.settings = settings
@@ -146,6 +148,10 @@ class _Executor:
         self._libvirt(kind, vm, old, new, xml, dst)
         if old.partitions and self._separate(old.host, new.host):
             self.notes += remove_mdevs(self.conns(old.host), old)
+
+    def cleaned(self, old: Placement, new: Placement) -> None:
+        """Once a step is done (the VM off ``old``), clean the devices it left: their notes join the run's."""
+        self.notes += clean_left(self.settings, old, new)
 
     def _define(self, dst: Hypervisor, xml: str, old: Placement, new: Placement) -> None:
         """Define ``new``'s domain on ``dst``, its mediated devices made there first when they change (the
@@ -273,6 +279,7 @@ def _step_forward(
     failpoints.reached("libvirt-done")
     # Every kind leaves the domain as it found it: running stays running, defined stays defined.
     inventory.finish_step(run_id, step.seq, step.before_state)
+    executor.cleaned(step.before, step.after)
     if progress is not None:
         progress(step, "done")
 
@@ -350,6 +357,7 @@ def abort(settings: Settings, progress: Progress | None = None) -> RunReport:
                 context = f"rebalance run {run.id}: undoing step {step.seq} ({step.vm})"
                 raise _annotated(err, context, "fix the cause, then `vnuma rebalance --abort` again") from err
             inventory.finish_undo(run.id, step.seq)
+            executor.cleaned(step.after, step.before)
             if progress is not None:
                 progress(step, "undone")
         inventory.close_run(run.id, RunStatus.ABORTED)

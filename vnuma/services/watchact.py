@@ -182,6 +182,8 @@ class Actor:
             return True
         self.applied += 1
         self.say(f"proposal {proposal} applied: rebalance run {report.run_id} {report.status}")
+        for note in report.notes:  # what the steps could not do, what the cleaning command did
+            self.say(f"proposal {proposal}: {note}")
         return True
 
     def _admitted(self, event_id: int, event: tuple[str, str, str], fleet: Fleet, at_s: float,
