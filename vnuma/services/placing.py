@@ -6,8 +6,9 @@ in one more transaction, where admission re-checks the chosen placement
 under the host lock (:mod:`vnuma.inventory.placing`). When a racing command
 claimed first, the engine chooses again on that host's ledger inside the
 claim's transaction (the host is locked: what it sees is what it claims);
-when nothing fits there any more, the VM is decided again on a new
-snapshot, up to ``CLAIM_ATTEMPTS`` times. The engine takes its fast path unless the caller
+when nothing fits there any more (for a request with alternatives: neither
+the alternative decided nor an earlier one), the VM is decided again on a
+new snapshot, up to ``CLAIM_ATTEMPTS`` times. The engine takes its fast path unless the caller
 wants every host's reason (``explain``) or nothing fits (then the refusal
 is explained). Once the claim commits, a Ctrl-C no longer stops ``vnuma
 place``: it prints the placement and exits 0 (:mod:`.interrupts`).
@@ -134,7 +135,7 @@ def _decide_and_claim(
         try:
             # Ctrl-C from here on: a lost claim stops here, a committed one finishes the command (interrupts.py).
             with interrupts.finishing():
-                claimed = placer.claim(result.chosen, refit=_refit(request, strategy))
+                claimed = placer.claim(result.chosen, refit=_refit(request, strategy, result.chosen.alternative))
             failpoints.reached("claimed")
         except ConflictError as err:
             view.settle(result.chosen, False)
@@ -155,15 +156,19 @@ def _decide_and_claim(
     )
 
 
-def _refit(request: VmRequest, strategy: Strategy) -> Callable[[Fleet], Placement | None]:
-    """What the claim asks when someone claimed first: the engine's choice on the locked host's ledger."""
+def _refit(request: VmRequest, strategy: Strategy, decided: int) -> Callable[[Fleet], Placement | None]:
+    """What the claim asks when someone claimed first: the engine's choice on the locked host's ledger, if it
+    got alternative ``decided`` (the one the fleet-wide decision chose) or an earlier one. A later alternative
+    is not taken there: the one decided may still fit on another host, and the first alternative that fits
+    anywhere wins (:mod:`vnuma.placement.alternatives`); None, so the whole fleet decides again."""
 
     def refit(ledger: Fleet) -> Placement | None:
         (host,) = ledger.host_names()
         try:
-            return place(replace(request, host=host), ledger, strategy, explain=False).chosen
+            chosen = place(replace(request, host=host), ledger, strategy, explain=False).chosen
         except VnumaError:  # a quota the VM now breaks: the claim's own refusal says so
             return None
+        return chosen if chosen is None or chosen.alternative <= decided else None
 
     return refit
 
