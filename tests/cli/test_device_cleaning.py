@@ -123,3 +123,26 @@ def test_a_failing_command_after_a_rebalance_step_leaves_the_gpu_cleaning_and_th
     assert _row(cli, other)["state"] == "cleaning"
     row = _row(cli, gpu)
     assert (row["state"], row["reason"]) == ("cleaning", "cleaning command exited 3: reset failed")
+
+
+def test_an_aborted_device_drain_cleans_the_gpu_its_undone_step_left(
+    demo_pair: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On libvirt's test driver, killed half way: --abort moves the VM back onto the tainted GPU (which stays
+    tainted, never cleaned), and the command runs for the GPU the undone step left, only that one."""
+    cli = demo_pair
+    for host in ("a", "b"):
+        cli.ok("host", "set", host, "--after-release", "clean")
+    gpu = _gpu_of(cli.ok("place", "x", *SMALL, "--gpus", "1", "--host", "a", "--name", "g1", "--json").json())
+    marker = _configure(tmp_path, monkeypatch, f'echo "$1 $2" >> {tmp_path}/cleaned')
+    monkeypatch.setenv("VNUMA_FAILPOINT", "step-started:1")
+    killed = cli.process("device", "taint", "a", gpu, "--reason", "Xid 79", "--effect", "drain", "--apply", "--yes")
+    assert killed.exit_code == -9, killed.stderr
+    monkeypatch.delenv("VNUMA_FAILPOINT")
+    moved = next(v for v in cli.ok("vm", "list", "--json").json() if v["vm"] == "g1")
+    to = (moved["host"], _gpu_of(moved))
+    res = cli.ok("rebalance", "--abort", "--json")
+    assert marker.read_text() == f"{to[0]} {to[1]}\n"
+    assert res.json()["run"]["notes"] == [f"device {to[1]} of host {to[0]} cleaned by the cleaning command"]
+    states = {(r["host"], r["address"]): r["state"] for r in cli.ok("device", "list", "--json").json()}
+    assert (states[("a", gpu)], states[to]) == ("tainted", "free")
