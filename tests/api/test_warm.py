@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import REPO, Cli
-from vnuma.errors import VnumaError
+from vnuma.errors import InvalidInputError, VnumaError
 from vnuma.inventory.placer import open_placer
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import VmRequest
@@ -109,13 +109,14 @@ def test_a_claim_elsewhere_rereads_one_host(fleet: Cli) -> None:
 
 def test_a_kept_mig_geometry_reaches_the_warm_ledger(fleet: Cli) -> None:
     """A gpu-profile change bumps no host generation: the warm ledger sees the geometries changed and reads
-    the fleet again, so a MIG ask is decided as a fresh snapshot decides it (refused before, placed after)."""
+    the fleet again, so a MIG ask is decided as a fresh snapshot decides it (unknown before, placed after)."""
     warm = WarmFleet()
     mig = VmRequest("probe-mig", "tenant-a", 2, 4 * KIB_PER_GIB, partition=PartitionAsk(PartitionKind.MIG, "3g.40gb"))
     _same_as_cold(fleet, warm)
     fleet.ok("place", "tenant-a", "--vcpus", "4", "--memory", "8GiB", "--name", "a1")
-    with open_placer(f"sqlite:///{fleet.db}") as placer, warm.viewing(placer, attempt=0) as (kept, _tenants):
-        assert decided(kept, mig, Strategy.PACK, explain=False).chosen is None
+    with (open_placer(f"sqlite:///{fleet.db}") as placer, warm.viewing(placer, attempt=0) as (kept, _tenants),
+          pytest.raises(InvalidInputError, match=r"no GPU of the fleet offers MIG profile '3g\.40gb'")):
+        decided(kept, mig, Strategy.PACK, explain=False)  # a profile no GPU offers is bad input (exit 4)
     fleet.ok("gpu-profile", "import", str(GEOMETRY))
     _same_as_cold(fleet, warm)
     assert warm.full_reads == 2
