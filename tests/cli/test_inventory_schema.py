@@ -120,6 +120,8 @@ OPENING = {
     ("device", "clean"): ["device", "clean", "h1", "0000:10:00.0"],
     ("device", "set"): ["device", "set", "h1", "0000:10:00.0", "--after-release", "clean"],
     ("device", "list"): ["device", "list"],
+    ("device", "health"): ["device", "health", "h1", "--kernel-log",
+                           str(REPO / "tests/data/nvidia-smi-health/written-dmesg.log")],
     ("host", "set"): ["host", "set", "h1", "--after-release", "clean"],
     ("gpu-profile", "list"): ["gpu-profile", "list"],
     ("gpu-profile", "show"): ["gpu-profile", "show", "X"],
