@@ -13,9 +13,8 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection
 
-import vnuma.inventory.claimtables  # noqa: F401 (the claims' tables join Base.metadata)
 from vnuma.inventory.db import make_engine, writer
-from vnuma.inventory.models import Base
+from vnuma.inventory.tables import Base
 
 config = context.config
 target_metadata = Base.metadata

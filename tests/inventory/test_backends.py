@@ -20,7 +20,8 @@ from vnuma.errors import ConflictError
 from vnuma.inventory import head_revision, make_engine, open_inventory, upgrade
 from vnuma.inventory.claimtables import CpuClaim
 from vnuma.inventory.db import alembic_config, current_revision, writer
-from vnuma.inventory.models import Base, VmRow
+from vnuma.inventory.models import VmRow
+from vnuma.inventory.tables import Base
 from vnuma.placement.model import Isolation, Tenant
 
 

@@ -12,19 +12,18 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-import vnuma.inventory.claimtables  # noqa: F401 (the claims' tables join Base.metadata)
 from tests.builders import make_host
 from tests.dbdump import dump
 from vnuma.errors import InventoryError
 from vnuma.inventory import open_inventory, upgrade
 from vnuma.inventory.db import alembic_config, current_revision, head_revision, make_engine, writer
-from vnuma.inventory.models import Base
+from vnuma.inventory.tables import Base
 
 TABLES = {
     "alembic_version", "hosts", "tenants", "vms", "cpu_claims", "page_claims", "device_claims",
     "rebalance_runs", "rebalance_steps", "audit_log", "api_tokens", "resctrl_claims", "bandwidth_samples",
     "gpu_profiles", "replica_groups", "partition_claims", "embedded_domains", "watch_samples", "watch_events",
-    "watch_proposals", "watch_readings", "watch_lease",
+    "watch_proposals", "watch_readings", "watch_lease", "fleet_marks",
 }
 
 

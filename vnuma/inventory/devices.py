@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
+from vnuma.inventory.changes import bump
 from vnuma.inventory.executor import Executor
 from vnuma.inventory.gpuprofiles import PROFILES
 from vnuma.inventory.reading import HOST, host_of
@@ -24,10 +25,8 @@ from vnuma.placement.model import Placement
 from vnuma.topology import DeviceKind, Host
 from vnuma.topology.devstates import NO_DEVICE_STATES, DeviceStates, reclaimed, released
 
-SET_STATES = (
-    "UPDATE hosts SET device_states = :states, host_generation = host_generation + 1, "
-    "updated_at = CURRENT_TIMESTAMP WHERE id = :host"
-)
+SET_STATES = "UPDATE hosts SET device_states = :states WHERE id = :host"
+"""A host's device states, written with one more change counted (:func:`_write`)."""
 STATES_OF = "SELECT name, device_states FROM hosts WHERE id = :host"
 
 
@@ -47,7 +46,7 @@ def change_states(x: Executor, name: str, change: Callable[[Host], DeviceStates]
     host_id, host = host_of(name, *x.batch([(HOST + x.lock, {"name": name}), (PROFILES, None)]))
     new = change(host)
     if new != host.device_states:
-        x.run(SET_STATES, {"states": encode_device_states(new), "host": host_id})
+        _write(x, host_id, new)
     return host, new
 
 
@@ -58,7 +57,12 @@ def _update(x: Executor, host_id: int, change: Callable[[DeviceStates], DeviceSt
     states = decode_device_states(str(row[0]), str(row[1]))
     new = change(states)
     if new != states:
-        x.run(SET_STATES, {"states": encode_device_states(new), "host": host_id})
+        _write(x, host_id, new)
+
+
+def _write(x: Executor, host_id: int, states: DeviceStates) -> None:
+    x.write_batch([(SET_STATES, [{"states": encode_device_states(states), "host": host_id}]),
+                   (bump(x), [{"host": host_id}])])
 
 
 def devices_of(p: Placement) -> set[str]:

@@ -51,6 +51,8 @@ class Executor(Protocol):
 
     lock: str
     """Appended to a ``SELECT`` of one row to lock it for the transaction ('' where the transaction locks)."""
+    dialect: str
+    """``sqlite`` or ``postgresql``: the few statements written per backend (:mod:`.changes`) pick by it."""
 
     def rows(self, sql: str, params: Params | None = None) -> list[Row]:
         """Every row of a query."""
@@ -124,6 +126,7 @@ class SqliteExecutor(_Cursors):
     """An :class:`Executor` on a ``sqlite3`` connection."""
 
     lock = ""
+    dialect = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -164,7 +167,8 @@ class AlchemyExecutor(_OneByOne):
         self._conn = conn
         self._text = text
         self._integrity = exc.IntegrityError
-        self.lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
+        self.dialect = conn.dialect.name
+        self.lock = " FOR UPDATE" if self.dialect == "postgresql" else ""
 
     def _result(self, sql: str, params: Any) -> Any:
         try:
@@ -198,6 +202,7 @@ class PsycopgExecutor(_Cursors):
     """An :class:`Executor` on a psycopg 3 connection (PostgreSQL without SQLAlchemy)."""
 
     lock = " FOR UPDATE"
+    dialect = "postgresql"
     _translated: dict[str, str] = {}  # noqa: RUF012 - a cache shared by every instance
 
     def __init__(self, conn: Any) -> None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, literal_column, select, text, update
 from sqlalchemy.orm import Session
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.inventory.changes import HOST_REMOVED, mark
 from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.claimtables import CpuClaim, DeviceClaim, PageClaim, PartitionClaim
 from vnuma.inventory.hostwrite import host_columns
@@ -46,9 +47,12 @@ def row_host(row: HostRow) -> Host:
 
 
 def bump_generation(session: Session, host_id: int) -> None:
-    """Count one more change to the host's claims or reservations."""
+    """Count one more change to the host's claims or reservations (its generation and its mark)."""
     session.execute(
-        update(HostRow).where(HostRow.id == host_id).values(host_generation=HostRow.host_generation + 1)
+        update(HostRow).where(HostRow.id == host_id).values(
+            host_generation=HostRow.host_generation + 1,
+            change_mark=literal_column(mark(session.get_bind().dialect.name)),
+        )
     )
 
 
@@ -99,6 +103,7 @@ def remove_host(session: Session, name: str) -> None:
             hint="release them first with `vnuma vm release NAME`",
         )
     session.execute(delete(HostRow).where(HostRow.id == row.id))
+    session.execute(text(HOST_REMOVED))
 
 
 def _some(names: list[str], limit: int = 5) -> str:

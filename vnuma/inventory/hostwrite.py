@@ -15,6 +15,7 @@ from typing import Any
 from vnuma.errors import ConflictError
 from vnuma.inventory import audit
 from vnuma.inventory.access import OverAccess, open_access
+from vnuma.inventory.changes import mark
 from vnuma.inventory.executor import Executor
 from vnuma.inventory.reading import NAMED
 from vnuma.inventory.topologies import digest_topology, encode_left_out, encode_topology
@@ -25,10 +26,11 @@ from vnuma.topology.resctrl import format_policy
 
 NEW_HOST = (
     "INSERT INTO hosts (name, uri, source, topology, topology_digest, reserved_cpuset, cordoned, resctrl_policy, "
-    "n_cells, n_cpus, n_gpus, memory_kib, topology_override, left_out) VALUES (:name, :uri, :source, :topology, "
-    ":topology_digest, :reserved_cpuset, :cordoned, :resctrl_policy, :n_cells, :n_cpus, :n_gpus, :memory_kib, "
-    ":topology_override, :left_out)"
+    "n_cells, n_cpus, n_gpus, memory_kib, topology_override, left_out, change_mark) VALUES (:name, :uri, :source, "
+    ":topology, :topology_digest, :reserved_cpuset, :cordoned, :resctrl_policy, :n_cells, :n_cpus, :n_gpus, "
+    ":memory_kib, :topology_override, :left_out, {mark})"
 )
+"""A new host's row, marked as a change (its ``{mark}``: :func:`.changes.mark` of the backend)."""
 
 
 def host_columns(host: Host) -> dict[str, Any]:
@@ -70,7 +72,7 @@ def insert_host(
             f"host {host.name!r} is already in the inventory",
             hint=f"update it with `vnuma host refresh {host.name}`, or `vnuma host remove {host.name}` first",
         )
-    x.run(NEW_HOST, {"name": host.name, "topology_override": topology_override,
+    x.run(NEW_HOST.format(mark=mark(x.dialect)), {"name": host.name, "topology_override": topology_override,
                      "left_out": encode_left_out(left_out), **host_columns(host)})
     audit.record(x, "host-add", host=host.name, uri=host.uri, source=host.source.value, cells=len(host.cells),
                  cpus=len(host.cpu_ids), devices=len(host.devices), left_out=len(left_out))

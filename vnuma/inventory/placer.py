@@ -14,17 +14,17 @@ from collections.abc import Mapping
 from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, open_access
 from vnuma.inventory.placing import Refit, claim
 from vnuma.inventory.reading import Reader
-from vnuma.inventory.warm import Changes, Mark, WarmSnapshot, read_changes, read_warm_snapshot
+from vnuma.inventory.warm import Changes, Mark, WarmSnapshot, Watermark, read_changes, read_warm_snapshot
 from vnuma.placement.model import Isolation, Placement
 
 
 class Placer(Reader):
     """The reads (a snapshot to decide on) and a claim, each one transaction."""
 
-    def changes(self, known: Mapping[str, Mark]) -> Changes:
+    def changes(self, known: Mapping[str, Mark], since: Watermark) -> Changes:
         """See :func:`.warm.read_changes` (one transaction)."""
         with self._access.begin(False) as x:
-            return read_changes(x, known)
+            return read_changes(x, known, since)
 
     def warm_snapshot(self) -> WarmSnapshot:
         """See :func:`.warm.read_warm_snapshot` (one transaction)."""

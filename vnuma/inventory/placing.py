@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFoundError
 from vnuma.inventory import audit, devices
+from vnuma.inventory.changes import bump
 from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
 from vnuma.inventory.executor import Executor, Params, Refused, Row
 from vnuma.inventory.gpuprofiles import PROFILES
@@ -88,7 +89,6 @@ NEW_PARTITIONS = (
 )
 CLAIM_TABLES = ("cpu_claims", "page_claims", "device_claims", "resctrl_claims", "partition_claims")
 DROP_CLAIMS = tuple(f"DELETE FROM {t} WHERE vm_id = :vm" for t in CLAIM_TABLES)
-BUMP = "UPDATE hosts SET host_generation = host_generation + 1, updated_at = CURRENT_TIMESTAMP WHERE id = :host"
 
 
 
@@ -168,7 +168,7 @@ def _write_claims(
                 {**ids, "gpu": gpu, "kind": kind, "name": name, "vf": vf, "start": start, "uuid": uuid}
                 for gpu, kind, name, vf, start, uuid in rows.partitions
             ]),
-            (BUMP, [{"host": h} for h in host_ids]),
+            (bump(x), [{"host": h} for h in host_ids]),
         ]
     )
 

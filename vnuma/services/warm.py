@@ -1,12 +1,14 @@
-"""A serving process's warm ledger: the fleet kept in memory between placements, refreshed by generation.
+"""A serving process's warm ledger: the fleet kept in memory between placements, refreshed by change.
 
 A :class:`WarmFleet` is a :class:`~vnuma.services.placing.View` for
-:func:`~vnuma.services.placing.place_vm`. Before each decision it reads every
-host's generation (bumped by every change to the host or its VMs) and the
-tenants, then the placements of only the hosts whose generation moved, and
+:func:`~vnuma.services.placing.place_vm`. Before each decision it reads the
+generations of just the hosts changed since its last read (their change
+marks at or above its watermark, :mod:`vnuma.inventory.changes`: the cost
+follows what changed, not the fleet) and the tenants, then the placements of
+only the hosts whose generation moved, and
 swaps those hosts' VMs in its ledger (all removals first, so a VM that moved
 between hosts is never held twice). When a host's own row (topology,
-reserved CPUs, cordon), the set of hosts, the tenants or the kept MIG
+reserved CPUs, cordon), the set of hosts (a new name, or a removal counted), the tenants or the kept MIG
 geometries changed, or on the
 last attempt of a request whose claims kept losing, it reads the whole
 snapshot again. The claim that follows
@@ -28,7 +30,7 @@ from contextlib import contextmanager
 from vnuma.errors import VnumaError
 from vnuma.inventory.executor import Row
 from vnuma.inventory.placer import Placer
-from vnuma.inventory.warm import Mark
+from vnuma.inventory.warm import Mark, Watermark
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import Placement, Tenant
 from vnuma.services.placing import LAST_ATTEMPT
@@ -42,6 +44,7 @@ class WarmFleet:
         self._lock = threading.Lock()
         self._fleet: Fleet | None = None
         self._marks: dict[str, Mark] = {}
+        self._since = Watermark(0, 0)
         self._rows: dict[str, Row] = {}
         self._tenants: dict[str, Tenant] = {}
         self._profiles: tuple[Row, ...] = ()
@@ -78,9 +81,10 @@ class WarmFleet:
     def _refreshed(self, placer: Placer) -> Fleet:
         if self._fleet is None:
             return self._rebuilt(placer)
-        got = placer.changes(self._marks)
+        got = placer.changes(self._marks, self._since)
         if (
-            got.marks.keys() != self._marks.keys()
+            got.watermark.removed != self._since.removed
+            or not got.marks.keys() <= self._marks.keys()
             or got.tenants != self._tenants
             or got.profiles != self._profiles
             or any(self._rows.get(name) != row for name, row in got.rows.items())
@@ -97,12 +101,13 @@ class WarmFleet:
                 self._on_host[name] = [p.vm for p in placements]
             self._keep_pending(set(got.placements))
         self.host_reads += len(got.placements)
-        self._marks = got.marks
+        self._marks.update(got.marks)
+        self._since = got.watermark
         return fleet
 
     def _rebuilt(self, placer: Placer) -> Fleet:
         with gc_paused():
-            self._marks, self._rows, self._profiles, snap = placer.warm_snapshot()
+            self._since, self._marks, self._rows, self._profiles, snap = placer.warm_snapshot()
             self._fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
             self._tenants = snap.tenants
             self._on_host = _by_host(snap.placements)
