@@ -23,6 +23,7 @@ through it; what they run is SQL text written once, the same on every executor.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
@@ -128,8 +129,10 @@ def sqlite_file(url: str) -> str | None:
     return path if os.path.isfile(path) else None
 
 
+@functools.lru_cache(maxsize=64)
 def postgres_conninfo(url: str) -> str | None:
-    """The psycopg connection string of a plain ``postgresql[+psycopg]://`` URL (no query options), else None."""
+    """The psycopg connection string of a plain ``postgresql[+psycopg]://`` URL (no query options), else None
+    (kept per URL: a serving process opens its one inventory at every request)."""
     parts = urlsplit(url)
     if parts.scheme not in ("postgresql", "postgresql+psycopg") or parts.query or parts.fragment:
         return None

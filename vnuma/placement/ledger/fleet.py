@@ -34,7 +34,7 @@ from vnuma.placement.ledger.booking import Plan, block, book, plan_of
 from vnuma.placement.ledger.candidates import Candidates
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.claim import REPLACE_HINT, gpu_count
-from vnuma.placement.ledger.host import HostState, ShapeCache
+from vnuma.placement.ledger.host import SHAPES, HostState
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.placement.quota import Usage
 from vnuma.placement.result import Rejection
@@ -66,9 +66,8 @@ class Fleet:
         members_elsewhere: Iterable[Placement] = (),
     ) -> None:
         ordered = sorted(hosts, key=lambda h: h.name)
-        shapes = ShapeCache()
         self.states: tuple[HostState, ...] = tuple(
-            HostState(h, i, shapes.shape(h)) for i, h in enumerate(ordered)
+            HostState(h, i, SHAPES.shape(h)) for i, h in enumerate(ordered)
         )
         self.by_name = {s.name: s for s in self.states}
         if len(self.by_name) != len(self.states):

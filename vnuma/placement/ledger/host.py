@@ -144,11 +144,16 @@ class HostShape:
 
 
 class ShapeCache:
-    """Finds the :class:`HostShape` of hosts, one per distinct shape (identical objects first)."""
+    """Finds the :class:`HostShape` of hosts, one per distinct shape (identical objects first).
 
-    def __init__(self) -> None:
+    A shape is read-only once built, so one cache serves every ledger of the process (:data:`SHAPES`): the
+    one-host ledger of each claim then builds no shape its host already has. It forgets everything past
+    ``limit`` shapes (a process that saw that many hardware models and reservations)."""
+
+    def __init__(self, limit: int = 1024) -> None:
         self._by_id: dict[tuple[object, ...], HostShape] = {}
         self._by_value: dict[object, HostShape] = {}
+        self._limit = limit
 
     def shape(self, host: Host) -> HostShape:
         """The shared shape of ``host`` (hosts decoded from one topology share cell objects)."""
@@ -160,6 +165,9 @@ class ShapeCache:
                    host.gpu_profiles)
             found = self._by_value.get(key)
             if found is None:
+                if len(self._by_value) >= self._limit:
+                    self._by_value.clear()
+                    self._by_id.clear()
                 found = self._by_value[key] = HostShape(host)
             # The shape keeps a host holding these very objects alive, so their ids stay unique.
             held = found.host
@@ -168,6 +176,10 @@ class ShapeCache:
             ):
                 self._by_id[fast] = found
         return found
+
+
+SHAPES = ShapeCache()
+"""The process's shapes (every :class:`~vnuma.placement.ledger.fleet.Fleet` finds its hosts' here)."""
 
 
 class HostState:
