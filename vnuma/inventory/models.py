@@ -85,6 +85,8 @@ class HostRow(Base):
             "ix_hosts_fleet", "name", "topology_digest", "reserved_cpuset", "uri", "source", "cordoned",
             "resctrl_policy", "device_states",
         ),
+        # `host list` (vnuma.inventory.reading.HOST_SUMMARIES) from the index alone.
+        Index("ix_hosts_summary", "name", "uri", "source", "n_cells", "n_cpus", "n_gpus", "memory_kib", "cordoned"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
