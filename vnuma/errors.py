@@ -119,6 +119,13 @@ class InventoryError(VnumaError):
     exit_code = 6
 
 
+class InconsistentInventoryError(InventoryError):
+    """``vnuma db check`` found claim rows or summary columns that disagree with the placements and topologies
+    they were written from (exit 16)."""
+
+    exit_code = 16
+
+
 class RenderError(VnumaError):
     """A template error or a rendered domain that fails validation."""
 

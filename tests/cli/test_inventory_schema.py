@@ -75,6 +75,7 @@ def test_only_a_sqlite_file_is_created_on_first_use_a_postgres_database_waits_fo
 # One invocation of every command that opens the inventory, with arguments that get it that far.
 OPENING = {
     ("apply",): ["apply", "vm1"],
+    ("db", "check"): ["db", "check"],
     ("host", "add"): ["host", "add", "h1", "--demo"],
     ("host", "import"): ["host", "import", "h1", "--capabilities", str(demo_capabilities_path())],
     ("host", "list"): ["host", "list"],

@@ -2,7 +2,10 @@
 
 Reads the tables with plain SQLAlchemy Core (not the repository under test)
 and recomputes every host's use from the recorded placements. Returns a
-list of problems, empty when the inventory is consistent.
+list of problems, empty when the inventory is consistent. It also runs
+``vnuma db check`` (vnuma's own check, :mod:`vnuma.inventory.dbcheck`), so
+every race, kill and crash test that audits its inventory checks that
+command's answer too.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from vnuma.inventory.claims import page_needs
 from vnuma.inventory.claimtables import CpuClaim, DeviceClaim, PageClaim, PartitionClaim, ResctrlClaim
 from vnuma.inventory.models import HostRow, VmRow
 from vnuma.placement.model import Placement
+from vnuma.services import Settings
+from vnuma.services.queries import db_check
 from vnuma.topology import Host, parse_cpuset
 from vnuma.topology.resctrl import l3_banks, parse_policy
 
@@ -181,6 +186,8 @@ def inconsistencies(url: str) -> list[str]:
     _check_recomputed(data, hosts, problems)
     _check_slices(data, hosts, problems)
     _check_groups(data, problems)
+    problems += [f"db check: host {p.host} VM {p.vm}: {p.what} {p.kept} != {p.expected}"
+                 for p in db_check(Settings(db_url=url)).problems]
     return problems
 
 

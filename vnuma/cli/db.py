@@ -24,6 +24,40 @@ def status(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
         output.echo_lines([f"{k}: {v}" for k, v in info.items()])
 
 
+@app.command("check")
+def check(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
+    """Check that every VM's claim rows are those its stored placement makes, and every host's summary columns
+    (cells, CPUs, GPUs, memory, topology digest) those its topology gives; print each disagreement and exit 16
+    when there is one (nothing is changed).
+
+    Rows written, edited or restored behind vnuma's back are what it finds: the database's own indexes
+    already refuse double bookings. JSON: {"hosts", "vms", "problems": [{"host", "vm" (null: the host's own
+    columns), "what", "kept", "expected"}]}.
+
+    Example: vnuma db check --json
+    """
+    from vnuma.errors import InconsistentInventoryError
+    from vnuma.services.queries import db_check
+
+    report = db_check(settings(ctx))
+    if as_json:
+        output.echo_json({"hosts": report.hosts, "vms": report.vms, "problems": [
+            {"host": p.host, "vm": p.vm, "what": p.what, "kept": p.kept, "expected": p.expected}
+            for p in report.problems]})
+    elif report.problems:
+        output.echo_table(None, ["HOST", "VM", "WHAT", "KEPT", "EXPECTED"],
+                          [(p.host, p.vm, p.what, p.kept, p.expected) for p in report.problems])
+    else:
+        typer.echo(f"inventory consistent: {report.hosts} host(s), {report.vms} VM(s) checked")
+    if report.problems:
+        hosts = sorted({p.host for p in report.problems})
+        raise InconsistentInventoryError(
+            f"inventory inconsistent: {len(report.problems)} disagreement(s) on host(s) {', '.join(hosts)}",
+            hint="see the rows above; `vnuma host refresh HOST` rewrites a host's columns, and a VM's claims are "
+                 "rewritten by releasing and placing it again",
+        )
+
+
 @app.command("upgrade")
 def upgrade(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
     """Migrate the inventory to this vnuma's schema (creates it when new). JSON: as `db status --json`.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vnuma.errors import InvalidInputError, not_in_inventory
 from vnuma.inventory import open_inventory
@@ -11,6 +11,9 @@ from vnuma.placement.model import Placement
 from vnuma.services import Settings
 from vnuma.services.names import natural_key
 from vnuma.topology import Host
+
+if TYPE_CHECKING:
+    from vnuma.inventory.dbcheck import Report
 
 
 def host_summaries(settings: Settings) -> list[dict[str, Any]]:
@@ -130,6 +133,16 @@ def db_upgrade(settings: Settings) -> str:
     """Migrate the inventory to head; returns the head revision."""
     upgrade(settings.db_url)
     return head_revision()
+
+
+def db_check(settings: Settings) -> Report:
+    """``vnuma db check``: every VM's claim rows and every host's summary columns against the placements and
+    topologies they were written from, in one transaction (:mod:`vnuma.inventory.dbcheck`)."""
+    from vnuma.inventory.access import open_access
+    from vnuma.inventory.dbcheck import check
+
+    with open_access(settings.db_url) as access, access.begin(False) as x:
+        return check(x)
 
 
 def check_serving(settings: Settings) -> None:
