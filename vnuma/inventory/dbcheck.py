@@ -6,7 +6,7 @@ Read in one transaction (:func:`check`):
   GPU partitions, and the host each row is on) against the rows its stored
   placement makes (:func:`.claims.claim_rows`, what every claim writes);
 * each host's summary columns (cells, CPUs, GPUs, memory: what ``host
-  list`` prints) against its topology (:func:`.hostwrite.host_columns`,
+  list`` prints) against its topology (:func:`.hostwrite.summary_columns`,
   what every import and refresh writes), and its topology digest against
   its topology text (:data:`DIGESTS`).
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from vnuma.inventory.claims import claim_rows
 from vnuma.inventory.executor import Executor, Row
-from vnuma.inventory.hostwrite import host_columns
+from vnuma.inventory.hostwrite import summary_columns
 from vnuma.inventory.reading import Snapshot, read_snapshot
 from vnuma.inventory.topologies import digest_topology
 from vnuma.placement.ledger.fleet import Fleet
@@ -92,13 +92,16 @@ def _claim_problems(snapshot: Snapshot, claims: dict[str, list[Row]], vm_hosts: 
             kept[(str(vm), kind)].add(_normal(kind, row))
             on[str(vm)].add(str(host))
     row_host = {str(vm): str(host) for vm, host in vm_hosts}
-    ledgers = {h.name: Fleet([h]) for h in snapshot.hosts}
+    hosts = {h.name: h for h in snapshot.hosts}
+    ledgers: dict[str, Fleet] = {}
     for p in snapshot.placements:
         if row_host.get(p.vm) != p.host:
             yield Problem(p.host, p.vm, "host", str(row_host.get(p.vm)), p.host)
         elsewhere = on[p.vm] - {p.host}
         if elsewhere:
             yield Problem(p.host, p.vm, "claims' host", ",".join(sorted(on[p.vm])), p.host)
+        if p.host not in ledgers:
+            ledgers[p.host] = Fleet([hosts[p.host]])
         rows = claim_rows(p, ledgers[p.host])
         expected = {"cpu": rows.cpus, "page": rows.pages, "device": [(d,) for d in rows.devices],
                     "slice": rows.slices, "partition": rows.partitions}
@@ -124,8 +127,12 @@ def _show(rows: set[tuple[Any, ...]]) -> str:
 
 def _summary_problems(hosts: list[Host], rows: list[Row]) -> Iterable[Problem]:
     by_name = {str(r[0]): r[1:5] for r in rows}
+    shapes: dict[tuple[int, int], dict[str, int]] = {}  # hosts of one topology text share cells and devices
     for host in hosts:
-        want = host_columns(host)
+        key = (id(host.cells), id(host.devices))  # every host stays alive here: ids are unique
+        want = shapes.get(key)
+        if want is None:
+            want = shapes[key] = summary_columns(host)
         for column, value in zip(_SUMMARY, by_name[host.name], strict=True):
             if str(value) != str(want[column]):
                 yield Problem(host.name, None, column, str(value), str(want[column]))

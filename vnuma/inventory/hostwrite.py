@@ -33,6 +33,16 @@ NEW_HOST = (
 """A new host's row, marked as a change (its ``{mark}``: :func:`.changes.mark` of the backend)."""
 
 
+def summary_columns(host: Host) -> dict[str, int]:
+    """The summary columns ``host list`` prints from (no topology parsing)."""
+    return {
+        "n_cells": len(host.cells),
+        "n_cpus": len(host.cpu_ids),
+        "n_gpus": len(host.devices_of(DeviceKind.GPU)),
+        "memory_kib": host.memory_kib,
+    }
+
+
 def host_columns(host: Host) -> dict[str, Any]:
     """The host row's columns that follow from the host (all but name, override and bookkeeping)."""
     topology = encode_topology(host)
@@ -44,10 +54,7 @@ def host_columns(host: Host) -> dict[str, Any]:
         "reserved_cpuset": format_cpuset(host.reserved_cpus),
         "cordoned": host.cordoned,
         "resctrl_policy": format_policy(host.resctrl_policy),
-        "n_cells": len(host.cells),
-        "n_cpus": len(host.cpu_ids),
-        "n_gpus": len(host.devices_of(DeviceKind.GPU)),
-        "memory_kib": host.memory_kib,
+        **summary_columns(host),
     }
 
 
