@@ -70,11 +70,12 @@ def serve(url: str, workers: int, log: Path) -> tuple[str, subprocess.Popen[byte
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vnuma.cli", "--db", url, "serve", "--listen", f"127.0.0.1:{port}",
-         "--workers", str(workers), "--rate-limit", "0"],
-        stdout=log.open("wb"), stderr=subprocess.STDOUT,
-    )
+    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vnuma.cli", "--db", url, "serve", "--listen", f"127.0.0.1:{port}",
+             "--workers", str(workers), "--rate-limit", "0"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:

@@ -67,11 +67,11 @@ def start(
 ) -> tuple[str, subprocess.Popen[bytes]]:
     """`vnuma --db DB serve` on a free port, once it answers; (base URL, process)."""
     port = free_port()
-    out = log.open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vnuma.cli", "--db", db, "serve", "--listen", f"127.0.0.1:{port}", *extra],
-        stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=os.environ.copy(),
-    )
+    with log.open("ab") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vnuma.cli", "--db", db, "serve", "--listen", f"127.0.0.1:{port}", *extra],
+            stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=os.environ.copy(),
+        )
     base = f"{scheme}://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
