@@ -110,3 +110,42 @@ def test_a_watch_whose_lease_another_took_taints_nothing_and_stops(hosts: tuple[
         watch.close()
     assert cli.ok("device", "list", "--state", "tainted", "--json").json() == []
     assert cli.ok("events", "--json").json() == []
+
+
+def test_a_taint_whose_event_cannot_be_written_is_not_kept(
+    hosts: tuple[Cli, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A taint and its event are one transaction: what stops the event (here the event's write itself) leaves the
+    GPU untainted, so the next round's files taint it with its event."""
+    from vnuma.errors import ConflictError
+    from vnuma.inventory import history
+    from vnuma.services import Settings
+    from vnuma.services.watch import Watch
+    from vnuma.services.watchhealth import HealthWatch
+    from vnuma.sources.gpuhealth import DEFAULT_EFFECTS
+    from vnuma.watch.rules import Thresholds
+
+    cli, _ = hosts
+    settings = Settings(f"sqlite:///{cli.db}")
+    warnings: list[str] = []
+    health = HealthWatch(settings, _health_dir(tmp_path, {f"dgx@{T0}.log": HEALTH / "written-dgx-like-dmesg.log"}),
+                         DEFAULT_EFFECTS, print, warnings.append)
+    recorded = history.record_moment
+
+    def refused(*args: object, **kwargs: object) -> int:
+        raise ConflictError("the event could not be written")
+
+    watch = Watch(settings, Thresholds())
+    try:
+        monkeypatch.setattr(history, "record_moment", refused)
+        health.after_round(watch, T0)
+        assert warnings == ["health: host dgx: the event could not be written"]
+        assert cli.ok("device", "list", "--state", "tainted", "--json").json() == []
+        monkeypatch.setattr(history, "record_moment", recorded)
+        health.read.clear()  # as a new watch: the files again
+        health.after_round(watch, T0 + 10)
+    finally:
+        watch.close()
+    tainted = {r["address"] for r in cli.ok("device", "list", "--state", "tainted", "--json").json()}
+    events = cli.ok("events", "--json").json()
+    assert tainted and tainted == {e["evidence"][0]["address"] for e in events}

@@ -14,12 +14,13 @@ A health file never lifts a taint (``vnuma device untaint`` does) and never move
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vnuma.inventory import open_inventory
+from vnuma.inventory.executor import Executor
 from vnuma.services import Settings
 from vnuma.services.devices import Guard, taint
 from vnuma.services.files import read_input
@@ -78,12 +79,17 @@ def taint_to_give(kept: DeviceState | None, verdict: GpuVerdict) -> TaintEffect 
     return TaintEffect.DRAIN if kept_drains or verdict.effect is TaintEffect.DRAIN else TaintEffect.NO_SCHEDULE
 
 
+Noted = Callable[[Executor, GpuVerdict, TaintEffect], None]
+"""Run in a health taint's own transaction, with the GPU's verdict and the effect given (``vnuma watch``: its
+event), so the taint and what notes it are written together or not at all."""
+
+
 def apply_health(
     settings: Settings, host: Host, health: HostHealth, *, dry_run: bool = False, who: str | None = None,
-    guard: Guard | None = None,
+    guard: Guard | None = None, noted: Noted | None = None,
 ) -> HealthOutcome:
-    """Taint ``host``'s GPUs as ``health`` says (:func:`taint_to_give`); ``dry_run``: write nothing; ``guard``:
-    run first in each taint's transaction (:func:`vnuma.services.devices.taint`).
+    """Taint ``host``'s GPUs as ``health`` says (:func:`taint_to_give`); ``dry_run``: write nothing; ``guard``,
+    then ``noted``: run first in each taint's transaction (:func:`vnuma.services.devices.taint`).
 
     Raises:
         NotFoundError: the host or a GPU left the inventory meanwhile.
@@ -98,9 +104,21 @@ def apply_health(
             out.append(GpuOutcome(v, ALREADY, kept.effect if kept is not None else None))
         else:
             if not dry_run:
-                taint(settings, host.name, v.address, v.reason, give, who, guard)
+                taint(settings, host.name, v.address, v.reason, give, who, _guarded(guard, noted, v, give))
             out.append(GpuOutcome(v, WOULD_TAINT if dry_run else TAINTED, give))
     return HealthOutcome(host.name, tuple(out), health.unknown, dry_run)
+
+
+def _guarded(guard: Guard | None, noted: Noted | None, v: GpuVerdict, give: TaintEffect) -> Guard | None:
+    if noted is None:
+        return guard
+
+    def both(x: Executor) -> None:
+        if guard is not None:
+            guard(x)
+        noted(x, v, give)
+
+    return both
 
 
 def device_health(

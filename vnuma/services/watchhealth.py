@@ -12,9 +12,9 @@ A ``device-health`` event opens and closes at once (a taint given is a fact, not
 subject the host, evidence ``[{"at", "address", "effect", "reason", "conditions"}]``; ``vnuma events``
 lists it, and it is in the audit log.
 
-Each taint and each event is written in its own transaction, and each of them renews the watch's lease first
-(:meth:`vnuma.services.watch.Watch.hold`), as a round does: a watch whose lease another took writes no taint
-and no event, and stops with the round's :class:`~vnuma.errors.LeaseError`.
+Each taint is written in one transaction with its event, which renews the watch's lease first
+(:meth:`vnuma.services.watch.Watch.hold`), as a round does: a watch whose lease another took writes neither,
+and stops with the round's :class:`~vnuma.errors.LeaseError`; a taint is never kept without its event.
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from typing import Any
 
 from vnuma.errors import InvalidInputError, LeaseError, VnumaError
 from vnuma.inventory import history, open_inventory
-from vnuma.inventory.access import open_access
+from vnuma.inventory.executor import Executor
 from vnuma.services import Settings
-from vnuma.services.devicehealth import TAINTED, GpuOutcome, apply_health, conditions
+from vnuma.services.devicehealth import TAINTED, apply_health, conditions
 from vnuma.services.devices import Guard
 from vnuma.services.files import read_input
 from vnuma.services.watch import iso
-from vnuma.sources.gpuhealth import Effects, host_health
+from vnuma.sources.gpuhealth import Effects, GpuVerdict, host_health
 from vnuma.sources.healthfile import read_health_file
+from vnuma.topology.devstates import TaintEffect
 
 RULE = "device-health"
 WHO = "vnuma watch"
@@ -110,20 +111,20 @@ class HealthWatch:
         reports = [read_health_file(read_input(p, "health"), source=str(p)) for p in paths]
         with open_inventory(self.settings.db_url) as inventory:
             found = inventory.get_host(host)
-        outcome = apply_health(self.settings, found, host_health(found, reports, self.effects), who=WHO, guard=hold)
+        events: dict[str, int] = {}
+
+        def noted(x: Executor, v: GpuVerdict, effect: TaintEffect) -> None:
+            evidence = [{"at": iso(at), "address": v.address, "effect": effect.value, "reason": v.reason,
+                         "conditions": conditions(v)}]
+            events[v.address] = history.record_moment(
+                x, history.Opened(RULE, host, None, None, round(at * 1000), evidence))
+
+        outcome = apply_health(self.settings, found, host_health(found, reports, self.effects), who=WHO, guard=hold,
+                               noted=noted)
         if outcome.unknown:
             self.warn(f"health: host {host}: not its GPUs (reported, not tainted): {', '.join(outcome.unknown)}")
         for g in outcome.gpus:
             if g.status == TAINTED:
-                event = self._event(host, g, at, hold)
-                self.say(f"event {event} opened and closed: {RULE} GPU {g.verdict.address} on host {host}: "
-                         f"tainted {g.effect}: {g.verdict.reason}")
-
-    def _event(self, host: str, g: GpuOutcome, at: float, hold: Guard) -> int:
-        evidence = [{"at": iso(at), "address": g.verdict.address, "effect": None if g.effect is None else
-                     g.effect.value, "reason": g.verdict.reason, "conditions": conditions(g.verdict)}]
-        with open_access(self.settings.db_url) as access, access.begin(True) as x:
-            hold(x)
-            event = history.record_moment(x, history.Opened(RULE, host, None, None, round(at * 1000), evidence))
-        self.events += 1
-        return event
+                self.events += 1
+                self.say(f"event {events[g.verdict.address]} opened and closed: {RULE} GPU {g.verdict.address} on "
+                         f"host {host}: tainted {g.effect}: {g.verdict.reason}")
