@@ -4,7 +4,7 @@ Every statement that counts a change to a host or to the VMs on it (a claim,
 a release, a move, a refresh, a reservation, a cordon, a device state: the
 ones that bump ``host_generation``) also sets the host's ``change_mark``
 (:func:`bump`, :func:`mark`). A reader keeps the watermark its last read took
-(:data:`WATERMARK`, in the same transaction as the read) and asks only for
+(:func:`watermark`, first in the same transaction as the read) and asks only for
 the hosts whose mark is at or above it (:data:`CHANGED_SINCE`, an index
 range): its cost grows with what changed, not with the fleet.
 

@@ -91,7 +91,6 @@ CLAIM_TABLES = ("cpu_claims", "page_claims", "device_claims", "resctrl_claims", 
 DROP_CLAIMS = tuple(f"DELETE FROM {t} WHERE vm_id = :vm" for t in CLAIM_TABLES)
 
 
-
 Refit = Callable[[Fleet], Placement | None]
 """A caller's engine choosing again on one host's ledger (see :func:`claim`)."""
 
