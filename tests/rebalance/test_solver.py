@@ -20,10 +20,10 @@ from tests.rebalance.test_properties import _replay, fleets
 from vnuma.errors import InvalidInputError
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Affinity, Isolation
+from vnuma.placement.model import Affinity, GpuAffinity, Isolation
 from vnuma.placement.objectives import Objective
 from vnuma.placement.rebalance import FleetState, Move, Plan, plan_moves
-from vnuma.topology import PAGE_1G, PAGE_2M
+from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K
 
 TENANTS = {"t1": Isolation.CORE, "t2": Isolation.NONE}
 
@@ -155,3 +155,26 @@ def test_a_tie_goes_the_way_of_the_search() -> None:
     plans = [plan_moves(state, Objective.DRAIN, 2, drain="h0", solver=s) for s in ("search", "cp-sat")]
     assert [[m.vm for m in p.moves] for p in plans] == [["v1"], ["v1"]]
     assert [[vm for vm, _ in p.left] for p in plans] == [["v2"], ["v2"]]
+
+
+def test_the_solver_counts_a_gpu_of_a_cell_with_no_placeable_cpu_as_a_loose_gpu() -> None:
+    """Cell 0's only CPU is reserved, so its GPU is one of h0's loose GPUs: a drain's model counts it
+    where the ledger does (it once looked it up as a memory-only cell and failed)."""
+    hosts = (
+        make_host("h0", cells=2, cores_per_cell=1, smt=1, memory_gib=4, hugepages_2m_gib=0, hugepages_1g_gib=0,
+                  gpus_per_cell=1, reserved_cpus=frozenset({0})),
+        make_host("h1", cells=2, cores_per_cell=1, smt=1, memory_gib=4, hugepages_2m_gib=0, hugepages_1g_gib=0,
+                  gpus_per_cell=1, reserved_cpus=frozenset({0})),
+    )
+    fleet = Fleet(hosts, (), TENANTS)
+    req = request("vm", "t1", vcpus=1, memory_gib=1, gpus=2, host="h0", gpu_affinity=GpuAffinity.PREFERRED,
+                  page_size_kib=PAGE_4K)
+    chosen = place(req, fleet).chosen
+    assert chosen is not None and len([d for d in chosen.devices if d.kind == "gpu"]) == 2
+    fleet.add(chosen, TENANTS["t1"])
+    state = FleetState(hosts, fleet.placements(), TENANTS)
+    for most in (0, 1):
+        plans = [plan_moves(state, Objective.DRAIN, most, drain="h0", solver=s) for s in ("search", "cp-sat")]
+        assert [[m.vm for m in p.moves] for p in plans] == [["vm"] * most] * 2
+        if most:
+            _run(state, plans[1])

@@ -67,9 +67,8 @@ def plan_of(hs: HostState, p: Placement) -> Plan:
     for dev in p.devices:
         if dev.kind != "gpu" or dev.address not in hs.gpu_home:
             continue
-        home = hs.gpu_home[dev.address]
-        cell = by_id.get(home) if home is not None else None
-        if cell is not None and dev.address in cell.gpus:
+        cell = hs.gpu_cell(dev.address)
+        if cell is not None:
             plan.gpus.append((cell, dev.address))
         else:
             plan.loose_gpus.append(dev.address)
@@ -140,9 +139,8 @@ def block(hs: HostState) -> dict[int, CellState]:
         hs.devices_taken.setdefault(address, blocked_holder(state))
         if address not in hs.gpu_home:
             continue
-        home = hs.gpu_home[address]
-        cell = hs.cell_by_id.get(home) if home is not None else None
-        if cell is not None and address in cell.gpus:
+        cell = hs.gpu_cell(address)
+        if cell is not None:
             cell = hs.own_cell(cell)
             free = cell.gpus_free
             touched[cell.id] = cell
@@ -208,8 +206,7 @@ def _book_partitions(hs: HostState, p: Placement, sign: int, touched: dict[int, 
             _let_go(hs, a.vf)
     moves = 0
     for gpu in sorted({a.gpu for a in p.partitions}):
-        home = hs.gpu_home.get(gpu)
-        cell = hs.cell_by_id.get(home) if home is not None else None
+        cell = hs.gpu_cell(gpu)
         if cell is not None:
             cell = hs.own_cell(cell)
         free = cell.gpus_free if cell is not None else hs.loose_gpus_free

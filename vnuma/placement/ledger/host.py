@@ -317,6 +317,13 @@ class HostState:
                 held.update(cell.core(cpu).cpus)
         return frozenset(held)
 
+    def gpu_cell(self, address: str) -> CellState | None:
+        """The CPU cell whose GPUs include GPU ``address``; None for a loose GPU (no NUMA node, or one with
+        no placeable CPU: it is in ``loose_gpus_free``). The one rule for which pool a GPU is counted in."""
+        home = self.gpu_home.get(address)
+        cell = self.cell_by_id.get(home) if home is not None else None
+        return cell if cell is not None and address in cell.gpus else None
+
     def cell_of(self, cpu: int) -> CellState | None:
         """The CPU cell holding placeable CPU ``cpu`` (None for a reserved or unknown CPU)."""
         i = self.shape.cpu_index.get(cpu)

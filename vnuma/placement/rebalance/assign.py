@@ -50,7 +50,10 @@ from vnuma.placement.rebalance.search import Search
 from vnuma.topology import DeviceKind
 
 Key = tuple[str, int, str]
-"""(host, cell, resource): ``threads``, ``pages:<size KiB>`` or ``gpus``."""
+"""(host, cell, resource): ``threads``, ``pages:<size KiB>`` or ``gpus`` (cell :data:`LOOSE`: the host's GPUs
+of no placeable cell)."""
+LOOSE = -1
+"""The cell of a :data:`Key` counting the host's loose GPUs (no cell id is negative)."""
 Choice = tuple[str, int]
 """(VM, candidate rank)."""
 PASSES = 4
@@ -112,8 +115,9 @@ def usage(search: Search, p: Placement) -> dict[Key, int]:
     for (cell_id, size), n in page_needs(p).items():
         use[(p.host, cell_id, f"pages:{size}")] = n
     for d in p.devices:
-        if d.kind is DeviceKind.GPU and d.host_cell is not None:
-            key = (p.host, d.host_cell, "gpus")
+        if d.kind is DeviceKind.GPU and d.address in hs.gpu_home:
+            cell = hs.gpu_cell(d.address)
+            key = (p.host, LOOSE if cell is None else cell.id, "gpus")
             use[key] = use.get(key, 0) + 1
     return use
 
@@ -154,6 +158,8 @@ def room_for(search: Search, modelled: Iterable[str], keys: Iterable[Key]) -> Ro
 def _capacity(search: Search, key: Key) -> int:
     host, cell_id, resource = key
     hs = search.fleet.state(host)
+    if cell_id == LOOSE:
+        return len(hs.loose_gpus_free)
     cell = hs.cell_by_id.get(cell_id)
     if cell is None:  # a memory-only cell: the pages a cold tier may still take there
         return hs.cold_free.get((cell_id, int(resource.split(":")[1])), 0)
