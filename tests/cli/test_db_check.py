@@ -89,6 +89,8 @@ TAMPERING = [
                  ("gpu", "mig", "partition claims"), id="a-mig-slice-moved"),
     pytest.param(f"UPDATE resctrl_claims SET mem_bw = 90 WHERE vm_id = {VM_OF.format(vm='sliced')}",
                  ("rdt", "sliced", "slice claims"), id="a-cap-raised"),
+    pytest.param("""UPDATE vms SET placement = '{"vm": "mig"}' WHERE name = 'mig'""", ("gpu", "mig", "placement"),
+                 id="a-placement-unreadable"),
     pytest.param("UPDATE hosts SET n_cpus = 1 WHERE name = 'rdt'", ("rdt", None, "n_cpus"), id="a-summary-column"),
     pytest.param("UPDATE hosts SET topology_digest = 'abc' WHERE name = 'rdt'", ("rdt", None, "topology_digest"),
                  id="a-digest"),

@@ -13,7 +13,9 @@ Read in one transaction (:func:`check`):
 The claim tables' unique indexes and foreign keys already make double
 bookings and orphan rows impossible; this finds what they cannot: rows
 written, edited or restored behind vnuma's back that no longer say what the
-placements and topologies say.
+placements and topologies say. A stored placement that cannot be read back is
+one problem row (``placement``), never the end of the check; its claim rows
+are then left unchecked.
 """
 
 from __future__ import annotations
@@ -73,25 +75,28 @@ class Report:
 
 def check(x: Executor) -> Report:
     """Read the inventory in ``x``'s transaction and compare (see the module docstring)."""
-    snapshot = read_snapshot(x)
+    unreadable: dict[str, str] = {}
+    snapshot = read_snapshot(x, unreadable)
     kinds = list(CLAIMS)
     *claims, vm_hosts, summaries, digests = x.batch(
         [*((CLAIMS[k], None) for k in kinds), (VM_HOSTS, None), (SUMMARIES, None), (DIGESTS, None)]
     )
-    found = [*_claim_problems(snapshot, dict(zip(kinds, claims, strict=True)), vm_hosts),
-             *_summary_problems(snapshot.hosts, summaries), *_digest_problems(summaries, digests)]
+    row_host = {str(vm): str(host) for vm, host in vm_hosts}
+    found = [*_claim_problems(snapshot, dict(zip(kinds, claims, strict=True)), row_host),
+             *_summary_problems(snapshot.hosts, summaries), *_digest_problems(summaries, digests),
+             *(Problem(row_host.get(vm, "-"), vm, "placement", why, "a placement vnuma can read")
+               for vm, why in unreadable.items())]
     ordered = sorted(found, key=lambda p: (p.host, p.vm or "", p.what))
-    return Report(len(snapshot.hosts), len(snapshot.placements), tuple(ordered))
+    return Report(len(snapshot.hosts), len(snapshot.placements) + len(unreadable), tuple(ordered))
 
 
-def _claim_problems(snapshot: Snapshot, claims: dict[str, list[Row]], vm_hosts: list[Row]) -> Iterable[Problem]:
+def _claim_problems(snapshot: Snapshot, claims: dict[str, list[Row]], row_host: dict[str, str]) -> Iterable[Problem]:
     kept: dict[tuple[str, str], set[tuple[Any, ...]]] = defaultdict(set)
     on: dict[str, set[str]] = defaultdict(set)
     for kind, rows in claims.items():
         for vm, host, *row in rows:
             kept[(str(vm), kind)].add(_normal(kind, row))
             on[str(vm)].add(str(host))
-    row_host = {str(vm): str(host) for vm, host in vm_hosts}
     hosts = {h.name: h for h in snapshot.hosts}
     ledgers: dict[str, Fleet] = {}
     for p in snapshot.placements:

@@ -125,16 +125,28 @@ def read_placements(x: Executor) -> list[Placement]:
     return decode_placements(x.rows(PLACEMENTS))
 
 
-def decode_placements(rows: list[Row]) -> list[Placement]:
-    return [decode_placement(name, doc) for name, doc in rows]
+def decode_placements(rows: list[Row], unreadable: dict[str, str] | None = None) -> list[Placement]:
+    """The placements of ``rows`` (VM name, stored document). InventoryError for one that cannot be read back,
+    unless ``unreadable`` is given: it then gets VM -> why, and the others are returned."""
+    if unreadable is None:
+        return [decode_placement(name, doc) for name, doc in rows]
+    found = []
+    for name, doc in rows:
+        try:
+            found.append(decode_placement(name, doc))
+        except InventoryError as err:
+            unreadable[str(name)] = str(err)
+    return found
 
 
-def read_snapshot(x: Executor) -> Snapshot:
-    """Tenants, hosts and placements, as one transaction sees them (two batches of queries)."""
+def read_snapshot(x: Executor, unreadable: dict[str, str] | None = None) -> Snapshot:
+    """Tenants, hosts and placements, as one transaction sees them (two batches of queries); ``unreadable``:
+    as for :func:`decode_placements`."""
     hosts, own, placements, tenants, profiles = x.batch(
         [(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PLACEMENTS, None), (TENANTS, None), (PROFILES, None)]
     )
-    return Snapshot(_hosts(x, hosts, own, profiles), decode_placements(placements), decode_tenants(tenants))
+    decoded = decode_placements(placements, unreadable)
+    return Snapshot(_hosts(x, hosts, own, profiles), decoded, decode_tenants(tenants))
 
 
 def read_host(x: Executor, name: str) -> Host:
