@@ -25,9 +25,10 @@ from vnuma.inventory.executor import Executor, Row
 from vnuma.inventory.gpuprofiles import PROFILES, decode_profiles
 from vnuma.inventory.schema import VmState
 from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host, decode_left_out
+from vnuma.placement.ledger.kinds import kept
 from vnuma.placement.model import Isolation, Placement, Tenant
 from vnuma.placement.resctrl import parse_asks
-from vnuma.topology import Host
+from vnuma.topology import DeviceKind, Host
 from vnuma.topology.leftout import LeftOut
 from vnuma.topology.partitions import with_gpu_profiles
 
@@ -74,6 +75,8 @@ class Snapshot:
     hosts: list[Host]
     placements: list[Placement]
     tenants: dict[str, Tenant]
+    gpus_elsewhere: int = 0
+    """The GPUs of the hosts a narrowed read left out (:func:`read_narrowed`; a ledger's ``gpus_elsewhere``)."""
 
 
 def tenant_of(row: tuple[object, ...]) -> Tenant:
@@ -147,6 +150,28 @@ def read_snapshot(x: Executor, unreadable: dict[str, str] | None = None) -> Snap
     )
     decoded = decode_placements(placements, unreadable)
     return Snapshot(_hosts(x, hosts, own, profiles), decoded, decode_tenants(tenants))
+
+
+def read_narrowed(x: Executor, named: frozenset[str]) -> Snapshot:
+    """:func:`read_snapshot` with only the hosts whose ledger has the whole fleet's candidates for a request
+    naming hosts ``named`` (:func:`vnuma.placement.ledger.kinds.kept`): the hosts with VMs or device
+    states, the named ones, and the first of each kind of the others (their rows alike but for name and URI,
+    so the engine's shape and cordon alike). Every placement and tenant is read; the hosts left out are never
+    decoded, and their GPUs are counted in ``gpus_elsewhere``."""
+    rows, own, placements, tenants, profiles = x.batch(
+        [(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PLACEMENTS, None), (TENANTS, None), (PROFILES, None)]
+    )
+    decoded = decode_placements(placements)
+    texts_of = dict(own)
+    on = {p.host for p in decoded}
+    positions, stands_for = kept(
+        [(*r[2:], texts_of.get(r[0]) if not r[4] else None) for r in rows],
+        [r[0] in on or bool(r[7]) for r in rows],
+        [r[0] in named for r in rows],
+    )
+    hosts = _hosts(x, [rows[i] for i in positions], own, profiles)
+    elsewhere = sum(n * len(h.devices_of(DeviceKind.GPU)) for h, n in zip(hosts, stands_for, strict=True) if n)
+    return Snapshot(hosts, decoded, decode_tenants(tenants), elsewhere)
 
 
 def read_host(x: Executor, name: str) -> Host:
@@ -260,6 +285,11 @@ class Reader(OverAccess):
         """Tenants, hosts and placements, read in one transaction (what a placement decides on)."""
         with self._access.begin(False) as x:
             return read_snapshot(x)
+
+    def narrowed(self, named: frozenset[str]) -> Snapshot:
+        """See :func:`read_narrowed` (one transaction)."""
+        with self._access.begin(False) as x:
+            return read_narrowed(x, named)
 
     def host_with_vms(self, name: str) -> tuple[Host, list[Placement], dict[str, Tenant]]:
         """One host (NotFoundError if unknown), the placements on it and every tenant, in one transaction."""

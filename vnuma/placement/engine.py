@@ -53,6 +53,7 @@ from vnuma.placement.groups import MODE_HINT, group_clash, group_hosts
 from vnuma.placement.ledger.arrays import FleetArrays, IntArray
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.host import HostState
+from vnuma.placement.ledger.kinds import named_hosts
 from vnuma.placement.memory import RefusalMemory
 from vnuma.placement.model import Placement, VmRequest
 from vnuma.placement.objectives import Strategy
@@ -295,7 +296,7 @@ def _place_fast(
     nodes = [request.numa_nodes] if request.numa_nodes else _auto_nodes(request, fleet)
     # The pre-filter knows no groups: an affine group's VM is fitted on its group's host(s) only.
     bound = group_hosts(fleet.groups, request.name, request.group, request.affinity)
-    named = (*request.avoid_hosts, *(h for h, _cell in request.avoid_cells), *bound)
+    named = (*named_hosts(request), *bound)
     candidates = fleet.candidates.indices(named)
     arrays = fleet.arrays.subset(candidates)
     closest: Rejection | None = None

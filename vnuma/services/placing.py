@@ -28,6 +28,7 @@ from vnuma.inventory.placer import Placer, open_placer
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.kept import for_tenant
 from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.ledger.kinds import named_hosts
 from vnuma.placement.model import Placement, Tenant, VmRequest
 from vnuma.placement.objectives import Strategy
 from vnuma.placement.refusal import EXPLAIN_HINT
@@ -59,13 +60,20 @@ class View(Protocol):
 
 
 class Cold:
-    """A new snapshot, and a ledger built from it, for every attempt."""
+    """A new snapshot, and a ledger built from it, for every attempt. ``named``: read only the hosts the engine's
+    fast path can choose for a request naming these hosts (:func:`~vnuma.inventory.reading.read_narrowed`), not
+    the whole fleet; None: every host."""
+
+    def __init__(self, named: frozenset[str] | None = None) -> None:
+        self.named = named
 
     @contextmanager
     def viewing(self, placer: Placer, *, attempt: int) -> Iterator[tuple[Fleet, Mapping[str, Tenant]]]:
         with gc_paused():  # decoding a fleet makes many small acyclic objects (see gc_paused)
-            snap = placer.snapshot()
-            yield Fleet(snap.hosts, snap.placements, snap.tenants.values()), snap.tenants
+            snap = placer.snapshot() if self.named is None else placer.narrowed(self.named)
+            yield Fleet(snap.hosts, snap.placements, snap.tenants.values(), gpus_elsewhere=snap.gpus_elsewhere), (
+                snap.tenants
+            )
 
     def hold(self, placement: Placement) -> None:
         """Nothing to keep: the next attempt reads a new snapshot."""
@@ -93,12 +101,29 @@ def _named(request: VmRequest, tenants: Mapping[str, Tenant], fleet: Fleet) -> V
     return for_tenant(replace(request, name=name), tenant)
 
 
-def decided(fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool) -> PlacementResult:
-    """The engine's answer on a ledger (a refusal is always explained)."""
+def decided(
+    placer: Placer, view: View, fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool
+) -> PlacementResult:
+    """The engine's answer on the view's ledger ``fleet``. A refusal is always explained, on every host: a
+    narrowed view's (:class:`Cold` with ``named``) is explained on a snapshot of the whole fleet."""
     result = place(request, fleet, strategy, explain=explain)
-    if result.chosen is None and not explain:
-        result = place(request, fleet, strategy, explain=True)
-    return result
+    if result.chosen is not None or explain:
+        return result
+    if isinstance(view, Cold) and view.named is not None:
+        with Cold().viewing(placer, attempt=0) as (whole, _tenants):
+            return place(request, whole, strategy, explain=True)
+    return place(request, fleet, strategy, explain=True)
+
+
+def narrowed_view(request: VmRequest, *, explain: bool) -> Cold:
+    """The view ``place`` reads for ``request``: only the hosts the engine's fast path can choose (a
+    :class:`Cold` with the hosts the request names) when that path decides it, else every host. The fast
+    path decides a sized request (vCPUs and memory given) without alternatives, not asked for every
+    host's reason (``explain``) nor held to one host (``host``); the others read every host."""
+    fast = not explain and request.host is None and not request.alternatives
+    if fast and request.vcpus is not None and request.memory_kib is not None:
+        return Cold(named_hosts(request))
+    return Cold()
 
 
 def place_vm(
@@ -118,7 +143,8 @@ def place_vm(
             attempt lost its claim ("inventory busy").
     """
     with open_placer(settings.db_url) as placer:
-        return _decide_and_claim(placer, view or Cold(), request, strategy, dry_run=dry_run, explain=explain)
+        view = view or narrowed_view(request, explain=explain)
+        return _decide_and_claim(placer, view, request, strategy, dry_run=dry_run, explain=explain)
 
 
 def _decide_and_claim(
@@ -128,7 +154,7 @@ def _decide_and_claim(
     for attempt in range(CLAIM_ATTEMPTS):
         with view.viewing(placer, attempt=attempt) as (fleet, tenants):
             request = _named(request, tenants, fleet)
-            result = decided(fleet, request, strategy, explain=explain)
+            result = decided(placer, view, fleet, request, strategy, explain=explain)
             if result.chosen is None or dry_run:
                 return request, result
             view.hold(result.chosen)

@@ -6,5 +6,7 @@ pre-filter read it. Per-cell claim state lives in :mod:`.cell`, per-host
 state and hardware shapes in :mod:`.host`, what one placement changes on its
 host in :mod:`.booking`, and :mod:`.arrays` mirrors the
 free capacity in numpy arrays for vectorized pre-filtering (read-only to
-everything but the fleet).
+everything but the fleet); :mod:`.candidates` keeps the hosts the engine's
+fast path looks at, and :mod:`.kinds` says which hosts a ledger of part of
+a fleet must hold to have the same.
 """

@@ -9,7 +9,8 @@ What a placement holds is booked by :mod:`.booking`; per tenant, the fleet also 
 GPUs of its VMs (its quotas' usage), on top of what it holds on hosts outside this ledger
 (``usage_elsewhere``: a claim builds a one-host ledger), and per replica group its VMs on every host
 (:attr:`Fleet.groups`, what affinity asks), on top of its VMs on hosts outside this ledger
-(``members_elsewhere``: counted as members only, their claims are not the ledger's).
+(``members_elsewhere``: counted as members only, their claims are not the ledger's), and the GPUs of hosts
+outside it (``gpus_elsewhere``: what a request is checked against, :func:`~vnuma.placement.request.validate_request`).
 
 Reserved CPUs (``Host.reserved_cpus``) are never placeable; memory-only
 cells are not guest cells in this version (see :mod:`.cell`). A host's
@@ -64,6 +65,7 @@ class Fleet:
         *,
         usage_elsewhere: Mapping[str, Usage] | None = None,
         members_elsewhere: Iterable[Placement] = (),
+        gpus_elsewhere: int = 0,
     ) -> None:
         ordered = sorted(hosts, key=lambda h: h.name)
         self.states: tuple[HostState, ...] = tuple(
@@ -84,7 +86,8 @@ class Fleet:
         self._usage: dict[str, list[int]] = {t: [u.vcpus, u.gpus] for t, u in (usage_elsewhere or {}).items()}
         self._placed: dict[str, Placement] = {}
         self.arrays = FleetArrays(self.states)
-        self.gpus_total = sum(s.gpus_total for s in self.states)
+        self.gpus_total = gpus_elsewhere + sum(s.gpus_total for s in self.states)
+        """The fleet's GPUs, those of hosts outside this ledger (``gpus_elsewhere``) included."""
         self.epoch = 0
         """Bumped whenever capacity may grow (a removal, an isolation change): invalidates refusal memories."""
         self.gpu_epoch = 0

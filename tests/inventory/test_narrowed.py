@@ -1,0 +1,124 @@
+"""`vnuma place` reads only the hosts the engine's fast path can choose, and decides exactly as on every host.
+
+The narrowed read (:func:`vnuma.inventory.reading.read_narrowed`) keeps the hosts with VMs or device states,
+the hosts a request names, and the first host of each kind of the others. Each decision of ``place_vm`` (which
+reads it) is compared with the engine's on a snapshot of the whole fleet taken just before, over fleets of
+many alike hosts (some cordoned, some with other reservations) and random requests, some naming hosts; a
+refusal is explained on every host, as before.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.builders import make_host
+from tests.placement.strategies import TENANTS, vm_requests
+from vnuma.errors import ConflictError, GroupModeError
+from vnuma.inventory import open_inventory
+from vnuma.inventory.access import open_access
+from vnuma.inventory.reading import read_narrowed, read_snapshot
+from vnuma.placement.engine import place
+from vnuma.placement.ledger.fleet import Fleet
+from vnuma.placement.ledger.kinds import kept
+from vnuma.placement.model import Tenant, VmRequest
+from vnuma.placement.objectives import Strategy
+from vnuma.services import Settings
+from vnuma.services.placing import place_vm
+
+ALIKE = [f"a-{i:02d}" for i in range(8)]
+OTHER = [f"b-{i:02d}" for i in range(3)]
+CORDONED = ["a-03", "a-06"]
+RESERVED = "c-00"
+HOSTS = [*ALIKE, *OTHER, RESERVED]
+
+
+def _inventory(directory: str) -> str:
+    url = f"sqlite:///{directory}/inventory.db"
+    small = dict(cells=2, cores_per_cell=2, smt=2, memory_gib=8, hugepages_2m_gib=2, hugepages_1g_gib=4)
+    with open_inventory(url) as inv:
+        for name in ALIKE:
+            inv.add_host(make_host(name, gpus_per_cell=1, **small))  # type: ignore[arg-type]
+        for name in OTHER:
+            inv.add_host(make_host(name, **small))  # type: ignore[arg-type]
+        inv.add_host(make_host(RESERVED, gpus_per_cell=1, reserved_cpus=frozenset({0}), **small))  # type: ignore[arg-type]
+        for name in CORDONED:
+            inv.set_cordoned(name, True)
+        for name, isolation in TENANTS:
+            inv.add_tenant(Tenant(name, isolation))
+    return url
+
+
+def _whole(url: str) -> Fleet:
+    with open_access(url) as access, access.begin(False) as x:
+        snap = read_snapshot(x)
+    return Fleet(snap.hosts, snap.placements, snap.tenants.values())
+
+
+@st.composite
+def _requests(draw: st.DrawFn) -> list[VmRequest]:
+    reqs = []
+    for i in range(draw(st.integers(3, 10))):
+        req = draw(vm_requests(name=f"vm{i}"))
+        avoided = draw(st.sets(st.sampled_from(HOSTS), max_size=3))
+        cells = draw(st.sets(st.tuples(st.sampled_from(HOSTS), st.integers(0, 1)), max_size=2))
+        reqs.append(replace(req, avoid_hosts=frozenset(avoided), avoid_cells=frozenset(cells)))
+    return reqs
+
+
+@settings(max_examples=25)
+@given(reqs=_requests(), strategy=st.sampled_from(list(Strategy)))
+def test_place_decides_on_the_narrowed_read_as_on_every_host(reqs: list[VmRequest], strategy: Strategy) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        url = _inventory(directory)
+        for req in reqs:
+            whole = _whole(url)
+            try:
+                expected = place(req, whole, strategy, explain=False).chosen
+            except (ConflictError, GroupModeError):
+                continue
+            got = place_vm(Settings(url), req, strategy, dry_run=False)[1].chosen
+            assert got == expected, req
+
+
+def test_a_refusal_is_explained_on_every_host() -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        url = _inventory(directory)
+        req = VmRequest("huge", "t1", 64, 8 * 1024 * 1024)
+        refused = place_vm(Settings(url), req, Strategy.PACK, dry_run=True)[1]
+        assert refused.chosen is None
+        assert refused == place(req, _whole(url), Strategy.PACK, explain=True)
+        assert {r.host for r in refused.rejections} == set(HOSTS)
+
+
+def test_the_read_keeps_claimed_named_and_first_of_each_kind() -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        url = _inventory(directory)
+        place_vm(Settings(url), VmRequest("v", "t1", 1, 1024 * 1024, host="a-04"), Strategy.PACK, dry_run=False)
+        with open_access(url) as access, access.begin(False) as x:
+            snap = read_narrowed(x, frozenset({"a-01", "b-02"}))
+        # a-00: first alike; a-01, b-02: named; a-02: first alike not named; a-03: first alike cordoned;
+        # a-04: claimed; b-00: first other; c-00: its reservation is its own kind.
+        assert [h.name for h in snap.hosts] == ["a-00", "a-01", "a-03", "a-04", "b-00", "b-02", "c-00"]
+        # Left out: a-02, a-05, a-07 (2 GPUs each), a-06 (cordoned), b-01 (no GPUs).
+        assert snap.gpus_elsewhere == 8
+        assert len(snap.placements) == 1
+
+
+@pytest.mark.parametrize(
+    ("kinds", "claimed", "named", "positions", "stands_for"),
+    [
+        ("aaaa", "----", "----", [0], [3]),
+        ("aaaa", "x---", "----", [0, 1], [0, 2]),
+        ("aaaa", "----", "n---", [0, 1], [0, 2]),
+        ("abab", "----", "--n-", [0, 1, 2], [0, 1, 0]),
+        ("abba", "-x--", "---n", [0, 1, 2, 3], [0, 0, 0, 0]),
+        ("", "", "", [], []),
+    ],
+)
+def test_kept_positions(kinds: str, claimed: str, named: str, positions: list[int], stands_for: list[int]) -> None:
+    assert kept(list(kinds), [c == "x" for c in claimed], [n == "n" for n in named]) == (positions, stands_for)
