@@ -10,11 +10,12 @@ import pytest
 from tests.cli.conftest import REPO, Cli
 from vnuma.errors import InvalidInputError, VnumaError
 from vnuma.inventory.placer import open_placer
+from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import VmRequest
 from vnuma.placement.objectives import Strategy
 from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
-from vnuma.services.placing import Cold, decided
+from vnuma.services.placing import Cold
 from vnuma.services.warm import WarmFleet
 from vnuma.topology import KIB_PER_GIB, PAGE_1G
 
@@ -39,7 +40,7 @@ def _state(fleet: Fleet) -> tuple[object, ...]:
 def _answer(fleet: Fleet, probe: VmRequest, strategy: Strategy) -> object:
     """The engine's explained answer, or the refusal it raises (a quota)."""
     try:
-        return decided(fleet, probe, strategy, explain=True)
+        return place(probe, fleet, strategy, explain=True)
     except VnumaError as err:
         return type(err).__name__, str(err)
 
@@ -102,9 +103,12 @@ def test_a_claim_elsewhere_rereads_one_host(fleet: Cli) -> None:
     _same_as_cold(fleet, warm)
     fleet.ok("place", "tenant-a", "--vcpus", "8", "--memory", "16GiB", "--host", "h2", "--name", "x")
     _same_as_cold(fleet, warm)
-    assert (warm.full_reads, warm.host_reads) == (1, 1)
+    assert (warm.full_reads, warm.host_reads, warm.vm_records) == (1, 1, 1)
     _same_as_cold(fleet, warm)  # nothing moved: nothing read again
-    assert (warm.full_reads, warm.host_reads) == (1, 1)
+    assert (warm.full_reads, warm.host_reads, warm.vm_records) == (1, 1, 1)
+    fleet.ok("place", "tenant-a", "--vcpus", "4", "--memory", "8GiB", "--host", "h2", "--name", "y")
+    _same_as_cold(fleet, warm)  # h2 read again; x, unchanged, stays as the ledger holds it
+    assert (warm.full_reads, warm.host_reads, warm.vm_records) == (1, 2, 2)
 
 
 def test_a_kept_mig_geometry_reaches_the_warm_ledger(fleet: Cli) -> None:
@@ -116,12 +120,12 @@ def test_a_kept_mig_geometry_reaches_the_warm_ledger(fleet: Cli) -> None:
     fleet.ok("place", "tenant-a", "--vcpus", "4", "--memory", "8GiB", "--name", "a1")
     with (open_placer(f"sqlite:///{fleet.db}") as placer, warm.viewing(placer, attempt=0) as (kept, _tenants),
           pytest.raises(InvalidInputError, match=r"no GPU of the fleet offers MIG profile '3g\.40gb'")):
-        decided(kept, mig, Strategy.PACK, explain=False)  # a profile no GPU offers is bad input (exit 4)
+        place(mig, kept, Strategy.PACK, explain=False)  # a profile no GPU offers is bad input (exit 4)
     fleet.ok("gpu-profile", "import", str(GEOMETRY))
     _same_as_cold(fleet, warm)
     assert warm.full_reads == 2
     with open_placer(f"sqlite:///{fleet.db}") as placer, warm.viewing(placer, attempt=0) as (kept, _tenants):
-        chosen = decided(kept, mig, Strategy.PACK, explain=False).chosen
+        chosen = place(mig, kept, Strategy.PACK, explain=False).chosen
         assert chosen is not None and [a.name for a in chosen.partitions] == ["3g.40gb"]
     fleet.ok("gpu-profile", "remove", "NVIDIA H100 PCIe (test copy)")
     _same_as_cold(fleet, warm)

@@ -6,8 +6,9 @@ generations of just the hosts changed since its last read (their change
 marks at or above its watermark, :mod:`vnuma.inventory.changes`: the cost
 follows what changed, not the fleet) and the tenants, then the placements of
 only the hosts whose generation moved, and
-swaps those hosts' VMs in its ledger (all removals first, so a VM that moved
-between hosts is never held twice). When a host's own row (topology,
+swaps in its ledger those hosts' VMs whose placement changed, came or went
+(all removals first, so a VM that moved between hosts is never held twice;
+a VM whose stored placement is the one the ledger holds stays as it is). When a host's own row (topology,
 reserved CPUs, cordon), the set of hosts (a new name, or a removal counted), the tenants or the kept MIG
 geometries changed, or on the
 last attempt of a request whose claims kept losing, it reads the whole
@@ -54,6 +55,8 @@ class WarmFleet:
         """How many times the whole snapshot was read (for tests and benchmarks)."""
         self.host_reads = 0
         """How many hosts were read again after their generation moved."""
+        self.vm_records = 0
+        """How many VMs such reads recorded in the ledger (those that came or changed)."""
 
     @contextmanager
     def viewing(self, placer: Placer, *, attempt: int) -> Iterator[tuple[Fleet, Mapping[str, Tenant]]]:
@@ -91,13 +94,19 @@ class WarmFleet:
         ):
             return self._rebuilt(placer)
         fleet = self._fleet
-        for name in got.placements:
+        # Only what changed is swapped: a VM the ledger holds as stored (the very placement decoded from its
+        # unchanged document: decoding is cached by text) stays; the others leave, all before any arrives.
+        for name, placements in got.placements.items():
+            stored = {p.vm: p for p in placements}
             for vm in self._on_host.pop(name, []):
-                fleet.remove(vm)
+                if stored.get(vm) is not fleet.placement(vm):
+                    fleet.remove(vm)
         with gc_paused():
             for name, placements in got.placements.items():
                 for p in placements:
-                    fleet.record(p)
+                    if fleet.placement(p.vm) is not p:
+                        fleet.record(p)
+                        self.vm_records += 1
                 self._on_host[name] = [p.vm for p in placements]
             self._keep_pending(set(got.placements))
         self.host_reads += len(got.placements)
