@@ -24,6 +24,7 @@ class Stale(Cold):
     attempts on new ones."""
 
     def __init__(self, snap: Snapshot) -> None:
+        super().__init__()  # the later attempts read every host
         self.snap = snap
 
     @contextmanager

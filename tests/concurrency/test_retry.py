@@ -21,6 +21,7 @@ from tests.concurrency.racing import make_fleet
 from vnuma.errors import ConflictError
 from vnuma.inventory import open_inventory
 from vnuma.inventory.placer import Placer
+from vnuma.placement.engine import place
 from vnuma.placement.model import Isolation, Placement, VmRequest
 from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings, placing
@@ -96,7 +97,7 @@ def test_a_name_taken_by_a_racer_is_not_retried(
 
     def racer(placer: Placer) -> None:
         with placing.Cold().viewing(placer, attempt=0) as (fleet, _tenants):
-            other = placing.decided(fleet, REQUEST, Strategy.PACK, explain=False).chosen
+            other = place(REQUEST, fleet, Strategy.PACK, explain=False).chosen
         assert other is not None
         real(placer, other, None)
 
