@@ -21,7 +21,8 @@ from tests.placement.strategies import TENANTS, vm_requests
 from vnuma.errors import ConflictError, GroupModeError
 from vnuma.inventory import open_inventory
 from vnuma.inventory.access import open_access
-from vnuma.inventory.reading import read_narrowed, read_snapshot
+from vnuma.inventory.placer import Placer
+from vnuma.inventory.reading import Snapshot, read_narrowed, read_snapshot
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.kinds import kept
@@ -105,7 +106,7 @@ def test_the_read_keeps_claimed_named_and_first_of_each_kind() -> None:
         # a-04: claimed; b-00: first other; c-00: its reservation is its own kind.
         assert [h.name for h in snap.hosts] == ["a-00", "a-01", "a-03", "a-04", "b-00", "b-02", "c-00"]
         # Left out: a-02, a-05, a-07 (2 GPUs each), a-06 (cordoned), b-01 (no GPUs).
-        assert snap.gpus_elsewhere == 8
+        assert (snap.gpus_elsewhere, snap.left_out) == (8, 5)
         assert len(snap.placements) == 1
 
 
@@ -122,3 +123,20 @@ def test_the_read_keeps_claimed_named_and_first_of_each_kind() -> None:
 )
 def test_kept_positions(kinds: str, claimed: str, named: str, positions: list[int], stands_for: list[int]) -> None:
     assert kept(list(kinds), [c == "x" for c in claimed], [n == "n" for n in named]) == (positions, stands_for)
+
+
+def test_a_refusal_on_a_read_that_left_nothing_out_is_explained_without_reading_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        url = f"sqlite:///{directory}/inventory.db"
+        with open_inventory(url) as inv:
+            inv.add_host(make_host("only", cells=1, cores_per_cell=2, memory_gib=8))
+            inv.add_tenant(Tenant("t1", TENANTS[0][1]))
+
+        def whole_read(self: Placer) -> Snapshot:
+            raise AssertionError("read every host again")
+
+        monkeypatch.setattr(Placer, "snapshot", whole_read)
+        refused = place_vm(Settings(url), VmRequest("huge", "t1", 64, 1024 * 1024), Strategy.PACK, dry_run=True)[1]
+        assert refused.chosen is None and [r.host for r in refused.rejections] == ["only"]

@@ -77,6 +77,8 @@ class Snapshot:
     tenants: dict[str, Tenant]
     gpus_elsewhere: int = 0
     """The GPUs of the hosts a narrowed read left out (:func:`read_narrowed`; a ledger's ``gpus_elsewhere``)."""
+    left_out: int = 0
+    """How many hosts a narrowed read left out (0: it read every host)."""
 
 
 def tenant_of(row: tuple[object, ...]) -> Tenant:
@@ -171,7 +173,7 @@ def read_narrowed(x: Executor, named: frozenset[str]) -> Snapshot:
     )
     hosts = _hosts(x, [rows[i] for i in positions], own, profiles)
     elsewhere = sum(n * len(h.devices_of(DeviceKind.GPU)) for h, n in zip(hosts, stands_for, strict=True) if n)
-    return Snapshot(hosts, decoded, decode_tenants(tenants), elsewhere)
+    return Snapshot(hosts, decoded, decode_tenants(tenants), elsewhere, sum(stands_for))
 
 
 def read_host(x: Executor, name: str) -> Host:

@@ -66,11 +66,14 @@ class Cold:
 
     def __init__(self, named: frozenset[str] | None = None) -> None:
         self.named = named
+        self.partial = False
+        """Did the last snapshot leave hosts out?"""
 
     @contextmanager
     def viewing(self, placer: Placer, *, attempt: int) -> Iterator[tuple[Fleet, Mapping[str, Tenant]]]:
         with gc_paused():  # decoding a fleet makes many small acyclic objects (see gc_paused)
             snap = placer.snapshot() if self.named is None else placer.narrowed(self.named)
+            self.partial = snap.left_out > 0
             yield Fleet(snap.hosts, snap.placements, snap.tenants.values(), gpus_elsewhere=snap.gpus_elsewhere), (
                 snap.tenants
             )
@@ -105,11 +108,12 @@ def decided(
     placer: Placer, view: View, fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool
 ) -> PlacementResult:
     """The engine's answer on the view's ledger ``fleet``. A refusal is always explained, on every host: a
-    narrowed view's (:class:`Cold` with ``named``) is explained on a snapshot of the whole fleet."""
+    narrowed view's (:class:`Cold` with ``named``) that left hosts out is explained on a snapshot of the whole
+    fleet."""
     result = place(request, fleet, strategy, explain=explain)
     if result.chosen is not None or explain:
         return result
-    if isinstance(view, Cold) and view.named is not None:
+    if isinstance(view, Cold) and view.partial:
         with Cold().viewing(placer, attempt=0) as (whole, _tenants):
             return place(request, whole, strategy, explain=True)
     return place(request, fleet, strategy, explain=True)
