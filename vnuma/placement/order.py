@@ -17,8 +17,10 @@ so input order never matters.
   distance, the smallest sum of pairwise distances, the smallest sum of
   cell preferences, the sorted cell ids. :data:`SET_CRITERIA` names the
   parts; :func:`decided_by` says which one set a choice apart.
-* **Cells** (:func:`cell_preference`), lower first: under ``pack`` the cell
-  with the least capacity left (best fit); under ``gpu-first`` cells with
+* **Cells** (:func:`cell_preference`), lower first: under ``pack`` and
+  ``first-fit`` the cell with the least capacity left (best fit: first-fit's
+  "first" is the host order; inside the host it fills cells as pack does);
+  under ``gpu-first`` cells with
   free GPUs come last (a GPU VM still gets the GPU cells it needs: the set
   search adds them for its GPU count).
 * **Neighbours of an anchor cell** (:func:`neighbour_key`): HMAT's rating
