@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tests.builders import make_host
 from tests.placement.strategies import TENANTS, vm_requests
 from vnuma.errors import ConflictError, GroupModeError
-from vnuma.inventory import open_inventory
+from vnuma.inventory import open_inventory, upgrade
 from vnuma.inventory.access import open_access
 from vnuma.inventory.placer import Placer
 from vnuma.inventory.reading import Snapshot, read_narrowed, read_snapshot
@@ -30,6 +30,7 @@ from vnuma.placement.model import Tenant, VmRequest
 from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings
 from vnuma.services.placing import place_vm
+from vnuma.topology.devstates import AfterRelease
 
 ALIKE = [f"a-{i:02d}" for i in range(8)]
 OTHER = [f"b-{i:02d}" for i in range(3)]
@@ -39,7 +40,11 @@ HOSTS = [*ALIKE, *OTHER, RESERVED]
 
 
 def _inventory(directory: str) -> str:
-    url = f"sqlite:///{directory}/inventory.db"
+    return _fill(f"sqlite:///{directory}/inventory.db")
+
+
+def _fill(url: str) -> str:
+    upgrade(url)  # a PostgreSQL database is never created implicitly
     small = dict(cells=2, cores_per_cell=2, smt=2, memory_gib=8, hugepages_2m_gib=2, hugepages_1g_gib=4)
     with open_inventory(url) as inv:
         for name in ALIKE:
@@ -86,28 +91,30 @@ def test_place_decides_on_the_narrowed_read_as_on_every_host(reqs: list[VmReques
             assert got == expected, req
 
 
-def test_a_refusal_is_explained_on_every_host() -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        url = _inventory(directory)
-        req = VmRequest("huge", "t1", 64, 8 * 1024 * 1024)
-        refused = place_vm(Settings(url), req, Strategy.PACK, dry_run=True)[1]
-        assert refused.chosen is None
-        assert refused == place(req, _whole(url), Strategy.PACK, explain=True)
-        assert {r.host for r in refused.rejections} == set(HOSTS)
+def test_a_refusal_is_explained_on_every_host(url: str) -> None:
+    _fill(url)
+    req = VmRequest("huge", "t1", 64, 8 * 1024 * 1024)
+    refused = place_vm(Settings(url), req, Strategy.PACK, dry_run=True)[1]
+    assert refused.chosen is None
+    assert refused == place(req, _whole(url), Strategy.PACK, explain=True)
+    assert {r.host for r in refused.rejections} == set(HOSTS)
 
 
-def test_the_read_keeps_claimed_named_and_first_of_each_kind() -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        url = _inventory(directory)
-        place_vm(Settings(url), VmRequest("v", "t1", 1, 1024 * 1024, host="a-04"), Strategy.PACK, dry_run=False)
-        with open_access(url) as access, access.begin(False) as x:
-            snap = read_narrowed(x, frozenset({"a-01", "b-02"}))
-        # a-00: first alike; a-01, b-02: named; a-02: first alike not named; a-03: first alike cordoned;
-        # a-04: claimed; b-00: first other; c-00: its reservation is its own kind.
-        assert [h.name for h in snap.hosts] == ["a-00", "a-01", "a-03", "a-04", "b-00", "b-02", "c-00"]
-        # Left out: a-02, a-05, a-07 (2 GPUs each), a-06 (cordoned), b-01 (no GPUs).
-        assert (snap.gpus_elsewhere, snap.left_out) == (8, 5)
-        assert len(snap.placements) == 1
+def test_the_read_keeps_claimed_named_and_first_of_each_kind(url: str) -> None:
+    _fill(url)
+    with open_inventory(url) as inv:  # a device state makes b-01 a host of its own
+        clean = AfterRelease.CLEAN
+        inv.change_device_states("b-01", lambda host, _who: replace(host.device_states, after_release=clean),
+                                 "host-set", {})
+    place_vm(Settings(url), VmRequest("v", "t1", 1, 1024 * 1024, host="a-04"), Strategy.PACK, dry_run=False)
+    with open_access(url) as access, access.begin(False) as x:
+        snap = read_narrowed(x, frozenset({"a-01", "b-02"}))
+    # a-00: first alike; a-01, b-02: named; a-02: first alike not named; a-03: first alike cordoned;
+    # a-04: claimed; b-00: first other; b-01: device states; c-00: its reservation is its own kind.
+    assert [h.name for h in snap.hosts] == ["a-00", "a-01", "a-03", "a-04", "b-00", "b-01", "b-02", "c-00"]
+    # Left out: a-02, a-05, a-07 (2 GPUs each), a-06 (cordoned).
+    assert (snap.gpus_elsewhere, snap.left_out) == (8, 4)
+    assert len(snap.placements) == 1
 
 
 @pytest.mark.parametrize(
