@@ -120,14 +120,14 @@ def decided(
 
 
 def narrowed_view(request: VmRequest, *, explain: bool) -> Cold:
-    """The view ``place`` reads for ``request``: only the hosts the engine's fast path can choose (a
-    :class:`Cold` with the hosts the request names) when that path decides it, else every host. The fast
-    path decides a sized request (vCPUs and memory given) without alternatives, not asked for every
-    host's reason (``explain``) nor held to one host (``host``); the others read every host."""
-    fast = not explain and request.host is None and not request.alternatives
-    if fast and request.vcpus is not None and request.memory_kib is not None:
-        return Cold(named_hosts(request))
-    return Cold()
+    """The view ``place`` reads for ``request``: only the hosts the engine can choose (a :class:`Cold` with
+    the hosts the request names), unless its answer lists every host's reason: asked for (``explain``), held
+    to one host (``host``, every other host's "not the requested host"), or with alternatives (each one's
+    rejections). A request sized per host (no vCPUs or memory) is decided over every host it reads, but alike
+    unclaimed hosts fit alike and the first in name order wins their tie, so it is narrowed too."""
+    if explain or request.host is not None or request.alternatives:
+        return Cold()
+    return Cold(named_hosts(request))
 
 
 def place_vm(
