@@ -1,7 +1,9 @@
 """Placing a VM: one snapshot of the inventory, the engine's decision, one claim.
 
 ``place_vm`` reads one snapshot (hosts, placements, tenants) in one
-transaction, decides with the engine on a ledger built from it, and claims
+transaction (of the hosts, only those the engine can choose unless the answer
+lists every host's reason: :func:`narrowed_view`), decides with the engine on
+a ledger built from it, and claims
 in one more transaction, where admission re-checks the chosen placement
 under the host lock (:mod:`vnuma.inventory.placing`). When a racing command
 claimed first, the engine chooses again on that host's ledger inside the
@@ -60,9 +62,9 @@ class View(Protocol):
 
 
 class Cold:
-    """A new snapshot, and a ledger built from it, for every attempt. ``named``: read only the hosts the engine's
-    fast path can choose for a request naming these hosts (:func:`~vnuma.inventory.reading.read_narrowed`), not
-    the whole fleet; None: every host."""
+    """A new snapshot, and a ledger built from it, for every attempt. ``named``: read only the hosts the engine
+    can choose for a request naming these hosts (:func:`~vnuma.inventory.reading.read_narrowed`), not the whole
+    fleet; None: every host."""
 
     def __init__(self, named: frozenset[str] | None = None) -> None:
         self.named = named

@@ -13,8 +13,8 @@ those differ from the other hosts of their kind: they are looked at one by one, 
 is sought among its other unclaimed hosts.
 
 A ledger of part of a fleet has the whole fleet's candidates when it holds every claimed host, every host a
-request names, and of each kind the first unclaimed host not named (:func:`kept`: what ``vnuma place`` reads
-of a large fleet).
+request names, and of each kind the first unclaimed host not named (:func:`.kinds.kept`: what ``vnuma place``
+reads of a large fleet).
 
 Work: the sorted candidate array is kept as claims come (a host's first claim inserts one index: O(claimed
 hosts)); a request naming hosts costs O(candidates + kinds + named hosts + the unclaimed hosts skipped over);
