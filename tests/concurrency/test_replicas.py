@@ -167,6 +167,10 @@ def test_replicas_and_cli_place_move_and_release_without_double_booking(replicas
                         problems.append(f"{' '.join(args)}: exit {proc.returncode}: {proc.stderr}")
                     elif proc.returncode == 0 and args[0] == "place":
                         held.add(f"cli-{i}")
+                    elif proc.returncode == 0 and args[1] == "migrate":
+                        # A CLI move among the replicas' requests is a move too: the clients' own moves mostly
+                        # find the pools full (0-3 per run, so "some move happened" failed about 1 run in 6).
+                        moved.append(f"cli-{i}")
                     elif proc.returncode == 0 and args[1] == "release":
                         held.discard(f"cli-{i}")
                 if proc.returncode != 0 and args[0] == "place":
