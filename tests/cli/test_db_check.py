@@ -94,6 +94,8 @@ TAMPERING = [
     pytest.param("UPDATE hosts SET n_cpus = 1 WHERE name = 'rdt'", ("rdt", None, "n_cpus"), id="a-summary-column"),
     pytest.param("UPDATE hosts SET topology_digest = 'abc' WHERE name = 'rdt'", ("rdt", None, "topology_digest"),
                  id="a-digest"),
+    pytest.param("UPDATE hosts SET fig_threads_used = fig_threads_used + 2 WHERE name = 'gpu'",
+                 ("gpu", None, "fig_threads_used"), id="a-kept-figure"),
 ]
 
 

@@ -1,6 +1,6 @@
 """`vnuma place` reads only the hosts the engine's fast path can choose, and decides exactly as on every host.
 
-The narrowed read (:func:`vnuma.inventory.reading.read_narrowed`) keeps the hosts with VMs or device states,
+The narrowed read (:func:`vnuma.inventory.narrowed.read_narrowed`) keeps the hosts with VMs or device states,
 the hosts a request names, and the first host of each kind of the others. Each decision of ``place_vm`` (which
 reads it) is compared with the engine's on a snapshot of the whole fleet taken just before, over fleets of
 many alike hosts (some cordoned, some with other reservations) and random requests, some naming hosts; a
@@ -18,11 +18,13 @@ from hypothesis import strategies as st
 
 from tests.builders import make_host
 from tests.placement.strategies import TENANTS, vm_requests
-from vnuma.errors import VnumaError
-from vnuma.inventory import open_inventory, upgrade
+from vnuma.errors import ConflictError, VnumaError
+from vnuma.inventory import figures, open_inventory, upgrade
 from vnuma.inventory.access import open_access
+from vnuma.inventory.narrowed import read_narrowed
 from vnuma.inventory.placer import Placer
-from vnuma.inventory.reading import Snapshot, read_narrowed, read_snapshot
+from vnuma.inventory.reading import Snapshot, read_snapshot
+from vnuma.placement import topk
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.kinds import kept
@@ -80,9 +82,14 @@ def _requests(draw: st.DrawFn) -> list[VmRequest]:
 
 
 @settings(max_examples=25)
-@given(reqs=_requests(), strategy=st.sampled_from(list(Strategy)))
-def test_place_decides_on_the_narrowed_read_as_on_every_host(reqs: list[VmRequest], strategy: Strategy) -> None:
-    with tempfile.TemporaryDirectory() as directory:
+@given(reqs=_requests(), strategy=st.sampled_from(list(Strategy)), k=st.sampled_from([0, 1, 2, topk.FIRST_K]))
+def test_place_decides_on_the_narrowed_read_as_on_every_host(
+    reqs: list[VmRequest], strategy: Strategy, k: int
+) -> None:
+    """``k``: how many claimed hosts a first read decodes of those it may leave out (:mod:`vnuma.placement.topk`);
+    0 and 1 leave out nearly every claimed host, so most choices are checked against hosts left out."""
+    with tempfile.TemporaryDirectory() as directory, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(topk, "FIRST_K", k)
         url = _inventory(directory)
         for req in reqs:
             whole = _whole(url)
@@ -152,3 +159,45 @@ def test_a_refusal_on_a_read_that_left_nothing_out_is_explained_without_reading_
         monkeypatch.setattr(Placer, "snapshot", whole_read)
         refused = place_vm(Settings(url), VmRequest("huge", "t1", 64, 1024 * 1024), Strategy.PACK, dry_run=True)[1]
         assert refused.chosen is None and [r.host for r in refused.rejections] == ["only"]
+
+
+def test_vms_on_claimed_hosts_left_out_still_name_and_count(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read that leaves every claimed host out (``FIRST_K`` 0) still knows their VMs: a new VM's default name
+    skips theirs, and its tenant's quota counts what they hold."""
+    _fill(url)
+    with open_inventory(url) as inv:
+        inv.add_tenant(Tenant("q", TENANTS[0][1], max_vcpus=3))
+    monkeypatch.setattr(topk, "FIRST_K", 0)
+    gib = 1024 * 1024
+    first = place_vm(Settings(url), VmRequest("", "q", 2, gib), Strategy.PACK, dry_run=False)[1].chosen
+    assert first is not None and first.vm == "q-vm1"
+    with open_access(url) as access, access.begin(False) as x:
+        snap = read_narrowed(x, frozenset(), rank=lambda names, _figures, _tenants: names)
+    assert first.host not in {h.name for h in snap.hosts} and snap.vms_elsewhere == {"q-vm1"}
+    assert snap.usage_elsewhere["q"].vcpus == 2
+    second = place_vm(Settings(url), VmRequest("", "q", 1, gib), Strategy.PACK, dry_run=False)[1].chosen
+    assert second is not None and second.vm == "q-vm2"
+    with pytest.raises(ConflictError, match="quota"):
+        place_vm(Settings(url), VmRequest("", "q", 1, gib), Strategy.PACK, dry_run=False)
+
+
+def test_a_release_clears_the_kept_figures_and_the_next_claim_keeps_the_ledgers(url: str) -> None:
+    _fill(url)
+    for i in range(2):
+        place_vm(Settings(url), VmRequest(f"v{i}", "t1", 2, 1024 * 1024, host="a-01"), Strategy.PACK, dry_run=False)
+    assert _kept(url) == {"a-01": _figures(url, "a-01")}
+    with open_inventory(url) as inv:
+        inv.release("v0")
+    assert _kept(url) == {}
+    place_vm(Settings(url), VmRequest("v2", "t1", 1, 1024 * 1024, host="a-01"), Strategy.PACK, dry_run=False)
+    assert _kept(url) == {"a-01": _figures(url, "a-01")}
+
+
+def _kept(url: str) -> dict[str, tuple[int, ...]]:
+    with open_access(url) as access, access.begin(False) as x:
+        return {str(r[0]): tuple(int(v) for v in r[1:]) for r in x.rows(figures.KEPT)}
+
+
+def _figures(url: str, host: str) -> tuple[int, ...]:
+    whole = _whole(url)
+    return whole.arrays.figures(whole.state(host).index)

@@ -26,9 +26,9 @@ def status(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
 
 @app.command("check")
 def check(ctx: typer.Context, as_json: output.JsonOpt = False) -> None:
-    """Check that every VM's claim rows are those its stored placement makes, and every host's summary columns
-    (cells, CPUs, GPUs, memory, topology digest) those its topology gives; print each disagreement and exit 16
-    when there is one (nothing is changed).
+    """Check that every VM's claim rows are those its stored placement makes, every host's summary columns
+    (cells, CPUs, GPUs, memory, topology digest) those its topology gives, and every host's kept figures
+    (``fig_*``) those its VMs leave; print each disagreement and exit 16 when there is one (nothing is changed).
 
     Rows written, edited or restored behind vnuma's back are what it finds: the database's own indexes
     already refuse double bookings. JSON: {"hosts", "vms", "problems": [{"host", "vm" (null: the host's own

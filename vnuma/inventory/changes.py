@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from vnuma.inventory.figures import CLEARED
+
 _MARK = {
     "postgresql": "pg_current_xact_id()::text::bigint",
     "sqlite": "(SELECT COALESCE(MAX(change_mark), 0) + 1 FROM hosts)",
@@ -40,9 +42,10 @@ _WATERMARK = {
     "sqlite": "SELECT (SELECT COALESCE(MAX(change_mark), 0) + 1 FROM hosts), hosts_removed FROM fleet_marks",
 }
 _BUMP = (
-    "UPDATE hosts SET host_generation = host_generation + 1, change_mark = {mark}, updated_at = CURRENT_TIMESTAMP "
-    "WHERE id = :host"
+    "UPDATE hosts SET host_generation = host_generation + 1, change_mark = {mark}, updated_at = CURRENT_TIMESTAMP, "
+    f"{CLEARED} WHERE id = :host"
 )
+"""A change clears the host's kept figures too (a claim sets them again after it: :mod:`.figures`)."""
 CHANGED_SINCE = "SELECT name, id, host_generation FROM hosts WHERE change_mark >= :since"
 """Every host changed at or after a watermark: its name, id and generation."""
 HOST_REMOVED = "UPDATE fleet_marks SET hosts_removed = hosts_removed + 1 WHERE id = 1"

@@ -8,7 +8,10 @@ Read in one transaction (:func:`check`):
 * each host's summary columns (cells, CPUs, GPUs, memory: what ``host
   list`` prints) against its topology (:func:`.hostwrite.summary_columns`,
   what every import and refresh writes), and its topology digest against
-  its topology text (:data:`DIGESTS`).
+  its topology text (:data:`DIGESTS`);
+* each host's kept figures (:mod:`.figures`, what its last claim wrote)
+  against the figures of the whole fleet's ledger built from the stored
+  placements (hosts with an unreadable placement left out).
 
 The claim tables' unique indexes and foreign keys already make double
 bookings and orphan rows impossible; this finds what they cannot: rows
@@ -25,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from vnuma.inventory import figures
 from vnuma.inventory.claims import claim_rows
 from vnuma.inventory.executor import Executor, Row
 from vnuma.inventory.hostwrite import summary_columns
@@ -78,14 +82,16 @@ def check(x: Executor) -> Report:
     unreadable: dict[str, str] = {}
     snapshot = read_snapshot(x, unreadable)
     kinds = list(CLAIMS)
-    *claims, vm_hosts, summaries, digests = x.batch(
-        [*((CLAIMS[k], None) for k in kinds), (VM_HOSTS, None), (SUMMARIES, None), (DIGESTS, None)]
+    *claims, vm_hosts, summaries, digests, kept = x.batch(
+        [*((CLAIMS[k], None) for k in kinds), (VM_HOSTS, None), (SUMMARIES, None), (DIGESTS, None),
+         (figures.KEPT, None)]
     )
     row_host = {str(vm): str(host) for vm, host in vm_hosts}
     found = [*_claim_problems(snapshot, dict(zip(kinds, claims, strict=True)), row_host),
              *_summary_problems(snapshot.hosts, summaries), *_digest_problems(summaries, digests),
              *(Problem(row_host.get(vm, "-"), vm, "placement", why, "a placement vnuma can read")
-               for vm, why in unreadable.items())]
+               for vm, why in unreadable.items()),
+             *_figure_problems(snapshot, kept, {row_host.get(vm) for vm in unreadable})]
     ordered = sorted(found, key=lambda p: (p.host, p.vm or "", p.what))
     return Report(len(snapshot.hosts), len(snapshot.placements) + len(unreadable), tuple(ordered))
 
@@ -141,6 +147,18 @@ def _summary_problems(hosts: list[Host], rows: list[Row]) -> Iterable[Problem]:
         for column, value in zip(_SUMMARY, by_name[host.name], strict=True):
             if str(value) != str(want[column]):
                 yield Problem(host.name, None, column, str(value), str(want[column]))
+
+
+def _figure_problems(snapshot: Snapshot, kept: list[Row], skipped: set[str | None]) -> Iterable[Problem]:
+    rows = [r for r in kept if r[0] not in skipped]
+    if not rows:
+        return
+    ledger = Fleet(snapshot.hosts, snapshot.placements, snapshot.tenants.values())
+    for name, *values in rows:
+        want = ledger.arrays.figures(ledger.state(str(name)).index)
+        for column, got, expected in zip(figures.COLUMNS, values, want, strict=True):
+            if int(got) != expected:
+                yield Problem(str(name), None, column, str(got), str(expected))
 
 
 def _digest_problems(rows: list[Row], digests: list[Row]) -> Iterable[Problem]:

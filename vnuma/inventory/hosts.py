@@ -13,6 +13,7 @@ from sqlalchemy import delete, func, literal_column, select, text, update
 from sqlalchemy.orm import Session
 
 from vnuma.errors import ConflictError, InvalidInputError, NotFoundError
+from vnuma.inventory import figures
 from vnuma.inventory.changes import HOST_REMOVED, mark
 from vnuma.inventory.claims import decode_placement
 from vnuma.inventory.claimtables import CpuClaim, DeviceClaim, PageClaim, PartitionClaim
@@ -52,6 +53,7 @@ def bump_generation(session: Session, host_id: int) -> None:
         update(HostRow).where(HostRow.id == host_id).values(
             host_generation=HostRow.host_generation + 1,
             change_mark=literal_column(mark(session.get_bind().dialect.name)),
+            **dict.fromkeys(figures.COLUMNS),  # a change other than a claim keeps no figures (figures.py)
         )
     )
 

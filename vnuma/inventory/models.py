@@ -42,6 +42,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     func,
+    text,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -87,6 +88,12 @@ class HostRow(Base):
         ),
         # `host list` (vnuma.inventory.reading.HOST_SUMMARIES) from the index alone.
         Index("ix_hosts_summary", "name", "uri", "source", "n_cells", "n_cpus", "n_gpus", "memory_kib", "cordoned"),
+        # The claimed hosts' kept figures (vnuma.inventory.figures.KEPT) from the index alone.
+        Index(
+            "ix_hosts_figures", "name", "fig_threads_used", "fig_threads_total", "fig_mem_used", "fig_mem_total",
+            "fig_gpus_free", "fig_gpus_total", "fig_width",
+            sqlite_where=text("fig_threads_used IS NOT NULL"), postgresql_where=text("fig_threads_used IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -114,6 +121,14 @@ class HostRow(Base):
     host_generation: Mapped[int] = mapped_column(default=0, server_default="0")
     # Set with host_generation by every change (vnuma.inventory.changes): who changed since a reader's watermark.
     change_mark: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0", index=True)
+    # What the scorers read of the host, as its last claim left it (vnuma.inventory.figures; NULL: not kept).
+    fig_threads_used: Mapped[int | None] = mapped_column(BigInteger)
+    fig_threads_total: Mapped[int | None] = mapped_column(BigInteger)
+    fig_mem_used: Mapped[int | None] = mapped_column(BigInteger)
+    fig_mem_total: Mapped[int | None] = mapped_column(BigInteger)
+    fig_gpus_free: Mapped[int | None] = mapped_column(BigInteger)
+    fig_gpus_total: Mapped[int | None] = mapped_column(BigInteger)
+    fig_width: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.current_timestamp()
     )

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, open_access
+from vnuma.inventory.narrowed import Rank, read_narrowed
 from vnuma.inventory.placing import Refit, claim
-from vnuma.inventory.reading import Reader
+from vnuma.inventory.reading import Reader, Snapshot
 from vnuma.inventory.warm import Changes, Mark, WarmSnapshot, Watermark, read_changes, read_warm_snapshot
 from vnuma.placement.model import Isolation, Placement
 
@@ -30,6 +31,11 @@ class Placer(Reader):
         """See :func:`.warm.read_warm_snapshot` (one transaction)."""
         with self._access.begin(False) as x:
             return read_warm_snapshot(x)
+
+    def narrowed(self, named: frozenset[str], *, group: str | None = None, rank: Rank | None = None) -> Snapshot:
+        """See :func:`.narrowed.read_narrowed` (one transaction)."""
+        with self._access.begin(False) as x:
+            return read_narrowed(x, named, group=group, rank=rank)
 
     def claim(self, placement: Placement, isolation: Isolation | None = None, refit: Refit | None = None) -> Placement:
         """Claim the placement in one write transaction (see :func:`.placing.claim`); the placement claimed."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFoundError
-from vnuma.inventory import audit, devices
+from vnuma.inventory import audit, devices, figures
 from vnuma.inventory.changes import bump
 from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
 from vnuma.inventory.executor import Executor, Params, Refused, Row
@@ -153,8 +153,10 @@ def _write_claims(
     x: Executor, first: list[tuple[str, Params]], p: Placement, ledger: Fleet, host_ids: list[int]
 ) -> None:
     """The ``first`` statements (the VM's row), the claim rows of ``p`` on its host (the first of
-    ``host_ids``), then every host's generation: one batch, one round trip where the backend can."""
+    ``host_ids``), then every host's generation, and the figures ``p``'s host keeps once ``ledger`` (that host's,
+    admission passed) records it (:mod:`.figures`): one batch, one round trip where the backend can."""
     rows = claim_rows(p, ledger)
+    ledger.record(p)
     ids = {"vm": p.vm, "host": host_ids[0]}
     x.write_batch(
         [
@@ -168,6 +170,7 @@ def _write_claims(
                 for gpu, kind, name, vf, start, uuid in rows.partitions
             ]),
             (bump(x), [{"host": h} for h in host_ids]),
+            (figures.SET, [figures.params(host_ids[0], ledger.arrays.figures(ledger.state(p.host).index))]),
         ]
     )
 

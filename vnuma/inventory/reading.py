@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vnuma.errors import InventoryError, not_in_inventory
@@ -25,10 +25,10 @@ from vnuma.inventory.executor import Executor, Row
 from vnuma.inventory.gpuprofiles import PROFILES, decode_profiles
 from vnuma.inventory.schema import VmState
 from vnuma.inventory.topologies import HostRowTuple, assemble_hosts, decode_host, decode_left_out
-from vnuma.placement.ledger.kinds import kept
 from vnuma.placement.model import Isolation, Placement, Tenant
+from vnuma.placement.quota import Usage
 from vnuma.placement.resctrl import parse_asks
-from vnuma.topology import DeviceKind, Host
+from vnuma.topology import Host
 from vnuma.topology.leftout import LeftOut
 from vnuma.topology.partitions import with_gpu_profiles
 
@@ -76,9 +76,14 @@ class Snapshot:
     placements: list[Placement]
     tenants: dict[str, Tenant]
     gpus_elsewhere: int = 0
-    """The GPUs of the hosts a narrowed read left out (:func:`read_narrowed`; a ledger's ``gpus_elsewhere``)."""
+    """The GPUs of the hosts a narrowed read left out (:func:`.narrowed.read_narrowed`; a ledger's
+    ``gpus_elsewhere``)."""
     left_out: int = 0
     """How many hosts a narrowed read left out (0: it read every host)."""
+    usage_elsewhere: dict[str, Usage] = field(default_factory=dict)
+    """What the VMs on claimed hosts a narrowed read left out hold, per tenant (a ledger's ``usage_elsewhere``)."""
+    vms_elsewhere: frozenset[str] = frozenset()
+    """The VMs on claimed hosts a narrowed read left out (a ledger's ``vms_elsewhere``)."""
 
 
 def tenant_of(row: tuple[object, ...]) -> Tenant:
@@ -103,10 +108,12 @@ def decode_tenants(rows: list[Row]) -> dict[str, Tenant]:
 def read_hosts(x: Executor) -> list[Host]:
     """Every host, sorted by name; each distinct topology text is read and decoded once."""
     rows, own, profiles = x.batch([(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PROFILES, None)])
-    return _hosts(x, rows, own, profiles)
+    return hosts_of_rows(x, rows, own, profiles)
 
 
-def _hosts(x: Executor, rows: list[Row], own: list[Row], profiles: list[Row]) -> list[Host]:
+def hosts_of_rows(x: Executor, rows: list[Row], own: list[Row], profiles: list[Row]) -> list[Host]:
+    """The hosts of :data:`FLEET_HOSTS` rows ``rows`` (``own``: :data:`OWN_TOPOLOGIES`' rows, ``profiles``:
+    :data:`~.gpuprofiles.PROFILES`'), each distinct topology text read and decoded once."""
     texts_of = dict(own)
     host_rows: list[HostRowTuple] = [(*r, texts_of.get(r[0]) if not r[4] else None) for r in rows]  # type: ignore[misc]
     digests = sorted({r[4] for r in host_rows if r[8] is None})
@@ -151,29 +158,7 @@ def read_snapshot(x: Executor, unreadable: dict[str, str] | None = None) -> Snap
         [(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PLACEMENTS, None), (TENANTS, None), (PROFILES, None)]
     )
     decoded = decode_placements(placements, unreadable)
-    return Snapshot(_hosts(x, hosts, own, profiles), decoded, decode_tenants(tenants))
-
-
-def read_narrowed(x: Executor, named: frozenset[str]) -> Snapshot:
-    """:func:`read_snapshot` with only the hosts whose ledger has the whole fleet's candidates for a request
-    naming hosts ``named`` (:func:`vnuma.placement.ledger.kinds.kept`): the hosts with VMs or device
-    states, the named ones, and the first of each kind of the others (their rows alike but for name and URI,
-    so the engine's shape and cordon alike). Every placement and tenant is read; the hosts left out are never
-    decoded, and their GPUs are counted in ``gpus_elsewhere``."""
-    rows, own, placements, tenants, profiles = x.batch(
-        [(FLEET_HOSTS, None), (OWN_TOPOLOGIES, None), (PLACEMENTS, None), (TENANTS, None), (PROFILES, None)]
-    )
-    decoded = decode_placements(placements)
-    texts_of = dict(own)
-    on = {p.host for p in decoded}
-    positions, stands_for = kept(
-        [(*r[2:], texts_of.get(r[0]) if not r[4] else None) for r in rows],
-        [r[0] in on or bool(r[7]) for r in rows],
-        [r[0] in named for r in rows],
-    )
-    hosts = _hosts(x, [rows[i] for i in positions], own, profiles)
-    elsewhere = sum(n * len(h.devices_of(DeviceKind.GPU)) for h, n in zip(hosts, stands_for, strict=True) if n)
-    return Snapshot(hosts, decoded, decode_tenants(tenants), elsewhere, sum(stands_for))
+    return Snapshot(hosts_of_rows(x, hosts, own, profiles), decoded, decode_tenants(tenants))
 
 
 def read_host(x: Executor, name: str) -> Host:
@@ -287,11 +272,6 @@ class Reader(OverAccess):
         """Tenants, hosts and placements, read in one transaction (what a placement decides on)."""
         with self._access.begin(False) as x:
             return read_snapshot(x)
-
-    def narrowed(self, named: frozenset[str]) -> Snapshot:
-        """See :func:`read_narrowed` (one transaction)."""
-        with self._access.begin(False) as x:
-            return read_narrowed(x, named)
 
     def host_with_vms(self, name: str) -> tuple[Host, list[Placement], dict[str, Tenant]]:
         """One host (NotFoundError if unknown), the placements on it and every tenant, in one transaction."""

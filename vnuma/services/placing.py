@@ -27,6 +27,7 @@ from typing import Protocol
 
 from vnuma.errors import ConflictError, NoPlacementError, NotFoundError, VnumaError
 from vnuma.inventory.placer import Placer, open_placer
+from vnuma.placement import topk
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.kept import for_tenant
 from vnuma.placement.ledger.fleet import Fleet
@@ -52,6 +53,13 @@ class View(Protocol):
         claims this request lost so far (up to :data:`LAST_ATTEMPT`)."""
         ...
 
+    def decide(
+        self, placer: Placer, fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool
+    ) -> PlacementResult:
+        """Inside :meth:`viewing`: the engine's answer for ``request`` on the whole fleet, ``fleet`` the view's
+        ledger; a refusal explained on every host (:func:`explained`)."""
+        ...
+
     def hold(self, placement: Placement) -> None:
         """Inside :meth:`viewing`: ``placement`` is about to be claimed (later decisions see it taken)."""
         ...
@@ -61,24 +69,73 @@ class View(Protocol):
         ...
 
 
+def explained(
+    result: PlacementResult, request: VmRequest, fleet: Fleet, strategy: Strategy, *, explain: bool
+) -> PlacementResult:
+    """``result``, the engine's answer on ``fleet``; a refusal not explained yet is asked again there with every
+    host's reason."""
+    if result.chosen is not None or explain:
+        return result
+    return place(request, fleet, strategy, explain=True)
+
+
 class Cold:
     """A new snapshot, and a ledger built from it, for every attempt. ``named``: read only the hosts the engine
-    can choose for a request naming these hosts (:func:`~vnuma.inventory.reading.read_narrowed`), not the whole
-    fleet; None: every host."""
+    can choose for a request naming these hosts (:func:`~vnuma.inventory.narrowed.read_narrowed`), not the whole
+    fleet; None: every host. ``ranked``: the request (and strategy) whose engine's choice is checked against
+    claimed hosts left out by their kept figures (:mod:`vnuma.placement.topk`): of those, only the best ``k``
+    are read (default :data:`~vnuma.placement.topk.FIRST_K`), more when one left out could come first."""
 
-    def __init__(self, named: frozenset[str] | None = None) -> None:
+    def __init__(
+        self, named: frozenset[str] | None = None, *, ranked: tuple[VmRequest, Strategy] | None = None,
+        k: int | None = None,
+    ) -> None:
         self.named = named
+        self.ranked = ranked
+        self.k = topk.FIRST_K if k is None else k
         self.partial = False
         """Did the last snapshot leave hosts out?"""
+        self.best_left_out: topk.Ranked | None = None
+        """The best ranked claimed host the last snapshot left out (None: none)."""
 
     @contextmanager
     def viewing(self, placer: Placer, *, attempt: int) -> Iterator[tuple[Fleet, Mapping[str, Tenant]]]:
         with gc_paused():  # decoding a fleet makes many small acyclic objects (see gc_paused)
-            snap = placer.snapshot() if self.named is None else placer.narrowed(self.named)
+            self.best_left_out = None
+            if self.named is None:
+                snap = placer.snapshot()
+            elif self.ranked is None:
+                snap = placer.narrowed(self.named)
+            else:
+                snap = placer.narrowed(self.named, group=self.ranked[0].group, rank=self._left_out)
             self.partial = snap.left_out > 0
-            yield Fleet(snap.hosts, snap.placements, snap.tenants.values(), gpus_elsewhere=snap.gpus_elsewhere), (
-                snap.tenants
-            )
+            yield Fleet(
+                snap.hosts, snap.placements, snap.tenants.values(), gpus_elsewhere=snap.gpus_elsewhere,
+                usage_elsewhere=snap.usage_elsewhere, vms_elsewhere=snap.vms_elsewhere,
+            ), snap.tenants
+
+    def _left_out(self, names: list[str], figures: list[tuple[int, ...]], tenants: dict[str, Tenant]) -> list[str]:
+        assert self.ranked is not None
+        request, strategy = self.ranked
+        left = topk.ranking(request, strategy, tenants, names, figures)[self.k :]
+        self.best_left_out = left[0] if left else None
+        return [name for _score, name in left]
+
+    def decide(
+        self, placer: Placer, fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool
+    ) -> PlacementResult:
+        """The engine's answer on ``fleet``; while a claimed host left out could come before its choice
+        (:func:`~vnuma.placement.topk.outranks`), again on a read of more of them. A refusal on a read that
+        left hosts out is decided again, and explained, on a snapshot of the whole fleet."""
+        result, view = place(request, fleet, strategy, explain=explain), self
+        while result.chosen is not None and topk.outranks(view.best_left_out, result, request, fleet):
+            view = Cold(self.named, ranked=self.ranked, k=max(view.k, 1) * topk.GROWTH)
+            with view.viewing(placer, attempt=0) as (fleet, _tenants):
+                result = place(request, fleet, strategy, explain=explain)
+        if result.chosen is None and not explain and view.partial:
+            with Cold().viewing(placer, attempt=0) as (whole, _tenants):
+                return place(request, whole, strategy, explain=True)
+        return explained(result, request, fleet, strategy, explain=explain)
 
     def hold(self, placement: Placement) -> None:
         """Nothing to keep: the next attempt reads a new snapshot."""
@@ -97,39 +154,26 @@ def _named(request: VmRequest, tenants: Mapping[str, Tenant], fleet: Fleet) -> V
     name = request.name
     if not name:
         n = 1
-        while fleet.placement(f"{request.tenant}-vm{n}") is not None:
+        while fleet.has_vm(f"{request.tenant}-vm{n}"):
             n += 1
         name = f"{request.tenant}-vm{n}"
     check_name(name, "VM")
-    if fleet.placement(name) is not None:
+    if fleet.has_vm(name):
         raise ConflictError(f"VM {name!r} already exists", hint=f"vnuma vm show {name}")
     return for_tenant(replace(request, name=name), tenant)
 
 
-def decided(
-    placer: Placer, view: View, fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool
-) -> PlacementResult:
-    """The engine's answer on the view's ledger ``fleet``. A refusal is always explained, on every host: a
-    narrowed view's (:class:`Cold` with ``named``) that left hosts out is explained on a snapshot of the whole
-    fleet."""
-    result = place(request, fleet, strategy, explain=explain)
-    if result.chosen is not None or explain:
-        return result
-    if isinstance(view, Cold) and view.partial:
-        with Cold().viewing(placer, attempt=0) as (whole, _tenants):
-            return place(request, whole, strategy, explain=True)
-    return place(request, fleet, strategy, explain=True)
-
-
-def narrowed_view(request: VmRequest, *, explain: bool) -> Cold:
+def narrowed_view(request: VmRequest, strategy: Strategy, *, explain: bool) -> Cold:
     """The view ``place`` reads for ``request``: only the hosts the engine can choose (a :class:`Cold` with
     the hosts the request names), unless its answer lists every host's reason: asked for (``explain``), held
     to one host (``host``, every other host's "not the requested host"), or with alternatives (each one's
     rejections). A request sized per host (no vCPUs or memory) is decided over every host it reads, but alike
-    unclaimed hosts fit alike and the first in name order wins their tie, so it is narrowed too."""
+    unclaimed hosts fit alike and the first in name order wins their tie, so it is narrowed too. Claimed hosts
+    are left out as well when their kept figures rank them after the choice (:func:`~vnuma.placement.topk.rankable`
+    requests)."""
     if explain or request.host is not None or request.alternatives:
         return Cold()
-    return Cold(named_hosts(request))
+    return Cold(named_hosts(request), ranked=(request, strategy) if topk.rankable(request) else None)
 
 
 def place_vm(
@@ -149,7 +193,7 @@ def place_vm(
             attempt lost its claim ("inventory busy").
     """
     with open_placer(settings.db_url) as placer:
-        view = view or narrowed_view(request, explain=explain)
+        view = view or narrowed_view(request, strategy, explain=explain)
         return _decide_and_claim(placer, view, request, strategy, dry_run=dry_run, explain=explain)
 
 
@@ -160,7 +204,7 @@ def _decide_and_claim(
     for attempt in range(CLAIM_ATTEMPTS):
         with view.viewing(placer, attempt=attempt) as (fleet, tenants):
             request = _named(request, tenants, fleet)
-            result = decided(placer, view, fleet, request, strategy, explain=explain)
+            result = view.decide(placer, fleet, request, strategy, explain=explain)
             if result.chosen is None or dry_run:
                 return request, result
             view.hold(result.chosen)

@@ -32,9 +32,12 @@ from vnuma.errors import VnumaError
 from vnuma.inventory.executor import Row
 from vnuma.inventory.placer import Placer
 from vnuma.inventory.warm import Mark, Watermark
+from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
-from vnuma.placement.model import Placement, Tenant
-from vnuma.services.placing import LAST_ATTEMPT
+from vnuma.placement.model import Placement, Tenant, VmRequest
+from vnuma.placement.objectives import Strategy
+from vnuma.placement.result import PlacementResult
+from vnuma.services.placing import LAST_ATTEMPT, explained
 from vnuma.topology import gc_paused
 
 
@@ -65,6 +68,12 @@ class WarmFleet:
             # generations' braces (a lost claim's host moved generation, so a refresh sees what beat it).
             fleet = self._rebuilt(placer) if attempt >= LAST_ATTEMPT else self._refreshed(placer)
             yield fleet, self._tenants
+
+    def decide(
+        self, placer: Placer, fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool
+    ) -> PlacementResult:
+        """The engine's answer on the kept ledger (it holds every host), a refusal explained there."""
+        return explained(place(request, fleet, strategy, explain=explain), request, fleet, strategy, explain=explain)
 
     def hold(self, placement: Placement) -> None:
         """Called inside :meth:`viewing` (the lock is held): the engine admitted it on this very ledger."""

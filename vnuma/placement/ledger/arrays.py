@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from vnuma.placement.ledger.cell import CellState
 from vnuma.placement.ledger.host import HostShape, HostState
+from vnuma.placement.ledger.kinds import FIGURES
 from vnuma.placement.rules import gpu_share
 from vnuma.topology import PAGE_1G, PAGE_2M, PAGE_4K
 
@@ -48,6 +49,16 @@ class Totals:
     gpus_total: IntArray
     gpus_safe: IntArray
     width: IntArray
+
+
+def totals_of(figures: Sequence[Sequence[int]]) -> Totals:
+    """The totals of hosts given by their :data:`~.kinds.FIGURES` (one row per host), as
+    :meth:`FleetArrays.totals` gives them for hosts of a ledger: a host's scores need nothing else of it."""
+    used, total, mem_used, mem_total, gpus_free, gpus_total, width = np.array(
+        figures, dtype=np.int64
+    ).reshape(-1, len(FIGURES)).T
+    return Totals(used, total, np.maximum(total, 1), mem_used, mem_total, np.maximum(mem_total, 1), gpus_free,
+                  gpus_total, np.maximum(gpus_total, 1), width)
 
 
 class FleetArrays:
@@ -198,6 +209,10 @@ class FleetArrays:
         if hosts is None:
             return Totals(*fields)
         return Totals(*(f[hosts] for f in fields))
+
+    def figures(self, index: int) -> tuple[int, ...]:
+        """Host ``index``'s :data:`~.kinds.FIGURES` as the ledger holds them now."""
+        return tuple(int(getattr(self, name)[index]) for name in FIGURES)
 
     def sync_cell(self, hs: HostState, cell: CellState) -> None:
         """Copy one cell's current free capacity into the arrays (and its free totals onto the cell)."""

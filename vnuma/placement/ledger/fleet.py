@@ -66,6 +66,7 @@ class Fleet:
         usage_elsewhere: Mapping[str, Usage] | None = None,
         members_elsewhere: Iterable[Placement] = (),
         gpus_elsewhere: int = 0,
+        vms_elsewhere: frozenset[str] = frozenset(),
     ) -> None:
         ordered = sorted(hosts, key=lambda h: h.name)
         self.states: tuple[HostState, ...] = tuple(
@@ -88,6 +89,8 @@ class Fleet:
         self.arrays = FleetArrays(self.states)
         self.gpus_total = gpus_elsewhere + sum(s.gpus_total for s in self.states)
         """The fleet's GPUs, those of hosts outside this ledger (``gpus_elsewhere``) included."""
+        self.vms_elsewhere = vms_elsewhere
+        """The VMs of hosts outside this ledger (:meth:`has_vm`)."""
         self.epoch = 0
         """Bumped whenever capacity may grow (a removal, an isolation change): invalidates refusal memories."""
         self.gpu_epoch = 0
@@ -151,6 +154,10 @@ class Fleet:
     def placement(self, vm: str) -> Placement | None:
         """The placement of ``vm``, None if the fleet does not hold it."""
         return self._placed.get(vm)
+
+    def has_vm(self, vm: str) -> bool:
+        """Is ``vm`` placed, here or on a host outside this ledger (``vms_elsewhere``)?"""
+        return vm in self._placed or vm in self.vms_elsewhere
 
     def free_pcpus(self, host: str) -> frozenset[int]:
         """pCPUs of ``host`` that nothing holds and that are not in the shared pool."""

@@ -9,6 +9,11 @@ from collections.abc import Hashable, Sequence
 
 from vnuma.placement.model import VmRequest
 
+FIGURES = ("threads_used", "threads_total", "mem_used", "mem_total", "gpus_free", "gpus_total", "width")
+"""What the scorers read of one host (:class:`~.arrays.Totals` but its divisors), in the order
+:meth:`.arrays.FleetArrays.figures` gives them and :func:`.arrays.totals_of` takes them: kept by a claim on its
+host's row, they rank claimed hosts a partial ledger leaves out (:mod:`vnuma.placement.topk`)."""
+
 
 def named_hosts(request: VmRequest) -> frozenset[str]:
     """The hosts ``request`` names (those it avoids, and those of the cells it avoids): the candidates take
