@@ -32,22 +32,18 @@ def _no_site_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: py
         monkeypatch.delenv(var, raising=False)
 
 
-SYSTEM_LIBVIRT = "system-libvirt"
-"""The xdist group of the tests that use the machine's one libvirtd (and its migration peer) or the embedded
-QEMU driver: one worker runs them all, in the order below."""
-
-
+@pytest.hookimpl(tryfirst=True)  # marks added before any other plugin reads them
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that use the ``embedded`` QEMU driver run last: once a process has opened ``qemu:///embed``,
     libvirt hands that process's later ``qemu:///system`` connections to the embedded driver (which refuses
     them: "Missing URI parameter 'root'"), so the real-daemon tests must come first. The order is otherwise
-    kept. Under ``pytest -n`` (scripts/test) those and the real-daemon tests (``tests/integration``) are one
-    xdist group (:data:`SYSTEM_LIBVIRT`): they share one daemon, its domains and its peer, and one worker runs
-    them in this order; every other test may run on any worker."""
+    kept. Those and the real-daemon tests (``tests/integration``) are marked ``system_libvirt``: they share
+    the machine's one libvirtd, its domains and its migration peer, so scripts/test runs them in one process,
+    in this order, after the others have run on every core (pytest-xdist)."""
     items.sort(key=lambda item: "embedded" in getattr(item, "fixturenames", ()))
     for item in items:
         if "embedded" in getattr(item, "fixturenames", ()) or item.path.parent.name == "integration":
-            item.add_marker(pytest.mark.xdist_group(SYSTEM_LIBVIRT))
+            item.add_marker(pytest.mark.system_libvirt)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
