@@ -28,7 +28,7 @@ from vnuma.placement import topk
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.ledger.kinds import kept
-from vnuma.placement.model import Tenant, VmRequest
+from vnuma.placement.model import Isolation, Tenant, VmRequest
 from vnuma.placement.objectives import Strategy
 from vnuma.services import Settings
 from vnuma.services.placing import place_vm
@@ -191,6 +191,16 @@ def test_a_release_clears_the_kept_figures_and_the_next_claim_keeps_the_ledgers(
     assert _kept(url) == {}
     place_vm(Settings(url), VmRequest("v2", "t1", 1, 1024 * 1024, host="a-01"), Strategy.PACK, dry_run=False)
     assert _kept(url) == {"a-01": _figures(url, "a-01")}
+
+
+def test_an_isolation_change_clears_the_kept_figures_of_its_tenants_hosts(url: str) -> None:
+    _fill(url)
+    for host in ("a-01", "a-02"):
+        place_vm(Settings(url), VmRequest(f"v-{host}", "t3" if host == "a-01" else "t1", 2, 1024 * 1024, host=host),
+                 Strategy.PACK, dry_run=False)
+    with open_inventory(url) as inv:
+        inv.update_tenant(Tenant("t3", Isolation.CORE))
+    assert _kept(url) == {"a-02": _figures(url, "a-02")}
 
 
 def _kept(url: str) -> dict[str, tuple[int, ...]]:

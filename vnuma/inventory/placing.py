@@ -261,10 +261,15 @@ def update_tenant(x: Executor, new: Tenant) -> Tenant:
         raise NotFoundError(f"tenant {new.name!r} is not in the inventory", hint="see `vnuma tenant list`")
     tenant_id, old = int(row[0]), tenant_of(row[1:])
     if new.isolation is not old.isolation:
+        changed = []
         for host_id, host_name in x.rows(TENANT_HOSTS, {"tenant": tenant_id}):
             _, host = _locked_host(x, str(host_name))
             ledger = host_ledger(x, int(host_id), host, tenant_id, Tenant(new.name, old.isolation))
             _readmit(ledger, new)
+            changed.append({"host": int(host_id)})
+        # Its VMs' hosts are booked anew under the new isolation: a change to each (kept figures cleared).
+        if changed:
+            x.write_batch([(bump(x), changed)])
     x.run(
         CHANGED_TENANT,
         {"id": tenant_id, "isolation": new.isolation.value, "max_vcpus": new.max_vcpus, "max_gpus": new.max_gpus,
