@@ -172,7 +172,7 @@ def test_vms_on_claimed_hosts_left_out_still_name_and_count(url: str, monkeypatc
     first = place_vm(Settings(url), VmRequest("", "q", 2, gib), Strategy.PACK, dry_run=False)[1].chosen
     assert first is not None and first.vm == "q-vm1"
     with open_access(url) as access, access.begin(False) as x:
-        snap = read_narrowed(x, frozenset(), rank=lambda names, _figures, _tenants: names)
+        snap = read_narrowed(x, frozenset(), rank=lambda names, _figures, _tenants, _alike: names)
     assert first.host not in {h.name for h in snap.hosts} and snap.vms_elsewhere == {"q-vm1"}
     assert snap.usage_elsewhere["q"].vcpus == 2
     second = place_vm(Settings(url), VmRequest("", "q", 1, gib), Strategy.PACK, dry_run=False)[1].chosen

@@ -26,7 +26,7 @@ from vnuma.inventory.reading import (
 from vnuma.placement.ledger.kinds import FIGURES, kept
 from vnuma.placement.model import Placement, Tenant
 from vnuma.placement.quota import Usage
-from vnuma.topology import DeviceKind
+from vnuma.topology import DeviceKind, Host
 
 PLACEMENTS_OF = "SELECT name, placement FROM vms WHERE name IN ({names}) ORDER BY name"
 _IN_LIST = 500
@@ -38,9 +38,10 @@ VM_HOSTS = (
 """Every VM's name, host, tenant, vCPUs, GPUs and replica group, without its placement."""
 
 
-Rank = Callable[[list[str], list[tuple[int, ...]], dict[str, Tenant]], Collection[str]]
-"""Given claimed hosts (in name order) by their kept figures (:mod:`.figures`) and every tenant: those a narrowed
-read leaves out (:func:`read_narrowed`)."""
+Rank = Callable[[list[str], list[tuple[int, ...]], dict[str, Tenant], Callable[[str], Host]], Collection[str]]
+"""Given claimed hosts (in name order) by their kept figures (:mod:`.figures`), every tenant, and a host of the same
+kind as each (alike but for its name and claims: decoded once per kind, on demand): those a narrowed read leaves
+out (:func:`read_narrowed`)."""
 
 
 def read_narrowed(
@@ -71,17 +72,39 @@ def read_narrowed(
     on = {str(r[1]) for r in vms}
     held = {*named, *(str(r[0]) for r in rows if r[7]), *(str(r[1]) for r in vms if group and r[5] == group)}
     ranked = [r for r in kept_rows if r[0] not in held and r[0] in on]
-    left = set(rank([str(r[0]) for r in ranked], [tuple(int(v) for v in r[1:]) for r in ranked], tenants))
+    texts: dict[str, str] = {}  # topology texts read for a kind, read once
+    left = set(rank([str(r[0]) for r in ranked], [tuple(int(v) for v in r[1:]) for r in ranked], tenants,
+                    _alike(x, rows, own, profiles, texts)))
     away = [r for r in vms if r[1] in left]
     usage: dict[str, Usage] = {}
     for _vm, _host, tenant, vcpus, gpus, _group in away:
         usage[tenant] = usage.get(tenant, Usage()).plus(int(vcpus), int(gpus))
     placements = _placements_on(x, [r for r in vms if r[1] not in left])
     snap = _narrowed(x, [r for r in rows if r[0] not in left], own, profiles, on - left, named,
-                     decode_placements(placements), tenants)
+                     decode_placements(placements), tenants, texts)
     gpus = sum(int(r[1 + FIGURES.index("gpus_total")]) for r in kept_rows if r[0] in left)
     return replace(snap, gpus_elsewhere=snap.gpus_elsewhere + gpus, left_out=snap.left_out + len(left),
                    usage_elsewhere=usage, vms_elsewhere=frozenset(str(r[0]) for r in away))
+
+
+def _alike(
+    x: Executor, rows: list[Row], own: list[Row], profiles: list[Row], texts: dict[str, str]
+) -> Callable[[str], Host]:
+    """A host of each host's kind (:func:`~vnuma.placement.ledger.kinds.kept`'s: its row but for name and URI),
+    decoded once per kind when first asked."""
+    texts_of = dict(own)
+    by_name = {str(r[0]): r for r in rows}
+    decoded: dict[object, Host] = {}
+
+    def alike(name: str) -> Host:
+        row = by_name[name]
+        kind = (*row[2:], texts_of.get(row[0]) if not row[4] else None)
+        host = decoded.get(kind)
+        if host is None:
+            host = decoded[kind] = hosts_of_rows(x, [row], own, profiles, texts)[0]
+        return host
+
+    return alike
 
 
 def _placements_on(x: Executor, vms: list[Row]) -> list[Row]:
@@ -97,7 +120,7 @@ def _placements_on(x: Executor, vms: list[Row]) -> list[Row]:
 
 def _narrowed(
     x: Executor, rows: list[Row], own: list[Row], profiles: list[Row], on: set[str], named: frozenset[str],
-    decoded: list[Placement], tenants: dict[str, Tenant],
+    decoded: list[Placement], tenants: dict[str, Tenant], texts: dict[str, str] | None = None,
 ) -> Snapshot:
     texts_of = dict(own)
     positions, stands_for = kept(
@@ -105,6 +128,6 @@ def _narrowed(
         [r[0] in on or bool(r[7]) for r in rows],
         [r[0] in named for r in rows],
     )
-    hosts = hosts_of_rows(x, [rows[i] for i in positions], own, profiles)
+    hosts = hosts_of_rows(x, [rows[i] for i in positions], own, profiles, texts)
     elsewhere = sum(n * len(h.devices_of(DeviceKind.GPU)) for h, n in zip(hosts, stands_for, strict=True) if n)
     return Snapshot(hosts, decoded, tenants, elsewhere, sum(stands_for))

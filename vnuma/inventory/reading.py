@@ -111,15 +111,19 @@ def read_hosts(x: Executor) -> list[Host]:
     return hosts_of_rows(x, rows, own, profiles)
 
 
-def hosts_of_rows(x: Executor, rows: list[Row], own: list[Row], profiles: list[Row]) -> list[Host]:
+def hosts_of_rows(
+    x: Executor, rows: list[Row], own: list[Row], profiles: list[Row], texts: dict[str, str] | None = None
+) -> list[Host]:
     """The hosts of :data:`FLEET_HOSTS` rows ``rows`` (``own``: :data:`OWN_TOPOLOGIES`' rows, ``profiles``:
-    :data:`~.gpuprofiles.PROFILES`'), each distinct topology text read and decoded once."""
+    :data:`~.gpuprofiles.PROFILES`'), each distinct topology text read and decoded once; ``texts``: the texts
+    already read, by digest (those read here are added)."""
     texts_of = dict(own)
     host_rows: list[HostRowTuple] = [(*r, texts_of.get(r[0]) if not r[4] else None) for r in rows]  # type: ignore[misc]
-    digests = sorted({r[4] for r in host_rows if r[8] is None})
+    known = {} if texts is None else texts
+    digests = sorted({r[4] for r in host_rows if r[8] is None} - known.keys())
     found = x.batch([(TOPOLOGY, {"digest": d}) for d in digests])
-    texts = {d: str(rows[0][0]) for d, rows in zip(digests, found, strict=True)}
-    return with_geometries(assemble_hosts(host_rows, texts.__getitem__), profiles)
+    known.update((d, str(rows[0][0])) for d, rows in zip(digests, found, strict=True))
+    return with_geometries(assemble_hosts(host_rows, known.__getitem__), profiles)
 
 
 def with_geometries(hosts: list[Host], profiles: list[Row]) -> list[Host]:

@@ -38,7 +38,7 @@ from vnuma.placement.refusal import EXPLAIN_HINT
 from vnuma.placement.result import PlacementResult
 from vnuma.services import Settings, failpoints, interrupts
 from vnuma.services.names import check_name
-from vnuma.topology import gc_paused
+from vnuma.topology import Host, gc_paused
 
 CLAIM_ATTEMPTS = 5
 LAST_ATTEMPT = CLAIM_ATTEMPTS - 1
@@ -114,12 +114,18 @@ class Cold:
                 usage_elsewhere=snap.usage_elsewhere, vms_elsewhere=snap.vms_elsewhere,
             ), snap.tenants
 
-    def _left_out(self, names: list[str], figures: list[tuple[int, ...]], tenants: dict[str, Tenant]) -> list[str]:
+    def _left_out(
+        self, names: list[str], figures: list[tuple[int, ...]], tenants: dict[str, Tenant], alike: Callable[[str], Host]
+    ) -> list[str]:
         assert self.ranked is not None
+        if len(names) <= self.k:
+            return []  # all of them are read
         request, strategy = self.ranked
-        left = topk.ranking(request, strategy, tenants, names, figures)[self.k :]
+        ranked = topk.ranking(request, strategy, tenants, names, figures, alike)
+        left = ranked[self.k :]
         self.best_left_out = left[0] if left else None
-        return [name for _score, name in left]
+        unranked = set(names).difference(name for _score, name in ranked)  # of kinds that size the VM nowhere
+        return [*unranked, *(name for _score, name in left)]
 
     def decide(
         self, placer: Placer, fleet: Fleet, request: VmRequest, strategy: Strategy, *, explain: bool
