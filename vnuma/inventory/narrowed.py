@@ -98,13 +98,19 @@ def _alike(
 
     def alike(name: str) -> Host:
         row = by_name[name]
-        kind = (*row[2:], texts_of.get(row[0]) if not row[4] else None)
+        kind = _kind(row, texts_of)
         host = decoded.get(kind)
         if host is None:
             host = decoded[kind] = hosts_of_rows(x, [row], own, profiles, texts)[0]
         return host
 
     return alike
+
+
+def _kind(row: Row, texts_of: dict[object, object]) -> tuple[object, ...]:
+    """A :data:`~.reading.FLEET_HOSTS` row's kind: the row but for name and URI, with its own topology text
+    when it has no digest (:func:`~vnuma.placement.ledger.kinds.kept`'s kinds)."""
+    return (*row[2:], texts_of.get(row[0]) if not row[4] else None)
 
 
 def _placements_on(x: Executor, vms: list[Row]) -> list[Row]:
@@ -124,7 +130,7 @@ def _narrowed(
 ) -> Snapshot:
     texts_of = dict(own)
     positions, stands_for = kept(
-        [(*r[2:], texts_of.get(r[0]) if not r[4] else None) for r in rows],
+        [_kind(r, texts_of) for r in rows],
         [r[0] in on or bool(r[7]) for r in rows],
         [r[0] in named for r in rows],
     )
