@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -87,20 +88,20 @@ def test_forked_commands_killed_at_random_points(db: str, tmp_path: Path) -> Non
     rng = random.Random(SEED)
     server = ForkServer()
     try:
-        # Calibrate on unkilled runs: kill delays then span a whole command, however fast the machine.
-        durations = []
-        for trial in range(3):
-            argv, vm = _command(rng, db, trial)
-            start = time.perf_counter()
-            status = server.run(argv, tmp_path / "err", None)
-            durations.append(time.perf_counter() - start)
-            _check(db, argv, vm, status, tmp_path / "err")
-        longest = 1.25 * statistics.median(durations)
+        # Calibrate on unkilled runs, and keep calibrating: the window follows the last few whole
+        # commands, so kill delays span a command however fast the machine is or becomes (another
+        # test's load ending mid-run once left most delays past the command's end).
+        durations: deque[float] = deque(maxlen=5)
         killed = 0
-        for trial in range(3, 3 + FORKED_TRIALS):
+        for trial in range(3 + FORKED_TRIALS):
             argv, vm = _command(rng, db, trial)
-            status = server.run(argv, tmp_path / "err", rng.uniform(0, longest))
-            killed += status.get("signal") == signal.SIGKILL
+            delay = None if trial < 3 else rng.uniform(0, 1.25 * statistics.median(durations))
+            start = time.perf_counter()
+            status = server.run(argv, tmp_path / "err", delay)
+            if status.get("signal") == signal.SIGKILL:
+                killed += 1
+            else:
+                durations.append(time.perf_counter() - start)
             _check(db, argv, vm, status, tmp_path / "err")
     finally:
         server.close()
