@@ -6,7 +6,8 @@ text is identical, as for one hardware model). One host is added through the
 inventory, the others are copies of its row inserted in one transaction, and
 a VM is claimed on every 10th host so the engine sees a partly used fleet.
 Each timed run is a fresh ``python -m vnuma.cli --db FILE place ...`` process
-that claims a VM (8 vCPUs, 32 GiB in 1 GiB pages, 1 GPU). Prints a table:
+that claims a VM (8 vCPUs, 32 GiB in 1 GiB pages, 1 GPU), then ``host list
+--json`` is timed the same way on the same file. Prints a table:
 median and best wall time of --runs, and the median CPU time (user +
 system) of the process next to issue 37's targets (CPU time: other work on
 a shared machine disturbs it far less than wall time); plus the same
@@ -34,6 +35,8 @@ from vnuma.topology import PAGE_1G, Host
 
 TARGETS_S = {10000: 0.4, 100000: 1.0}
 """Issue 37's targets: CPU seconds (user + system) of one claiming ``place``."""
+LIST_TARGETS_S = {100000: 1.0}
+"""Issue 37's target: CPU seconds of one ``host list --json``."""
 VNUMA = [sys.executable, "-m", "vnuma.cli"]
 
 
@@ -108,6 +111,10 @@ def main() -> None:
             rows.append([f"place, {n:,} hosts", f"{built:.1f}", f"{path.stat().st_size / 2**20:.1f}",
                          *(f"{x:.3f}" for x in _stats([w[0] for w, _ in runs])),
                          f"{statistics.median(c[0] for _, c in runs):.3f}", f"{target}" if target else "-"])
+            walls, cpus = timed([*VNUMA, "--db", str(path), "host", "list", "--json"], args.runs)
+            target = LIST_TARGETS_S.get(n)
+            rows.append([f"host list --json, {n:,} hosts", "-", "-", *(f"{x:.3f}" for x in _stats(walls)),
+                         f"{statistics.median(cpus):.3f}", f"{target}" if target else "-"])
     head = ["command", "build s", "db MiB", "median s", "best s", "cpu s", "target cpu s"]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
     for row in [head, *rows]:
