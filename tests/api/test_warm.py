@@ -1,5 +1,6 @@
 """The warm ledger a serving process keeps decides exactly as a fresh snapshot would, after every kind of change
-any other command makes, and reads again only the hosts whose generation moved."""
+any other command makes, and reads again only the hosts whose generation moved (not those its own claims
+moved)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import VmRequest
 from vnuma.placement.objectives import Strategy
 from vnuma.placement.partitionmodel import PartitionAsk, PartitionKind
-from vnuma.services.placing import Cold
+from vnuma.services import Settings
+from vnuma.services.placing import Cold, place_vm
 from vnuma.services.warm import WarmFleet
 from vnuma.topology import KIB_PER_GIB, PAGE_1G
 
@@ -130,3 +132,45 @@ def test_a_kept_mig_geometry_reaches_the_warm_ledger(fleet: Cli) -> None:
     fleet.ok("gpu-profile", "remove", "NVIDIA H100 PCIe (test copy)")
     _same_as_cold(fleet, warm)
     assert warm.full_reads == 3
+
+
+def test_its_own_claims_are_not_read_back_but_a_change_between_is(fleet: Cli) -> None:
+    """A claim through the warm ledger reports its host's mark; the ledger, which holds the claim, takes it and
+    reads nothing back, unless another command changed the host between (then the mark is not the next one)."""
+    warm = WarmFleet()
+    settings = Settings(db_url=f"sqlite:///{fleet.db}")
+
+    def placed(name: str, host: str) -> None:
+        request = VmRequest(name, "tenant-a", 4, 8 * KIB_PER_GIB, page_size_kib=PAGE_1G, host=host)
+        chosen = place_vm(settings, request, Strategy.PACK, dry_run=False, view=warm)[1].chosen
+        assert chosen is not None and chosen.host == host
+
+    placed("w1", "h1")
+    placed("w2", "h1")
+    placed("w3", "h2")
+    _same_as_cold(fleet, warm)
+    assert (warm.full_reads, warm.host_reads) == (1, 0)
+    fleet.ok("place", "tenant-a", "--vcpus", "2", "--memory", "4GiB", "--host", "h1", "--name", "cli")
+    placed("w4", "h1")  # the refresh before it reads h1 (the CLI's claim), then w4 is h1's next mark
+    _same_as_cold(fleet, warm)
+    assert (warm.full_reads, warm.host_reads) == (1, 1)
+    fleet.ok("vm", "release", "w3")
+    _same_as_cold(fleet, warm)
+    assert (warm.full_reads, warm.host_reads) == (1, 2)
+
+
+def test_a_change_landing_between_its_decision_and_its_claim_is_read(fleet: Cli) -> None:
+    fleet.ok("place", "tenant-b", "--vcpus", "2", "--memory", "4GiB", "--host", "h1", "--name", "old")
+    warm = WarmFleet()
+    request = VmRequest("w1", "tenant-a", 4, 8 * KIB_PER_GIB, page_size_kib=PAGE_1G, host="h1")
+    with open_placer(f"sqlite:///{fleet.db}") as placer:
+        with warm.viewing(placer, attempt=0) as (kept, _tenants):
+            chosen = place(request, kept, Strategy.PACK, explain=False).chosen
+            assert chosen is not None
+            warm.hold(chosen)
+        fleet.ok("vm", "release", "old")
+        claimed = placer.claim(chosen)
+        assert claimed.placement is chosen
+        warm.settle(chosen, claimed)
+    _same_as_cold(fleet, warm)  # "old" left the ledger: h1's mark was not the one before w1's
+    assert warm.host_reads == 1

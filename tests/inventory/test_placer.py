@@ -79,10 +79,10 @@ def test_a_place_reads_one_snapshot_and_claims_once(filled: str, monkeypatch: py
     # snapshot: hosts, topologies of rows without a digest, every VM's host, tenants, the kept MIG geometries,
     # the claimed hosts' kept figures, one topology per distinct shape (2), the placements of the VMs on the
     # hosts read (services/placing.Cold, inventory/narrowed.py); claim: host, VM name, tenant, MIG geometries, the
-    # host's VMs, the tenant elsewhere, the VM row, its cpu, page and device rows, the host generation, the
-    # host's kept figures, its audit log row (the geometries are batched with the queries beside them: no round
-    # trip more).
-    assert len(calls) == 9 + 13, calls
+    # host's mark, the host's VMs, the tenant elsewhere, the VM row, its cpu, page and device rows, the host
+    # generation, the host's kept figures, its audit log row (the geometries and the mark are batched with the
+    # queries beside them: no round trip more).
+    assert len(calls) == 9 + 14, calls
     assert sum("FROM gpu_profiles" in c for c in calls) == 2, calls
     assert calls[-1].startswith("INSERT INTO audit_log"), calls
     with open_inventory(filled) as inv:

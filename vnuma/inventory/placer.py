@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, open_access
 from vnuma.inventory.narrowed import Rank, read_narrowed
-from vnuma.inventory.placing import Refit, claim
+from vnuma.inventory.placing import Claimed, Refit, claim
 from vnuma.inventory.reading import Reader, Snapshot
 from vnuma.inventory.warm import Changes, Mark, WarmSnapshot, Watermark, read_changes, read_warm_snapshot
 from vnuma.placement.model import Isolation, Placement
@@ -37,8 +37,9 @@ class Placer(Reader):
         with self._access.begin(False) as x:
             return read_narrowed(x, named, group=group, rank=rank)
 
-    def claim(self, placement: Placement, isolation: Isolation | None = None, refit: Refit | None = None) -> Placement:
-        """Claim the placement in one write transaction (see :func:`.placing.claim`); the placement claimed."""
+    def claim(self, placement: Placement, isolation: Isolation | None = None, refit: Refit | None = None) -> Claimed:
+        """Claim the placement in one write transaction (see :func:`.placing.claim`); the placement claimed and
+        its host's mark after the claim."""
         with self._access.begin(True) as x:
             return claim(x, placement, isolation, refit)
 

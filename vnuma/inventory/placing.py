@@ -25,6 +25,7 @@ committed (PostgreSQL's row lock; SQLite's writers hold the whole file).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFoundError
 from vnuma.inventory import audit, devices, figures
@@ -43,6 +44,7 @@ from vnuma.placement.result import Rejection
 from vnuma.topology import Host, format_cpuset
 
 VM = "SELECT id, placement, tenant_id FROM vms WHERE name = :name"
+HOST_MARK = "SELECT id, host_generation FROM hosts WHERE name = :name"
 TENANT = "SELECT id, name, isolation, max_vcpus, max_gpus, resctrl FROM tenants WHERE name = :name"
 TENANT_BY_ID = "SELECT id, name, isolation, max_vcpus, max_gpus, resctrl FROM tenants WHERE id = :id"
 NEW_TENANT = "INSERT INTO tenants (name, isolation) VALUES (:name, :isolation)"
@@ -93,6 +95,13 @@ DROP_CLAIMS = tuple(f"DELETE FROM {t} WHERE vm_id = :vm" for t in CLAIM_TABLES)
 
 Refit = Callable[[Fleet], Placement | None]
 """A caller's engine choosing again on one host's ledger (see :func:`claim`)."""
+
+
+class Claimed(NamedTuple):
+    """What :func:`claim` wrote: the placement, and its host's mark (id, generation) once the claim counted."""
+
+    placement: Placement
+    mark: tuple[int, int]
 
 
 def _locked_host(x: Executor, name: str) -> tuple[int, Host]:
@@ -177,9 +186,10 @@ def _write_claims(
 
 def claim(
     x: Executor, p: Placement, isolation: Isolation | None = None, refit: Refit | None = None
-) -> Placement:
+) -> Claimed:
     """Record VM ``p.vm`` and everything it holds, if admission accepts it on its host as it is now; the
-    placement claimed.
+    placement claimed and the host's mark after it (a reader that knew the host at the mark before, and holds
+    that placement, knows the host as this claim leaves it: :meth:`vnuma.services.warm.WarmFleet.settle`).
 
     ``isolation`` creates the tenant with it when missing; None requires the tenant. ``refit``: when
     admission refuses ``p`` (someone claimed first), the placement the caller's engine would choose on
@@ -196,9 +206,10 @@ def claim(
     if p.tenant is None:
         raise InvalidInputError(f"placement of VM {p.vm!r} has no tenant")
     # The host's lock first, then the tenant's (its quota), in one round trip where the backend can.
-    host_rows, vm_rows, tenant_rows, profiles = x.batch([
+    # The generation is read under the host's lock: this claim's bump makes it one more.
+    host_rows, vm_rows, tenant_rows, profiles, mark = x.batch([
         (HOST + x.lock, {"name": p.host}), (VM, {"name": p.vm}), (TENANT + x.lock, {"name": p.tenant}),
-        (PROFILES, None),
+        (PROFILES, None), (HOST_MARK, {"name": p.host}),
     ])
     host_id, host = host_of(p.host, host_rows, profiles)
     if vm_rows:
@@ -225,7 +236,7 @@ def claim(
             hint="another command claimed the same resources first; place the VM again",
         ) from err
     audit.record(x, "claim", **claim_change(p))
-    return p
+    return Claimed(p, (host_id, int(mark[0][1]) + 1))
 
 
 def claim_change(p: Placement) -> dict[str, object]:

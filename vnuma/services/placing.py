@@ -27,6 +27,7 @@ from typing import Protocol
 
 from vnuma.errors import ConflictError, NoPlacementError, NotFoundError, VnumaError
 from vnuma.inventory.placer import Placer, open_placer
+from vnuma.inventory.placing import Claimed
 from vnuma.placement import topk
 from vnuma.placement.engine import no_placement, place
 from vnuma.placement.kept import for_tenant
@@ -64,8 +65,8 @@ class View(Protocol):
         """Inside :meth:`viewing`: ``placement`` is about to be claimed (later decisions see it taken)."""
         ...
 
-    def settle(self, placement: Placement, claimed: bool) -> None:
-        """Its claim committed (``claimed``) or was lost."""
+    def settle(self, placement: Placement, claimed: Claimed | None) -> None:
+        """Its claim committed (``claimed``: what it wrote) or was lost (None)."""
         ...
 
 
@@ -146,7 +147,7 @@ class Cold:
     def hold(self, placement: Placement) -> None:
         """Nothing to keep: the next attempt reads a new snapshot."""
 
-    def settle(self, placement: Placement, claimed: bool) -> None:
+    def settle(self, placement: Placement, claimed: Claimed | None) -> None:
         """Nothing to keep."""
 
 
@@ -220,14 +221,15 @@ def _decide_and_claim(
                 claimed = placer.claim(result.chosen, refit=_refit(request, strategy, result.chosen.alternative))
             failpoints.reached("claimed")
         except ConflictError as err:
-            view.settle(result.chosen, False)
+            view.settle(result.chosen, None)
             last = str(err)
         except BaseException:
-            view.settle(result.chosen, False)
+            view.settle(result.chosen, None)
             raise
         else:
-            view.settle(result.chosen, True)
-            return request, result if claimed is result.chosen else replace(result, chosen=claimed)
+            view.settle(result.chosen, claimed)
+            chosen = claimed.placement
+            return request, result if chosen is result.chosen else replace(result, chosen=chosen)
         if attempt + 1 < CLAIM_ATTEMPTS:
             # Jitter, so that commands that lost the same race do not collide again in lockstep.
             time.sleep(random.uniform(0, RETRY_PAUSE_S * (attempt + 1)))

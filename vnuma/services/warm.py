@@ -19,7 +19,12 @@ double booking. One lock keeps the ledger still while a decision reads it;
 the claims run outside it, so placements on different hosts overlap in the
 database. A placement being claimed is held in the ledger meanwhile
 (:meth:`WarmFleet.hold`), so concurrent decisions do not all pick the same
-pCPUs; a lost claim gives its hold back.
+pCPUs; a lost claim gives its hold back. A committed claim whose host the
+ledger knew at the generation just before it is not read back: the claim
+reports the host's mark after it, and the ledger, which holds the claim
+already, takes that mark (:meth:`WarmFleet.settle`). By induction a host's
+kept mark always means "the host as stored at that mark, plus the holds
+not settled yet", so a refresh that skips it misses nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from contextlib import contextmanager
 from vnuma.errors import VnumaError
 from vnuma.inventory.executor import Row
 from vnuma.inventory.placer import Placer
+from vnuma.inventory.placing import Claimed
 from vnuma.inventory.warm import Mark, Watermark
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
@@ -82,13 +88,21 @@ class WarmFleet:
         self._on_host.setdefault(placement.host, []).append(placement.vm)
         self._pending[placement.vm] = placement
 
-    def settle(self, placement: Placement, claimed: bool) -> None:
+    def settle(self, placement: Placement, claimed: Claimed | None) -> None:
         with self._lock:
             self._pending.pop(placement.vm, None)
-            if claimed or self._fleet is None or self._fleet.placement(placement.vm) is not placement:
-                return  # claimed: the host's generation moved, the next refresh reads it as committed
-            self._fleet.remove(placement.vm)
-            self._on_host[placement.host].remove(placement.vm)
+            if self._fleet is None or self._fleet.placement(placement.vm) is not placement:
+                return  # rebuilt meanwhile, or a refresh read the committed claim already
+            if claimed is None:
+                self._fleet.remove(placement.vm)
+                self._on_host[placement.host].remove(placement.vm)
+                return
+            # Known at the mark before this claim, the host plus the claim is the host at the claim's mark:
+            # no refresh reads it again. Any other mark (another change came between), or a claim the
+            # host's ledger chose again (a refit): the next refresh reads the host.
+            host_id, generation = claimed.mark
+            if claimed.placement is placement and self._marks.get(placement.host) == (host_id, generation - 1):
+                self._marks[placement.host] = claimed.mark
 
     def _refreshed(self, placer: Placer) -> Fleet:
         if self._fleet is None:
