@@ -15,6 +15,7 @@ from vnuma.placement.ledger.fleet import Fleet
 from vnuma.placement.model import GpuAffinity, Isolation, Placement
 from vnuma.report.usage import UsageCache, cell_use, host_use, largest_vm, locality
 from vnuma.topology import PAGE_1G
+from vnuma.topology.devstates import TaintEffect, tainted
 
 
 def _placed(fleet: Fleet, *reqs: object) -> list[Placement]:
@@ -133,6 +134,19 @@ def test_hosts_in_the_same_state_share_their_figures_and_keep_their_names() -> N
     for host in (a, b):
         assert cache.host_use(host, placements) == host_use(host, placements, iso)
     assert len(cache._seen) == 1
+
+
+def test_hosts_alike_but_for_a_state_the_ledger_reads_do_not_share_their_figures() -> None:
+    """A tainted GPU, a cordon or a reserved CPU makes two hosts of one shape and the same claims differ."""
+    base = make_host("a", cells=2, cores_per_cell=4, gpus_per_cell=1)
+    gpu = next(d.address for d in base.devices if d.kind == "gpu")
+    states = tainted(base.device_states, gpu, "Xid 79", TaintEffect.NO_SCHEDULE, "test", "2026-12-07T00:00:00Z")
+    hosts = [base, replace(base, name="b", device_states=states), replace(base, name="c", cordoned=True),
+             replace(base, name="d", reserved_cpus=frozenset({0, 1})), replace(base, name="e", uri="qemu+ssh://e/system")]
+    cache = UsageCache({})
+    for host in hosts:
+        assert cache.host_use(host, ()) == host_use(host, (), {})
+    assert len(cache._seen) == 4  # the URI is not the ledger's: "e" shares "a"'s figures
 
 
 @settings(max_examples=25)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
 
 from vnuma.placement.engine import place
 from vnuma.placement.ledger.fleet import Fleet
@@ -190,20 +191,37 @@ def host_use(host: Host, placements: tuple[Placement, ...], isolation: dict[str,
     return HostUse(host.name, cells, tuple(frag))
 
 
+_NOT_THE_LEDGERS = frozenset({"name", "uri", "source"})
+"""Host fields the ledger never reads: hosts differing only there share their figures."""
+
+
 class UsageCache:
     """:func:`host_use` of many hosts, computed once per distinct host state.
 
     Hosts of one shape holding the same claims (most often: empty hosts of
-    one model) have the same figures: the key is the host's topology and
-    reserved CPUs, and what each of its VMs holds with its tenant and
-    isolation (VM names do not matter to a newcomer's probe).
+    one model) have the same figures: the key is every field of the host the
+    ledger reads (all but :data:`_NOT_THE_LEDGERS`: its cells, devices, reserved
+    CPUs, cordon, device states, ...), and what each of its VMs holds with its
+    tenant and isolation (VM names do not matter to a newcomer's probe). Each
+    field's value is hashed once per distinct object (hosts read from one stored
+    topology share them), not once per host.
     """
 
     def __init__(self, isolation: dict[str, Isolation]) -> None:
         self.isolation = isolation
         self._seen: dict[tuple[object, ...], HostUse] = {}
+        self._ids: dict[int, int] = {}  # id() of a field value -> the index of its value
+        self._values: dict[object, int] = {}
+        self._alive: list[object] = []  # keeps every id() above meaning its object
 
-    def host_use(self, host: Host, placements: tuple[Placement, ...]) -> HostUse:
+    def _index(self, value: object) -> int:
+        found = self._ids.get(id(value))
+        if found is None:
+            found = self._ids[id(value)] = self._values.setdefault(value, len(self._values))
+            self._alive.append(value)
+        return found
+
+    def host_use(self, host: Host, placements: Iterable[Placement]) -> HostUse:
         """As :func:`host_use`, for the VMs of ``placements`` on ``host``."""
         mine = [p for p in placements if p.host == host.name]
         held = sorted(
@@ -211,7 +229,9 @@ class UsageCache:
                   p.cpu_policy, p.thread_policy, tuple(sorted(p.dedicated_vcpus))))
             for p in mine
         )
-        key = (host.cells, host.devices, host.reserved_cpus, tuple(held))
+        read = (f.name for f in dataclass_fields(host) if f.name not in _NOT_THE_LEDGERS)
+        kept = tuple(self._index(getattr(host, name)) for name in read)
+        key = (kept, tuple(held))
         found = self._seen.get(key)
         if found is None:
             found = self._seen[key] = host_use(host, tuple(mine), self.isolation)

@@ -173,7 +173,10 @@ def collect(
         finally:
             bandwidths.close()
     cache = UsageCache({name: t.isolation for name, t in snap.tenants.items()})
-    uses = tuple(cache.host_use(h, placements) for h in hosts)
+    on_host: dict[str, list[Placement]] = {}
+    for p in placements:
+        on_host.setdefault(p.host, []).append(p)
+    uses = tuple(cache.host_use(h, on_host.get(h.name, ())) for h in hosts)
     tiered = [h.name for h in hosts if hostprobe.is_local_uri(h.uri) and any(c.memory_only for c in h.cells)]
     tiering = hostprobe.tiering_warnings(sys_root, proc) if tiered else []
     warnings = [f"host {name}: {problem}" for name in tiered for problem in tiering]
