@@ -101,15 +101,21 @@ def _subjects(changes: list[Mapping[str, Any]], key: str) -> str:
 
 def record(x: Executor, op: str, **details: Any) -> None:
     """Log one change (``op`` and its details: ``vm``, ``host``, ``tenant`` name it) in ``x``'s transaction."""
-    _insert(x, "ok", [{"op": op, **details}])
+    x.run(*entry(op, **details))
 
 
-def _insert(x: Executor, outcome: str, changes: list[dict[str, Any]], error: str | None = None) -> None:
+def entry(op: str, **details: Any) -> tuple[str, dict[str, Any]]:
+    """The statement and parameters :func:`record` runs, for a caller that sends it with its own writes (one
+    round trip: :meth:`~vnuma.inventory.executor.Executor.write_batch`)."""
+    return INSERT, _params("ok", [{"op": op, **details}])
+
+
+def _params(outcome: str, changes: list[dict[str, Any]], error: str | None = None) -> dict[str, Any]:
     inv = current()
     doc: dict[str, Any] = {"changes": changes}
     if error is not None:
         doc["error"] = error
-    x.run(INSERT, {
+    return {
         "invocation": inv.id,
         "at": datetime.now(UTC).isoformat(timespec="microseconds"),
         "user": inv.user,
@@ -120,14 +126,14 @@ def _insert(x: Executor, outcome: str, changes: list[dict[str, Any]], error: str
         "vms": _subjects(changes, "vm"),
         "hosts": _subjects(changes, "host"),
         "tenants": _subjects(changes, "tenant"),
-    })
+    }
 
 
 def record_outcome(x: Executor, outcome: str, error: str, subjects: Mapping[str, str | None]) -> None:
     """Log that the current invocation was ``refused`` or ``failed`` with ``error`` (its own transaction);
     ``subjects`` (``vm``, ``host``, ``tenant``) make it findable by name."""
     assert outcome in ("refused", "failed")
-    _insert(x, outcome, [{"op": "attempt", **{k: v for k, v in subjects.items() if v}}], error)
+    x.run(INSERT, _params(outcome, [{"op": "attempt", **{k: v for k, v in subjects.items() if v}}], error))
 
 
 _VM = (

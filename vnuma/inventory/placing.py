@@ -56,14 +56,24 @@ TENANT_HOSTS = (
     "SELECT DISTINCT h.id, h.name FROM hosts h JOIN vms v ON v.host_id = h.id "
     "WHERE v.tenant_id = :tenant ORDER BY h.name"
 )
-ON_HOST = (
+_ON_HOST = (
     "SELECT v.name, v.placement, t.name, t.isolation, t.max_vcpus, t.max_gpus, t.resctrl FROM vms v "
-    "JOIN tenants t ON t.id = v.tenant_id WHERE v.host_id = :host AND v.id <> :vm ORDER BY v.name"
+    "JOIN tenants t ON t.id = v.tenant_id WHERE v.host_id = {host} AND v.id <> :vm ORDER BY v.name"
 )
-USED_ELSEWHERE = (
+ON_HOST = _ON_HOST.format(host=":host")
+"""The VMs on host ``:host`` (an id) but VM ``:vm``, with their tenants."""
+_USED_ELSEWHERE = (
     "SELECT coalesce(sum(vcpus), 0), coalesce(sum(gpus), 0) FROM vms "
-    "WHERE tenant_id = :tenant AND host_id <> :host AND id <> :vm"
+    "WHERE tenant_id = {tenant} AND host_id <> {host} AND id <> :vm"
 )
+USED_ELSEWHERE = _USED_ELSEWHERE.format(tenant=":tenant", host=":host")
+"""What tenant ``:tenant`` holds on hosts other than ``:host`` (ids), VM ``:vm`` left out."""
+_BY_NAME = {"host": "(SELECT id FROM hosts WHERE name = :host_name)",
+            "tenant": "(SELECT id FROM tenants WHERE name = :tenant_name)"}
+NAMED_ON_HOST = _ON_HOST.format(**_BY_NAME)
+NAMED_USED_ELSEWHERE = _USED_ELSEWHERE.format(**_BY_NAME)
+""":data:`ON_HOST` and :data:`USED_ELSEWHERE` by the host's and the tenant's names: a claim reads them in the
+batch that locks both (no round trip more; an unknown tenant holds nothing)."""
 NEW_VM = (
     "INSERT INTO vms (name, tenant_id, host_id, state, vcpus, gpus, placement, group_name) "
     "VALUES (:name, :tenant, :host, :state, :vcpus, :gpus, :placement, :group)"
@@ -141,6 +151,14 @@ def host_ledger(
     out) and the replica group's VMs on other hosts (``members``, :func:`group_members`)."""
     params = {"host": host_id, "vm": vm_id}
     on_host, used = x.batch([(ON_HOST, params), (USED_ELSEWHERE, {**params, "tenant": tenant_id})])
+    return ledger_of(host, tenant, on_host, used, members)
+
+
+def ledger_of(
+    host: Host, tenant: Tenant, on_host: list[Row], used: list[Row], members: list[Placement] | None = None
+) -> Fleet:
+    """The ledger of one host from the rows of :data:`ON_HOST` and :data:`USED_ELSEWHERE` (or their named
+    forms), ``tenant`` the one asking."""
     placements, tenants = [], {tenant.name: tenant}
     for vm, doc, *tenant_row in on_host:
         owner = tenant_of(tuple(tenant_row))
@@ -159,11 +177,13 @@ def _refuse(p: Placement, refusal: Rejection) -> None:
 
 
 def _write_claims(
-    x: Executor, first: list[tuple[str, Params]], p: Placement, ledger: Fleet, host_ids: list[int]
+    x: Executor, first: list[tuple[str, Params]], p: Placement, ledger: Fleet, host_ids: list[int],
+    last: tuple[tuple[str, Params], ...] = (),
 ) -> None:
     """The ``first`` statements (the VM's row), the claim rows of ``p`` on its host (the first of
-    ``host_ids``), then every host's generation, and the figures ``p``'s host keeps once ``ledger`` (that host's,
-    admission passed) records it (:mod:`.figures`): one batch, one round trip where the backend can."""
+    ``host_ids``), then every host's generation, the figures ``p``'s host keeps once ``ledger`` (that host's,
+    admission passed) records it (:mod:`.figures`), and the ``last`` statements (its audit log row): one batch,
+    one round trip where the backend can."""
     rows = claim_rows(p, ledger)
     ledger.record(p)
     ids = {"vm": p.vm, "host": host_ids[0]}
@@ -180,6 +200,7 @@ def _write_claims(
             ]),
             (bump(x), [{"host": h} for h in host_ids]),
             (figures.SET, [figures.params(host_ids[0], ledger.arrays.figures(ledger.state(p.host).index))]),
+            *((sql, [params]) for sql, params in last),
         ]
     )
 
@@ -207,16 +228,17 @@ def claim(
         raise InvalidInputError(f"placement of VM {p.vm!r} has no tenant")
     # The host's lock first, then the tenant's (its quota), in one round trip where the backend can.
     # The generation is read under the host's lock: this claim's bump makes it one more.
-    host_rows, vm_rows, tenant_rows, profiles, mark = x.batch([
+    # The host's VMs and what the tenant holds elsewhere are read after both locks, in the same round trip.
+    named = {"host_name": p.host, "tenant_name": p.tenant, "vm": -1}
+    host_rows, vm_rows, tenant_rows, profiles, mark, on_host, used = x.batch([
         (HOST + x.lock, {"name": p.host}), (VM, {"name": p.vm}), (TENANT + x.lock, {"name": p.tenant}),
-        (PROFILES, None), (HOST_MARK, {"name": p.host}),
+        (PROFILES, None), (HOST_MARK, {"name": p.host}), (NAMED_ON_HOST, named), (NAMED_USED_ELSEWHERE, named),
     ])
     host_id, host = host_of(p.host, host_rows, profiles)
     if vm_rows:
         raise ConflictError(f"VM {p.vm!r} already exists", hint=f"release it first with `vnuma vm release {p.vm}`")
     tenant_id, tenant = _claimant(x, p.tenant, isolation, tenant_rows)
-    members = group_members(x, p.group, host_id)
-    ledger = host_ledger(x, host_id, host, tenant_id, tenant, members=members)
+    ledger = ledger_of(host, tenant, on_host, used, group_members(x, p.group, host_id))
     refusal = ledger.admit(p)
     if refusal is not None and refit is not None:
         again = refit(ledger)
@@ -229,13 +251,12 @@ def claim(
         "vcpus": p.vcpus, "gpus": gpu_count(p), "placement": encode_placement(p), "group": p.group,
     }
     try:
-        _write_claims(x, [(NEW_VM, row)], p, ledger, [host_id])
+        _write_claims(x, [(NEW_VM, row)], p, ledger, [host_id], (audit.entry("claim", **claim_change(p)),))
     except Refused as err:
         raise ConflictError(
             f"host {p.host!r}: the inventory refused VM {p.vm!r}: {err.cause}",
             hint="another command claimed the same resources first; place the VM again",
         ) from err
-    audit.record(x, "claim", **claim_change(p))
     return Claimed(p, (host_id, int(mark[0][1]) + 1))
 
 
