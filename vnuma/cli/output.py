@@ -68,12 +68,16 @@ def table_lines(title: str | None, columns: Sequence[str], rows: Sequence[Sequen
     """
     from rich.cells import cell_len
 
+    def width_of(value: str) -> int:  # printable ASCII is one column a character: rich's lookup only for the rest
+        return len(value) if value.isascii() and value.isprintable() else cell_len(value)
+
     header = [list(columns)] if any(columns) else []  # a key/value table has no header line
     text = header + [[" ".join(("-" if v is None else str(v)).split()) or "-" for v in row] for row in rows]
-    widths = [max(cell_len(line[i]) for line in text) for i in range(len(columns))]
+    sizes = [[width_of(value) for value in line] for line in text]
+    widths = [max(column) for column in zip(*sizes, strict=True)] if sizes else [0] * len(columns)
     out = [] if title is None else [title]
-    for line in text:
-        padded = [value + " " * (width - cell_len(value)) for value, width in zip(line, widths, strict=True)]
+    for line, size in zip(text, sizes, strict=True):
+        padded = [value + " " * (width - n) for value, n, width in zip(line, size, widths, strict=True)]
         out.append("  ".join(padded).rstrip())
     return out
 
