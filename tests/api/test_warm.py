@@ -4,6 +4,7 @@ moved)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,28 @@ def test_a_change_landing_between_its_decision_and_its_claim_is_read(fleet: Cli)
         warm.settle(chosen, claimed)
     _same_as_cold(fleet, warm)  # "old" left the ledger: h1's mark was not the one before w1's
     assert warm.host_reads == 1
+
+
+def test_claims_of_threads_at_once_are_settled_in_commit_order_and_never_read_back(fleet: Cli) -> None:
+    """Each claim commits and settles under the ledger's lock: no refresh sees one of this process's own claims as
+    another command's change, even with claims of several threads on one host committing at once."""
+    warm = WarmFleet()
+    settings = Settings(db_url=f"sqlite:///{fleet.db}")
+    failures: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        for i in range(8):
+            request = VmRequest(f"t{k}-{i}", "tenant-b", 2, 2 * KIB_PER_GIB, page_size_kib=PAGE_1G)
+            try:
+                assert place_vm(settings, request, Strategy.PACK, dry_run=False, view=warm)[1].chosen is not None
+            except BaseException as err:  # reported below: a thread's exception is otherwise lost
+                failures.append(err)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert (warm.full_reads, warm.host_reads) == (1, 0)
+    _same_as_cold(fleet, warm)

@@ -40,7 +40,7 @@ def claimer(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Settings, A
     return Settings(db_url=f"{url}?timeout=5"), Placer
 
 
-Claim = Callable[..., Placement]
+Claim = Callable[..., Any]
 
 
 def _losing(
@@ -48,13 +48,13 @@ def _losing(
 ) -> Claim:
     """A claim that loses its first ``times`` calls (after running ``racer``), then is ``real``."""
 
-    def claim(self: Any, p: Placement, isolation: Isolation | None = None, refit: Any = None) -> Placement:
+    def claim(self: Any, p: Placement, isolation: Isolation | None = None, refit: Any = None, **how: Any) -> Any:
         calls.append(p)
         if len(calls) <= times:
             if racer is not None:
                 racer(self)
             raise ConflictError(f"host {p.host!r}: pCPU(s) taken by a racer")
-        return real(self, p, isolation, refit)
+        return real(self, p, isolation, refit, **how)
 
     return claim
 
@@ -117,11 +117,11 @@ def test_a_claim_beaten_on_its_pcpus_refits_on_the_locked_host(
     real = cls.claim
     calls: list[Placement] = []
 
-    def racing(self: Any, p: Placement, isolation: Isolation | None = None, refit: Any = None) -> Placement:
+    def racing(self: Any, p: Placement, isolation: Isolation | None = None, refit: Any = None, **how: Any) -> Any:
         calls.append(p)
         if len(calls) == 1:
             real(self, replace(p, vm="racer"), None)  # the same pCPUs, pages and host, another VM
-        return real(self, p, isolation, refit)
+        return real(self, p, isolation, refit, **how)
 
     monkeypatch.setattr(cls, "claim", racing)
     _request, result = placing.place_vm(settings, REQUEST, Strategy.PACK, dry_run=False)

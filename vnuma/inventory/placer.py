@@ -9,7 +9,8 @@ queries, the checks and the rows are the same on every backend (:mod:`.placing`)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, ExitStack
 
 from vnuma.inventory.access import DEFAULT_BUSY_TIMEOUT_MS, open_access
 from vnuma.inventory.narrowed import Rank, read_narrowed
@@ -37,11 +38,22 @@ class Placer(Reader):
         with self._access.begin(False) as x:
             return read_narrowed(x, named, group=group, rank=rank)
 
-    def claim(self, placement: Placement, isolation: Isolation | None = None, refit: Refit | None = None) -> Claimed:
+    def claim(
+        self, placement: Placement, isolation: Isolation | None = None, refit: Refit | None = None, *,
+        guard: AbstractContextManager[object] | None = None, on_commit: Callable[[Claimed], None] | None = None,
+    ) -> Claimed:
         """Claim the placement in one write transaction (see :func:`.placing.claim`); the placement claimed and
-        its host's mark after the claim."""
-        with self._access.begin(True) as x:
-            return claim(x, placement, isolation, refit)
+        its host's mark after the claim. ``guard`` is entered just before the transaction commits and left once
+        ``on_commit`` has seen the claim committed (a caller keeping a ledger settles it there, with nothing of
+        its own read in between)."""
+        with ExitStack() as held:
+            with self._access.begin(True) as x:
+                claimed = claim(x, placement, isolation, refit)
+                if guard is not None:
+                    held.enter_context(guard)
+            if on_commit is not None:
+                on_commit(claimed)
+            return claimed
 
 
 def open_placer(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Placer:

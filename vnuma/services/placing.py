@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from typing import Protocol
 
@@ -63,6 +63,10 @@ class View(Protocol):
 
     def hold(self, placement: Placement) -> None:
         """Inside :meth:`viewing`: ``placement`` is about to be claimed (later decisions see it taken)."""
+        ...
+
+    def committing(self) -> AbstractContextManager[object]:
+        """Held from just before a claim commits until :meth:`settle` has seen it (no read of the view between)."""
         ...
 
     def settle(self, placement: Placement, claimed: Claimed | None) -> None:
@@ -147,6 +151,10 @@ class Cold:
     def hold(self, placement: Placement) -> None:
         """Nothing to keep: the next attempt reads a new snapshot."""
 
+    def committing(self) -> AbstractContextManager[object]:
+        """Nothing to keep still."""
+        return nullcontext()
+
     def settle(self, placement: Placement, claimed: Claimed | None) -> None:
         """Nothing to keep."""
 
@@ -215,19 +223,28 @@ def _decide_and_claim(
             if result.chosen is None or dry_run:
                 return request, result
             view.hold(result.chosen)
+        settled: list[Claimed] = []
+
+        def committed(claimed: Claimed, chosen: Placement = result.chosen, settled: list[Claimed] = settled) -> None:
+            view.settle(chosen, claimed)
+            settled.append(claimed)
+
         try:
             # Ctrl-C from here on: a lost claim stops here, a committed one finishes the command (interrupts.py).
             with interrupts.finishing():
-                claimed = placer.claim(result.chosen, refit=_refit(request, strategy, result.chosen.alternative))
+                claimed = placer.claim(result.chosen, refit=_refit(request, strategy, result.chosen.alternative),
+                                       guard=view.committing(), on_commit=committed)
             failpoints.reached("claimed")
         except ConflictError as err:
+            if settled:
+                raise
             view.settle(result.chosen, None)
             last = str(err)
         except BaseException:
-            view.settle(result.chosen, None)
+            if not settled:
+                view.settle(result.chosen, None)
             raise
         else:
-            view.settle(result.chosen, claimed)
             chosen = claimed.placement
             return request, result if chosen is result.chosen else replace(result, chosen=chosen)
         if attempt + 1 < CLAIM_ATTEMPTS:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from vnuma.errors import VnumaError
 from vnuma.inventory.executor import Row
@@ -51,7 +51,7 @@ class WarmFleet:
     """The ledger of one inventory, kept for the placements of one process (thread-safe)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # held across a claim's commit and its settle (committing)
         self._fleet: Fleet | None = None
         self._marks: dict[str, Mark] = {}
         self._since = Watermark(0, 0)
@@ -87,6 +87,11 @@ class WarmFleet:
         self._fleet.record(placement)
         self._on_host.setdefault(placement.host, []).append(placement.vm)
         self._pending[placement.vm] = placement
+
+    def committing(self) -> AbstractContextManager[object]:
+        """The ledger's lock, held from just before a claim commits until it is settled: no refresh runs between,
+        so a refresh never sees this process's own committed claim as another's change (and reads it back)."""
+        return self._lock
 
     def settle(self, placement: Placement, claimed: Claimed | None) -> None:
         with self._lock:
