@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from vnuma.codec import placement_to_dict
 from vnuma.placement.objectives import Objective
-from vnuma.topology import gc_paused
 
 if TYPE_CHECKING:
     from vnuma.placement.model import Placement, VmRequest
@@ -143,60 +142,59 @@ def bandwidth_doc(report: BandwidthReport) -> dict[str, Any]:
 
 def stats_doc(report: StatsReport) -> dict[str, Any]:
     """The ``stats --json`` document."""
-    with gc_paused():  # a dict per cell and pool of every host: acyclic, and many
-        hosts = [
-            {
-                "host": h.host,
-                "cells": [
-                    {
-                        "cell": c.cell,
-                        "pcpus": {
-                            "total": c.pcpus_total,
-                            "claimed": c.pcpus_claimed,
-                            "free": c.pcpus_free,
-                            "reserved": c.pcpus_reserved,
-                        },
-                        "pages": [
-                            {"size_kib": p.size_kib, "total": p.total, "claimed": p.claimed, "free": p.free}
-                            for p in c.pools
-                        ],
-                        "gpus": {"total": c.gpus_total, "free": c.gpus_free, "tainted": c.gpus_tainted,
-                                 "cleaning": c.gpus_cleaning, "idle_blocked": c.gpus_idle_blocked},
-                        "largest_free": _shape(c.largest_free),
-                    }
-                    for c in h.cells
-                ],
-                "fragmentation": [{"cells": k, "largest": _shape(s)} for k, s in h.fragmentation],
-            }
-            for h in report.hosts
-        ]
-        vms = []
-        for v in report.vms:
-            loc, m, b = v.locality, v.measured, v.bandwidth
-            vms.append(
+    hosts = [
+        {
+            "host": h.host,
+            "cells": [
                 {
-                    "vm": loc.vm,
-                    "tenant": loc.tenant,
-                    "host": loc.host,
-                    "state": v.state,
-                    "cells": list(loc.cells),
-                    "vcpus_local": loc.vcpus_local,
-                    "memory_local": loc.memory_local,
-                    "devices_local": loc.devices_local,
-                    "nic_pairs": [
-                        {"gpu": x.gpu, "nic": x.nic, "level": None if x.level is None else x.level.value,
-                         "worse_than_asked": x.worse}
-                        for x in loc.nic_pairs
+                    "cell": c.cell,
+                    "pcpus": {
+                        "total": c.pcpus_total,
+                        "claimed": c.pcpus_claimed,
+                        "free": c.pcpus_free,
+                        "reserved": c.pcpus_reserved,
+                    },
+                    "pages": [
+                        {"size_kib": p.size_kib, "total": p.total, "claimed": p.claimed, "free": p.free}
+                        for p in c.pools
                     ],
-                    "measured": None
-                    if m is None
-                    else {"pid": m.pid, "node_kib": {str(n): k for n, k in m.node_kib}, "memory_local": m.local},
-                    "bandwidth": None
-                    if b is None
-                    else {"local_bytes": b.local_bytes, "total_bytes": b.total_bytes, "local": b.local},
+                    "gpus": {"total": c.gpus_total, "free": c.gpus_free, "tainted": c.gpus_tainted,
+                             "cleaning": c.gpus_cleaning, "idle_blocked": c.gpus_idle_blocked},
+                    "largest_free": _shape(c.largest_free),
                 }
-            )
-        return {"hosts": hosts, "vms": vms, "warnings": list(report.warnings)}
+                for c in h.cells
+            ],
+            "fragmentation": [{"cells": k, "largest": _shape(s)} for k, s in h.fragmentation],
+        }
+        for h in report.hosts
+    ]
+    vms = []
+    for v in report.vms:
+        loc, m, b = v.locality, v.measured, v.bandwidth
+        vms.append(
+            {
+                "vm": loc.vm,
+                "tenant": loc.tenant,
+                "host": loc.host,
+                "state": v.state,
+                "cells": list(loc.cells),
+                "vcpus_local": loc.vcpus_local,
+                "memory_local": loc.memory_local,
+                "devices_local": loc.devices_local,
+                "nic_pairs": [
+                    {"gpu": x.gpu, "nic": x.nic, "level": None if x.level is None else x.level.value,
+                     "worse_than_asked": x.worse}
+                    for x in loc.nic_pairs
+                ],
+                "measured": None
+                if m is None
+                else {"pid": m.pid, "node_kib": {str(n): k for n, k in m.node_kib}, "memory_local": m.local},
+                "bandwidth": None
+                if b is None
+                else {"local_bytes": b.local_bytes, "total_bytes": b.total_bytes, "local": b.local},
+            }
+        )
+    return {"hosts": hosts, "vms": vms, "warnings": list(report.warnings)}
 
 
 def capacity_doc(report: CapacityReport) -> dict[str, Any]:

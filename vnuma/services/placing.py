@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 from vnuma.errors import ConflictError, NoPlacementError, NotFoundError, VnumaError
@@ -223,28 +224,19 @@ def _decide_and_claim(
             if result.chosen is None or dry_run:
                 return request, result
             view.hold(result.chosen)
-        settled: list[Claimed] = []
-
-        def committed(claimed: Claimed, chosen: Placement = result.chosen, settled: list[Claimed] = settled) -> None:
-            view.settle(chosen, claimed)
-            settled.append(claimed)
-
         try:
             # Ctrl-C from here on: a lost claim stops here, a committed one finishes the command (interrupts.py).
             with interrupts.finishing():
                 claimed = placer.claim(result.chosen, refit=_refit(request, strategy, result.chosen.alternative),
-                                       guard=view.committing(), on_commit=committed)
-            failpoints.reached("claimed")
+                                       guard=view.committing(), on_commit=partial(view.settle, result.chosen))
         except ConflictError as err:
-            if settled:
-                raise
             view.settle(result.chosen, None)
             last = str(err)
         except BaseException:
-            if not settled:
-                view.settle(result.chosen, None)
+            view.settle(result.chosen, None)
             raise
         else:
+            failpoints.reached("claimed")  # committed and settled: whatever happens here, the VM stays
             chosen = claimed.placement
             return request, result if chosen is result.chosen else replace(result, chosen=chosen)
         if attempt + 1 < CLAIM_ATTEMPTS:
