@@ -310,9 +310,9 @@ def test_replicas_serve_on_after_their_database_connections_drop(replicas: Repli
             assert http.post(f"{base}/v1/place", json=_ask(f"before-{n}", f"host-{n}")).status_code == 201
         engine = create_engine(replicas.url, isolation_level="AUTOCOMMIT")
         try:
-            with engine.connect() as conn:
+            with engine.connect() as conn:  # each session ended (waited for) before the next requests
                 dropped = conn.execute(text(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity "
                     "WHERE datname = :db AND pid <> pg_backend_pid()"), {"db": make_url(replicas.url).database},
                 ).scalar()
         finally:

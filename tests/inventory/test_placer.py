@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from tests.builders import make_host
 from tests.dbdump import dump
 from tests.inventory.conftest import placement
 from vnuma.errors import ConflictError, InventoryError
-from vnuma.inventory import Inventory, access, open_inventory
+from vnuma.inventory import Inventory, access, open_inventory, upgrade
+from vnuma.inventory.db import make_engine
 from vnuma.inventory.embedded import KeptDomain
 from vnuma.inventory.placer import open_placer
 from vnuma.inventory.schema import SCHEMA_REVISION
@@ -245,3 +247,24 @@ def test_hosts_added_without_the_orm_read_back_alike_on_every_backend(url: str) 
         assert inv.topology_overrides() == {"r1": "/some/caps.xml"}
         inv.add_host(make_host("r2"))
         assert [h["name"] for h in inv.host_summaries()] == ["r1", "r2"]
+
+
+@pytest.mark.postgres
+def test_a_kept_postgres_connection_is_checked_again_once_its_check_is_old(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upgrade(pg_url)
+    monkeypatch.setattr(access, "RECHECK_S", 3600.0)
+    with open_placer(pg_url) as p:  # a checked connection, kept for the next opening
+        assert p.snapshot().hosts == []
+    engine = make_engine(pg_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = '0002'"))
+        with open_placer(pg_url) as p:  # within RECHECK_S of its check: the kept connection is trusted
+            assert p.snapshot().hosts == []
+        monkeypatch.setattr(access, "RECHECK_S", 0.0)
+        with pytest.raises(InventoryError, match=f"schema is at revision 0002, this vnuma needs {SCHEMA_REVISION}"):
+            open_placer(pg_url)
+    finally:
+        engine.dispose()

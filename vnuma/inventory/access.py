@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
@@ -100,9 +102,10 @@ def open_access(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> 
             return Access(url, _sqlite_begin(conn, url), conn.close)
     conninfo = postgres_conninfo(url)
     if conninfo is not None:
-        pg = _postgres_at_head(conninfo)
-        if pg is not None:
-            return Access(url, _postgres_begin(pg, url), lambda: _check_in(conninfo, pg))
+        at_head = _postgres_at_head(conninfo)
+        if at_head is not None:
+            pg, checked = at_head
+            return Access(url, _postgres_begin(pg, url), lambda: _check_in(conninfo, pg, checked))
     from vnuma.inventory.db import open_engine, writer
     from vnuma.inventory.guard import guarded
 
@@ -148,12 +151,23 @@ def postgres_conninfo(url: str) -> str | None:
     return make_conninfo(**{k: v for k, v in fields.items() if v is not None})
 
 
-def _postgres_at_head(conninfo: str) -> Any | None:
-    """A psycopg connection when the database is a vnuma inventory at :data:`SCHEMA_REVISION`, else None
-    (the SQLAlchemy path then says what is wrong: unreachable, never upgraded, behind)."""
+RECHECK_S = 1.0
+"""How long a kept connection's schema check holds: a process that opens the inventory again within it (a
+serving worker, at every request) skips the check's round trip unless the server has sent something since (a
+terminated session: checked, then replaced); an upgrade is made with the services stopped
+(docs/operations.md), and one that is not is refused at the next check."""
+
+
+def _postgres_at_head(conninfo: str) -> tuple[Any, float] | None:
+    """A psycopg connection when the database is a vnuma inventory at :data:`SCHEMA_REVISION`, and when it was
+    found so, else None (the SQLAlchemy path then says what is wrong: unreachable, never upgraded, behind)."""
     import psycopg
 
-    conn = _check_out(conninfo)
+    kept = _check_out(conninfo)
+    conn, checked = kept if kept is not None else (None, 0.0)
+    now = time.monotonic()
+    if conn is not None and not conn.closed and now - checked < RECHECK_S and not _heard_from(conn):
+        return conn, checked
     try:
         if conn is None or conn.closed:
             conn = psycopg.connect(conninfo)
@@ -164,33 +178,40 @@ def _postgres_at_head(conninfo: str) -> Any | None:
     except (psycopg.Error, ValueError):
         rows = []
     if conn is not None and rows == [(SCHEMA_REVISION,)]:
-        return conn
+        return conn, now
     if conn is not None:
         conn.close()
     return None
 
 
-_IDLE: dict[str, list[Any]] = {}
-"""Open psycopg connections no :class:`Access` is using, kept for the next opening of this process: each
-thread of a serving process opens its own access, so a connection is only ever used by one at a time."""
+def _heard_from(conn: Any) -> bool:
+    """Has an idle connection's server sent anything (a terminated session's last message, or its end)?
+    Such a connection is checked again, and given up when the check fails."""
+    return bool(select.select([conn.fileno()], [], [], 0)[0])
+
+
+_IDLE: dict[str, list[tuple[Any, float]]] = {}
+"""Open psycopg connections no :class:`Access` is using, each with when its schema was last checked, kept for
+the next opening of this process: each thread of a serving process opens its own access, so a connection is
+only ever used by one at a time."""
 _IDLE_LOCK = threading.Lock()
 _IDLE_MAX = 32
 
 
-def _check_out(conninfo: str) -> Any | None:
+def _check_out(conninfo: str) -> tuple[Any, float] | None:
     with _IDLE_LOCK:
         idle = _IDLE.get(conninfo)
         return idle.pop() if idle else None
 
 
-def _check_in(conninfo: str, conn: Any) -> None:
+def _check_in(conninfo: str, conn: Any, checked: float) -> None:
     """An access is closed: its connection waits for the next opening (closed when too many wait)."""
     if conn.closed:
         return
     with _IDLE_LOCK:
         idle = _IDLE.setdefault(conninfo, [])
         if len(idle) < _IDLE_MAX:
-            idle.append(conn)
+            idle.append((conn, checked))
             return
     conn.close()
 

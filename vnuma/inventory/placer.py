@@ -42,13 +42,14 @@ class Placer(Reader):
         self, placement: Placement, isolation: Isolation | None = None, refit: Refit | None = None, *,
         guard: AbstractContextManager[object] | None = None, on_commit: Callable[[Claimed], None] | None = None,
     ) -> Claimed:
-        """Claim the placement in one write transaction (see :func:`.placing.claim`); the placement claimed and
+        """Claim the placement in one write transaction (see :func:`.placing.claim`, the host's ledger kept for
+        this process's next claim there: :mod:`.hostledgers`); the placement claimed and
         its host's mark after the claim. ``guard`` is entered just before the transaction commits and left once
         ``on_commit`` has seen the claim committed (a caller keeping a ledger settles it there, with nothing of
         its own read in between)."""
         with ExitStack() as held:
             with self._access.begin(True) as x:
-                claimed = claim(x, placement, isolation, refit)
+                claimed = claim(x, placement, isolation, refit, url=self.url)
                 if guard is not None:
                     held.enter_context(guard)
             if on_commit is not None:

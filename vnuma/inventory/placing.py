@@ -28,11 +28,12 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from vnuma.errors import ConflictError, GroupModeError, InvalidInputError, NotFoundError
-from vnuma.inventory import audit, devices, figures
+from vnuma.inventory import audit, devices, figures, hostledgers
 from vnuma.inventory.changes import bump
 from vnuma.inventory.claims import claim_rows, decode_placement, encode_placement
 from vnuma.inventory.executor import Executor, Params, Refused, Row
 from vnuma.inventory.gpuprofiles import PROFILES
+from vnuma.inventory.hostledgers import Rows
 from vnuma.inventory.reading import HOST, host_of, tenant_of
 from vnuma.inventory.schema import VmState
 from vnuma.placement.ledger.claim import REPLACE_HINT, gpu_count
@@ -118,8 +119,9 @@ def _locked_host(x: Executor, name: str) -> tuple[int, Host]:
     return host_of(name, *x.batch([(HOST + x.lock, {"name": name}), (PROFILES, None)]))
 
 
-def _claimant(x: Executor, name: str, isolation: Isolation | None, rows: list[Row]) -> tuple[int, Tenant]:
-    """The tenant's id and record from its locked ``rows``; created with ``isolation`` if missing and given."""
+def _claimant(x: Executor, name: str, isolation: Isolation | None, rows: list[Row]) -> tuple[int, Tenant, Row]:
+    """The tenant's id, record and row from its locked ``rows``; created with ``isolation`` if missing and
+    given."""
     row = rows[0] if rows else None
     if row is None:
         if isolation is None:
@@ -127,7 +129,7 @@ def _claimant(x: Executor, name: str, isolation: Isolation | None, rows: list[Ro
         x.run(NEW_TENANT, {"name": name, "isolation": isolation.value})
         row = x.one(TENANT + x.lock, {"name": name})
         assert row is not None
-    return int(row[0]), tenant_of(row[1:])
+    return int(row[0]), tenant_of(row[1:]), row
 
 
 def group_members(x: Executor, group: str | None, host_id: int, vm_id: int = -1) -> list[Placement]:
@@ -206,7 +208,8 @@ def _write_claims(
 
 
 def claim(
-    x: Executor, p: Placement, isolation: Isolation | None = None, refit: Refit | None = None
+    x: Executor, p: Placement, isolation: Isolation | None = None, refit: Refit | None = None, *,
+    url: str | None = None,
 ) -> Claimed:
     """Record VM ``p.vm`` and everything it holds, if admission accepts it on its host as it is now; the
     placement claimed and the host's mark after it (a reader that knew the host at the mark before, and holds
@@ -215,7 +218,8 @@ def claim(
     ``isolation`` creates the tenant with it when missing; None requires the tenant. ``refit``: when
     admission refuses ``p`` (someone claimed first), the placement the caller's engine would choose on
     this host's ledger as the locked transaction sees it (None: none fits); it is claimed instead if
-    admission takes it, so a lost race costs no new decision on the whole fleet.
+    admission takes it, so a lost race costs no new decision on the whole fleet. ``url``: the inventory's,
+    to keep the host's ledger for this process's next claim there (:mod:`.hostledgers`).
 
     Raises:
         NotFoundError: no such host, or no such tenant and no ``isolation``.
@@ -237,8 +241,18 @@ def claim(
     host_id, host = host_of(p.host, host_rows, profiles)
     if vm_rows:
         raise ConflictError(f"VM {p.vm!r} already exists", hint=f"release it first with `vnuma vm release {p.vm}`")
-    tenant_id, tenant = _claimant(x, p.tenant, isolation, tenant_rows)
-    ledger = ledger_of(host, tenant, on_host, used, group_members(x, p.group, host_id))
+    tenant_id, tenant, tenant_row = _claimant(x, p.tenant, isolation, tenant_rows)
+    members = group_members(x, p.group, host_id)
+
+    def build() -> Fleet:
+        return ledger_of(host, tenant, on_host, used, members)
+
+    rows = None
+    if url is None:
+        ledger = build()
+    else:
+        rows = Rows.read(host_rows[0], profiles, tenant_row, on_host, used[0], members)
+        ledger = hostledgers.KEPT.take(url, p.host, rows, build)
     refusal = ledger.admit(p)
     if refusal is not None and refit is not None:
         again = refit(ledger)
@@ -257,6 +271,8 @@ def claim(
             f"host {p.host!r}: the inventory refused VM {p.vm!r}: {err.cause}",
             hint="another command claimed the same resources first; place the VM again",
         ) from err
+    if url is not None and rows is not None:
+        hostledgers.KEPT.keep(url, p.host, rows.with_vm(p.vm, str(row["placement"])), ledger)
     return Claimed(p, (host_id, int(mark[0][1]) + 1))
 
 
