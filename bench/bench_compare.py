@@ -22,7 +22,9 @@ the two checkouts, so a busy machine disturbs both alike. Prints tables:
 * ``nova``: ``pack`` on the example traces without their ``isolate`` requests,
   next to OpenStack Nova's placed counts;
 * ``races``: each checkout's ``bench/bench_races.py`` (PostgreSQL too when
-  ``VNUMA_TEST_PG`` is set).
+  ``VNUMA_TEST_PG`` is set); a checkout from before 2026-12-08 prints no
+  ``race s`` and gives its rates over its wall time, the racers' start-up
+  included.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -164,15 +167,19 @@ def _multi(row: dict[str, Any]) -> str:
 
 
 def races(before: Path, after: Path) -> None:
+    """Each checkout's race table by its own header (an older bench_races has no ``race s`` column)."""
+    head = ["backend", "workers x ops", "placed", "no-fit", "busy", "released", "failures", "inconsistencies",
+            "wall s", "race s", "placed/s", "ops/s"]
     rows = []
     for label, tree in (("before", before), ("after", after)):
-        out = run_in(tree, ["bench/bench_races.py"]).stdout.splitlines()
-        rows += [[label, *line.split()] for line in out if line.split() and line.split()[0] in ("sqlite", "postgresql")]
-    table(
-        ["checkout", "backend", "workers", "x", "ops", "placed", "no-fit", "busy", "released", "failures",
-         "inconsistencies", "wall s", "placed/s", "ops/s"],
-        rows,
-    )
+        out = run_in(tree, ["bench/bench_races.py"]).stdout
+        lines = [re.split(r"\s{2,}", line.strip()) for line in out.splitlines() if line.strip()]
+        names = next((cells for cells in lines if cells[0] == "backend"), [])
+        for cells in lines:
+            if cells[0] in ("sqlite", "postgresql"):
+                got = dict(zip(names, cells, strict=False))
+                rows.append([label, *(got.get(name, "-") for name in head)])
+    table(["checkout", *head], rows)
 
 
 @contextmanager

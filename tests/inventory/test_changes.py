@@ -10,6 +10,7 @@ as "everything below the newest mark seen" would lose for good.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 
 import pytest
 from sqlalchemy import text
@@ -134,3 +135,34 @@ def _marks(url: str) -> dict[str, int]:
             return {str(r[0]): int(r[1]) for r in conn.execute(text("SELECT name, change_mark FROM hosts"))}
     finally:
         engine.dispose()
+
+
+def test_every_change_to_the_tenants_or_the_mig_geometries_is_counted_whoever_writes_it(
+    fleet: str, placer: Placer
+) -> None:
+    def catalog() -> int:
+        return placer.changes({}, Watermark(0, 0)).watermark.catalog
+
+    seen = [catalog()]
+    with open_inventory(fleet) as inv:
+        inv.claim(placement("vm1", (2,), host="host-a"), None)  # a claim is a host's change, not the catalog's
+        seen.append(catalog())
+        inv.add_tenant(Tenant("other", Isolation.NONE))
+        seen.append(catalog())
+        inv.update_tenant(Tenant("other", Isolation.NONE, max_vcpus=8))
+        seen.append(catalog())
+        inv.remove_tenant("other")
+        seen.append(catalog())
+    engine = make_engine(fleet)
+    try:
+        with engine.begin() as conn:  # behind vnuma's back: the triggers count it all the same
+            conn.execute(text("INSERT INTO gpu_profiles (model, pci_ids, document, imported_at) "
+                              "VALUES ('m', '', '{}', 'now')"))
+        seen.append(catalog())
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM gpu_profiles"))
+        seen.append(catalog())
+    finally:
+        engine.dispose()
+    assert seen[1] == seen[0]
+    assert all(later > earlier for earlier, later in pairwise(seen[1:]))

@@ -89,14 +89,14 @@ def test_drift_check_sees_a_missing_migration(db_url: str) -> None:
     assert any("ix_vms_host_id" in repr(diff) for diff in _drift(db_url))
 
 
-def test_upgrade_downgrade_upgrade(db_url: str) -> None:
-    upgrade(db_url)
-    _downgrade(db_url, "base")
-    assert _tables(db_url) == {"alembic_version"}
-    assert current_revision(db_url) is None
-    upgrade(db_url)
-    assert _tables(db_url) == TABLES
-    assert _drift(db_url) == []
+def test_upgrade_downgrade_upgrade(url: str) -> None:
+    upgrade(url)
+    _downgrade(url, "base")
+    assert _tables(url) == {"alembic_version"}
+    assert current_revision(url) is None
+    upgrade(url)
+    assert _tables(url) == TABLES
+    assert _drift(url) == []
 
 
 def test_a_new_database_is_created_at_head_on_first_open(tmp_path: Path) -> None:

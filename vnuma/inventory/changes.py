@@ -24,7 +24,10 @@ not see to carry a mark at or above the watermark that read took:
 
 A removed host leaves no row to mark: its removal counts one more in
 ``fleet_marks.hosts_removed`` (:data:`HOST_REMOVED`), which a reader compares
-whole.
+whole. The tenants and the kept MIG geometries carry no mark either: every
+statement that changes either table counts one more in
+``fleet_marks.catalog_changes`` (triggers, migration 0028: whatever writes
+them, the count follows), which a reader compares whole too.
 """
 
 from __future__ import annotations
@@ -38,8 +41,12 @@ _MARK = {
     "sqlite": "(SELECT COALESCE(MAX(change_mark), 0) + 1 FROM hosts)",
 }
 _WATERMARK = {
-    "postgresql": "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, hosts_removed FROM fleet_marks",
-    "sqlite": "SELECT (SELECT COALESCE(MAX(change_mark), 0) + 1 FROM hosts), hosts_removed FROM fleet_marks",
+    "postgresql": (
+        "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, hosts_removed, catalog_changes FROM fleet_marks"
+    ),
+    "sqlite": (
+        "SELECT (SELECT COALESCE(MAX(change_mark), 0) + 1 FROM hosts), hosts_removed, catalog_changes FROM fleet_marks"
+    ),
 }
 _BUMP = (
     "UPDATE hosts SET host_generation = host_generation + 1, change_mark = {mark}, updated_at = CURRENT_TIMESTAMP, "
@@ -68,5 +75,6 @@ def bump(x: Backend) -> str:
 
 
 def watermark(x: Backend) -> str:
-    """The query of a read's watermark and the count of removed hosts, run first in the read's transaction."""
+    """The query of a read's watermark, the count of removed hosts and that of changes to the tenants and the
+    MIG geometries, run first in the read's transaction."""
     return _WATERMARK[x.dialect]

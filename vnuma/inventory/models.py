@@ -326,10 +326,12 @@ class GpuProfile(Base):
 
 
 class FleetMarks(Base):
-    """What a host's change mark cannot say (:mod:`.changes`): one row counting the hosts removed."""
+    """What a host's change mark cannot say (:mod:`.changes`): one row counting the hosts removed, and the
+    changes to the tenants and the kept MIG geometries (counted by triggers on those tables, migration 0028)."""
 
     __tablename__ = "fleet_marks"
     __table_args__ = (CheckConstraint("id = 1", name="one"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     hosts_removed: Mapped[int] = mapped_column(BigInteger)
+    catalog_changes: Mapped[int] = mapped_column(BigInteger, server_default="0")

@@ -13,7 +13,7 @@ from enum import StrEnum
 # The Alembic head the models correspond to. Commands compare the database's
 # alembic_version with it without importing Alembic; tests/inventory checks it
 # equals the head of migrations/versions, so a new revision must bump it.
-SCHEMA_REVISION = "0027"
+SCHEMA_REVISION = "0028"
 
 # Execution option that makes SQLite begin a transaction with BEGIN IMMEDIATE (see db.make_engine).
 WRITE_OPTION = "vnuma_write"

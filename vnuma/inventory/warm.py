@@ -5,13 +5,14 @@ Every change to a host or to the VMs on it bumps the host's
 it (a claim, a release, a move, a refresh, a reservation, a cordon, a device
 state; :mod:`.changes`). A process that keeps a ledger between placements
 keeps the watermark of its last read; each read (:func:`read_changes`, one
-transaction) takes a new watermark, the count of removed hosts, the tenants
-and the kept MIG geometries, the marks (id and generation: a host removed and
-added again under its name gets a new id) of just the hosts changed since the
-old watermark, and the row and placements of those whose mark moved. When a
-host's own row, the set of hosts, the tenants or the kept MIG geometries
-(``gpu_profiles``, which hosts carry but whose change bumps no generation)
-changed, it reads the whole snapshot again (:func:`read_warm_snapshot`).
+transaction) takes a new watermark with the count of removed hosts and that of
+changes to the tenants and the kept MIG geometries (``gpu_profiles``, which
+hosts carry but whose change bumps no generation), the marks (id and
+generation: a host removed and added again under its name gets a new id) of
+just the hosts changed since the old watermark, and the row and placements of
+those whose mark moved. When a host's own row, the set of hosts, the tenants
+or the kept MIG geometries changed, it reads the whole snapshot again
+(:func:`read_warm_snapshot`).
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from dataclasses import dataclass
 
 from vnuma.inventory.changes import CHANGED_SINCE, watermark
 from vnuma.inventory.executor import Executor, Row
-from vnuma.inventory.gpuprofiles import PROFILES
-from vnuma.inventory.reading import TENANTS, Snapshot, decode_placements, decode_tenants, read_snapshot
-from vnuma.placement.model import Placement, Tenant
+from vnuma.inventory.reading import Snapshot, decode_placements, read_snapshot
+from vnuma.placement.model import Placement
 
 Mark = tuple[int, int]
 """A host's (id, generation)."""
@@ -39,23 +39,23 @@ HOST_VMS = (
 @dataclass(frozen=True, slots=True)
 class Watermark:
     """Where a read left off: changes at or above ``since`` are read next time; ``removed`` counts the hosts
-    ever removed (a change there means "read everything")."""
+    ever removed and ``catalog`` the changes to the tenants and the MIG geometries (a change in either means
+    "read everything")."""
 
     since: int
     removed: int
+    catalog: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Changes:
-    """The new watermark, every tenant and the kept MIG geometries' rows; the mark of each host changed since
-    the old watermark; the row and the placements of each host whose mark moved."""
+    """The new watermark; the mark of each host changed since the old watermark; the row and the placements of
+    each host whose mark moved."""
 
     watermark: Watermark
     marks: dict[str, Mark]
-    tenants: dict[str, Tenant]
     rows: dict[str, Row]
     placements: dict[str, list[Placement]]
-    profiles: tuple[Row, ...] = ()
 
 
 def _marks(rows: list[Row]) -> dict[str, Mark]:
@@ -72,34 +72,28 @@ def read_marks(x: Executor) -> dict[str, Mark]:
 
 
 def read_changes(x: Executor, known: Mapping[str, Mark], since: Watermark) -> Changes:
-    """The new watermark, the tenants, the marks of the hosts changed since ``since``, and the row and
-    placements of each of those whose mark is not the ``known`` one."""
-    mark, marks_rows, tenants, profiles = x.batch(
-        [(watermark(x), None), (CHANGED_SINCE, {"since": since.since}), (TENANTS, None), (PROFILES, None)]
-    )
+    """The new watermark, the marks of the hosts changed since ``since``, and the row and placements of each
+    of those whose mark is not the ``known`` one."""
+    mark, marks_rows = x.batch([(watermark(x), None), (CHANGED_SINCE, {"since": since.since})])
     marks = _marks(marks_rows)
     changed = sorted(name for name, mark in marks.items() if known.get(name) != mark)
     queries = [q for name in changed for q in ((HOST_ROW, {"name": name}), (HOST_VMS, {"name": name}))]
     found = x.batch(queries) if queries else []
     rows = {name: _rows(found[2 * i])[name] for i, name in enumerate(changed) if found[2 * i]}
     placements = {name: decode_placements(found[2 * i + 1]) for i, name in enumerate(changed)}
-    return Changes(_watermark(mark), marks, decode_tenants(tenants), rows, placements, _profiles(profiles))
-
-
-def _profiles(rows: list[Row]) -> tuple[Row, ...]:
-    return tuple(tuple(r) for r in rows)
+    return Changes(_watermark(mark), marks, rows, placements)
 
 
 def _watermark(rows: list[Row]) -> Watermark:
-    return Watermark(int(rows[0][0]), int(rows[0][1]))
+    return Watermark(int(rows[0][0]), int(rows[0][1]), int(rows[0][2]))
 
 
-WarmSnapshot = tuple[Watermark, dict[str, Mark], dict[str, Row], tuple[Row, ...], Snapshot]
-"""The watermark, every host's mark and row, the kept MIG geometries' rows, and the whole snapshot."""
+WarmSnapshot = tuple[Watermark, dict[str, Mark], dict[str, Row], Snapshot]
+"""The watermark, every host's mark and row, and the whole snapshot."""
 
 
 def read_warm_snapshot(x: Executor) -> WarmSnapshot:
-    """The watermark (taken first), every host's mark and row, the MIG geometries' rows, and the whole
-    snapshot, as one transaction sees them."""
-    mark, marks, rows, profiles = x.batch([(watermark(x), None), (MARKS, None), (ROWS, None), (PROFILES, None)])
-    return _watermark(mark), _marks(marks), _rows(rows), _profiles(profiles), read_snapshot(x)
+    """The watermark (taken first), every host's mark and row, and the whole snapshot, as one transaction sees
+    them."""
+    mark, marks, rows = x.batch([(watermark(x), None), (MARKS, None), (ROWS, None)])
+    return _watermark(mark), _marks(marks), _rows(rows), read_snapshot(x)

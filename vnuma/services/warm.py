@@ -4,8 +4,9 @@ A :class:`WarmFleet` is a :class:`~vnuma.services.placing.View` for
 :func:`~vnuma.services.placing.place_vm`. Before each decision it reads the
 generations of just the hosts changed since its last read (their change
 marks at or above its watermark, :mod:`vnuma.inventory.changes`: the cost
-follows what changed, not the fleet) and the tenants, then the placements of
-only the hosts whose generation moved, and
+follows what changed, not the fleet) and the count of changes to the tenants
+and the kept MIG geometries, then the placements of only the hosts whose
+generation moved, and
 swaps in its ledger those hosts' VMs whose placement changed, came or went
 (all removals first, so a VM that moved between hosts is never held twice;
 a VM whose stored placement is the one the ledger holds stays as it is). When a host's own row (topology,
@@ -57,7 +58,6 @@ class WarmFleet:
         self._since = Watermark(0, 0)
         self._rows: dict[str, Row] = {}
         self._tenants: dict[str, Tenant] = {}
-        self._profiles: tuple[Row, ...] = ()
         self._on_host: dict[str, list[str]] = {}
         self._pending: dict[str, Placement] = {}
         self.full_reads = 0
@@ -115,9 +115,8 @@ class WarmFleet:
         got = placer.changes(self._marks, self._since)
         if (
             got.watermark.removed != self._since.removed
+            or got.watermark.catalog != self._since.catalog
             or not got.marks.keys() <= self._marks.keys()
-            or got.tenants != self._tenants
-            or got.profiles != self._profiles
             or any(self._rows.get(name) != row for name, row in got.rows.items())
         ):
             return self._rebuilt(placer)
@@ -144,7 +143,7 @@ class WarmFleet:
 
     def _rebuilt(self, placer: Placer) -> Fleet:
         with gc_paused():
-            self._since, self._marks, self._rows, self._profiles, snap = placer.warm_snapshot()
+            self._since, self._marks, self._rows, snap = placer.warm_snapshot()
             self._fleet = Fleet(snap.hosts, snap.placements, snap.tenants.values())
             self._tenants = snap.tenants
             self._on_host = _by_host(snap.placements)
