@@ -268,3 +268,16 @@ def test_a_kept_postgres_connection_is_checked_again_once_its_check_is_old(
             open_placer(pg_url)
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_statement_alone_runs_outside_a_transaction_and_leaves_the_connection_transactional(pg_url: str) -> None:
+    upgrade(pg_url)
+    with access.open_access(pg_url) as opened:
+        with opened.alone() as x:
+            assert x.one("SELECT txid_current_if_assigned() IS NULL, now() = statement_timestamp()") == (True, True)
+        with pytest.raises(InventoryError, match="no_such_table"), opened.alone() as x:
+            x.one("SELECT * FROM no_such_table")
+        with opened.begin(False) as x:  # a transaction again: its statements share one snapshot and clock
+            first = x.one("SELECT now()")
+            assert x.one("SELECT now() = :first", {"first": first[0] if first else None}) == (True,)

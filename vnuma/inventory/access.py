@@ -47,12 +47,22 @@ Begin = Callable[[bool], AbstractContextManager[Executor]]
 
 
 class Access:
-    """Transactions on one inventory: ``begin(write)`` yields an executor and commits at the end."""
+    """Transactions on one inventory: ``begin(write)`` yields an executor and commits at the end; ``alone()``
+    one for a single read statement (on PostgreSQL outside a transaction: one round trip, not three)."""
 
-    def __init__(self, url: str, begin: Begin, close: Callable[[], None]) -> None:
+    def __init__(
+        self, url: str, begin: Begin, close: Callable[[], None],
+        alone: Callable[[], AbstractContextManager[Executor]] | None = None,
+    ) -> None:
         self.url = url
         self.begin = begin
         self._close = close
+        self._alone = alone
+
+    def alone(self) -> AbstractContextManager[Executor]:
+        """An executor for one read statement, which is its own snapshot (a read transaction where the
+        backend gains nothing from leaving it out)."""
+        return self._alone() if self._alone is not None else self.begin(False)
 
     def close(self) -> None:
         """Close the connection(s)."""
@@ -105,7 +115,8 @@ def open_access(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> 
         at_head = _postgres_at_head(conninfo)
         if at_head is not None:
             pg, checked = at_head
-            return Access(url, _postgres_begin(pg, url), lambda: _check_in(conninfo, pg, checked))
+            return Access(url, _postgres_begin(pg, url), lambda: _check_in(conninfo, pg, checked),
+                          _postgres_alone(pg, url))
     from vnuma.inventory.db import open_engine, writer
     from vnuma.inventory.guard import guarded
 
@@ -245,6 +256,23 @@ def _postgres_begin(conn: Any, url: str) -> Begin:
             raise _translated(mask(url), err, psycopg.errors.IntegrityError) from err
 
     return begin
+
+
+def _postgres_alone(conn: Any, url: str) -> Callable[[], AbstractContextManager[Executor]]:
+    import psycopg
+
+    @contextmanager
+    def alone() -> Iterator[Executor]:
+        try:
+            conn.autocommit = True  # no BEGIN and COMMIT around the statement
+            try:
+                yield PsycopgExecutor(conn)
+            finally:
+                conn.autocommit = False
+        except psycopg.Error as err:
+            raise _translated(mask(url), err, psycopg.errors.IntegrityError) from err
+
+    return alone
 
 
 def _translated(shown_url: str, err: Exception, integrity: type[Exception]) -> ConflictError | InventoryError:

@@ -166,7 +166,7 @@ class Authenticator:
         if m is None:
             raise AuthenticationError("malformed token", hint="tokens read vnuma_KEY_SECRET")
         key, secret = m.groups()
-        with open_access(self._settings.db_url) as access, access.begin(False) as x:
+        with open_access(self._settings.db_url) as access, access.alone() as x:
             record = token_by_key(x, key)
         if record is None:
             raise AuthenticationError("unknown token")
